@@ -1,0 +1,59 @@
+// Lint: typescript-eslint rules plus the import-direction rule of docs/architecture.md.
+// A module may import only from folders of a lower rank (and from its own folder).
+import tseslint from "typescript-eslint";
+import importX from "eslint-plugin-import-x";
+
+/** Folder ranks under src/ (docs/architecture.md, "Layout"). */
+const ranks = {
+  domain: 0,
+  clock: 0,
+  errors: 1,
+  observability: 1,
+  config: 2,
+  recurrence: 2,
+  channels: 2,
+  contracts: 2,
+  store: 3,
+  scheduler: 4,
+  ical: 4,
+  app: 5,
+  api: 6,
+  cli: 6,
+  dashboard: 6,
+};
+
+const zones = [];
+for (const [target, rank] of Object.entries(ranks)) {
+  for (const [from, fromRank] of Object.entries(ranks)) {
+    if (from !== target && fromRank >= rank) {
+      zones.push({
+        target: `./src/${target}`,
+        from: `./src/${from}`,
+        message: `src/${target} (rank ${rank}) must not import src/${from} (rank ${fromRank}): imports point to lower ranks only.`,
+      });
+    }
+  }
+}
+
+export default tseslint.config(
+  { ignores: ["dist/**", "node_modules/**", "coverage/**", "punctual-data/**", ".test-tmp/**"] },
+  ...tseslint.configs.recommended,
+  {
+    files: ["**/*.ts"],
+    plugins: { "import-x": importX },
+    settings: { "import-x/resolver": { typescript: { project: "./tsconfig.json" } } },
+    rules: {
+      "import-x/no-restricted-paths": ["error", { zones }],
+      "import-x/no-cycle": ["error", { ignoreExternal: true }],
+      "@typescript-eslint/no-unused-vars": [
+        "error",
+        { argsIgnorePattern: "^_", varsIgnorePattern: "^_" },
+      ],
+      "@typescript-eslint/consistent-type-imports": "error",
+    },
+  },
+  {
+    files: ["src/index.ts"],
+    rules: { "import-x/no-restricted-paths": "off" },
+  },
+);

@@ -1,0 +1,143 @@
+/**
+ * The named error vocabulary of punctual. Every error carries a stable `code` string
+ * (safe to match on in scripts and API clients) and, where there is one, a `cause`.
+ *
+ * Three families (docs/architecture.md, decision 9):
+ * - for people: {@link ValidationError}, {@link NotFoundError}, {@link ConflictError};
+ * - for channels, to steer delivery: {@link PermanentError}, {@link TransientError},
+ *   {@link RateLimitedError};
+ * - for infrastructure: {@link SchemaMismatchError}, {@link DataDirLockedError},
+ *   {@link ConfigError}, and {@link isRetryableDatabaseError}.
+ */
+
+/** Base class: a message for people and a stable machine-readable `code`. */
+export class PunctualError extends Error {
+  readonly code: string;
+  constructor(code: string, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = new.target.name;
+    this.code = code;
+  }
+}
+
+/** One problem with one input field. `field` is a dotted path such as `reminders.0.offset`. */
+export interface FieldIssue {
+  field: string;
+  message: string;
+  /** The offending value, when it is short enough to show. */
+  value?: unknown;
+}
+
+/**
+ * Bad input from a person (API body, CLI flag, rule text). Names every bad field.
+ * HTTP: 400. Code: `VALIDATION_FAILED`.
+ */
+export class ValidationError extends PunctualError {
+  readonly issues: readonly FieldIssue[];
+  constructor(issues: FieldIssue[] | FieldIssue, options?: { cause?: unknown }) {
+    const list = Array.isArray(issues) ? issues : [issues];
+    super("VALIDATION_FAILED", list.map(formatIssue).join("; "), options);
+    this.issues = list;
+  }
+}
+
+function formatIssue(issue: FieldIssue): string {
+  const shown =
+    issue.value === undefined ? "" : ` (got ${JSON.stringify(issue.value)?.slice(0, 120)})`;
+  return `${issue.field}: ${issue.message}${shown}`;
+}
+
+/** The named thing does not exist (or belongs to another tenant). HTTP: 404. */
+export class NotFoundError extends PunctualError {
+  constructor(what: string, id: string) {
+    super("NOT_FOUND", `${what} ${id} not found`);
+  }
+}
+
+/**
+ * The request conflicts with the current state: a stale version (HTTP 412 with If-Match),
+ * an illegal state transition, a duplicate. Code `STALE_VERSION` or `CONFLICT`.
+ */
+export class ConflictError extends PunctualError {
+  constructor(message: string, code: "CONFLICT" | "STALE_VERSION" = "CONFLICT") {
+    super(code, message);
+  }
+}
+
+/** A channel failure that no retry can fix (4xx other than 408/429, rejected address). */
+export class PermanentError extends PunctualError {
+  constructor(message: string, options?: { cause?: unknown; code?: string }) {
+    super(options?.code ?? "PERMANENT", message, options);
+  }
+}
+
+/** A channel failure that may pass on retry (5xx, 408, network error, timeout). */
+export class TransientError extends PunctualError {
+  constructor(message: string, options?: { cause?: unknown; code?: string }) {
+    super(options?.code ?? "TRANSIENT", message, options);
+  }
+}
+
+/**
+ * The channel asked us to slow down (HTTP 429, Retry-After). Retried after `retryAfterMs`
+ * without spending an attempt (DEL-13).
+ */
+export class RateLimitedError extends PunctualError {
+  /** Milliseconds to wait before the next try. */
+  readonly retryAfterMs: number;
+  constructor(message: string, retryAfterMs: number, options?: { cause?: unknown }) {
+    super("RATE_LIMITED", message, options);
+    this.retryAfterMs = retryAfterMs;
+  }
+}
+
+/** The database schema is behind or ahead of this release (OPS-5). */
+export class SchemaMismatchError extends PunctualError {
+  constructor(message: string) {
+    super("SCHEMA_MISMATCH", message);
+  }
+}
+
+/** Another process holds the embedded data folder. */
+export class DataDirLockedError extends PunctualError {
+  constructor(message: string) {
+    super("DATA_DIR_LOCKED", message);
+  }
+}
+
+/** Invalid configuration: stops the process at start. */
+export class ConfigError extends PunctualError {
+  constructor(message: string) {
+    super("CONFIG_INVALID", message);
+  }
+}
+
+/** SQLSTATE classes and codes worth retrying: connection loss, serialization, deadlock. */
+const RETRYABLE_SQLSTATE = new Set(["40001", "40P01", "55P03", "57P01", "57P02", "57P03"]);
+const RETRYABLE_NODE_CODES = new Set([
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "EPIPE",
+  "ETIMEDOUT",
+  "ENOTFOUND",
+  "EAI_AGAIN",
+  "EHOSTUNREACH",
+]);
+
+/**
+ * Whether a database error is worth retrying (OPS-8): connection failures (SQLSTATE class
+ * 08, admin shutdown 57P01–57P03, Node socket errors), serialization failures (40001)
+ * and deadlocks (40P01). Constraint violations and syntax errors are not.
+ */
+export function isRetryableDatabaseError(err: unknown): boolean {
+  if (!err || typeof err !== "object") return false;
+  const code = (err as { code?: unknown }).code;
+  if (typeof code === "string") {
+    if (code.startsWith("08") || RETRYABLE_SQLSTATE.has(code) || RETRYABLE_NODE_CODES.has(code))
+      return true;
+  }
+  const message = String((err as { message?: unknown }).message ?? "");
+  return /Connection terminated|connection is closed|Client has encountered a connection error|timeout exceeded when trying to connect/i.test(
+    message,
+  );
+}
