@@ -1,0 +1,79 @@
+/**
+ * The `log` channel (CH-5), for development: each delivery becomes one structured log
+ * line `{ msg: "reminder.due", deliveryKey, scheduleId, reminderKey, occurrenceAt, dueAt,
+ * attempt, late, payload }` at info. Nothing de-duplicates log lines, so the channel is
+ * not idempotent: a send interrupted by a crash becomes `in_doubt` (DEL-6).
+ */
+import { TransientError, ValidationError } from "../errors/index.js";
+import type { Logger } from "../observability/logger.js";
+import type { Channel, ChannelDelivery, SendContext, SendResult } from "./types.js";
+
+/** The line the log channel writes for one delivery. Instants are ISO 8601 UTC with `Z`. */
+export interface LogChannelLine {
+  msg: "reminder.due";
+  channel: "log";
+  deliveryKey: string;
+  scheduleId: string;
+  reminderKey: string;
+  occurrenceAt: string;
+  dueAt: string;
+  attempt: number;
+  late: boolean;
+  payload: unknown;
+}
+
+/** Options of {@link createLogChannel}. */
+export interface LogChannelOptions {
+  /** Logger the line goes to, at info (unless `write` is given). */
+  logger: Logger;
+  /** Replaces the logger as the sink: receives each line as an object (tests, stdout piping). */
+  write?: (line: LogChannelLine) => void;
+}
+
+/**
+ * Creates the log channel. Its target is optional and ignored: `validateTarget` accepts
+ * `undefined`, `null` or any object, and throws {@link ValidationError} (field `target`)
+ * for anything else. `send` throws {@link TransientError} (`SEND_ABORTED`) when
+ * `ctx.signal` is already aborted, otherwise resolves `{ status: null, messageId: null }`.
+ */
+export function createLogChannel(options: LogChannelOptions): Channel {
+  const { logger, write } = options;
+  return {
+    name: "log",
+    idempotent: false,
+    validateTarget(target: unknown): void {
+      if (target === undefined || target === null) return;
+      if (typeof target !== "object" || Array.isArray(target)) {
+        throw new ValidationError({
+          field: "target",
+          message: "the log channel takes no target: omit it or pass {}",
+          value: target,
+        });
+      }
+    },
+    async send(delivery: ChannelDelivery, ctx: SendContext): Promise<SendResult> {
+      if (ctx.signal.aborted) {
+        throw new TransientError("log send aborted before it started", { code: "SEND_ABORTED" });
+      }
+      const line: LogChannelLine = {
+        msg: "reminder.due",
+        channel: "log",
+        deliveryKey: delivery.deliveryKey,
+        scheduleId: delivery.scheduleId,
+        reminderKey: delivery.reminderKey,
+        occurrenceAt: delivery.occurrenceAt.toISOString(),
+        dueAt: delivery.dueAt.toISOString(),
+        attempt: delivery.attempt,
+        late: delivery.late,
+        payload: delivery.payload ?? null,
+      };
+      if (write) {
+        write(line);
+      } else {
+        const { msg, ...fields } = line;
+        logger.info(fields, msg);
+      }
+      return { status: null, messageId: null };
+    },
+  };
+}

@@ -1,0 +1,67 @@
+/**
+ * The Channel port: how a delivery leaves punctual. Adapters live beside this file.
+ *
+ * A channel's `send` either resolves (the side effect happened: settle as `sent`) or
+ * throws one of the steering errors of `src/errors/`:
+ * - `PermanentError`: never retried (DEL-5), the delivery is dead now;
+ * - `TransientError`: retried with backoff while attempts remain (DEL-4);
+ * - `RateLimitedError`: retried after `retryAfterMs`, spending no attempt (DEL-13).
+ * Any other thrown value counts as transient.
+ */
+
+/** What a channel receives about one delivery. Instants are `Date`s (UTC). */
+export interface ChannelDelivery {
+  /** Stable idempotency key of (schedule, reminder, occurrence); never changes across attempts. */
+  deliveryKey: string;
+  scheduleId: string;
+  reminderKey: string;
+  /** The occurrence this reminder is about. */
+  occurrenceAt: Date;
+  /** When the reminder was due (occurrence + offset, after quiet-hour deferral). */
+  dueAt: Date;
+  /** Claim number of this try, 1-based; the same number fences the settle. */
+  attempt: number;
+  /** True when sent after its due time by more than the grace of the misfire policy. */
+  late: boolean;
+  /** The schedule's payload (any JSON). */
+  payload: unknown;
+  /** The reminder's channel target, already validated by `validateTarget`. */
+  target: unknown;
+}
+
+/** Per-send context. */
+export interface SendContext {
+  /** Equal to `deliveryKey`: pass it to the receiver (webhook-id, Message-ID …). */
+  idempotencyKey: string;
+  /** Aborted before the lease ends, and on forced shutdown. */
+  signal: AbortSignal;
+  /** Budget for this send in milliseconds (strictly below the lease). */
+  timeoutMs: number;
+}
+
+/** What a successful send reports. */
+export interface SendResult {
+  /** The receiver's message id, when it returns one (recorded in the attempt, DEL-14). */
+  messageId?: string | null;
+  /** HTTP status or protocol code, recorded in the attempt. */
+  status?: number | null;
+}
+
+/** A delivery channel (CH-*). */
+export interface Channel {
+  /** Name used in reminders: `webhook`, `log`, … */
+  readonly name: string;
+  /**
+   * True when the receiver de-duplicates by idempotency key, so a send whose outcome is
+   * unknown (crash, lost lease) may be retried with the same key (DEL-6). False makes
+   * such deliveries `in_doubt` unless the reminder opts into at-least-once.
+   */
+  readonly idempotent: boolean;
+  /**
+   * Checks a reminder's target when a schedule is created or edited.
+   * @throws ValidationError naming `target.<field>`.
+   */
+  validateTarget(target: unknown): void;
+  /** Sends one delivery. Must honour `ctx.signal`. */
+  send(delivery: ChannelDelivery, ctx: SendContext): Promise<SendResult>;
+}
