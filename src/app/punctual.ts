@@ -1,0 +1,586 @@
+/**
+ * `createPunctual()` / `createScheduler()` (API-4): wires the store, the scheduler loop
+ * and the channels into one object, the facade the HTTP API and the CLI are built on.
+ */
+import { createHash, randomBytes } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { z } from "zod";
+import type { Channel } from "../channels/types.js";
+import { ChannelRegistry, createLogChannel, createWebhookChannel } from "../channels/index.js";
+import { SystemClock, type Clock } from "../clock/index.js";
+import { resolveConfig, type ConfigInput, type PunctualConfig } from "../config/index.js";
+import {
+  createScheduleSchema,
+  listDeliveriesQuerySchema,
+  listSchedulesQuerySchema,
+  type AttemptView,
+  type CreateScheduleInput,
+  type DeliveryView,
+  type ScheduleView,
+} from "../contracts/index.js";
+import {
+  ConflictError,
+  NotFoundError,
+  PunctualError,
+  ValidationError,
+  type FieldIssue,
+} from "../errors/index.js";
+import { createLogger, type Logger } from "../observability/logger.js";
+import { createMetrics, type Metrics } from "../observability/metrics.js";
+import { parseOffset, validateRule } from "../recurrence/index.js";
+import type { Database } from "../store/database.js";
+import { assertSchemaCurrent, migrate, schemaVersion, expectedVersion } from "../store/migrator.js";
+import { INIT_SETTING_SQL, NOTIFY_WAKE_SQL, PING_SQL } from "../store/operations.js";
+import { openPglite } from "../store/pglite.js";
+import { openPostgres } from "../store/postgres.js";
+import {
+  ATTEMPTS_SQL,
+  CANCEL_SCHEDULE_SQL,
+  DELIVERY_BY_ID_SQL,
+  INSERT_REMINDERS_SQL,
+  INSERT_SCHEDULE_SQL,
+  LIST_DELIVERIES_SQL,
+  LIST_SCHEDULES_SQL,
+  REDRIVE_SQL,
+  REMINDERS_SQL,
+  RESOLVE_SQL,
+  SCHEDULE_BY_ID_SQL,
+  SCHEDULE_BY_IDEMPOTENCY_KEY_SQL,
+  SET_SCHEDULE_STATE_SQL,
+  toAttemptView,
+  toDeliveryView,
+  toScheduleView,
+  type AttemptRow,
+  type DeliveryRow,
+  type ReminderRow,
+  type ScheduleRow,
+} from "../store/schedules.js";
+import { Scheduler } from "../scheduler/scheduler.js";
+
+/** Release version (from package.json). */
+export const VERSION: string = (() => {
+  try {
+    const pkg = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version?: string };
+    return pkg.version ?? "0.0.0";
+  } catch {
+    return "0.0.0";
+  }
+})();
+
+/** Options of {@link createPunctual}: the configuration plus what code can inject. */
+export interface PunctualOptions extends ConfigInput {
+  /** Bring your own database (tests, embedding); otherwise opened from the configuration. */
+  database?: Database;
+  /** Extra channels (handler functions, e-mail …), beside the built-in webhook and log. */
+  channels?: Channel[];
+  clock?: Clock;
+  logger?: Logger;
+  /** `start` (API + scheduler) or `worker`; recorded in the instances table. */
+  role?: string;
+}
+
+/** Tenant used when the API runs without keys. */
+export const DEFAULT_TENANT = "default";
+
+/** Who is calling: every query is scoped to a tenant (API-2). */
+export interface CallContext {
+  tenant?: string;
+}
+
+/** Result of a create: `created` is false when an Idempotency-Key replay returned the existing one. */
+export interface CreateResult {
+  schedule: ScheduleView;
+  created: boolean;
+  warnings: string[];
+}
+
+/** Health of this process (OPS-4). */
+export interface Health {
+  live: boolean;
+  ready: boolean;
+  checks: { database: boolean; schema: boolean; heartbeat: boolean };
+  lastPassAt: string | null;
+  detail: string[];
+}
+
+function issuesFromZod(error: z.ZodError, prefix = ""): FieldIssue[] {
+  return error.issues.map((issue) => {
+    const field = [prefix, ...issue.path.map(String)].filter(Boolean).join(".") || "(body)";
+    if (issue.code === "unrecognized_keys") {
+      return { field, message: `unknown field(s): ${issue.keys.join(", ")}` };
+    }
+    return { field, message: issue.message };
+  });
+}
+
+/** Parses with a zod schema, or throws ValidationError naming every bad field. */
+export function parseInput<T extends z.ZodType>(schema: T, input: unknown, prefix = ""): z.output<T> {
+  const result = schema.safeParse(input);
+  if (!result.success) throw new ValidationError(issuesFromZod(result.error, prefix));
+  return result.data;
+}
+
+function prefixIssues(err: unknown, prefix: string): FieldIssue[] {
+  if (err instanceof ValidationError) {
+    return err.issues.map((i) => ({ ...i, field: `${prefix}.${i.field}` }));
+  }
+  return [{ field: prefix, message: err instanceof Error ? err.message : String(err) }];
+}
+
+function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`;
+  if (value && typeof value === "object") {
+    return `{${Object.keys(value)
+      .sort()
+      .map((k) => `${JSON.stringify(k)}:${canonicalJson((value as Record<string, unknown>)[k])}`)
+      .join(",")}}`;
+  }
+  return JSON.stringify(value) ?? "null";
+}
+
+/** The running punctual: store, scheduler, channels, and the operations on them. */
+export class Punctual {
+  readonly config: PunctualConfig;
+  readonly db: Database;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly metrics: Metrics;
+  readonly channels: ChannelRegistry;
+  readonly scheduler: Scheduler;
+  #closed = false;
+  #closers: Array<() => Promise<void> | void> = [];
+
+  /** @internal use {@link createPunctual}. */
+  constructor(parts: {
+    config: PunctualConfig;
+    db: Database;
+    clock: Clock;
+    logger: Logger;
+    metrics: Metrics;
+    channels: ChannelRegistry;
+    role: string;
+    closers: Array<() => Promise<void> | void>;
+  }) {
+    this.config = parts.config;
+    this.db = parts.db;
+    this.clock = parts.clock;
+    this.logger = parts.logger;
+    this.metrics = parts.metrics;
+    this.channels = parts.channels;
+    this.#closers = parts.closers;
+    const map = new Map(parts.channels.names().map((n) => [n, parts.channels.get(n)]));
+    this.scheduler = new Scheduler({
+      db: parts.db,
+      clock: parts.clock,
+      logger: parts.logger,
+      metrics: parts.metrics,
+      channels: map,
+      options: parts.config.scheduler,
+      version: VERSION,
+      role: parts.role,
+    });
+  }
+
+  /** Starts the scheduler loop. */
+  async start(): Promise<void> {
+    await this.scheduler.start();
+  }
+
+  /** OPS-6: stops the loop (finishing in-flight sends) and closes the database. Idempotent. */
+  async close(graceMs?: number): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    await this.scheduler.stop(graceMs);
+    for (const close of this.#closers) await close();
+  }
+
+  #now(): Date | null {
+    return this.clock.sqlNow();
+  }
+
+  #wake(): void {
+    this.scheduler.wake();
+    if (this.db.engine === "postgres") {
+      this.db.query(NOTIFY_WAKE_SQL, [""]).catch((err) => this.logger.warn({ err }, "NOTIFY failed"));
+    }
+  }
+
+  /**
+   * Validates a create request strictly (REC-3 strict posture, DEL-11 channels, CH-1
+   * targets). Returns the parsed input and warnings.
+   * @throws ValidationError naming every bad field.
+   */
+  validateSchedule(input: unknown): { value: z.output<typeof createScheduleSchema>; warnings: string[] } {
+    const value = parseInput(createScheduleSchema, input);
+    const issues: FieldIssue[] = [];
+    const warnings: string[] = [];
+    try {
+      const recurrence = validateRule({
+        dtstart: value.dtstart,
+        tzid: value.tzid,
+        rrule: value.rrule ?? null,
+        rdate: value.rdate,
+        exdate: value.exdate,
+        endsAt: value.endsAt ?? null,
+        dst: value.dst,
+      });
+      if (!recurrence.bounded && !value.perpetual) {
+        warnings.push(
+          `unbounded series: planned for ${this.config.scheduler.maxExpansionDays} days, then stopped (logged at ERROR); add COUNT/UNTIL or endsAt, or set perpetual: true`,
+        );
+      }
+    } catch (err) {
+      if (err instanceof ValidationError) issues.push(...err.issues);
+      else throw err;
+    }
+    const keys = new Set<string>();
+    value.reminders.forEach((reminder, i) => {
+      const at = `reminders.${i}`;
+      if (keys.has(reminder.key)) issues.push({ field: `${at}.key`, message: "duplicate reminder key", value: reminder.key });
+      keys.add(reminder.key);
+      try {
+        parseOffset(reminder.offset);
+      } catch (err) {
+        issues.push(...prefixIssues(err, `${at}`).map((x) => ({ ...x, field: `${at}.offset` })));
+      }
+      if (!this.channels.has(reminder.channel)) {
+        issues.push({
+          field: `${at}.channel`,
+          message: `unknown channel; known: ${this.channels.names().join(", ")}`,
+          value: reminder.channel,
+        });
+        return;
+      }
+      try {
+        this.channels.get(reminder.channel).validateTarget(reminder.target);
+      } catch (err) {
+        issues.push(
+          ...prefixIssues(err, at).map((x) => ({
+            ...x,
+            field: x.field.replace(`${at}.target.target`, `${at}.target`),
+          })),
+        );
+      }
+    });
+    if (issues.length > 0) throw new ValidationError(issues);
+    return { value, warnings };
+  }
+
+  /**
+   * Creates a schedule with its reminders in one transaction (API-1). With an
+   * idempotency key, a retried create returns the first schedule (`created: false`);
+   * the same key with a different body is a ConflictError.
+   * @throws ValidationError, ConflictError
+   */
+  async createSchedule(
+    input: CreateScheduleInput | unknown,
+    options: CallContext & { idempotencyKey?: string } = {},
+  ): Promise<CreateResult> {
+    const tenant = options.tenant ?? DEFAULT_TENANT;
+    const { value, warnings } = this.validateSchedule(input);
+    const hash = createHash("sha256").update(canonicalJson(value)).digest("hex");
+    const idem = options.idempotencyKey ?? null;
+    const result = await this.db.transaction(async (tx) => {
+      const { rows } = await tx.query<ScheduleRow>(INSERT_SCHEDULE_SQL, [
+        this.#now(),
+        tenant,
+        idem,
+        idem ? hash : null,
+        value.dtstart,
+        value.tzid,
+        value.rrule ?? null,
+        value.rdate,
+        value.exdate,
+        Boolean(value.rrule) || value.rdate.length > 0,
+        value.endsAt ?? null,
+        value.expiresAt ?? null,
+        value.dst?.gap ?? "shift",
+        value.dst?.overlap ?? "earlier",
+        value.misfire,
+        value.graceMs,
+        value.perpetual,
+        JSON.stringify(value.payload ?? null),
+        value.source ?? null,
+        value.externalId ?? null,
+      ]);
+      const row = rows[0];
+      if (!row) return null;
+      await tx.query(INSERT_REMINDERS_SQL, [
+        row.id,
+        value.reminders.map((r) => r.key),
+        value.reminders.map((r) => r.offset),
+        value.reminders.map((r) => r.channel),
+        value.reminders.map((r) => JSON.stringify(r.target ?? {})),
+        value.reminders.map((r) =>
+          r.delivery === "at-least-once" ? "retry" : r.delivery === "at-most-once" ? "in_doubt" : null,
+        ),
+        value.reminders.map((r) => r.maxAttempts ?? this.config.scheduler.maxAttempts),
+      ]);
+      const { rows: reminders } = await tx.query<ReminderRow>(REMINDERS_SQL, [[row.id]]);
+      return toScheduleView(row, reminders);
+    });
+    if (result) {
+      this.#wake();
+      return { schedule: result, created: true, warnings };
+    }
+    // The idempotency key was used before: same body → the same schedule; else a conflict.
+    const { rows } = await this.db.query<ScheduleRow>(SCHEDULE_BY_IDEMPOTENCY_KEY_SQL, [tenant, idem]);
+    const existing = rows[0];
+    if (!existing) throw new ConflictError("idempotency key collision; retry the request");
+    if (existing.request_hash !== hash) {
+      throw new ConflictError(
+        `Idempotency-Key "${idem}" was already used with a different request body (schedule ${existing.id})`,
+      );
+    }
+    return { schedule: await this.getSchedule(existing.id, options), created: false, warnings };
+  }
+
+  /** @throws NotFoundError */
+  async getSchedule(id: string, ctx: CallContext = {}): Promise<ScheduleView> {
+    if (!z.uuid().safeParse(id).success) throw new NotFoundError("schedule", id);
+    const { rows } = await this.db.query<ScheduleRow>(SCHEDULE_BY_ID_SQL, [ctx.tenant ?? DEFAULT_TENANT, id]);
+    const row = rows[0];
+    if (!row) throw new NotFoundError("schedule", id);
+    const { rows: reminders } = await this.db.query<ReminderRow>(REMINDERS_SQL, [[id]]);
+    return toScheduleView(row, reminders);
+  }
+
+  /** Lists schedules, oldest first, with a keyset cursor. */
+  async listSchedules(
+    query: unknown = {},
+    ctx: CallContext = {},
+  ): Promise<{ items: ScheduleView[]; nextCursor: string | null }> {
+    const q = parseInput(listSchedulesQuerySchema, query);
+    let afterAt: string | null = null;
+    let afterId: string | null = null;
+    if (q.cursor) {
+      const [at, id] = Buffer.from(q.cursor, "base64url").toString("utf8").split("|");
+      if (!at || !id || !z.uuid().safeParse(id).success || Number.isNaN(Date.parse(at))) {
+        throw new ValidationError({ field: "cursor", message: "not a cursor from a previous page", value: q.cursor });
+      }
+      afterAt = at;
+      afterId = id;
+    }
+    const { rows } = await this.db.query<ScheduleRow>(LIST_SCHEDULES_SQL, [
+      ctx.tenant ?? DEFAULT_TENANT,
+      q.state ?? null,
+      afterAt,
+      afterId,
+      q.limit,
+    ]);
+    const { rows: reminders } = rows.length
+      ? await this.db.query<ReminderRow>(REMINDERS_SQL, [rows.map((r) => r.id)])
+      : { rows: [] as ReminderRow[] };
+    const last = rows[rows.length - 1];
+    return {
+      items: rows.map((r) => toScheduleView(r, reminders)),
+      nextCursor:
+        last && rows.length === q.limit
+          ? Buffer.from(`${last.created_at.toISOString()}|${last.id}`).toString("base64url")
+          : null,
+    };
+  }
+
+  /**
+   * DEL-10: cancels a schedule and every waiting delivery in one statement. In-flight
+   * sends finish and are recorded; nothing new starts. Idempotent.
+   * @throws NotFoundError
+   */
+  async cancelSchedule(id: string, ctx: CallContext = {}): Promise<ScheduleView & { cancelledDeliveries: number }> {
+    if (!z.uuid().safeParse(id).success) throw new NotFoundError("schedule", id);
+    const { rows } = await this.db.query<ScheduleRow & { cancelled_deliveries: number }>(CANCEL_SCHEDULE_SQL, [
+      this.#now(),
+      ctx.tenant ?? DEFAULT_TENANT,
+      id,
+    ]);
+    const row = rows[0];
+    if (!row) throw new NotFoundError("schedule", id);
+    const { rows: reminders } = await this.db.query<ReminderRow>(REMINDERS_SQL, [[id]]);
+    return { ...toScheduleView(row, reminders), cancelledDeliveries: Number(row.cancelled_deliveries) };
+  }
+
+  async #transition(id: string, from: string, to: string, ctx: CallContext): Promise<ScheduleView> {
+    const current = await this.getSchedule(id, ctx);
+    if (current.state === to) return current;
+    const { rows } = await this.db.query<ScheduleRow>(SET_SCHEDULE_STATE_SQL, [
+      this.#now(),
+      ctx.tenant ?? DEFAULT_TENANT,
+      id,
+      from,
+      to,
+    ]);
+    if (!rows[0]) throw new ConflictError(`schedule ${id} is ${current.state}; cannot move it to ${to}`);
+    if (to === "active") this.#wake();
+    return this.getSchedule(id, ctx);
+  }
+
+  /** DEL-10: pauses a schedule (nothing is claimed meanwhile). @throws NotFoundError, ConflictError */
+  pauseSchedule(id: string, ctx: CallContext = {}): Promise<ScheduleView> {
+    return this.#transition(id, "active", "paused", ctx);
+  }
+
+  /** DEL-10: resumes a paused schedule; missed occurrences follow its misfire policy (REC-6). */
+  resumeSchedule(id: string, ctx: CallContext = {}): Promise<ScheduleView> {
+    return this.#transition(id, "paused", "active", ctx);
+  }
+
+  /** Lists deliveries (DEL-1), by id, with keyset pagination (`after`). */
+  async listDeliveries(query: unknown = {}, ctx: CallContext = {}): Promise<{ items: DeliveryView[]; nextAfter: number | null }> {
+    const q = parseInput(listDeliveriesQuerySchema, query);
+    const { rows } = await this.db.query<DeliveryRow>(LIST_DELIVERIES_SQL, [
+      ctx.tenant ?? DEFAULT_TENANT,
+      q.scheduleId ?? null,
+      q.state ?? null,
+      q.after ?? null,
+      q.limit,
+    ]);
+    const last = rows[rows.length - 1];
+    return { items: rows.map(toDeliveryView), nextAfter: last && rows.length === q.limit ? last.id : null };
+  }
+
+  /** A delivery with its attempt history (DEL-12, DEL-14). @throws NotFoundError */
+  async getDelivery(id: number, ctx: CallContext = {}): Promise<DeliveryView & { attempts: AttemptView[] }> {
+    const { rows } = await this.db.query<DeliveryRow>(DELIVERY_BY_ID_SQL, [ctx.tenant ?? DEFAULT_TENANT, id]);
+    const row = rows[0];
+    if (!row) throw new NotFoundError("delivery", String(id));
+    const { rows: attempts } = await this.db.query<AttemptRow>(ATTEMPTS_SQL, [id]);
+    return { ...toDeliveryView(row), attempts: attempts.map(toAttemptView) };
+  }
+
+  /** DEL-12: sends a dead or in-doubt delivery again, with the same delivery key. */
+  async redriveDelivery(id: number, ctx: CallContext = {}): Promise<DeliveryView> {
+    const { rows } = await this.db.query<DeliveryRow>(REDRIVE_SQL, [this.#now(), ctx.tenant ?? DEFAULT_TENANT, id]);
+    if (!rows[0]) {
+      const current = await this.getDelivery(id, ctx);
+      throw new ConflictError(`delivery ${id} is ${current.state}; only dead or in_doubt deliveries can be redriven`);
+    }
+    this.#wake();
+    return toDeliveryView(rows[0]);
+  }
+
+  /** DEL-12: an operator settles an in-doubt delivery as `sent` or `dead`. */
+  async resolveDelivery(id: number, outcome: "sent" | "dead", ctx: CallContext = {}): Promise<DeliveryView> {
+    const { rows } = await this.db.query<DeliveryRow>(RESOLVE_SQL, [
+      this.#now(),
+      ctx.tenant ?? DEFAULT_TENANT,
+      id,
+      outcome,
+    ]);
+    if (!rows[0]) {
+      const current = await this.getDelivery(id, ctx);
+      throw new ConflictError(`delivery ${id} is ${current.state}; only in_doubt deliveries can be resolved`);
+    }
+    return toDeliveryView(rows[0]);
+  }
+
+  /** OPS-4: liveness and readiness (database reachable, schema current, last pass fresh). */
+  async health(): Promise<Health> {
+    const detail: string[] = [];
+    let database = false;
+    let schema = false;
+    try {
+      await this.db.query(PING_SQL);
+      database = true;
+      const version = await schemaVersion(this.db);
+      schema = version === expectedVersion();
+      if (!schema) detail.push(`schema version ${version}, expected ${expectedVersion()}`);
+    } catch (err) {
+      detail.push(`database unreachable: ${err instanceof Error ? err.message : String(err)}`);
+    }
+    const last = this.scheduler.lastPassAt;
+    const heartbeat =
+      last !== null && this.clock.now() - last <= this.config.scheduler.heartbeatStaleMs && this.scheduler.running;
+    if (!heartbeat) detail.push(last === null ? "no scheduler pass yet" : "last scheduler pass is stale");
+    return {
+      live: true,
+      ready: database && schema && heartbeat,
+      checks: { database, schema, heartbeat },
+      lastPassAt: last === null ? null : new Date(last).toISOString(),
+      detail,
+    };
+  }
+
+  /** Prometheus text exposition, with gauges refreshed from the database. */
+  async metricsText(): Promise<{ contentType: string; body: string }> {
+    try {
+      await this.scheduler.refreshGauges();
+    } catch (err) {
+      this.logger.warn({ err }, "could not refresh gauges");
+    }
+    return { contentType: this.metrics.registry.contentType, body: await this.metrics.registry.metrics() };
+  }
+}
+
+/**
+ * Opens the database named by the configuration: PostgreSQL when `databaseUrl` is set,
+ * else PGlite in `dataDir` (or in memory when `dataDir` is null).
+ */
+export async function openDatabase(config: PunctualConfig, logger: Logger): Promise<Database> {
+  if (config.databaseUrl) {
+    return openPostgres({ url: config.databaseUrl, onError: (err) => logger.warn({ err }, "idle database client error") });
+  }
+  return openPglite({ dataDir: config.dataDir });
+}
+
+/**
+ * Builds a running-ready punctual: validates configuration (OPS-5), opens the database,
+ * migrates it when embedded (or when `migrate: true`), refuses an unmigrated or newer
+ * schema, and wires the channels. Call `start()` to run the scheduler loop.
+ * @throws ConfigError, SchemaMismatchError, DataDirLockedError
+ */
+export async function createPunctual(options: PunctualOptions = {}): Promise<Punctual> {
+  const { database, channels: extra, clock, logger: givenLogger, role, ...configInput } = options;
+  const config = resolveConfig(configInput);
+  const logger = givenLogger ?? createLogger({ level: config.logLevel });
+  const closers: Array<() => Promise<void> | void> = [];
+  const db = database ?? (await openDatabase(config, logger));
+  if (!database) closers.push(() => db.close());
+  try {
+    if (db.engine === "pglite" || config.migrate) {
+      const applied = await migrate(db);
+      if (applied.length) logger.info({ applied, database: db.description }, "migrations applied");
+    }
+    await assertSchemaCurrent(db);
+    const secret = config.webhookSecret ?? (await sharedWebhookSecret(db, logger));
+    const webhook = createWebhookChannel({
+      secret,
+      allowPrivateTargets: config.allowPrivateTargets,
+      logger,
+    });
+    closers.unshift(() => webhook.close());
+    const registry = new ChannelRegistry([webhook, createLogChannel({ logger }), ...(extra ?? [])]);
+    return new Punctual({
+      config,
+      db,
+      clock: clock ?? new SystemClock(),
+      logger,
+      metrics: createMetrics(),
+      channels: registry,
+      role: role ?? "library",
+      closers,
+    });
+  } catch (err) {
+    for (const close of closers) await close();
+    throw err;
+  }
+}
+
+/** API-4 name for library users: the same as {@link createPunctual}. */
+export const createScheduler = createPunctual;
+
+/**
+ * The default webhook signing secret when none is configured: generated once, kept in
+ * the database so every process signs alike. `punctual status` shows where to read it.
+ */
+async function sharedWebhookSecret(db: Database, logger: Logger): Promise<string> {
+  const fresh = `whsec_${randomBytes(24).toString("base64")}`;
+  const { rows } = await db.query<{ value: unknown }>(INIT_SETTING_SQL, ["webhook_secret", JSON.stringify(fresh)]);
+  const value = rows[0]?.value;
+  if (typeof value !== "string") throw new PunctualError("SETTINGS", "webhook_secret setting is not a string");
+  if (value === fresh) {
+    logger.info(
+      "generated a webhook signing secret and stored it in the database (setting webhook_secret); set PUNCTUAL_WEBHOOK_SECRET to choose your own",
+    );
+  }
+  return value;
+}

@@ -1,0 +1,155 @@
+/**
+ * Configuration, declared once (docs/configuration.md is generated from the same facts).
+ * Units are in the names (`leaseMs`). `resolveConfig` validates once into a frozen object;
+ * unknown keys are errors that suggest the nearest known key. Invalid configuration stops
+ * the process at start (OPS-5).
+ */
+import { z } from "zod";
+import { ConfigError } from "../errors/index.js";
+import { LOG_LEVELS } from "../observability/logger.js";
+
+const ms = (def: number, min = 0) => z.number().int().min(min).default(def);
+
+/** The scheduler's options, with units and defaults. */
+export const schedulerOptionsSchema = z
+  .object({
+    /** Lease on a claimed delivery, ms (database clock). Default 60 s. */
+    leaseMs: ms(60_000, 1_000),
+    /** Budget of one send, ms; must be below `leaseMs`. Default 30 s. */
+    sendTimeoutMs: ms(30_000, 100),
+    /** Safety-net poll: the longest wait between two ticks, ms. Default 2 s. */
+    pollMs: ms(2_000, 10),
+    /** How far ahead planning materializes deliveries, ms. Default 1 h. */
+    planAheadMs: ms(3_600_000, 60_000),
+    /** Unbounded, non-perpetual series are capped this many days after their start (REC-5). */
+    maxExpansionDays: z.number().int().min(1).max(36_600).default(366),
+    /** Most deliveries one worker sends at once (its free send slots). Default 20. */
+    concurrency: z.number().int().min(1).max(1_000).default(20),
+    /** Most rows one claim statement takes. Default 100. */
+    claimBatch: z.number().int().min(1).max(1_000).default(100),
+    /** Attempts before a delivery is dead with SEND_FAILED (DEL-4). Default 5. */
+    maxAttempts: z.number().int().min(1).max(100).default(5),
+    /** First retry delay, ms; doubles per failure. Default 1 s. */
+    backoffBaseMs: ms(1_000, 1),
+    /** Longest retry delay, ms (DEL-4: 1 hour). */
+    backoffCapMs: ms(3_600_000, 1),
+    /** Schedules planned per planning statement. Default 200. */
+    planBatch: z.number().int().min(1).max(10_000).default(200),
+    /** Stale-occurrence rows handled per misfire pass. Default 5,000. */
+    misfireBatch: z.number().int().min(1).max(100_000).default(5_000),
+    /** Expired leases recovered per pass. Default 1,000. */
+    recoverBatch: z.number().int().min(1).max(100_000).default(1_000),
+    /** Sent / skipped / cancelled deliveries are deleted after this many days. Default 30. */
+    retentionDays: z.number().int().min(1).max(3_650).default(30),
+    /** Retention runs at most this often, ms. Default 10 min. */
+    retentionEveryMs: ms(600_000, 1_000),
+    /** Readiness fails when the last pass is older than this, ms. Default 60 s. */
+    heartbeatStaleMs: ms(60_000, 1_000),
+    /** On SIGTERM, in-flight sends get this long to finish, ms. Default 10 s. */
+    shutdownGraceMs: ms(10_000, 0),
+    /** Warn when this process's clock differs from the database's by more, ms. Default 2 s. */
+    clockSkewWarnMs: ms(2_000, 0),
+    /** Error logs of a failing streak: one line every this many ticks (OPS-2). */
+    errorLogEveryTicks: z.number().int().min(1).default(30),
+  })
+  .strict();
+
+export const configSchema = z
+  .object({
+    /** PostgreSQL URL; when absent, the embedded database is used. */
+    databaseUrl: z.string().min(1).optional(),
+    /** Embedded data folder; `null` = in memory (tests). Default `./punctual-data`. */
+    dataDir: z.string().min(1).nullable().default("./punctual-data"),
+    /** Apply pending migrations at start (always on for the embedded database). */
+    migrate: z.boolean().default(false),
+    logLevel: z.enum(LOG_LEVELS).default("info"),
+    /** Default webhook signing secret (`whsec_…`). */
+    webhookSecret: z.string().min(1).optional(),
+    /** Allow webhook targets in private, loopback and link-local ranges (CH-1). */
+    allowPrivateTargets: z.boolean().default(false),
+    api: z
+      .object({
+        host: z.string().min(1).default("127.0.0.1"),
+        port: z.number().int().min(0).max(65_535).default(8080),
+        /** Bearer token required by the API; mandatory on a non-loopback host. */
+        apiKey: z.string().min(16).optional(),
+        /** Largest request body, bytes. Default 1 MiB. */
+        bodyLimitBytes: z.number().int().min(1_024).default(1_048_576),
+      })
+      .strict()
+      .default({ host: "127.0.0.1", port: 8080, bodyLimitBytes: 1_048_576 }),
+    scheduler: schedulerOptionsSchema.default(schedulerOptionsSchema.parse({})),
+  })
+  .strict();
+
+export type PunctualConfig = Readonly<z.infer<typeof configSchema>>;
+export type SchedulerOptions = Readonly<z.infer<typeof schedulerOptionsSchema>>;
+export type ConfigInput = z.input<typeof configSchema>;
+
+function levenshtein(a: string, b: string): number {
+  const d = Array.from({ length: a.length + 1 }, (_, i) => [i, ...Array<number>(b.length).fill(0)]);
+  for (let j = 1; j <= b.length; j++) d[0]![j] = j;
+  for (let i = 1; i <= a.length; i++)
+    for (let j = 1; j <= b.length; j++)
+      d[i]![j] = Math.min(
+        d[i - 1]![j]! + 1,
+        d[i]![j - 1]! + 1,
+        d[i - 1]![j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1),
+      );
+  return d[a.length]![b.length]!;
+}
+
+function suggest(key: string, known: string[]): string {
+  const best = known
+    .map((k) => ({ k, d: levenshtein(key.toLowerCase(), k.toLowerCase()) }))
+    .sort((x, y) => x.d - y.d)[0];
+  return best && best.d <= Math.max(2, key.length / 3) ? ` (did you mean "${best.k}"?)` : "";
+}
+
+function knownKeysAt(path: PropertyKey[]): string[] {
+  let schema: z.ZodType = configSchema;
+  for (const part of path) {
+    const inner = (schema as unknown as { unwrap?: () => z.ZodType }).unwrap?.() ?? schema;
+    const shape = (inner as unknown as { shape?: Record<string, z.ZodType> }).shape;
+    if (!shape || typeof part !== "string" || !shape[part]) return [];
+    schema = shape[part];
+  }
+  const inner = (schema as unknown as { unwrap?: () => z.ZodType }).unwrap?.() ?? schema;
+  return Object.keys((inner as unknown as { shape?: Record<string, unknown> }).shape ?? {});
+}
+
+/**
+ * Validates configuration into a frozen object.
+ * @throws ConfigError listing every problem, each with its path; unknown keys get a suggestion.
+ */
+export function resolveConfig(input: ConfigInput = {}): PunctualConfig {
+  const result = configSchema.safeParse(input);
+  if (!result.success) {
+    const lines = result.error.issues.map((issue) => {
+      const path = issue.path.join(".") || "(root)";
+      if (issue.code === "unrecognized_keys") {
+        const known = knownKeysAt(issue.path);
+        return issue.keys
+          .map((k) => `${path === "(root)" ? "" : path + "."}${k}: unknown option${suggest(k, known)}`)
+          .join("\n  ");
+      }
+      return `${path}: ${issue.message}`;
+    });
+    throw new ConfigError(`Invalid configuration:\n  ${lines.join("\n  ")}`);
+  }
+  const config = result.data;
+  if (config.scheduler.sendTimeoutMs >= config.scheduler.leaseMs) {
+    throw new ConfigError(
+      `Invalid configuration:\n  scheduler.sendTimeoutMs (${config.scheduler.sendTimeoutMs}) must be below scheduler.leaseMs (${config.scheduler.leaseMs})`,
+    );
+  }
+  return deepFreeze(config);
+}
+
+function deepFreeze<T>(value: T): T {
+  if (value && typeof value === "object") {
+    for (const v of Object.values(value)) deepFreeze(v);
+    Object.freeze(value);
+  }
+  return value;
+}

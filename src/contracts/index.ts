@@ -1,0 +1,207 @@
+/**
+ * HTTP request and response shapes, defined once with zod and shared by the API (which
+ * generates its OpenAPI document from them), the CLI and the dashboard (API-1).
+ * Field names are a public contract: keep them.
+ */
+import { z } from "zod";
+
+const isoDuration = /^[+-]?P(?!$)(\d+W)?(\d+D)?(T(?=\d)(\d+H)?(\d+M)?(\d+S)?)?$/;
+
+/** ISO 8601 duration with an optional sign: `-PT15M`, `PT0S`, `-P1D`, `P1W`. */
+export const offsetSchema = z
+  .string()
+  .max(40)
+  .regex(isoDuration, 'must be an ISO 8601 duration such as "-PT15M", "PT0S" or "-P1D"');
+
+const instant = z.iso.datetime({ offset: true, message: "must be an ISO 8601 instant with Z or an offset" });
+
+/** DTSTART: local date-time (`2027-01-04T09:00:00`, read in `tzid`), a date, or an instant. */
+export const dtstartSchema = z
+  .string()
+  .regex(
+    /^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d{1,3})?)?(Z|[+-]\d{2}:?\d{2})?)?$/,
+    "must be a local date-time 2027-01-04T09:00:00, a date 2027-01-04, or an instant 2027-01-04T08:00:00Z",
+  );
+
+export const webhookTargetSchema = z
+  .object({
+    url: z.url({ protocol: /^https?$/, message: "must be an http(s) URL" }),
+    secret: z.string().min(1).optional(),
+  })
+  .strict();
+
+/** One reminder of a schedule. */
+export const reminderInputSchema = z
+  .object({
+    key: z
+      .string()
+      .regex(/^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$/, "must be 1–64 letters, digits, _ . : -")
+      .default("default"),
+    offset: offsetSchema.default("PT0S"),
+    channel: z.string().min(1).max(64).default("webhook"),
+    /** Channel target, e.g. `{ url, secret? }` for `webhook`; checked by the channel. */
+    target: z.record(z.string(), z.unknown()).optional(),
+    /**
+     * DEL-6: after a crash mid-send, `at-most-once` (default for channels that do not
+     * de-duplicate) makes the delivery `in_doubt`; `at-least-once` retries it.
+     */
+    delivery: z.enum(["at-most-once", "at-least-once"]).optional(),
+    maxAttempts: z.number().int().min(1).max(100).optional(),
+  })
+  .strict();
+
+export const dstSchema = z
+  .object({
+    gap: z.enum(["shift", "skip"]).default("shift"),
+    overlap: z.enum(["earlier", "later"]).default("earlier"),
+  })
+  .strict();
+
+/** `POST /v1/schedules` body. */
+export const createScheduleSchema = z
+  .object({
+    dtstart: dtstartSchema,
+    tzid: z.string().min(1).max(64).default("UTC"),
+    rrule: z.string().min(1).max(2_048).nullable().optional(),
+    rdate: z.array(dtstartSchema).max(1_000).default([]),
+    exdate: z.array(dtstartSchema).max(10_000).default([]),
+    endsAt: instant.nullable().optional(),
+    expiresAt: instant.nullable().optional(),
+    dst: dstSchema.optional(),
+    misfire: z.enum(["skip", "latest", "all"]).default("skip"),
+    graceMs: z.number().int().min(0).max(604_800_000).default(900_000),
+    perpetual: z.boolean().default(false),
+    payload: z.unknown().optional(),
+    reminders: z.array(reminderInputSchema).min(1).max(50),
+    /** For imports: the calendar/source and the event UID. */
+    source: z.string().min(1).max(200).optional(),
+    externalId: z.string().min(1).max(1_000).optional(),
+  })
+  .strict();
+
+/** `PATCH /v1/schedules/{id}` body: any subset of the create fields. */
+export const updateScheduleSchema = createScheduleSchema
+  .omit({ source: true, externalId: true })
+  .partial()
+  .strict();
+
+export type CreateScheduleInput = z.input<typeof createScheduleSchema>;
+export type CreateSchedule = z.output<typeof createScheduleSchema>;
+export type UpdateScheduleInput = z.input<typeof updateScheduleSchema>;
+export type ReminderInput = z.output<typeof reminderInputSchema>;
+
+export const SCHEDULE_STATE_VALUES = ["active", "paused", "cancelled", "invalid"] as const;
+export const DELIVERY_STATE_VALUES = [
+  "pending",
+  "claimed",
+  "retry",
+  "sent",
+  "dead",
+  "in_doubt",
+  "skipped",
+  "cancelled",
+] as const;
+
+/** A reminder as returned by the API (target secrets redacted). */
+export interface ReminderView {
+  key: string;
+  offset: string;
+  channel: string;
+  target: Record<string, unknown>;
+  delivery: "at-most-once" | "at-least-once" | null;
+  maxAttempts: number;
+}
+
+/** A schedule as returned by the API. Instants are ISO 8601 UTC with `Z`. */
+export interface ScheduleView {
+  id: string;
+  version: number;
+  state: (typeof SCHEDULE_STATE_VALUES)[number];
+  invalidReason: string | null;
+  dtstart: string;
+  tzid: string;
+  rrule: string | null;
+  rdate: string[];
+  exdate: string[];
+  endsAt: string | null;
+  expiresAt: string | null;
+  dst: { gap: "shift" | "skip"; overlap: "earlier" | "later" };
+  misfire: "skip" | "latest" | "all";
+  graceMs: number;
+  perpetual: boolean;
+  payload: unknown;
+  reminders: ReminderView[];
+  source: string | null;
+  externalId: string | null;
+  createdAt: string;
+  updatedAt: string;
+  cancelledAt: string | null;
+}
+
+/** A delivery as returned by the API. */
+export interface DeliveryView {
+  id: number;
+  deliveryKey: string;
+  scheduleId: string;
+  reminderKey: string;
+  occurrenceAt: string;
+  dueAt: string;
+  runAt: string;
+  state: (typeof DELIVERY_STATE_VALUES)[number];
+  attempt: number;
+  failures: number;
+  maxAttempts: number;
+  channel: string;
+  leaseOwner: string | null;
+  leaseExpiresAt: string | null;
+  sentAt: string | null;
+  finishedAt: string | null;
+  reason: string | null;
+  lastError: string | null;
+  late: boolean;
+  createdAt: string;
+  updatedAt: string;
+}
+
+/** One recorded attempt (DEL-14). */
+export interface AttemptView {
+  attempt: number;
+  worker: string;
+  startedAt: string;
+  endedAt: string;
+  outcome: string;
+  settled: boolean;
+  status: number | null;
+  messageId: string | null;
+  error: string | null;
+}
+
+/** `GET /v1/deliveries` query. */
+export const listDeliveriesQuerySchema = z
+  .object({
+    scheduleId: z.uuid().optional(),
+    state: z.enum(DELIVERY_STATE_VALUES).optional(),
+    limit: z.coerce.number().int().min(1).max(1_000).default(100),
+    /** Return rows with id greater than this (keyset pagination). */
+    after: z.coerce.number().int().min(0).optional(),
+  })
+  .strict();
+
+/** `GET /v1/schedules` query. */
+export const listSchedulesQuerySchema = z
+  .object({
+    state: z.enum(SCHEDULE_STATE_VALUES).optional(),
+    limit: z.coerce.number().int().min(1).max(1_000).default(100),
+    /** Opaque cursor from the previous page's `nextCursor`. */
+    cursor: z.string().optional(),
+  })
+  .strict();
+
+/** Error body of every 4xx/5xx reply. */
+export interface ErrorBody {
+  error: {
+    code: string;
+    message: string;
+    issues?: Array<{ field: string; message: string; value?: unknown }>;
+  };
+}

@@ -1,0 +1,108 @@
+/**
+ * Vocabulary of punctual. The same word means the same thing in code, SQL and docs.
+ *
+ * - **schedule**: what a user asks for: DTSTART + zone, optional recurrence, an optional
+ *   `endsAt`, a state, a payload and one or more reminders.
+ * - **reminder**: an offset (ISO 8601 duration, `-PT15M`) relative to each occurrence,
+ *   a channel and its target.
+ * - **occurrence**: one instant produced by the schedule's recurrence.
+ * - **delivery**: one row per (schedule, reminder, occurrence), the unit sent exactly once;
+ *   its **delivery key** never changes and is the idempotency key given to channels.
+ * - **attempt**: one try at sending a delivery, with its outcome.
+ * - **lease**: a time-limited claim on a delivery by one worker (owner, expiry on the
+ *   database clock); the claim's attempt number is the fencing token.
+ */
+import { createHash } from "node:crypto";
+
+/** Lifecycle of a schedule. `invalid`: its stored rule no longer parses (REC-3). */
+export const SCHEDULE_STATES = ["active", "paused", "cancelled", "invalid"] as const;
+export type ScheduleState = (typeof SCHEDULE_STATES)[number];
+
+/** Lifecycle of a delivery (docs/state-machine.md). */
+export const DELIVERY_STATES = [
+  "pending",
+  "claimed",
+  "retry",
+  "sent",
+  "dead",
+  "in_doubt",
+  "skipped",
+  "cancelled",
+] as const;
+export type DeliveryState = (typeof DELIVERY_STATES)[number];
+
+/** States from which nothing moves on its own (an operator may redrive dead / in_doubt). */
+export const FINAL_DELIVERY_STATES: readonly DeliveryState[] = [
+  "sent",
+  "dead",
+  "in_doubt",
+  "skipped",
+  "cancelled",
+];
+
+/**
+ * Legal transitions. The store's statements only ever perform these; the CHECK
+ * constraints of the schema tie lease and timestamp columns to each state.
+ */
+export const DELIVERY_TRANSITIONS: Readonly<Record<DeliveryState, readonly DeliveryState[]>> = {
+  pending: ["claimed", "skipped", "cancelled"],
+  retry: ["claimed", "skipped", "cancelled"],
+  claimed: ["sent", "retry", "dead", "in_doubt"],
+  sent: [],
+  dead: ["pending"],
+  in_doubt: ["pending", "sent", "dead"],
+  skipped: [],
+  cancelled: [],
+};
+
+/** Whether `from → to` is a legal delivery transition. */
+export function canTransition(from: DeliveryState, to: DeliveryState): boolean {
+  return DELIVERY_TRANSITIONS[from].includes(to);
+}
+
+/** What recovery does with a claim whose lease expired before it settled (DEL-6). */
+export type LostLeasePolicy = "retry" | "in_doubt";
+
+/** Why a delivery is dead, skipped or in doubt. Stable codes. */
+export const DELIVERY_REASONS = [
+  "SEND_FAILED",
+  "PERMANENT",
+  "LEASE_EXPIRED",
+  "SETTLE_FAILED",
+  "stale",
+  "expired",
+  "schedule_cancelled",
+  "realigned",
+  "resolved",
+] as const;
+export type DeliveryReason = (typeof DELIVERY_REASONS)[number];
+
+/**
+ * The delivery key of (schedule, reminder, occurrence): `dk_` + 32 hex characters of
+ * SHA-256 over the three parts. Stable forever; used as the unique key of the deliveries
+ * table and as the idempotency key given to channels (webhook-id, Message-ID).
+ *
+ * @param occurrenceAt the occurrence instant (the key uses its ISO 8601 UTC form).
+ */
+export function deliveryKey(scheduleId: string, reminderKey: string, occurrenceAt: Date): string {
+  const hash = createHash("sha256")
+    .update(`${scheduleId}\u0000${reminderKey}\u0000${occurrenceAt.toISOString()}`)
+    .digest("hex");
+  return `dk_${hash.slice(0, 32)}`;
+}
+
+/**
+ * Retry delay after the `failures`-th failure (DEL-4): min(base · 2^(failures−1), cap),
+ * then full jitter in [delay/2, delay]. `random` is injectable for tests.
+ *
+ * @param failures 1-based count of failures so far.
+ * @returns milliseconds.
+ */
+export function backoffMs(
+  failures: number,
+  options: { baseMs: number; capMs: number; random?: () => number },
+): number {
+  const exp = Math.min(options.baseMs * 2 ** Math.max(0, failures - 1), options.capMs);
+  const r = (options.random ?? Math.random)();
+  return Math.round(exp / 2 + (exp / 2) * r);
+}

@@ -1,0 +1,121 @@
+/**
+ * Prometheus metrics (OPS-3): one table of names, units and labels, in code and in
+ * docs/metrics.md. Each scheduler owns a registry (several in one process stay apart).
+ * Recording never throws into the loop.
+ */
+import { Counter, Gauge, Histogram, Registry } from "prom-client";
+
+/** The metric set of one punctual process. */
+export interface Metrics {
+  registry: Registry;
+  /** Unix seconds of the last completed scheduler pass, per instance. */
+  lastPass: Gauge<"instance">;
+  /** Deliveries due now and not yet claimed. */
+  dueBacklog: Gauge;
+  /** Deliveries due more than 15 minutes ago and not settled. */
+  overdue: Gauge;
+  /** Deliveries in state in_doubt. */
+  inDoubt: Gauge;
+  /** Deliveries in state dead. */
+  dead: Gauge;
+  /** Settled sends by channel and outcome (sent, transient, permanent, rate_limited, timeout, lease_expired). */
+  deliveries: Counter<"channel" | "outcome">;
+  /** Seconds between due time and the send's start. */
+  lateness: Histogram<"channel">;
+  /** Seconds one scheduler tick took. */
+  tickDuration: Histogram;
+  /** Failures by sweep (plan, dispatch, recover, misfire, retention, heartbeat). */
+  sweepFailures: Counter<"sweep">;
+  /** Settles that found their lease lost (DEL-2). */
+  leaseLost: Counter;
+  /** Schedules quarantined because their stored rule no longer parses (REC-3). */
+  quarantined: Counter;
+  /** Unbounded, non-perpetual series capped at the expansion limit (REC-5). */
+  seriesTruncated: Counter;
+  /** Deliveries skipped by the misfire policy, by reason (stale, expired). */
+  skipped: Counter<"reason">;
+  /** Absolute difference between this process's clock and the database's, seconds. */
+  clockSkew: Gauge;
+}
+
+/** Creates the metric set on a fresh registry. */
+export function createMetrics(): Metrics {
+  const registry = new Registry();
+  const r = [registry];
+  return {
+    registry,
+    lastPass: new Gauge({
+      name: "punctual_scheduler_last_pass_timestamp_seconds",
+      help: "Unix time of the last completed scheduler pass.",
+      labelNames: ["instance"],
+      registers: r,
+    }),
+    dueBacklog: new Gauge({
+      name: "punctual_due_backlog",
+      help: "Deliveries due now and not yet claimed.",
+      registers: r,
+    }),
+    overdue: new Gauge({
+      name: "punctual_overdue_deliveries",
+      help: "Deliveries due more than 15 minutes ago and not yet settled.",
+      registers: r,
+    }),
+    inDoubt: new Gauge({
+      name: "punctual_in_doubt_deliveries",
+      help: "Deliveries whose outcome is unknown (in_doubt): need a person.",
+      registers: r,
+    }),
+    dead: new Gauge({ name: "punctual_dead_deliveries", help: "Dead-lettered deliveries.", registers: r }),
+    deliveries: new Counter({
+      name: "punctual_deliveries_total",
+      help: "Delivery attempts by channel and outcome.",
+      labelNames: ["channel", "outcome"],
+      registers: r,
+    }),
+    lateness: new Histogram({
+      name: "punctual_delivery_lateness_seconds",
+      help: "Seconds between a delivery's due time and the start of its send.",
+      labelNames: ["channel"],
+      buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 15, 60, 300, 900, 3600],
+      registers: r,
+    }),
+    tickDuration: new Histogram({
+      name: "punctual_tick_duration_seconds",
+      help: "Duration of one scheduler tick.",
+      buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+      registers: r,
+    }),
+    sweepFailures: new Counter({
+      name: "punctual_sweep_failures_total",
+      help: "Failed sweeps by name.",
+      labelNames: ["sweep"],
+      registers: r,
+    }),
+    leaseLost: new Counter({
+      name: "punctual_lease_lost_total",
+      help: "Settles that found their lease lost and changed nothing.",
+      registers: r,
+    }),
+    quarantined: new Counter({
+      name: "punctual_schedules_quarantined_total",
+      help: "Schedules set invalid because their stored rule no longer parses.",
+      registers: r,
+    }),
+    seriesTruncated: new Counter({
+      name: "punctual_series_truncated_total",
+      help: "Unbounded, non-perpetual series capped at the expansion limit.",
+      registers: r,
+    }),
+    skipped: new Counter({
+      name: "punctual_deliveries_skipped_total",
+      help: "Deliveries skipped by the misfire policy, by reason.",
+      labelNames: ["reason"],
+      registers: r,
+    }),
+    clockSkew: new Gauge({
+      name: "punctual_clock_skew_seconds",
+      help: "Absolute difference between this process's clock and the database clock.",
+      registers: r,
+    }),
+  };
+}

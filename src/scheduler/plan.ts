@@ -1,0 +1,326 @@
+/**
+ * Planning (DEL-7) and the misfire sweep (REC-6).
+ *
+ * plan: for a batch of active schedules whose watermark is near, materialize every
+ * delivery due in [watermark, now + planAhead) with ON CONFLICT DO NOTHING, and advance
+ * the watermark, all in one transaction holding the schedules' row locks (SKIP LOCKED:
+ * many planners at once take different schedules). A schedule whose stored rule no
+ * longer parses is quarantined (`invalid`, reason kept) while the others go on (REC-3).
+ *
+ * misfire: pending rows that missed their time are judged by the schedule's misfire
+ * policy through the pure `applyMisfire`: skipped (recorded with reason `stale` or
+ * `expired`, never silently dropped) or kept and marked late.
+ */
+import type { Channel } from "../channels/types.js";
+import type { Clock } from "../clock/index.js";
+import type { SchedulerOptions } from "../config/index.js";
+import { deliveryKey } from "../domain/index.js";
+import type { Logger } from "../observability/logger.js";
+import type { Metrics } from "../observability/metrics.js";
+import { applyMisfire, applyOffset, parseOffset, parseRule, planningWindow } from "../recurrence/index.js";
+import type { Recurrence } from "../recurrence/types.js";
+import type { Database, Queryable } from "../store/database.js";
+import {
+  ADVANCE_WATERMARK_SQL,
+  APPLY_MISFIRE_SQL,
+  INSERT_DELIVERIES_SQL,
+  LOCK_SCHEDULES_TO_PLAN_SQL,
+  QUARANTINE_SQL,
+  REMINDERS_OF_SQL,
+  SELECT_STALE_SQL,
+  type PlanReminderRow,
+  type PlanScheduleRow,
+  type StaleRow,
+} from "../store/planning.js";
+
+const DAY_MS = 86_400_000;
+/** Most occurrences expanded per reminder per pass; the watermark advances in steps past it. */
+const MAX_OCCURRENCES_PER_PASS = 10_000;
+/** Nominal (day/week) offsets follow the wall clock: allow this much for DST shifts. */
+const NOMINAL_MARGIN_MS = 3 * 3_600_000;
+
+export interface PlanDeps {
+  db: Database;
+  clock: Clock;
+  logger: Logger;
+  metrics: Metrics;
+  options: SchedulerOptions;
+  channels: ReadonlyMap<string, Channel>;
+}
+
+/** A delivery the planner wants to exist. */
+export interface PlannedDelivery {
+  key: string;
+  scheduleId: string;
+  reminderKey: string;
+  occurrenceAt: Date;
+  dueAt: Date;
+  channel: string;
+  onLostLease: "retry" | "in_doubt";
+  maxAttempts: number;
+}
+
+/** Result of planning one schedule over a window. */
+export interface SchedulePlan {
+  deliveries: PlannedDelivery[];
+  /** New watermark (ms): everything due before it is in `deliveries` or was before. */
+  plannedUntil: number;
+  /** No occurrence left after the watermark. */
+  complete: boolean;
+  /** REC-5: the unbounded series hit its expansion cap in this window. */
+  capped: boolean;
+}
+
+/** Signed shift of an offset, for windowing: approximate ms, and whether it has nominal days. */
+function offsetShape(offset: string): { approxMs: number; nominal: boolean } {
+  const parsed = parseOffset(offset);
+  return { approxMs: parsed.days * DAY_MS + parsed.exactMs, nominal: parsed.days !== 0 };
+}
+
+/** What recovery does after a lost lease for a reminder on a channel (DEL-6). */
+export function lostLeasePolicy(
+  reminder: Pick<PlanReminderRow, "on_lost_lease">,
+  channel: Channel | undefined,
+): "retry" | "in_doubt" {
+  if (reminder.on_lost_lease) return reminder.on_lost_lease;
+  return channel?.idempotent ? "retry" : "in_doubt";
+}
+
+/**
+ * Plans one schedule: the deliveries due in [from, to) (ms), pure apart from its inputs.
+ * `from` is the watermark; for a schedule never planned, recurring ones start at
+ * creation minus the grace period (occurrences before a schedule existed were never
+ * "missed"), one-offs at the beginning of time (a one-off due in the past is sent late).
+ */
+export function planSchedule(
+  schedule: PlanScheduleRow,
+  recurrence: Recurrence,
+  reminders: readonly PlanReminderRow[],
+  channels: ReadonlyMap<string, Channel>,
+  options: Pick<SchedulerOptions, "planAheadMs" | "maxExpansionDays">,
+): SchedulePlan {
+  const now = schedule.db_now.getTime();
+  const from =
+    schedule.planned_until?.getTime() ??
+    (schedule.recurring ? schedule.created_at.getTime() - schedule.grace_ms : -8.64e15);
+  let to = now + options.planAheadMs;
+  let capped = false;
+  let complete = false;
+  const { untilMs: capAt } = planningWindow({
+    recurrence,
+    anchorMs: schedule.created_at.getTime(),
+    perpetual: schedule.perpetual,
+    horizonMs: options.maxExpansionDays * DAY_MS,
+  });
+  if (capAt <= to) {
+    to = capAt;
+    capped = true;
+    complete = true;
+  }
+  let plannedUntil = Math.max(from, to);
+  const deliveries: PlannedDelivery[] = [];
+  for (const reminder of reminders) {
+    const shape = offsetShape(reminder.offset_duration);
+    const margin = shape.nominal ? NOMINAL_MARGIN_MS : 0;
+    const occFrom = Math.max(-8.64e15, from - shape.approxMs - margin);
+    const occTo = Math.min(8.64e15, to - shape.approxMs + margin);
+    if (occFrom >= occTo) continue;
+    const occurrences = recurrence.between(occFrom, occTo, MAX_OCCURRENCES_PER_PASS);
+    const policy = lostLeasePolicy(reminder, channels.get(reminder.channel));
+    for (const occurrence of occurrences) {
+      const due = applyOffset(occurrence, reminder.offset_duration, recurrence.tzid);
+      if (due < from || due >= to) continue;
+      const occurrenceAt = new Date(occurrence.instant);
+      deliveries.push({
+        key: deliveryKey(schedule.id, reminder.key, occurrenceAt),
+        scheduleId: schedule.id,
+        reminderKey: reminder.key,
+        occurrenceAt,
+        dueAt: new Date(due),
+        channel: reminder.channel,
+        onLostLease: policy,
+        maxAttempts: reminder.max_attempts,
+      });
+    }
+    if (occurrences.length >= MAX_OCCURRENCES_PER_PASS) {
+      // Too many in one window: advance only to the last planned due time; the next pass
+      // continues from there (ON CONFLICT makes the overlap harmless).
+      const last = occurrences[occurrences.length - 1]!;
+      const lastDue = applyOffset(last, reminder.offset_duration, recurrence.tzid);
+      plannedUntil = Math.min(plannedUntil, Math.max(from + 1, lastDue));
+      complete = false;
+      capped = false;
+    }
+  }
+  if (!complete && recurrence.bounded) {
+    // Finite set: complete once no occurrence can still produce a due time at or after
+    // the watermark, whatever the reminder offsets.
+    const maxShift =
+      Math.max(0, ...reminders.map((r) => offsetShape(r.offset_duration).approxMs)) + NOMINAL_MARGIN_MS;
+    complete = recurrence.between(plannedUntil - maxShift, 8.64e15, 1).length === 0;
+  }
+  return { deliveries, plannedUntil, complete, capped };
+}
+
+async function insertDeliveries(tx: Queryable, now: Date | null, rows: PlannedDelivery[]): Promise<number> {
+  let inserted = 0;
+  for (let i = 0; i < rows.length; i += 5_000) {
+    const chunk = rows.slice(i, i + 5_000);
+    const result = await tx.query(INSERT_DELIVERIES_SQL, [
+      now,
+      chunk.map((r) => r.key),
+      chunk.map((r) => r.scheduleId),
+      chunk.map((r) => r.reminderKey),
+      chunk.map((r) => r.occurrenceAt),
+      chunk.map((r) => r.dueAt),
+      chunk.map((r) => r.channel),
+      chunk.map((r) => r.onLostLease),
+      chunk.map((r) => r.maxAttempts),
+    ]);
+    inserted += result.rowCount;
+  }
+  return inserted;
+}
+
+/**
+ * Plans schedules in the given transaction. Used by the plan sweep and by edits
+ * (realign, DEL-9), which plan inside their own transaction.
+ * @returns the number of delivery rows inserted.
+ */
+export async function planLocked(
+  tx: Queryable,
+  schedules: PlanScheduleRow[],
+  deps: Omit<PlanDeps, "db">,
+): Promise<number> {
+  if (schedules.length === 0) return 0;
+  const { rows: reminders } = await tx.query<PlanReminderRow>(REMINDERS_OF_SQL, [schedules.map((s) => s.id)]);
+  const now = deps.clock.sqlNow();
+  const planned: PlannedDelivery[] = [];
+  const marks: Array<{ id: string; until: Date; complete: boolean; capLogged: boolean }> = [];
+  for (const schedule of schedules) {
+    try {
+      const parsed = parseRule({
+        dtstart: schedule.dtstart,
+        tzid: schedule.tzid,
+        rrule: schedule.rrule,
+        rdate: schedule.rdate,
+        exdate: schedule.exdate,
+        endsAt: schedule.ends_at?.toISOString() ?? null,
+        dst: { gap: schedule.dst_gap, overlap: schedule.dst_overlap },
+      });
+      if (!parsed.ok) {
+        await tx.query(QUARANTINE_SQL, [now, schedule.id, parsed.error.message.slice(0, 1_000)]);
+        deps.metrics.quarantined.inc();
+        deps.logger.error(
+          { scheduleId: schedule.id, reason: parsed.error.message },
+          "stored rule does not parse: schedule quarantined (state invalid); others continue",
+        );
+        continue;
+      }
+      const plan = planSchedule(
+        schedule,
+        parsed.recurrence,
+        reminders.filter((r) => r.schedule_id === schedule.id),
+        deps.channels,
+        deps.options,
+      );
+      const capLogged = plan.capped && schedule.cap_logged_at === null;
+      if (capLogged) {
+        deps.metrics.seriesTruncated.inc();
+        deps.logger.error(
+          { scheduleId: schedule.id, maxExpansionDays: deps.options.maxExpansionDays },
+          "unbounded series reached its expansion cap and stops here; give the rule COUNT/UNTIL, set endsAt, or declare perpetual: true",
+        );
+      }
+      planned.push(...plan.deliveries);
+      marks.push({ id: schedule.id, until: new Date(plan.plannedUntil), complete: plan.complete, capLogged });
+    } catch (err) {
+      // One schedule's error never stops the others (OPS-1); it is retried next pass.
+      deps.logger.error({ err, scheduleId: schedule.id }, "planning one schedule failed");
+      deps.metrics.sweepFailures.inc({ sweep: "plan" });
+    }
+  }
+  const inserted = await insertDeliveries(tx, now, planned);
+  if (marks.length > 0) {
+    await tx.query(ADVANCE_WATERMARK_SQL, [
+      now,
+      marks.map((m) => m.id),
+      marks.map((m) => m.until),
+      marks.map((m) => m.complete),
+      marks.map((m) => m.capLogged),
+    ]);
+  }
+  return inserted;
+}
+
+/** DEL-7: one planning pass. Returns the number of delivery rows created. */
+export async function planSweep(deps: PlanDeps): Promise<number> {
+  let total = 0;
+  // Keep going while full batches come back, so a burst of new schedules plans at once.
+  for (let round = 0; round < 50; round++) {
+    const { inserted, full } = await deps.db.transaction(async (tx) => {
+      const { rows } = await tx.query<PlanScheduleRow>(LOCK_SCHEDULES_TO_PLAN_SQL, [
+        deps.clock.sqlNow(),
+        deps.options.planAheadMs / 2,
+        deps.options.planBatch,
+      ]);
+      return { inserted: await planLocked(tx, rows, deps), full: rows.length >= deps.options.planBatch };
+    });
+    total += inserted;
+    if (!full) break;
+  }
+  return total;
+}
+
+/** REC-6: judges pending rows that missed their time. Returns how many were skipped. */
+export async function misfireSweep(deps: Omit<PlanDeps, "channels">): Promise<number> {
+  const now = deps.clock.sqlNow();
+  const { rows } = await deps.db.query<StaleRow & { db_now: Date }>(SELECT_STALE_SQL, [
+    now,
+    deps.options.misfireBatch,
+  ]);
+  if (rows.length === 0) return 0;
+  const nowMs = rows[0]!.db_now.getTime();
+  const skipIds: number[] = [];
+  const skipReasons: string[] = [];
+  const lateIds: number[] = [];
+  // Rows arrive grouped by (schedule, reminder), oldest first.
+  let group: StaleRow[] = [];
+  const judge = () => {
+    if (group.length === 0) return;
+    const first = group[0]!;
+    const decisions = applyMisfire({
+      items: group.map((r) => ({ occurrenceAt: r.occurrence_at.getTime(), dueAt: r.due_at.getTime() })),
+      nowMs,
+      policy: first.misfire,
+      graceMs: first.grace_ms,
+      oneOff: !first.recurring,
+      expiresAtMs: first.expires_at?.getTime() ?? null,
+    });
+    decisions.forEach((d, i) => {
+      const row = group[i]!;
+      if (d.action === "skip") {
+        skipIds.push(row.id);
+        skipReasons.push(d.reason ?? "stale");
+        deps.metrics.skipped.inc({ reason: d.reason ?? "stale" });
+      } else {
+        lateIds.push(row.id);
+      }
+    });
+    group = [];
+  };
+  for (const row of rows) {
+    const prev = group[0];
+    if (prev && (prev.schedule_id !== row.schedule_id || prev.reminder_key !== row.reminder_key)) judge();
+    group.push(row);
+  }
+  judge();
+  await deps.db.query(APPLY_MISFIRE_SQL, [now, skipIds, skipReasons, lateIds]);
+  if (skipIds.length > 0) {
+    deps.logger.info(
+      { skipped: skipIds.length, late: lateIds.length },
+      "misfire policy: missed occurrences recorded as skipped",
+    );
+  }
+  return skipIds.length;
+}

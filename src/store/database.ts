@@ -1,0 +1,38 @@
+/**
+ * The narrow database port. Two engines implement it with the same SQL: PGlite
+ * (embedded, one process) and PostgreSQL through a `pg` pool. Result types are made
+ * identical: int8 as JS number, timestamptz as `Date`, jsonb parsed.
+ */
+
+/** Rows and the number of rows a statement touched. */
+export interface QueryResult<T> {
+  rows: T[];
+  rowCount: number;
+}
+
+/** Something that runs parameterized SQL: the database itself or an open transaction. */
+export interface Queryable {
+  /** Runs one statement with `$1…$n` parameters. Never interpolate values into `sql`. */
+  query<T = Record<string, unknown>>(sql: string, params?: readonly unknown[]): Promise<QueryResult<T>>;
+}
+
+/** Which engine is behind a {@link Database}. */
+export type Engine = "pglite" | "postgres";
+
+export interface Database extends Queryable {
+  readonly engine: Engine;
+  /** A human description without secrets: the data folder, or host/port/database. */
+  readonly description: string;
+  /**
+   * Runs `fn` in a transaction (BEGIN … COMMIT; ROLLBACK and rethrow on error).
+   * On PostgreSQL it holds one pooled connection for the duration.
+   */
+  transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T>;
+  /**
+   * LISTEN on `channel`; `onNotify` gets each payload. Resolves to an unlisten function.
+   * Both engines support it; on PGlite it only sees notifications of the same process.
+   */
+  listen(channel: string, onNotify: (payload: string) => void): Promise<() => Promise<void>>;
+  /** Closes connections (and releases the embedded data folder). Idempotent. */
+  close(): Promise<void>;
+}

@@ -1,0 +1,97 @@
+/**
+ * Operational statements: heartbeat of scheduler instances (OPS-3, OPS-4), cluster-wide
+ * leases for singleton tasks (DEL-8), gauges for metrics, retention and vacuum.
+ * `$1` is "now" (NULL = database clock) where present.
+ */
+
+const NOW = "coalesce($1::timestamptz, now())";
+
+/** Registers or refreshes an instance. $1 now, $2 id, $3 host, $4 pid, $5 version, $6 role, $7 last tick ms */
+export const HEARTBEAT_SQL = `
+insert into punctual_instances (id, host, pid, version, role, started_at, last_pass_at, last_tick_ms)
+values ($2, $3, $4, $5, $6, ${NOW}, ${NOW}, $7)
+on conflict (id) do update set last_pass_at = ${NOW}, last_tick_ms = $7, stopped_at = null
+returning last_pass_at, ${NOW} as db_now, clock_timestamp() as db_clock`;
+
+/** $1 now, $2 id */
+export const INSTANCE_STOPPED_SQL = `update punctual_instances set stopped_at = ${NOW} where id = $2`;
+
+/** Instances seen recently: $1 now, $2 window ms */
+export const LIST_INSTANCES_SQL = `
+select id, host, pid, version, role, started_at, last_pass_at, last_tick_ms, stopped_at
+from punctual_instances
+where stopped_at is null or stopped_at > ${NOW} - make_interval(secs => $2::double precision / 1000)
+order by started_at`;
+
+/**
+ * Takes or renews a named lease if it is free, expired, or already ours.
+ * $1 now, $2 name, $3 owner, $4 ttl ms. Returns a row when the caller holds the lease.
+ */
+export const ACQUIRE_LEASE_SQL = `
+insert into punctual_leases (name, owner, expires_at)
+values ($2, $3, ${NOW} + make_interval(secs => $4::double precision / 1000))
+on conflict (name) do update
+  set owner = excluded.owner, expires_at = excluded.expires_at
+  where punctual_leases.expires_at <= ${NOW} or punctual_leases.owner = excluded.owner
+returning name, owner, expires_at`;
+
+/** $1 name, $2 owner */
+export const RELEASE_LEASE_SQL = `delete from punctual_leases where name = $1 and owner = $2`;
+
+/** Gauges: $1 now, $2 overdue threshold ms. */
+export const GAUGES_SQL = `
+select
+  count(*) filter (where d.state in ('pending', 'retry') and s.state = 'active' and d.run_at <= ${NOW}) as due_backlog,
+  count(*) filter (where d.state in ('pending', 'retry', 'claimed') and s.state = 'active'
+                   and d.due_at < ${NOW} - make_interval(secs => $2::double precision / 1000)) as overdue,
+  count(*) filter (where d.state = 'in_doubt') as in_doubt,
+  count(*) filter (where d.state = 'dead') as dead,
+  count(*) filter (where d.state = 'claimed') as claimed,
+  min(d.due_at) filter (where d.state in ('pending', 'retry') and s.state = 'active' and d.run_at <= ${NOW}) as oldest_due
+from punctual_deliveries d join punctual_schedules s on s.id = d.schedule_id
+where d.state in ('pending', 'retry', 'claimed', 'in_doubt', 'dead')`;
+
+/** Schedules by state. */
+export const SCHEDULE_COUNTS_SQL = `select state, count(*) as count from punctual_schedules group by state`;
+
+/**
+ * Retention: deletes finished rows (sent, skipped, cancelled) older than the retention
+ * period, in bounded batches. Dead and in-doubt rows stay until a person acts.
+ * $1 now, $2 retention ms, $3 limit.
+ */
+export const RETENTION_SQL = `
+with old as (
+  select id from punctual_deliveries
+  where state in ('sent', 'skipped', 'cancelled')
+    and updated_at < ${NOW} - make_interval(secs => $2::double precision / 1000)
+  order by id limit $3
+  for update skip locked
+)
+delete from punctual_deliveries d using old where d.id = old.id`;
+
+/** PGlite has no autovacuum: the retention sweep runs this on the hot tables. */
+export const VACUUM_SQL = [
+  "vacuum (analyze) punctual_deliveries",
+  "vacuum (analyze) punctual_attempts",
+  "vacuum (analyze) punctual_schedules",
+];
+
+/** Readiness probe: $1 none. */
+export const PING_SQL = `select 1 as ok`;
+
+/** Wakes every scheduler listening on `punctual_wake` (PostgreSQL); payload: due instant ISO. */
+export const NOTIFY_WAKE_SQL = `select pg_notify('punctual_wake', $1)`;
+
+/** $1 key */
+export const GET_SETTING_SQL = `select value from punctual_settings where key = $1`;
+
+/** Sets a setting only if absent; returns the stored value either way. $1 key, $2 value (json text) */
+export const INIT_SETTING_SQL = `
+with ins as (
+  insert into punctual_settings (key, value) values ($1, $2::jsonb)
+  on conflict (key) do nothing
+  returning value
+)
+select value from ins
+union all
+select value from punctual_settings where key = $1 and not exists (select 1 from ins)`;

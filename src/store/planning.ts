@@ -1,0 +1,145 @@
+/**
+ * Planning statements (DEL-7, REC-5, REC-6): which schedules need planning, how planned
+ * deliveries are inserted, how the watermark advances, and how stale rows are found.
+ * Parameters are listed per statement; `$1` is always "now" (NULL = database clock).
+ */
+
+const NOW = "coalesce($1::timestamptz, now())";
+
+/** A schedule as the planner reads it. */
+export interface PlanScheduleRow {
+  id: string;
+  version: number;
+  dtstart: string;
+  tzid: string;
+  rrule: string | null;
+  rdate: string[];
+  exdate: string[];
+  recurring: boolean;
+  ends_at: Date | null;
+  expires_at: Date | null;
+  dst_gap: "shift" | "skip";
+  dst_overlap: "earlier" | "later";
+  grace_ms: number;
+  perpetual: boolean;
+  planned_until: Date | null;
+  cap_logged_at: Date | null;
+  created_at: Date;
+  db_now: Date;
+}
+
+export interface PlanReminderRow {
+  schedule_id: string;
+  key: string;
+  offset_duration: string;
+  channel: string;
+  on_lost_lease: "retry" | "in_doubt" | null;
+  max_attempts: number;
+}
+
+/**
+ * Locks a batch of active schedules whose watermark is within `$2` ms of now + plan-ahead.
+ * Parameters: $1 now, $2 ms ahead of now that must be planned, $3 limit.
+ * SKIP LOCKED: many planners at once each take different schedules; none waits.
+ */
+export const LOCK_SCHEDULES_TO_PLAN_SQL = `
+select s.id, s.version, s.dtstart, s.tzid, s.rrule, s.rdate, s.exdate, s.recurring, s.ends_at,
+       s.expires_at, s.dst_gap, s.dst_overlap, s.grace_ms, s.perpetual, s.planned_until,
+       s.cap_logged_at, s.created_at, ${NOW} as db_now
+from punctual_schedules s
+where s.state = 'active' and not s.plan_complete
+  and (s.planned_until is null or s.planned_until < ${NOW} + make_interval(secs => $2::double precision / 1000))
+order by s.planned_until nulls first, s.id
+limit $3
+for update of s skip locked`;
+
+/** Reminders of the given schedules. $1 schedule ids. */
+export const REMINDERS_OF_SQL = `
+select schedule_id, key, offset_duration, channel, on_lost_lease, max_attempts
+from punctual_reminders where schedule_id = any($1::uuid[])
+order by schedule_id, key`;
+
+/**
+ * Inserts planned deliveries; a row that exists (same delivery key, or same schedule,
+ * reminder and occurrence) is left as it is, so planning is idempotent and safe with many
+ * planners. Parameters: $1 now, then parallel arrays $2 keys, $3 schedule ids,
+ * $4 reminder keys, $5 occurrence instants, $6 due instants, $7 channels,
+ * $8 lost-lease policies, $9 max attempts.
+ */
+export const INSERT_DELIVERIES_SQL = `
+insert into punctual_deliveries
+  (delivery_key, schedule_id, reminder_key, occurrence_at, due_at, run_at, channel,
+   on_lost_lease, max_attempts, created_at, updated_at)
+select u.key, u.schedule_id, u.reminder_key, u.occurrence_at, u.due_at, u.due_at, u.channel,
+       u.on_lost_lease, u.max_attempts, ${NOW}, ${NOW}
+from unnest($2::text[], $3::uuid[], $4::text[], $5::timestamptz[], $6::timestamptz[],
+            $7::text[], $8::text[], $9::int[])
+  as u(key, schedule_id, reminder_key, occurrence_at, due_at, channel, on_lost_lease, max_attempts)
+on conflict do nothing`;
+
+/**
+ * Advances watermarks. Parameters: $1 now, then parallel arrays $2 ids, $3 new
+ * watermarks, $4 complete flags, $5 whether the REC-5 cap was logged now.
+ * Only moves forward (`greatest`), so a slow planner never rewinds a faster one.
+ */
+export const ADVANCE_WATERMARK_SQL = `
+update punctual_schedules s
+set planned_until = greatest(s.planned_until, u.planned_until),
+    plan_complete = s.plan_complete or u.complete,
+    cap_logged_at = case when u.cap_logged then coalesce(s.cap_logged_at, ${NOW}) else s.cap_logged_at end
+from unnest($2::uuid[], $3::timestamptz[], $4::boolean[], $5::boolean[])
+  as u(id, planned_until, complete, cap_logged)
+where s.id = u.id`;
+
+/** REC-3: quarantine a schedule whose stored rule no longer parses. $1 now, $2 id, $3 reason. */
+export const QUARANTINE_SQL = `
+update punctual_schedules set state = 'invalid', invalid_reason = $3, updated_at = ${NOW}
+where id = $2 and state = 'active'`;
+
+/** A planned row that missed its time, as the misfire policy sees it. */
+export interface StaleRow {
+  id: number;
+  schedule_id: string;
+  reminder_key: string;
+  occurrence_at: Date;
+  due_at: Date;
+  misfire: "skip" | "latest" | "all";
+  grace_ms: number;
+  recurring: boolean;
+  expires_at: Date | null;
+}
+
+/**
+ * REC-6: pending rows that missed their time and were not yet judged: of recurring
+ * schedules, due more than the grace ago; of any schedule, past its expiry.
+ * Parameters: $1 now, $2 limit. Ordered so one (schedule, reminder) is contiguous.
+ */
+export const SELECT_STALE_SQL = `
+select d.id, d.schedule_id, d.reminder_key, d.occurrence_at, d.due_at, s.misfire, s.grace_ms,
+       s.recurring, s.expires_at, ${NOW} as db_now
+from punctual_deliveries d
+join punctual_schedules s on s.id = d.schedule_id
+where d.state = 'pending' and d.attempt = 0 and not d.late and s.state = 'active'
+  and ((s.recurring and d.due_at < ${NOW} - make_interval(secs => s.grace_ms::double precision / 1000))
+       or (s.expires_at is not null and s.expires_at <= ${NOW}))
+order by d.schedule_id, d.reminder_key, d.due_at, d.id
+limit $2`;
+
+/**
+ * Applies misfire decisions. Parameters: $1 now, $2 ids to skip, $3 their reasons,
+ * $4 ids to send late. Only touches rows still `pending`.
+ */
+export const APPLY_MISFIRE_SQL = `
+with skipped as (
+  update punctual_deliveries d
+  set state = 'skipped', reason = u.reason, finished_at = ${NOW}, updated_at = ${NOW}
+  from unnest($2::bigint[], $3::text[]) as u(id, reason)
+  where d.id = u.id and d.state = 'pending'
+  returning d.id
+),
+late as (
+  update punctual_deliveries d set late = true, updated_at = ${NOW}
+  where d.id = any($4::bigint[]) and d.state = 'pending'
+  returning d.id
+)
+select (select count(*) from skipped) as skipped, (select count(*) from late) as late`;

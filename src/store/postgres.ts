@@ -1,0 +1,111 @@
+/**
+ * Server engine: PostgreSQL through a `pg` pool. Any number of processes on any number
+ * of hosts may share one database (DEL-8).
+ */
+import pg from "pg";
+import type { Database, Queryable, QueryResult } from "./database.js";
+
+/** int8 → number (as on PGlite); everything else keeps pg's defaults (timestamptz → Date). */
+const types = {
+  getTypeParser(oid: number, format?: "text" | "binary") {
+    if (oid === 20) return (value: string) => Number(value);
+    // pg's own typing of getTypeParser is overloaded; the cast keeps its default parsers.
+    return (pg.types.getTypeParser as (oid: number, format?: string) => (v: string) => unknown)(
+      oid,
+      format,
+    );
+  },
+};
+
+export interface PostgresOptions {
+  /** `postgres://user:pass@host:port/db` */
+  url: string;
+  /** Pool size; default 10. */
+  maxConnections?: number;
+  /** Called for errors of idle clients (a server restart): logged, never thrown. */
+  onError?: (err: Error) => void;
+}
+
+/** Host, port and database of a URL, without credentials, for logs. */
+export function describeUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    return `PostgreSQL ${u.hostname || u.searchParams.get("host") || "localhost"}:${u.port || 5432}${u.pathname}`;
+  } catch {
+    return "PostgreSQL (unparseable URL)";
+  }
+}
+
+/** Opens a pool. Connections are made lazily; the first query proves reachability. */
+export function openPostgres(options: PostgresOptions): Database & { pool: pg.Pool } {
+  const pool = new pg.Pool({
+    connectionString: options.url,
+    max: options.maxConnections ?? 10,
+    types,
+    connectionTimeoutMillis: 10_000,
+    idleTimeoutMillis: 30_000,
+    application_name: "punctual",
+  });
+  pool.on("error", (err) => options.onError?.(err));
+  let closed = false;
+  const run = async <T>(client: pg.Pool | pg.PoolClient, sql: string, params: readonly unknown[] = []) => {
+    const result = await client.query(sql, params as unknown[]);
+    return { rows: result.rows as T[], rowCount: result.rowCount ?? result.rows.length } satisfies QueryResult<T>;
+  };
+  return {
+    engine: "postgres",
+    description: describeUrl(options.url),
+    pool,
+    query: (sql, params) => run(pool, sql, params),
+    async transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
+      const client = await pool.connect();
+      try {
+        await client.query("begin");
+        const result = await fn({ query: (sql, params) => run(client, sql, params) });
+        await client.query("commit");
+        client.release();
+        return result;
+      } catch (err) {
+        try {
+          await client.query("rollback");
+          client.release();
+        } catch (rollbackErr) {
+          client.release(rollbackErr as Error);
+        }
+        throw err;
+      }
+    },
+    async listen(channel, onNotify) {
+      if (!/^[a-z_][a-z0-9_]*$/.test(channel)) throw new Error(`bad channel name ${channel}`);
+      const client = await pool.connect();
+      const handler = (msg: pg.Notification) => {
+        if (msg.channel === channel) onNotify(msg.payload ?? "");
+      };
+      client.on("notification", handler);
+      let dropped = false;
+      client.on("error", (err) => {
+        dropped = true;
+        options.onError?.(err);
+      });
+      await client.query(`listen ${channel}`);
+      return async () => {
+        client.off("notification", handler);
+        if (dropped || closed) {
+          client.release(true);
+          return;
+        }
+        try {
+          await client.query(`unlisten ${channel}`);
+          client.release();
+        } catch (err) {
+          client.release(err as Error);
+        }
+      };
+    },
+    async close() {
+      if (closed) return;
+      closed = true;
+      await pool.end();
+    },
+  };
+}

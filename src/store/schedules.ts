@@ -1,0 +1,296 @@
+/**
+ * Schedules and their reminders: create (idempotent by key), read, list, cancel, pause,
+ * resume. Parameters are listed per statement; `$1` is "now" where present.
+ */
+import type { DeliveryView, ReminderView, ScheduleView, AttemptView } from "../contracts/index.js";
+
+const NOW = "coalesce($1::timestamptz, now())";
+
+export interface ScheduleRow {
+  id: string;
+  tenant: string;
+  source: string | null;
+  external_id: string | null;
+  idempotency_key: string | null;
+  request_hash: string | null;
+  state: ScheduleView["state"];
+  invalid_reason: string | null;
+  version: number;
+  dtstart: string;
+  tzid: string;
+  rrule: string | null;
+  rdate: string[];
+  exdate: string[];
+  recurring: boolean;
+  ends_at: Date | null;
+  expires_at: Date | null;
+  dst_gap: "shift" | "skip";
+  dst_overlap: "earlier" | "later";
+  misfire: "skip" | "latest" | "all";
+  grace_ms: number;
+  perpetual: boolean;
+  payload: unknown;
+  created_at: Date;
+  updated_at: Date;
+  cancelled_at: Date | null;
+}
+
+export interface ReminderRow {
+  schedule_id: string;
+  key: string;
+  offset_duration: string;
+  channel: string;
+  target: Record<string, unknown>;
+  on_lost_lease: "retry" | "in_doubt" | null;
+  max_attempts: number;
+}
+
+/**
+ * Inserts a schedule unless one with the same (tenant, idempotency key) exists.
+ * Parameters: $1 now, $2 tenant, $3 idempotency key, $4 request hash, $5 dtstart, $6 tzid,
+ * $7 rrule, $8 rdate, $9 exdate, $10 recurring, $11 ends_at, $12 expires_at, $13 dst gap,
+ * $14 dst overlap, $15 misfire, $16 grace ms, $17 perpetual, $18 payload (json text),
+ * $19 source, $20 external id.
+ * Returns the new row, or nothing when the key was already used (the caller reads it).
+ */
+export const INSERT_SCHEDULE_SQL = `
+insert into punctual_schedules
+  (tenant, idempotency_key, request_hash, dtstart, tzid, rrule, rdate, exdate, recurring,
+   ends_at, expires_at, dst_gap, dst_overlap, misfire, grace_ms, perpetual, payload, source,
+   external_id, created_at, updated_at)
+values ($2, $3, $4, $5, $6, $7, $8::text[], $9::text[], $10, $11, $12, $13, $14, $15, $16, $17,
+        $18::jsonb, $19, $20, ${NOW}, ${NOW})
+on conflict (tenant, idempotency_key) where idempotency_key is not null do nothing
+returning *`;
+
+/** Parameters: $1 schedule id, then parallel arrays $2 keys, $3 offsets, $4 channels, $5 targets (json text), $6 lost-lease policies, $7 max attempts. */
+export const INSERT_REMINDERS_SQL = `
+insert into punctual_reminders (schedule_id, key, offset_duration, channel, target, on_lost_lease, max_attempts)
+select $1, u.key, u.offset_duration, u.channel, u.target::jsonb, u.on_lost_lease, u.max_attempts
+from unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int[])
+  as u(key, offset_duration, channel, target, on_lost_lease, max_attempts)`;
+
+/** $1 tenant, $2 idempotency key */
+export const SCHEDULE_BY_IDEMPOTENCY_KEY_SQL = `
+select * from punctual_schedules where tenant = $1 and idempotency_key = $2`;
+
+/** $1 tenant, $2 id */
+export const SCHEDULE_BY_ID_SQL = `select * from punctual_schedules where tenant = $1 and id = $2`;
+
+/** $1 schedule ids */
+export const REMINDERS_SQL = `
+select * from punctual_reminders where schedule_id = any($1::uuid[]) order by schedule_id, key`;
+
+/** Keyset page: $1 tenant, $2 state or NULL, $3 after (created_at, id) as created_at or NULL, $4 after id or NULL, $5 limit */
+export const LIST_SCHEDULES_SQL = `
+select * from punctual_schedules
+where tenant = $1 and ($2::text is null or state = $2)
+  and ($3::timestamptz is null or (created_at, id) > ($3::timestamptz, $4::uuid))
+order by created_at, id
+limit $5`;
+
+/**
+ * DEL-10: cancel, in one statement with its deliveries: the schedule becomes `cancelled`
+ * and every waiting delivery (`pending`, `retry`) becomes `cancelled`. A `claimed`
+ * delivery is in flight: its send finishes and is recorded; nothing new starts, because
+ * the admission predicate requires an active schedule.
+ * Parameters: $1 now, $2 tenant, $3 id. Returns the schedule row (absent: not found).
+ */
+export const CANCEL_SCHEDULE_SQL = `
+with cancelled as (
+  update punctual_schedules
+  set state = 'cancelled', invalid_reason = null, cancelled_at = coalesce(cancelled_at, ${NOW}),
+      version = version + case when state = 'cancelled' then 0 else 1 end, updated_at = ${NOW}
+  where tenant = $2 and id = $3
+  returning *
+),
+stopped as (
+  update punctual_deliveries d
+  set state = 'cancelled', reason = 'schedule_cancelled', finished_at = ${NOW}, updated_at = ${NOW}
+  from cancelled c
+  where d.schedule_id = c.id and d.state in ('pending', 'retry')
+  returning d.id
+)
+select c.*, (select count(*) from stopped) as cancelled_deliveries from cancelled c`;
+
+/**
+ * Pause or resume. Parameters: $1 now, $2 tenant, $3 id, $4 from state, $5 to state.
+ * Returns the row when the transition happened.
+ */
+export const SET_SCHEDULE_STATE_SQL = `
+update punctual_schedules
+set state = $5, version = version + 1, updated_at = ${NOW}
+where tenant = $2 and id = $3 and state = $4
+returning *`;
+
+/** Deliveries page: $1 tenant, $2 schedule id or NULL, $3 state or NULL, $4 after id or NULL, $5 limit */
+export const LIST_DELIVERIES_SQL = `
+select d.* from punctual_deliveries d
+join punctual_schedules s on s.id = d.schedule_id
+where s.tenant = $1 and ($2::uuid is null or d.schedule_id = $2)
+  and ($3::text is null or d.state = $3)
+  and ($4::bigint is null or d.id > $4)
+order by d.id
+limit $5`;
+
+/** $1 tenant, $2 delivery id */
+export const DELIVERY_BY_ID_SQL = `
+select d.* from punctual_deliveries d join punctual_schedules s on s.id = d.schedule_id
+where s.tenant = $1 and d.id = $2`;
+
+/** $1 delivery id */
+export const ATTEMPTS_SQL = `select * from punctual_attempts where delivery_id = $1 order by id`;
+
+/**
+ * DEL-12: redrive a dead or in-doubt delivery with the same key: back to `pending`, due now,
+ * failures reset (attempt keeps counting: it is the fencing token).
+ * Parameters: $1 now, $2 tenant, $3 delivery id.
+ */
+export const REDRIVE_SQL = `
+update punctual_deliveries d
+set state = 'pending', run_at = ${NOW}, failures = 0, finished_at = null, reason = null,
+    sent_at = null, updated_at = ${NOW}, max_attempts = greatest(d.max_attempts, 1)
+from punctual_schedules s
+where s.id = d.schedule_id and s.tenant = $2 and d.id = $3 and d.state in ('dead', 'in_doubt')
+returning d.*`;
+
+/**
+ * DEL-12: an operator resolves an in-doubt delivery: `sent` (it did arrive) or `dead`.
+ * Parameters: $1 now, $2 tenant, $3 delivery id, $4 'sent' | 'dead'.
+ */
+export const RESOLVE_SQL = `
+update punctual_deliveries d
+set state = $4, sent_at = case when $4 = 'sent' then ${NOW} end,
+    finished_at = case when $4 = 'dead' then ${NOW} end,
+    reason = case when $4 = 'dead' then 'resolved' end, updated_at = ${NOW}
+from punctual_schedules s
+where s.id = d.schedule_id and s.tenant = $2 and d.id = $3 and d.state = 'in_doubt'
+returning d.*`;
+
+export interface DeliveryRow {
+  id: number;
+  delivery_key: string;
+  schedule_id: string;
+  reminder_key: string;
+  occurrence_at: Date;
+  due_at: Date;
+  run_at: Date;
+  state: DeliveryView["state"];
+  attempt: number;
+  failures: number;
+  max_attempts: number;
+  channel: string;
+  on_lost_lease: string;
+  lease_owner: string | null;
+  lease_expires_at: Date | null;
+  claimed_at: Date | null;
+  sent_at: Date | null;
+  finished_at: Date | null;
+  reason: string | null;
+  last_error: string | null;
+  late: boolean;
+  created_at: Date;
+  updated_at: Date;
+}
+
+export interface AttemptRow {
+  attempt: number;
+  worker: string;
+  started_at: Date;
+  ended_at: Date;
+  outcome: string;
+  settled: boolean;
+  status: number | null;
+  message_id: string | null;
+  error: string | null;
+}
+
+const iso = (d: Date | null): string | null => (d ? d.toISOString() : null);
+
+/** Hides secrets of a target (any key named like secret, token, password). */
+export function redactTarget(target: Record<string, unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(target ?? {})) {
+    out[k] = /secret|token|password|authorization/i.test(k) && v != null ? "[redacted]" : v;
+  }
+  return out;
+}
+
+export function toReminderView(row: ReminderRow): ReminderView {
+  return {
+    key: row.key,
+    offset: row.offset_duration,
+    channel: row.channel,
+    target: redactTarget(row.target),
+    delivery:
+      row.on_lost_lease === "retry" ? "at-least-once" : row.on_lost_lease === "in_doubt" ? "at-most-once" : null,
+    maxAttempts: row.max_attempts,
+  };
+}
+
+export function toScheduleView(row: ScheduleRow, reminders: ReminderRow[]): ScheduleView {
+  return {
+    id: row.id,
+    version: row.version,
+    state: row.state,
+    invalidReason: row.invalid_reason,
+    dtstart: row.dtstart,
+    tzid: row.tzid,
+    rrule: row.rrule,
+    rdate: row.rdate,
+    exdate: row.exdate,
+    endsAt: iso(row.ends_at),
+    expiresAt: iso(row.expires_at),
+    dst: { gap: row.dst_gap, overlap: row.dst_overlap },
+    misfire: row.misfire,
+    graceMs: row.grace_ms,
+    perpetual: row.perpetual,
+    payload: row.payload,
+    reminders: reminders.filter((r) => r.schedule_id === row.id).map(toReminderView),
+    source: row.source,
+    externalId: row.external_id,
+    createdAt: row.created_at.toISOString(),
+    updatedAt: row.updated_at.toISOString(),
+    cancelledAt: iso(row.cancelled_at),
+  };
+}
+
+export function toDeliveryView(row: DeliveryRow): DeliveryView {
+  return {
+    id: row.id,
+    deliveryKey: row.delivery_key,
+    scheduleId: row.schedule_id,
+    reminderKey: row.reminder_key,
+    occurrenceAt: row.occurrence_at.toISOString(),
+    dueAt: row.due_at.toISOString(),
+    runAt: row.run_at.toISOString(),
+    state: row.state,
+    attempt: row.attempt,
+    failures: row.failures,
+    maxAttempts: row.max_attempts,
+    channel: row.channel,
+    leaseOwner: row.lease_owner,
+    leaseExpiresAt: iso(row.lease_expires_at),
+    sentAt: iso(row.sent_at),
+    finishedAt: iso(row.finished_at),
+    reason: row.reason,
+    lastError: row.last_error,
+    late: row.late,
+    createdAt: row.created_at.toISOString(),
+    updatedAt: row.updated_at.toISOString(),
+  };
+}
+
+export function toAttemptView(row: AttemptRow): AttemptView {
+  return {
+    attempt: row.attempt,
+    worker: row.worker,
+    startedAt: row.started_at.toISOString(),
+    endedAt: row.ended_at.toISOString(),
+    outcome: row.outcome,
+    settled: row.settled,
+    status: row.status,
+    messageId: row.message_id,
+    error: row.error,
+  };
+}
