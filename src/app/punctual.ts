@@ -60,7 +60,9 @@ import { Scheduler } from "../scheduler/scheduler.js";
 /** Release version (from package.json). */
 export const VERSION: string = (() => {
   try {
-    const pkg = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version?: string };
+    const pkg = JSON.parse(
+      readFileSync(new URL("../../package.json", import.meta.url), "utf8"),
+    ) as { version?: string };
     return pkg.version ?? "0.0.0";
   } catch {
     return "0.0.0";
@@ -114,7 +116,11 @@ function issuesFromZod(error: z.ZodError, prefix = ""): FieldIssue[] {
 }
 
 /** Parses with a zod schema, or throws ValidationError naming every bad field. */
-export function parseInput<T extends z.ZodType>(schema: T, input: unknown, prefix = ""): z.output<T> {
+export function parseInput<T extends z.ZodType>(
+  schema: T,
+  input: unknown,
+  prefix = "",
+): z.output<T> {
   const result = schema.safeParse(input);
   if (!result.success) throw new ValidationError(issuesFromZod(result.error, prefix));
   return result.data;
@@ -201,7 +207,9 @@ export class Punctual {
   #wake(): void {
     this.scheduler.wake();
     if (this.db.engine === "postgres") {
-      this.db.query(NOTIFY_WAKE_SQL, [""]).catch((err) => this.logger.warn({ err }, "NOTIFY failed"));
+      this.db
+        .query(NOTIFY_WAKE_SQL, [""])
+        .catch((err) => this.logger.warn({ err }, "NOTIFY failed"));
     }
   }
 
@@ -210,7 +218,10 @@ export class Punctual {
    * targets). Returns the parsed input and warnings.
    * @throws ValidationError naming every bad field.
    */
-  validateSchedule(input: unknown): { value: z.output<typeof createScheduleSchema>; warnings: string[] } {
+  validateSchedule(input: unknown): {
+    value: z.output<typeof createScheduleSchema>;
+    warnings: string[];
+  } {
     const value = parseInput(createScheduleSchema, input);
     const issues: FieldIssue[] = [];
     const warnings: string[] = [];
@@ -236,7 +247,8 @@ export class Punctual {
     const keys = new Set<string>();
     value.reminders.forEach((reminder, i) => {
       const at = `reminders.${i}`;
-      if (keys.has(reminder.key)) issues.push({ field: `${at}.key`, message: "duplicate reminder key", value: reminder.key });
+      if (keys.has(reminder.key))
+        issues.push({ field: `${at}.key`, message: "duplicate reminder key", value: reminder.key });
       keys.add(reminder.key);
       try {
         parseOffset(reminder.offset);
@@ -312,7 +324,11 @@ export class Punctual {
         value.reminders.map((r) => r.channel),
         value.reminders.map((r) => JSON.stringify(r.target ?? {})),
         value.reminders.map((r) =>
-          r.delivery === "at-least-once" ? "retry" : r.delivery === "at-most-once" ? "in_doubt" : null,
+          r.delivery === "at-least-once"
+            ? "retry"
+            : r.delivery === "at-most-once"
+              ? "in_doubt"
+              : null,
         ),
         value.reminders.map((r) => r.maxAttempts ?? this.config.scheduler.maxAttempts),
       ]);
@@ -324,12 +340,16 @@ export class Punctual {
       return { schedule: result, created: true, warnings };
     }
     // The idempotency key was used before: same body → the same schedule; else a conflict.
-    const { rows } = await this.db.query<ScheduleRow>(SCHEDULE_BY_IDEMPOTENCY_KEY_SQL, [tenant, idem]);
+    const { rows } = await this.db.query<ScheduleRow>(SCHEDULE_BY_IDEMPOTENCY_KEY_SQL, [
+      tenant,
+      idem,
+    ]);
     const existing = rows[0];
     if (!existing) throw new ConflictError("idempotency key collision; retry the request");
     if (existing.request_hash !== hash) {
       throw new ConflictError(
         `Idempotency-Key "${idem}" was already used with a different request body (schedule ${existing.id})`,
+        "IDEMPOTENCY_KEY_REUSED",
       );
     }
     return { schedule: await this.getSchedule(existing.id, options), created: false, warnings };
@@ -338,7 +358,10 @@ export class Punctual {
   /** @throws NotFoundError */
   async getSchedule(id: string, ctx: CallContext = {}): Promise<ScheduleView> {
     if (!z.uuid().safeParse(id).success) throw new NotFoundError("schedule", id);
-    const { rows } = await this.db.query<ScheduleRow>(SCHEDULE_BY_ID_SQL, [ctx.tenant ?? DEFAULT_TENANT, id]);
+    const { rows } = await this.db.query<ScheduleRow>(SCHEDULE_BY_ID_SQL, [
+      ctx.tenant ?? DEFAULT_TENANT,
+      id,
+    ]);
     const row = rows[0];
     if (!row) throw new NotFoundError("schedule", id);
     const { rows: reminders } = await this.db.query<ReminderRow>(REMINDERS_SQL, [[id]]);
@@ -356,7 +379,11 @@ export class Punctual {
     if (q.cursor) {
       const [at, id] = Buffer.from(q.cursor, "base64url").toString("utf8").split("|");
       if (!at || !id || !z.uuid().safeParse(id).success || Number.isNaN(Date.parse(at))) {
-        throw new ValidationError({ field: "cursor", message: "not a cursor from a previous page", value: q.cursor });
+        throw new ValidationError({
+          field: "cursor",
+          message: "not a cursor from a previous page",
+          value: q.cursor,
+        });
       }
       afterAt = at;
       afterId = id;
@@ -386,17 +413,22 @@ export class Punctual {
    * sends finish and are recorded; nothing new starts. Idempotent.
    * @throws NotFoundError
    */
-  async cancelSchedule(id: string, ctx: CallContext = {}): Promise<ScheduleView & { cancelledDeliveries: number }> {
+  async cancelSchedule(
+    id: string,
+    ctx: CallContext = {},
+  ): Promise<ScheduleView & { cancelledDeliveries: number }> {
     if (!z.uuid().safeParse(id).success) throw new NotFoundError("schedule", id);
-    const { rows } = await this.db.query<ScheduleRow & { cancelled_deliveries: number }>(CANCEL_SCHEDULE_SQL, [
-      this.#now(),
-      ctx.tenant ?? DEFAULT_TENANT,
-      id,
-    ]);
+    const { rows } = await this.db.query<ScheduleRow & { cancelled_deliveries: number }>(
+      CANCEL_SCHEDULE_SQL,
+      [this.#now(), ctx.tenant ?? DEFAULT_TENANT, id],
+    );
     const row = rows[0];
     if (!row) throw new NotFoundError("schedule", id);
     const { rows: reminders } = await this.db.query<ReminderRow>(REMINDERS_SQL, [[id]]);
-    return { ...toScheduleView(row, reminders), cancelledDeliveries: Number(row.cancelled_deliveries) };
+    return {
+      ...toScheduleView(row, reminders),
+      cancelledDeliveries: Number(row.cancelled_deliveries),
+    };
   }
 
   async #transition(id: string, from: string, to: string, ctx: CallContext): Promise<ScheduleView> {
@@ -409,7 +441,8 @@ export class Punctual {
       from,
       to,
     ]);
-    if (!rows[0]) throw new ConflictError(`schedule ${id} is ${current.state}; cannot move it to ${to}`);
+    if (!rows[0])
+      throw new ConflictError(`schedule ${id} is ${current.state}; cannot move it to ${to}`);
     if (to === "active") this.#wake();
     return this.getSchedule(id, ctx);
   }
@@ -425,7 +458,10 @@ export class Punctual {
   }
 
   /** Lists deliveries (DEL-1), by id, with keyset pagination (`after`). */
-  async listDeliveries(query: unknown = {}, ctx: CallContext = {}): Promise<{ items: DeliveryView[]; nextAfter: number | null }> {
+  async listDeliveries(
+    query: unknown = {},
+    ctx: CallContext = {},
+  ): Promise<{ items: DeliveryView[]; nextAfter: number | null }> {
     const q = parseInput(listDeliveriesQuerySchema, query);
     const { rows } = await this.db.query<DeliveryRow>(LIST_DELIVERIES_SQL, [
       ctx.tenant ?? DEFAULT_TENANT,
@@ -435,12 +471,21 @@ export class Punctual {
       q.limit,
     ]);
     const last = rows[rows.length - 1];
-    return { items: rows.map(toDeliveryView), nextAfter: last && rows.length === q.limit ? last.id : null };
+    return {
+      items: rows.map(toDeliveryView),
+      nextAfter: last && rows.length === q.limit ? last.id : null,
+    };
   }
 
   /** A delivery with its attempt history (DEL-12, DEL-14). @throws NotFoundError */
-  async getDelivery(id: number, ctx: CallContext = {}): Promise<DeliveryView & { attempts: AttemptView[] }> {
-    const { rows } = await this.db.query<DeliveryRow>(DELIVERY_BY_ID_SQL, [ctx.tenant ?? DEFAULT_TENANT, id]);
+  async getDelivery(
+    id: number,
+    ctx: CallContext = {},
+  ): Promise<DeliveryView & { attempts: AttemptView[] }> {
+    const { rows } = await this.db.query<DeliveryRow>(DELIVERY_BY_ID_SQL, [
+      ctx.tenant ?? DEFAULT_TENANT,
+      id,
+    ]);
     const row = rows[0];
     if (!row) throw new NotFoundError("delivery", String(id));
     const { rows: attempts } = await this.db.query<AttemptRow>(ATTEMPTS_SQL, [id]);
@@ -449,17 +494,27 @@ export class Punctual {
 
   /** DEL-12: sends a dead or in-doubt delivery again, with the same delivery key. */
   async redriveDelivery(id: number, ctx: CallContext = {}): Promise<DeliveryView> {
-    const { rows } = await this.db.query<DeliveryRow>(REDRIVE_SQL, [this.#now(), ctx.tenant ?? DEFAULT_TENANT, id]);
+    const { rows } = await this.db.query<DeliveryRow>(REDRIVE_SQL, [
+      this.#now(),
+      ctx.tenant ?? DEFAULT_TENANT,
+      id,
+    ]);
     if (!rows[0]) {
       const current = await this.getDelivery(id, ctx);
-      throw new ConflictError(`delivery ${id} is ${current.state}; only dead or in_doubt deliveries can be redriven`);
+      throw new ConflictError(
+        `delivery ${id} is ${current.state}; only dead or in_doubt deliveries can be redriven`,
+      );
     }
     this.#wake();
     return toDeliveryView(rows[0]);
   }
 
   /** DEL-12: an operator settles an in-doubt delivery as `sent` or `dead`. */
-  async resolveDelivery(id: number, outcome: "sent" | "dead", ctx: CallContext = {}): Promise<DeliveryView> {
+  async resolveDelivery(
+    id: number,
+    outcome: "sent" | "dead",
+    ctx: CallContext = {},
+  ): Promise<DeliveryView> {
     const { rows } = await this.db.query<DeliveryRow>(RESOLVE_SQL, [
       this.#now(),
       ctx.tenant ?? DEFAULT_TENANT,
@@ -468,7 +523,9 @@ export class Punctual {
     ]);
     if (!rows[0]) {
       const current = await this.getDelivery(id, ctx);
-      throw new ConflictError(`delivery ${id} is ${current.state}; only in_doubt deliveries can be resolved`);
+      throw new ConflictError(
+        `delivery ${id} is ${current.state}; only in_doubt deliveries can be resolved`,
+      );
     }
     return toDeliveryView(rows[0]);
   }
@@ -489,8 +546,11 @@ export class Punctual {
     }
     const last = this.scheduler.lastPassAt;
     const heartbeat =
-      last !== null && this.clock.now() - last <= this.config.scheduler.heartbeatStaleMs && this.scheduler.running;
-    if (!heartbeat) detail.push(last === null ? "no scheduler pass yet" : "last scheduler pass is stale");
+      last !== null &&
+      this.clock.now() - last <= this.config.scheduler.heartbeatStaleMs &&
+      this.scheduler.running;
+    if (!heartbeat)
+      detail.push(last === null ? "no scheduler pass yet" : "last scheduler pass is stale");
     return {
       live: true,
       ready: database && schema && heartbeat,
@@ -507,7 +567,10 @@ export class Punctual {
     } catch (err) {
       this.logger.warn({ err }, "could not refresh gauges");
     }
-    return { contentType: this.metrics.registry.contentType, body: await this.metrics.registry.metrics() };
+    return {
+      contentType: this.metrics.registry.contentType,
+      body: await this.metrics.registry.metrics(),
+    };
   }
 }
 
@@ -517,7 +580,10 @@ export class Punctual {
  */
 export async function openDatabase(config: PunctualConfig, logger: Logger): Promise<Database> {
   if (config.databaseUrl) {
-    return openPostgres({ url: config.databaseUrl, onError: (err) => logger.warn({ err }, "idle database client error") });
+    return openPostgres({
+      url: config.databaseUrl,
+      onError: (err) => logger.warn({ err }, "idle database client error"),
+    });
   }
   return openPglite({ dataDir: config.dataDir });
 }
@@ -574,9 +640,13 @@ export const createScheduler = createPunctual;
  */
 async function sharedWebhookSecret(db: Database, logger: Logger): Promise<string> {
   const fresh = `whsec_${randomBytes(24).toString("base64")}`;
-  const { rows } = await db.query<{ value: unknown }>(INIT_SETTING_SQL, ["webhook_secret", JSON.stringify(fresh)]);
+  const { rows } = await db.query<{ value: unknown }>(INIT_SETTING_SQL, [
+    "webhook_secret",
+    JSON.stringify(fresh),
+  ]);
   const value = rows[0]?.value;
-  if (typeof value !== "string") throw new PunctualError("SETTINGS", "webhook_secret setting is not a string");
+  if (typeof value !== "string")
+    throw new PunctualError("SETTINGS", "webhook_secret setting is not a string");
   if (value === fresh) {
     logger.info(
       "generated a webhook signing secret and stored it in the database (setting webhook_secret); set PUNCTUAL_WEBHOOK_SECRET to choose your own",

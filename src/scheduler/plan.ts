@@ -17,7 +17,13 @@ import type { SchedulerOptions } from "../config/index.js";
 import { deliveryKey } from "../domain/index.js";
 import type { Logger } from "../observability/logger.js";
 import type { Metrics } from "../observability/metrics.js";
-import { applyMisfire, applyOffset, parseOffset, parseRule, planningWindow } from "../recurrence/index.js";
+import {
+  applyMisfire,
+  applyOffset,
+  parseOffset,
+  parseRule,
+  planningWindow,
+} from "../recurrence/index.js";
 import type { Recurrence } from "../recurrence/types.js";
 import type { Database, Queryable } from "../store/database.js";
 import {
@@ -156,13 +162,18 @@ export function planSchedule(
     // Finite set: complete once no occurrence can still produce a due time at or after
     // the watermark, whatever the reminder offsets.
     const maxShift =
-      Math.max(0, ...reminders.map((r) => offsetShape(r.offset_duration).approxMs)) + NOMINAL_MARGIN_MS;
+      Math.max(0, ...reminders.map((r) => offsetShape(r.offset_duration).approxMs)) +
+      NOMINAL_MARGIN_MS;
     complete = recurrence.between(plannedUntil - maxShift, 8.64e15, 1).length === 0;
   }
   return { deliveries, plannedUntil, complete, capped };
 }
 
-async function insertDeliveries(tx: Queryable, now: Date | null, rows: PlannedDelivery[]): Promise<number> {
+async function insertDeliveries(
+  tx: Queryable,
+  now: Date | null,
+  rows: PlannedDelivery[],
+): Promise<number> {
   let inserted = 0;
   for (let i = 0; i < rows.length; i += 5_000) {
     const chunk = rows.slice(i, i + 5_000);
@@ -193,7 +204,9 @@ export async function planLocked(
   deps: Omit<PlanDeps, "db">,
 ): Promise<number> {
   if (schedules.length === 0) return 0;
-  const { rows: reminders } = await tx.query<PlanReminderRow>(REMINDERS_OF_SQL, [schedules.map((s) => s.id)]);
+  const { rows: reminders } = await tx.query<PlanReminderRow>(REMINDERS_OF_SQL, [
+    schedules.map((s) => s.id),
+  ]);
   const now = deps.clock.sqlNow();
   const planned: PlannedDelivery[] = [];
   const marks: Array<{ id: string; until: Date; complete: boolean; capLogged: boolean }> = [];
@@ -233,7 +246,12 @@ export async function planLocked(
         );
       }
       planned.push(...plan.deliveries);
-      marks.push({ id: schedule.id, until: new Date(plan.plannedUntil), complete: plan.complete, capLogged });
+      marks.push({
+        id: schedule.id,
+        until: new Date(plan.plannedUntil),
+        complete: plan.complete,
+        capLogged,
+      });
     } catch (err) {
       // One schedule's error never stops the others (OPS-1); it is retried next pass.
       deps.logger.error({ err, scheduleId: schedule.id }, "planning one schedule failed");
@@ -264,7 +282,10 @@ export async function planSweep(deps: PlanDeps): Promise<number> {
         deps.options.planAheadMs / 2,
         deps.options.planBatch,
       ]);
-      return { inserted: await planLocked(tx, rows, deps), full: rows.length >= deps.options.planBatch };
+      return {
+        inserted: await planLocked(tx, rows, deps),
+        full: rows.length >= deps.options.planBatch,
+      };
     });
     total += inserted;
     if (!full) break;
@@ -290,7 +311,10 @@ export async function misfireSweep(deps: Omit<PlanDeps, "channels">): Promise<nu
     if (group.length === 0) return;
     const first = group[0]!;
     const decisions = applyMisfire({
-      items: group.map((r) => ({ occurrenceAt: r.occurrence_at.getTime(), dueAt: r.due_at.getTime() })),
+      items: group.map((r) => ({
+        occurrenceAt: r.occurrence_at.getTime(),
+        dueAt: r.due_at.getTime(),
+      })),
       nowMs,
       policy: first.misfire,
       graceMs: first.grace_ms,
@@ -311,7 +335,8 @@ export async function misfireSweep(deps: Omit<PlanDeps, "channels">): Promise<nu
   };
   for (const row of rows) {
     const prev = group[0];
-    if (prev && (prev.schedule_id !== row.schedule_id || prev.reminder_key !== row.reminder_key)) judge();
+    if (prev && (prev.schedule_id !== row.schedule_id || prev.reminder_key !== row.reminder_key))
+      judge();
     group.push(row);
   }
   judge();

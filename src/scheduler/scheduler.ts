@@ -93,6 +93,10 @@ export class Scheduler {
   #stopping = false;
   #tickPromise: Promise<TickReport> | null = null;
   #wakeRequested = false;
+  #fullRequested = false;
+  /** The last claim filled every free slot: more due rows may be waiting. */
+  #slotBound = false;
+  #lastFullAt = Number.NEGATIVE_INFINITY;
   #timer: CancelTimer | null = null;
   #unlisten: (() => Promise<void>) | null = null;
   #lastRetention = 0;
@@ -146,15 +150,24 @@ export class Scheduler {
     }
   }
 
-  /** Requests a tick as soon as possible (coalesced with a running one). */
-  wake(): void {
+  /**
+   * Requests a pass as soon as possible (coalesced with a running one). `full` asks for
+   * every sweep (new schedules, NOTIFY, the poll); otherwise (a send slot came free, a
+   * row fell due) dispatch alone runs, unless the last full tick is older than `pollMs`.
+   */
+  wake(full = true): void {
     if (!this.#running || this.#stopping) return;
+    if (full) this.#fullRequested = true;
     if (this.#tickPromise) {
       this.#wakeRequested = true;
       return;
     }
     this.#cancelTimer();
-    this.#tickPromise = this.tick()
+    const runFull =
+      this.#fullRequested || this.#d.clock.now() - this.#lastFullAt >= this.#d.options.pollMs;
+    this.#fullRequested = false;
+    const pass: Promise<TickReport> = runFull ? this.tick() : this.#dispatchPass();
+    this.#tickPromise = pass
       .catch((err) => {
         this.#log.error({ err }, "tick crashed");
         return null;
@@ -164,11 +177,32 @@ export class Scheduler {
         if (!this.#running || this.#stopping) return;
         if (this.#wakeRequested) {
           this.#wakeRequested = false;
-          this.wake();
+          this.wake(false);
           return;
         }
         void this.#armTimer(report);
       }) as Promise<TickReport>;
+  }
+
+  /** Dispatch alone (a send slot came free, or a planned row fell due). */
+  async #dispatchPass(): Promise<TickReport> {
+    const report: TickReport = {
+      recovered: 0,
+      planned: 0,
+      skipped: 0,
+      claimed: 0,
+      failedSweep: null,
+    };
+    try {
+      report.claimed = await this.dispatch();
+      this.#streak("dispatch").success();
+    } catch (err) {
+      this.#d.metrics.sweepFailures.inc({ sweep: "dispatch" });
+      this.#streak("dispatch").failure(err, { sweep: "dispatch" });
+      report.failedSweep = "dispatch";
+      if (isRetryableDatabaseError(err)) this.#dbFailures++;
+    }
+    return report;
   }
 
   #cancelTimer(): void {
@@ -205,7 +239,7 @@ export class Scheduler {
     this.#cancelTimer();
     this.#timer = this.#d.clock.setTimer(delay, () => {
       this.#timer = null;
-      this.wake();
+      this.wake(false);
     });
   }
 
@@ -224,7 +258,14 @@ export class Scheduler {
    */
   async tick(): Promise<TickReport> {
     const started = performance.now();
-    const report: TickReport = { recovered: 0, planned: 0, skipped: 0, claimed: 0, failedSweep: null };
+    this.#lastFullAt = this.#d.clock.now();
+    const report: TickReport = {
+      recovered: 0,
+      planned: 0,
+      skipped: 0,
+      claimed: 0,
+      failedSweep: null,
+    };
     const sweeps: Array<[string, () => Promise<void>]> = [
       ["heartbeat", () => this.#heartbeat(started)],
       ["recover", async () => void (report.recovered = await this.recover())],
@@ -249,7 +290,10 @@ export class Scheduler {
     if (!report.failedSweep) {
       this.#dbFailures = 0;
       this.#lastPassAt = this.#d.clock.now();
-      this.#d.metrics.lastPass.set({ instance: this.owner }, (this.#lastPassAt + this.#skewMs) / 1000);
+      this.#d.metrics.lastPass.set(
+        { instance: this.owner },
+        (this.#lastPassAt + this.#skewMs) / 1000,
+      );
     }
     this.#d.metrics.tickDuration.observe((performance.now() - started) / 1000);
     return report;
@@ -274,7 +318,9 @@ export class Scheduler {
       this.#d.metrics.clockSkew.set(Math.abs(this.#skewMs) / 1000);
       if (Math.abs(this.#skewMs) > this.#d.options.clockSkewWarnMs) {
         this.#streak("clock-skew").failure(
-          new Error(`process clock differs from the database clock by ${Math.round(this.#skewMs)} ms`),
+          new Error(
+            `process clock differs from the database clock by ${Math.round(this.#skewMs)} ms`,
+          ),
         );
       } else {
         this.#streak("clock-skew").success();
@@ -293,11 +339,22 @@ export class Scheduler {
     }>(RECOVER_SQL, [this.#d.clock.sqlNow(), this.#d.options.recoverBatch, 0]);
     for (const row of rows) {
       this.#d.metrics.deliveries.inc({ channel: row.channel, outcome: "lease_expired" });
-      const fields = { deliveryId: row.id, deliveryKey: row.delivery_key, scheduleId: row.schedule_id, state: row.state };
+      const fields = {
+        deliveryId: row.id,
+        deliveryKey: row.delivery_key,
+        scheduleId: row.schedule_id,
+        state: row.state,
+      };
       if (row.state === "in_doubt") {
-        this.#log.error(fields, "lease expired mid-send: delivery is in doubt (it may or may not have been sent); resolve or redrive it");
+        this.#log.error(
+          fields,
+          "lease expired mid-send: delivery is in doubt (it may or may not have been sent); resolve or redrive it",
+        );
       } else if (row.state === "dead") {
-        this.#log.error(fields, "lease expired on the last attempt: delivery is dead (SEND_FAILED)");
+        this.#log.error(
+          fields,
+          "lease expired on the last attempt: delivery is dead (SEND_FAILED)",
+        );
       } else {
         this.#log.warn(fields, "lease expired mid-send: retrying with the same delivery key");
       }
@@ -347,8 +404,10 @@ export class Scheduler {
       ]);
       for (const row of rows) this.#start(row);
       total += rows.length;
+      this.#slotBound = rows.length === free;
       if (rows.length < free) break;
     }
+    if (!this.#stopping && o.concurrency - this.#inFlight.size <= 0) this.#slotBound = true;
     return total;
   }
 
@@ -363,8 +422,8 @@ export class Scheduler {
     this.#inFlight.set(row.id, entry);
     entry.promise = this.#send(row, abort).finally(() => {
       this.#inFlight.delete(row.id);
-      // A slot is free: more due rows may be waiting.
-      if (this.#running && !this.#stopping) this.wake();
+      // A slot is free: claim again if the last claim was limited by slots.
+      if (this.#running && !this.#stopping && this.#slotBound) this.wake(false);
     });
   }
 
@@ -374,7 +433,10 @@ export class Scheduler {
     const startedAt = this.#dbNow();
     const leaseLeft = row.lease_expires_at.getTime() - startedAt;
     // Stop waiting a safety margin before the lease ends, so the settle lands in time.
-    const deadlineMs = Math.max(0, Math.min(o.sendTimeoutMs, leaseLeft - Math.min(5_000, leaseLeft / 4)));
+    const deadlineMs = Math.max(
+      0,
+      Math.min(o.sendTimeoutMs, leaseLeft - Math.min(5_000, leaseLeft / 4)),
+    );
     this.#d.metrics.lateness.observe(
       { channel: row.channel },
       Math.max(0, startedAt - row.due_at.getTime()) / 1000,
@@ -401,11 +463,19 @@ export class Scheduler {
         });
       });
       const result = await Promise.race([
-        channel.send(delivery, { idempotencyKey: row.delivery_key, signal: abort.signal, timeoutMs: deadlineMs }),
+        channel.send(delivery, {
+          idempotencyKey: row.delivery_key,
+          signal: abort.signal,
+          timeoutMs: deadlineMs,
+        }),
         deadline,
       ]);
       if (result === "deadline") {
-        settle = this.#unknownOutcome(row, "timeout", `send did not finish within ${deadlineMs} ms`);
+        settle = this.#unknownOutcome(
+          row,
+          "timeout",
+          `send did not finish within ${deadlineMs} ms`,
+        );
       } else {
         settle = {
           state: "sent",
@@ -445,7 +515,16 @@ export class Scheduler {
         { deliveryId: row.id, deliveryKey: row.delivery_key, error: message },
         "send outcome unknown on a channel without idempotency: delivery is in doubt",
       );
-      return { state: "in_doubt", runAt: null, reason: "SEND_ABORTED", error: message, failure: 1, outcome, status: null, messageId: null };
+      return {
+        state: "in_doubt",
+        runAt: null,
+        reason: "SEND_ABORTED",
+        error: message,
+        failure: 1,
+        outcome,
+        status: null,
+        messageId: null,
+      };
     }
     return this.#retryOrDead(row, message, outcome, null);
   }
@@ -463,11 +542,26 @@ export class Scheduler {
         { deliveryId: row.id, deliveryKey: row.delivery_key, attempts: failures, error: message },
         "delivery failed on its last attempt: dead (SEND_FAILED)",
       );
-      return { state: "dead", runAt: null, reason: "SEND_FAILED", error: message, failure: 1, outcome, status, messageId: null };
+      return {
+        state: "dead",
+        runAt: null,
+        reason: "SEND_FAILED",
+        error: message,
+        failure: 1,
+        outcome,
+        status,
+        messageId: null,
+      };
     }
     const delay = backoffMs(failures, { baseMs: o.backoffBaseMs, capMs: o.backoffCapMs });
     this.#log.warn(
-      { deliveryId: row.id, deliveryKey: row.delivery_key, failures, retryInMs: delay, error: message },
+      {
+        deliveryId: row.id,
+        deliveryKey: row.delivery_key,
+        failures,
+        retryInMs: delay,
+        error: message,
+      },
       "send failed; will retry",
     );
     return {
@@ -508,18 +602,31 @@ export class Scheduler {
         { deliveryId: row.id, deliveryKey: row.delivery_key, error: message, code: err.code },
         "permanent failure: delivery is dead",
       );
-      return { state: "dead", runAt: null, reason: "PERMANENT", error: message, failure: 1, outcome: "permanent", status: statusNum, messageId: null };
+      return {
+        state: "dead",
+        runAt: null,
+        reason: "PERMANENT",
+        error: message,
+        failure: 1,
+        outcome: "permanent",
+        status: statusNum,
+        messageId: null,
+      };
     }
     if (aborted) return this.#unknownOutcome(row, "timeout", message);
     return this.#retryOrDead(row, message, "transient", statusNum);
   }
 
-  async #queueSettle(item: SettleInput & { leaseExpiresAt: number; channel: string }): Promise<void> {
+  async #queueSettle(
+    item: SettleInput & { leaseExpiresAt: number; channel: string },
+  ): Promise<void> {
     this.#pendingSettles.push(item);
     if (!this.#settleScheduled) {
       this.#settleScheduled = true;
       // Batch every outcome that completes in this turn of the event loop.
-      this.#settling = new Promise<void>((resolve) => setImmediate(resolve)).then(() => this.#flushSettles());
+      this.#settling = new Promise<void>((resolve) => setImmediate(resolve)).then(() =>
+        this.#flushSettles(),
+      );
     }
     await this.#settling;
     // A failed flush leaves items queued; keep trying while their lease lasts.
@@ -597,7 +704,11 @@ export class Scheduler {
     const now = this.#d.clock.now();
     if (now - this.#lastRetention < o.retentionEveryMs) return;
     this.#lastRetention = now;
-    await this.#d.db.query(RETENTION_SQL, [this.#d.clock.sqlNow(), o.retentionDays * 86_400_000, 10_000]);
+    await this.#d.db.query(RETENTION_SQL, [
+      this.#d.clock.sqlNow(),
+      o.retentionDays * 86_400_000,
+      10_000,
+    ]);
     if (this.#d.db.engine === "pglite") {
       for (const sql of VACUUM_SQL) await this.#d.db.query(sql);
     }
@@ -641,7 +752,10 @@ export class Scheduler {
       ]);
       (cancel as CancelTimer | null)?.();
       if (timedOut) {
-        this.#log.warn({ inFlight: this.#inFlight.size }, "shutdown deadline reached: aborting in-flight sends");
+        this.#log.warn(
+          { inFlight: this.#inFlight.size },
+          "shutdown deadline reached: aborting in-flight sends",
+        );
         for (const f of this.#inFlight.values()) f.abort.abort(new Error("shutting down"));
         await Promise.race([
           this.drain(),

@@ -13,7 +13,10 @@ export interface QueryResult<T> {
 /** Something that runs parameterized SQL: the database itself or an open transaction. */
 export interface Queryable {
   /** Runs one statement with `$1…$n` parameters. Never interpolate values into `sql`. */
-  query<T = Record<string, unknown>>(sql: string, params?: readonly unknown[]): Promise<QueryResult<T>>;
+  query<T = Record<string, unknown>>(
+    sql: string,
+    params?: readonly unknown[],
+  ): Promise<QueryResult<T>>;
 }
 
 /** Which engine is behind a {@link Database}. */

@@ -232,6 +232,10 @@ select
   ${NOW} as db_now`;
 
 /** Typed wrapper: runs a statement and returns its rows. */
-export async function rows<T>(db: Queryable, sql: string, params: readonly unknown[]): Promise<T[]> {
+export async function rows<T>(
+  db: Queryable,
+  sql: string,
+  params: readonly unknown[],
+): Promise<T[]> {
   return (await db.query<T>(sql, params)).rows;
 }

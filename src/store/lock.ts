@@ -6,7 +6,15 @@
  * The lock is a file `punctual.lock` created with O_EXCL, holding `{ pid, host, startedAt }`.
  * A lock left by a dead process on this host is taken over (logged by the caller).
  */
-import { closeSync, mkdirSync, openSync, readFileSync, renameSync, unlinkSync, writeSync } from "node:fs";
+import {
+  closeSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  renameSync,
+  unlinkSync,
+  writeSync,
+} from "node:fs";
 import { hostname } from "node:os";
 import { join } from "node:path";
 import { DataDirLockedError } from "../errors/index.js";
@@ -48,7 +56,11 @@ function readHolder(path: string): LockHolder | null {
 export function lockDataDir(dataDir: string): DataDirLock {
   mkdirSync(dataDir, { recursive: true });
   const path = join(dataDir, "punctual.lock");
-  const me: LockHolder = { pid: process.pid, host: hostname(), startedAt: new Date().toISOString() };
+  const me: LockHolder = {
+    pid: process.pid,
+    host: hostname(),
+    startedAt: new Date().toISOString(),
+  };
   let tookOverFrom: LockHolder | null = null;
   for (let tries = 0; tries < 3; tries++) {
     try {

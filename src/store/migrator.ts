@@ -50,7 +50,10 @@ async function appliedVersion(db: Queryable): Promise<number> {
  * @returns the versions this call applied (empty when up to date).
  * @throws SchemaMismatchError when the database is newer than this release.
  */
-export async function migrate(db: Database, migrations: Migration[] = loadMigrations()): Promise<number[]> {
+export async function migrate(
+  db: Database,
+  migrations: Migration[] = loadMigrations(),
+): Promise<number[]> {
   const target = expectedVersion(migrations);
   const applied: number[] = [];
   for (const migration of migrations) {
@@ -78,7 +81,10 @@ export async function migrate(db: Database, migrations: Migration[] = loadMigrat
  * Refuses to run against an unmigrated or newer schema (OPS-5).
  * @throws SchemaMismatchError saying what to run.
  */
-export async function assertSchemaCurrent(db: Database, migrations: Migration[] = loadMigrations()): Promise<void> {
+export async function assertSchemaCurrent(
+  db: Database,
+  migrations: Migration[] = loadMigrations(),
+): Promise<void> {
   const current = await appliedVersion(db);
   const target = expectedVersion(migrations);
   if (current < target) {

@@ -48,9 +48,16 @@ export function openPostgres(options: PostgresOptions): Database & { pool: pg.Po
   });
   pool.on("error", (err) => options.onError?.(err));
   let closed = false;
-  const run = async <T>(client: pg.Pool | pg.PoolClient, sql: string, params: readonly unknown[] = []) => {
+  const run = async <T>(
+    client: pg.Pool | pg.PoolClient,
+    sql: string,
+    params: readonly unknown[] = [],
+  ) => {
     const result = await client.query(sql, params as unknown[]);
-    return { rows: result.rows as T[], rowCount: result.rowCount ?? result.rows.length } satisfies QueryResult<T>;
+    return {
+      rows: result.rows as T[],
+      rowCount: result.rowCount ?? result.rows.length,
+    } satisfies QueryResult<T>;
   };
   return {
     engine: "postgres",

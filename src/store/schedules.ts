@@ -223,7 +223,11 @@ export function toReminderView(row: ReminderRow): ReminderView {
     channel: row.channel,
     target: redactTarget(row.target),
     delivery:
-      row.on_lost_lease === "retry" ? "at-least-once" : row.on_lost_lease === "in_doubt" ? "at-most-once" : null,
+      row.on_lost_lease === "retry"
+        ? "at-least-once"
+        : row.on_lost_lease === "in_doubt"
+          ? "at-most-once"
+          : null,
     maxAttempts: row.max_attempts,
   };
 }

@@ -1,0 +1,157 @@
+/**
+ * Configuration from environment variables (the CLI layers its flags on top).
+ * Every variable is listed in {@link ENV_VARS} with the option it sets, so `--help` and
+ * docs/configuration.md name the same things.
+ */
+import { ConfigError } from "../errors/index.js";
+import type { ConfigInput } from "./index.js";
+
+type Kind = "string" | "int" | "bool";
+
+/** Environment variable → configuration path, kind and meaning. */
+export const ENV_VARS: ReadonlyArray<{ name: string; path: string; kind: Kind; help: string }> = [
+  {
+    name: "DATABASE_URL",
+    path: "databaseUrl",
+    kind: "string",
+    help: "PostgreSQL URL; unset = embedded PGlite",
+  },
+  {
+    name: "PUNCTUAL_DATA_DIR",
+    path: "dataDir",
+    kind: "string",
+    help: "embedded data folder (default ./punctual-data)",
+  },
+  {
+    name: "PUNCTUAL_LOG_LEVEL",
+    path: "logLevel",
+    kind: "string",
+    help: "fatal|error|warn|info|debug|trace|silent",
+  },
+  {
+    name: "PUNCTUAL_WEBHOOK_SECRET",
+    path: "webhookSecret",
+    kind: "string",
+    help: "default webhook signing secret (whsec_…)",
+  },
+  {
+    name: "PUNCTUAL_ALLOW_PRIVATE_TARGETS",
+    path: "allowPrivateTargets",
+    kind: "bool",
+    help: "allow webhook targets in private/loopback ranges",
+  },
+  {
+    name: "PUNCTUAL_HOST",
+    path: "api.host",
+    kind: "string",
+    help: "API listen address (default 127.0.0.1)",
+  },
+  { name: "PUNCTUAL_PORT", path: "api.port", kind: "int", help: "API port (default 8080)" },
+  {
+    name: "PUNCTUAL_API_KEY",
+    path: "api.apiKey",
+    kind: "string",
+    help: "bearer token required by the API",
+  },
+  {
+    name: "PUNCTUAL_LEASE_MS",
+    path: "scheduler.leaseMs",
+    kind: "int",
+    help: "lease on a claimed delivery, ms (default 60000)",
+  },
+  {
+    name: "PUNCTUAL_SEND_TIMEOUT_MS",
+    path: "scheduler.sendTimeoutMs",
+    kind: "int",
+    help: "budget of one send, ms (default 30000)",
+  },
+  {
+    name: "PUNCTUAL_POLL_MS",
+    path: "scheduler.pollMs",
+    kind: "int",
+    help: "safety-net poll, ms (default 2000)",
+  },
+  {
+    name: "PUNCTUAL_CONCURRENCY",
+    path: "scheduler.concurrency",
+    kind: "int",
+    help: "sends in flight per process (default 20)",
+  },
+  {
+    name: "PUNCTUAL_MAX_ATTEMPTS",
+    path: "scheduler.maxAttempts",
+    kind: "int",
+    help: "attempts before dead (default 5)",
+  },
+  {
+    name: "PUNCTUAL_PLAN_AHEAD_MS",
+    path: "scheduler.planAheadMs",
+    kind: "int",
+    help: "planning horizon, ms (default 3600000)",
+  },
+  {
+    name: "PUNCTUAL_MAX_EXPANSION_DAYS",
+    path: "scheduler.maxExpansionDays",
+    kind: "int",
+    help: "cap of unbounded series, days (default 366)",
+  },
+  {
+    name: "PUNCTUAL_SHUTDOWN_GRACE_MS",
+    path: "scheduler.shutdownGraceMs",
+    kind: "int",
+    help: "time for in-flight sends at shutdown, ms (default 10000)",
+  },
+];
+
+function setPath(target: Record<string, unknown>, path: string, value: unknown): void {
+  const parts = path.split(".");
+  let node = target;
+  for (const part of parts.slice(0, -1)) {
+    node[part] = (node[part] as Record<string, unknown> | undefined) ?? {};
+    node = node[part] as Record<string, unknown>;
+  }
+  node[parts[parts.length - 1]!] = value;
+}
+
+/**
+ * Reads {@link ENV_VARS} from `env` into a configuration input (unset and empty
+ * variables are ignored).
+ * @throws ConfigError naming the variable for a value of the wrong kind.
+ */
+export function configFromEnv(env: NodeJS.ProcessEnv = process.env): ConfigInput {
+  const out: Record<string, unknown> = {};
+  for (const v of ENV_VARS) {
+    const raw = env[v.name];
+    if (raw === undefined || raw === "") continue;
+    let value: unknown = raw;
+    if (v.kind === "int") {
+      if (!/^\d+$/.test(raw.trim()))
+        throw new ConfigError(`${v.name} must be a whole number (got "${raw}")`);
+      value = Number(raw);
+    } else if (v.kind === "bool") {
+      const b = raw.trim().toLowerCase();
+      if (!["true", "false", "1", "0", "yes", "no"].includes(b)) {
+        throw new ConfigError(`${v.name} must be true or false (got "${raw}")`);
+      }
+      value = ["true", "1", "yes"].includes(b);
+    }
+    setPath(out, v.path, value);
+  }
+  return out as ConfigInput;
+}
+
+/** Deep-merges configuration inputs, later ones winning (flags over environment). */
+export function mergeConfig(...inputs: ConfigInput[]): ConfigInput {
+  const out: Record<string, unknown> = {};
+  for (const input of inputs) {
+    for (const [k, v] of Object.entries(input ?? {})) {
+      if (v === undefined) continue;
+      if (v && typeof v === "object" && !Array.isArray(v) && out[k] && typeof out[k] === "object") {
+        out[k] = mergeConfig(out[k] as ConfigInput, v as ConfigInput);
+      } else {
+        out[k] = v;
+      }
+    }
+  }
+  return out as ConfigInput;
+}

@@ -1,0 +1,83 @@
+/**
+ * punctual — public API. Explicit named exports only.
+ *
+ * ```ts
+ * import { createScheduler } from "punctual";
+ * const punctual = await createScheduler({ dataDir: "./punctual-data" });
+ * await punctual.start();
+ * await punctual.createSchedule({
+ *   dtstart: "2027-01-04T09:00:00", tzid: "Europe/Berlin", rrule: "FREQ=WEEKLY;BYDAY=MO",
+ *   perpetual: true,
+ *   reminders: [{ key: "standup", offset: "-PT15M", channel: "webhook", target: { url: "https://example.com/hook" } }],
+ * });
+ * ```
+ */
+export {
+  createPunctual,
+  createScheduler,
+  Punctual,
+  VERSION,
+  type CallContext,
+  type CreateResult,
+  type Health,
+  type PunctualOptions,
+} from "./app/punctual.js";
+export {
+  resolveConfig,
+  type ConfigInput,
+  type PunctualConfig,
+  type SchedulerOptions,
+} from "./config/index.js";
+export { configFromEnv, ENV_VARS } from "./config/env.js";
+export { SystemClock, TestClock, type Clock } from "./clock/index.js";
+export type { Channel, ChannelDelivery, SendContext, SendResult } from "./channels/types.js";
+export {
+  ChannelRegistry,
+  createLogChannel,
+  createWebhookChannel,
+  signWebhook,
+  verifyWebhook,
+} from "./channels/index.js";
+export {
+  ConfigError,
+  ConflictError,
+  DataDirLockedError,
+  NotFoundError,
+  PermanentError,
+  PunctualError,
+  RateLimitedError,
+  SchemaMismatchError,
+  TransientError,
+  ValidationError,
+  type FieldIssue,
+} from "./errors/index.js";
+export {
+  applyMisfire,
+  applyOffset,
+  parseOffset,
+  parseRule,
+  preview,
+  validateRule,
+  type DstPolicy,
+  type Occurrence,
+  type ParseResult,
+  type PreviewInput,
+  type PreviewItem,
+  type Recurrence,
+  type RecurrenceInput,
+} from "./recurrence/index.js";
+export type {
+  AttemptView,
+  CreateScheduleInput,
+  DeliveryView,
+  ReminderView,
+  ScheduleView,
+} from "./contracts/index.js";
+export {
+  DELIVERY_STATES,
+  SCHEDULE_STATES,
+  deliveryKey,
+  type DeliveryState,
+  type ScheduleState,
+} from "./domain/index.js";
+export type { Database, Engine } from "./store/database.js";

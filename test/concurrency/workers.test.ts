@@ -1,0 +1,245 @@
+/**
+ * Real worker processes racing on one PostgreSQL (DEL-8), and a worker killed with
+ * SIGKILL in the middle of a send (DEL-6). A local HTTP receiver counts `webhook-id`s.
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { fileURLToPath } from "node:url";
+import { afterEach, describe, expect, it } from "vitest";
+import { createPunctual, type Punctual } from "../../src/app/punctual.js";
+import { silentLogger } from "../../src/observability/logger.js";
+import { hasPostgres, openTestDatabase } from "../support/db.js";
+
+const ROOT = fileURLToPath(new URL("../../", import.meta.url));
+const SECRET = "whsec_Y29uY3VycmVuY3ktdGVzdC1zZWNyZXQ=";
+const needs = hasPostgres()
+  ? ""
+  : " (skipped: needs PostgreSQL — DATABASE_URL or PostgreSQL binaries)";
+
+interface Receiver {
+  url: string;
+  counts: Map<string, number>;
+  /** Called per request; return false to hold the request open (never answer). */
+  onRequest: (id: string, req: IncomingMessage, res: ServerResponse) => boolean;
+  held: ServerResponse[];
+  server: Server;
+  waitFor(predicate: () => boolean, timeoutMs: number): Promise<void>;
+}
+
+async function startReceiver(): Promise<Receiver> {
+  const waiters: Array<() => void> = [];
+  const r: Receiver = {
+    url: "",
+    counts: new Map(),
+    onRequest: () => true,
+    held: [],
+    server: createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on("data", (c: Buffer) => chunks.push(c));
+      req.on("end", () => {
+        const id = String(req.headers["webhook-id"] ?? "");
+        r.counts.set(id, (r.counts.get(id) ?? 0) + 1);
+        if (r.onRequest(id, req, res)) {
+          res.writeHead(200, { "content-type": "application/json" }).end("{}");
+        } else {
+          r.held.push(res);
+        }
+        for (const w of waiters.splice(0)) w();
+      });
+    }),
+    async waitFor(predicate, timeoutMs) {
+      const deadline = Date.now() + timeoutMs;
+      while (!predicate()) {
+        if (Date.now() > deadline) throw new Error("receiver wait timed out");
+        // Wake on the next request, or re-check every 100 ms (state may change in the DB).
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, 100);
+          waiters.push(() => {
+            clearTimeout(timer);
+            resolve();
+          });
+        });
+      }
+    },
+  };
+  await new Promise<void>((resolve) => r.server.listen(0, "127.0.0.1", resolve));
+  r.url = `http://127.0.0.1:${(r.server.address() as AddressInfo).port}/hook`;
+  return r;
+}
+
+function startWorker(url: string, env: Record<string, string> = {}): ChildProcess {
+  const child = spawn(
+    process.execPath,
+    ["--import", "tsx", "src/cli/main.ts", "worker", "--database-url", url],
+    {
+      cwd: ROOT,
+      env: {
+        ...process.env,
+        PUNCTUAL_ALLOW_PRIVATE_TARGETS: "true",
+        PUNCTUAL_WEBHOOK_SECRET: SECRET,
+        PUNCTUAL_LOG_LEVEL: "warn",
+        ...env,
+      },
+      stdio: ["ignore", "pipe", "pipe"],
+    },
+  );
+  let err = "";
+  child.stderr?.on("data", (d: Buffer) => (err = (err + d.toString()).slice(-4000)));
+  child.on("exit", (code, signal) => {
+    if (code && code !== 0 && signal !== "SIGKILL") console.error(`worker exited ${code}: ${err}`);
+  });
+  return child;
+}
+
+function exited(child: ChildProcess): Promise<number | null> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve(child.exitCode);
+  return new Promise((resolve) => child.once("exit", (code) => resolve(code)));
+}
+
+const cleanups: Array<() => Promise<void> | void> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+async function setup(): Promise<{
+  lib: Punctual;
+  url: string;
+  receiver: Receiver;
+  workers: ChildProcess[];
+}> {
+  const handle = await openTestDatabase();
+  cleanups.push(() => handle.close());
+  if (!handle.url) throw new Error("needs a PostgreSQL URL");
+  const receiver = await startReceiver();
+  cleanups.push(
+    () =>
+      new Promise<void>((resolve) => {
+        for (const res of receiver.held) res.destroy();
+        receiver.server.closeAllConnections();
+        receiver.server.close(() => resolve());
+      }),
+  );
+  const lib = await createPunctual({
+    database: handle.db,
+    logger: silentLogger(),
+    allowPrivateTargets: true,
+    webhookSecret: SECRET,
+  });
+  cleanups.push(() => lib.close(0));
+  const workers: ChildProcess[] = [];
+  cleanups.push(async () => {
+    for (const w of workers) if (w.exitCode === null && w.signalCode === null) w.kill("SIGKILL");
+    await Promise.all(workers.map(exited));
+  });
+  return { lib, url: handle.url, receiver, workers };
+}
+
+describe("worker processes on PostgreSQL", () => {
+  it.skipIf(!hasPostgres())(
+    `DEL-8: three worker processes racing over 1,000 due deliveries send each exactly once${needs}`,
+    async () => {
+      const { lib, url, receiver, workers } = await setup();
+      const due = new Date(Date.now() - 1_000).toISOString();
+      // 1,000 deliveries: 250 schedules × 4 reminders, all due now.
+      for (let i = 0; i < 250; i++) {
+        await lib.createSchedule({
+          dtstart: due,
+          tzid: "UTC",
+          payload: { i },
+          reminders: ["a", "b", "c", "d"].map((key) => ({
+            key,
+            offset: "PT0S",
+            channel: "webhook",
+            target: { url: receiver.url },
+          })),
+        });
+      }
+      for (let i = 0; i < 3; i++) workers.push(startWorker(url, { PUNCTUAL_CONCURRENCY: "25" }));
+      await receiver.waitFor(() => receiver.counts.size >= 1_000, 90_000);
+      // Let any straggler that would be a duplicate arrive, then stop the workers cleanly.
+      for (const w of workers) w.kill("SIGTERM");
+      expect(await Promise.all(workers.map(exited))).toEqual([0, 0, 0]);
+      const duplicates = [...receiver.counts.entries()].filter(([, n]) => n !== 1);
+      expect(duplicates).toEqual([]);
+      expect(receiver.counts.size).toBe(1_000);
+      const { rows } = await lib.db.query<{ state: string; n: number; workers: number }>(
+        `select d.state, count(*) as n, count(distinct a.worker) as workers
+         from punctual_deliveries d join punctual_attempts a on a.delivery_id = d.id group by d.state`,
+      );
+      expect(rows).toEqual([expect.objectContaining({ state: "sent", n: 1_000 })]);
+      // The work was shared, not done by one process.
+      expect(rows[0]!.workers).toBeGreaterThan(1);
+    },
+  );
+
+  it.skipIf(!hasPostgres())(
+    `DEL-6: kill -9 of a worker mid-send leads to a retry with the same key (webhook, idempotent) after the lease, never a silent resend${needs}`,
+    async () => {
+      const { lib, url, receiver, workers } = await setup();
+      const { schedule } = await lib.createSchedule({
+        dtstart: new Date(Date.now() - 1_000).toISOString(),
+        tzid: "UTC",
+        reminders: [
+          { key: "idem", offset: "PT0S", channel: "webhook", target: { url: receiver.url } },
+          {
+            key: "once",
+            offset: "PT0S",
+            channel: "webhook",
+            target: { url: receiver.url },
+            delivery: "at-most-once",
+          },
+        ],
+      });
+      receiver.onRequest = () => false; // hold every request: the worker is mid-send
+      const leaseEnv = {
+        PUNCTUAL_LEASE_MS: "3000",
+        PUNCTUAL_SEND_TIMEOUT_MS: "2000",
+        PUNCTUAL_POLL_MS: "200",
+      };
+      const victim = startWorker(url, { ...leaseEnv, PUNCTUAL_SEND_TIMEOUT_MS: "2500" });
+      workers.push(victim);
+      await receiver.waitFor(() => receiver.held.length >= 2, 30_000);
+      const killedAt = Date.now();
+      victim.kill("SIGKILL");
+      await exited(victim);
+      for (const res of receiver.held.splice(0)) res.destroy();
+      receiver.onRequest = () => true;
+      workers.push(startWorker(url, leaseEnv));
+      const settled = async () => {
+        const { rows } = await lib.db.query<{ reminder_key: string; state: string }>(
+          "select reminder_key, state from punctual_deliveries where schedule_id = $1 order by reminder_key",
+          [schedule.id],
+        );
+        return rows;
+      };
+      let rows = await settled();
+      const deadline = Date.now() + 30_000;
+      while (
+        !(rows[0]?.state === "sent" && rows[1]?.state === "in_doubt") &&
+        Date.now() < deadline
+      ) {
+        await receiver.waitFor(() => true, 0).catch(() => undefined);
+        await new Promise((r) => setTimeout(r, 100));
+        rows = await settled();
+      }
+      const recoveredAfterMs = Date.now() - killedAt;
+      expect(rows).toEqual([
+        { reminder_key: "idem", state: "sent" },
+        { reminder_key: "once", state: "in_doubt" },
+      ]);
+      // Bounded by lease (3 s) + one sweep, plus process start-up.
+      expect(recoveredAfterMs).toBeLessThan(3_000 + 200 + 15_000);
+      const deliveriesBySchedule = (await lib.listDeliveries({ scheduleId: schedule.id })).items;
+      const idem = deliveriesBySchedule.find((d) => d.reminderKey === "idem")!;
+      const once = deliveriesBySchedule.find((d) => d.reminderKey === "once")!;
+      // The idempotent one was sent again with the same webhook-id; the other never again.
+      expect(receiver.counts.get(idem.deliveryKey)).toBe(2);
+      expect(receiver.counts.get(once.deliveryKey)).toBe(1);
+      expect((await lib.getDelivery(idem.id)).attempts.map((a) => a.outcome)).toEqual([
+        "lease_expired",
+        "sent",
+      ]);
+    },
+  );
+});

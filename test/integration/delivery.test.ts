@@ -1,0 +1,413 @@
+/**
+ * The delivery state machine on a real engine (PGlite or PostgreSQL, per
+ * PUNCTUAL_TEST_ENGINE): claim before send, fenced settle, retries, terminal failures,
+ * crash recovery, the self-healing window, cancel/pause, quarantine.
+ */
+import { createHmac } from "node:crypto";
+import { createServer, type IncomingHttpHeaders } from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterEach, describe, expect, it } from "vitest";
+import { PermanentError, RateLimitedError, TransientError } from "../../src/errors/index.js";
+import { deferred } from "../support/channels.js";
+import {
+  deliveries,
+  peer,
+  testPunctual,
+  tickAndDrain,
+  type TestPunctual,
+} from "../support/punctual.js";
+
+const T0 = "2027-01-04T08:00:00Z";
+let t: TestPunctual | null = null;
+
+afterEach(async () => {
+  await t?.close();
+  t = null;
+});
+
+function oneOff(dtstart: string, extra: Record<string, unknown> = {}) {
+  return {
+    dtstart,
+    tzid: "UTC",
+    payload: { note: "hello" },
+    reminders: [{ key: "r", offset: "PT0S", channel: "test" }],
+    ...extra,
+  };
+}
+
+describe("delivery state machine", () => {
+  it("DEL-1/DEL-2: a due delivery is claimed (lease owner, expiry, attempt 1) before its send, then sent once", async () => {
+    t = await testPunctual();
+    const { punctual, channel } = t;
+    await punctual.createSchedule(oneOff("2027-01-04T08:00:00Z"));
+    let seenDuringSend: unknown = null;
+    channel.behaviour = async () => {
+      seenDuringSend = (await deliveries(punctual))[0];
+      return { messageId: "m-1", status: 200 };
+    };
+    await tickAndDrain(punctual);
+    expect(seenDuringSend).toMatchObject({
+      state: "claimed",
+      attempt: 1,
+      leaseOwner: punctual.scheduler.owner,
+      leaseExpiresAt: "2027-01-04T08:01:00.000Z",
+    });
+    const [row] = await deliveries(punctual);
+    expect(row).toMatchObject({ state: "sent", attempt: 1, failures: 0, leaseOwner: null });
+    expect(channel.sends).toHaveLength(1);
+    expect(channel.sends[0]!.ctx.idempotencyKey).toBe(row!.deliveryKey);
+    expect(channel.sends[0]!.delivery.payload).toEqual({ note: "hello" });
+    const detail = await punctual.getDelivery(row!.id);
+    expect(detail.attempts).toEqual([
+      expect.objectContaining({
+        attempt: 1,
+        outcome: "sent",
+        settled: true,
+        messageId: "m-1",
+        status: 200,
+      }),
+    ]);
+    // Nothing is sent twice on later ticks.
+    t.clock.advance(3_600_000);
+    await tickAndDrain(punctual);
+    expect(channel.sends).toHaveLength(1);
+  });
+
+  it("DEL-3: nothing is claimed before its due time, for a paused schedule, or before its retry time", async () => {
+    t = await testPunctual();
+    const { punctual, channel, clock } = t;
+    const future = await punctual.createSchedule(oneOff("2027-01-04T08:10:00Z"));
+    const paused = await punctual.createSchedule(oneOff("2027-01-04T08:00:00Z"));
+    await punctual.pauseSchedule(paused.schedule.id);
+    await tickAndDrain(punctual);
+    expect(channel.sends).toHaveLength(0);
+    clock.set("2027-01-04T08:10:00Z");
+    await tickAndDrain(punctual);
+    expect(channel.keys()).toHaveLength(1);
+    expect(channel.sends[0]!.delivery.scheduleId).toBe(future.schedule.id);
+    // Resumed: its one-off (now 10 minutes late, within grace) goes out.
+    await punctual.resumeSchedule(paused.schedule.id);
+    await tickAndDrain(punctual);
+    expect(channel.sends).toHaveLength(2);
+  });
+
+  it("DEL-2: a settle after a lost lease changes nothing and is logged", async () => {
+    t = await testPunctual({ scheduler: { leaseMs: 10_000, sendTimeoutMs: 5_000 } });
+    const { punctual, channel } = t;
+    await punctual.createSchedule(oneOff(T0));
+    const gate = deferred<{ messageId: string }>();
+    channel.behaviour = () => gate.promise;
+    await punctual.scheduler.tick();
+    expect(channel.sends).toHaveLength(1);
+    // This worker stalls (its clock stands still); another one, 11 s later, recovers the row.
+    const other = await peer(t, {
+      start: "2027-01-04T08:00:11Z",
+      scheduler: { leaseMs: 10_000, sendTimeoutMs: 5_000 },
+    });
+    try {
+      expect(await other.punctual.scheduler.recover()).toBe(1);
+      const [recovered] = await deliveries(punctual);
+      expect(recovered).toMatchObject({ state: "retry", failures: 1 });
+      // The stalled send completes now: its settle is fenced out.
+      gate.resolve({ messageId: "late" });
+      await punctual.scheduler.drain();
+      const [after] = await deliveries(punctual);
+      expect(after).toMatchObject({ state: "retry", attempt: 1, failures: 1 });
+      expect((await punctual.metrics.leaseLost.get()).values[0]?.value).toBe(1);
+      const attempts = (await punctual.getDelivery(after!.id)).attempts;
+      expect(attempts.map((a) => [a.outcome, a.settled])).toEqual(
+        expect.arrayContaining([
+          ["lease_expired", true],
+          ["sent", false],
+        ]),
+      );
+      expect(t.logs.some((l) => String(l.msg).includes("lease lost"))).toBe(true);
+    } finally {
+      await other.close();
+    }
+  });
+
+  it("DEL-4: transient failures retry with backoff, one attempt per failure, then dead SEND_FAILED", async () => {
+    t = await testPunctual({ scheduler: { maxAttempts: 3, backoffBaseMs: 1_000 } });
+    const { punctual, channel, clock } = t;
+    await punctual.createSchedule(oneOff(T0));
+    channel.behaviour = () => {
+      throw new TransientError("503 from receiver");
+    };
+    await tickAndDrain(punctual);
+    let [row] = await deliveries(punctual);
+    expect(row).toMatchObject({
+      state: "retry",
+      attempt: 1,
+      failures: 1,
+      lastError: "503 from receiver",
+    });
+    const firstRetry = Date.parse(row!.runAt) - clock.now();
+    expect(firstRetry).toBeGreaterThanOrEqual(500);
+    expect(firstRetry).toBeLessThanOrEqual(1_000);
+    // Not before its retry time.
+    await tickAndDrain(punctual);
+    expect(channel.sends).toHaveLength(1);
+    clock.set(row!.runAt);
+    await tickAndDrain(punctual);
+    [row] = await deliveries(punctual);
+    expect(row).toMatchObject({ state: "retry", attempt: 2, failures: 2 });
+    const secondRetry = Date.parse(row!.runAt) - clock.now();
+    expect(secondRetry).toBeGreaterThanOrEqual(1_000);
+    expect(secondRetry).toBeLessThanOrEqual(2_000);
+    clock.set(row!.runAt);
+    await tickAndDrain(punctual);
+    [row] = await deliveries(punctual);
+    expect(row).toMatchObject({ state: "dead", reason: "SEND_FAILED", attempt: 3, failures: 3 });
+    expect(channel.sends).toHaveLength(3);
+    const attempts = (await punctual.getDelivery(row!.id)).attempts;
+    expect(attempts.map((a) => a.outcome)).toEqual(["transient", "transient", "transient"]);
+    expect(t.logs.some((l) => l.level === "error" && String(l.msg).includes("SEND_FAILED"))).toBe(
+      true,
+    );
+  });
+
+  it("DEL-5: a permanent failure is dead at once, never retried", async () => {
+    t = await testPunctual();
+    const { punctual, channel, clock } = t;
+    await punctual.createSchedule(oneOff(T0));
+    channel.behaviour = () => {
+      throw new PermanentError("404 from receiver");
+    };
+    await tickAndDrain(punctual);
+    clock.advance(7_200_000);
+    await tickAndDrain(punctual);
+    const [row] = await deliveries(punctual);
+    expect(row).toMatchObject({ state: "dead", reason: "PERMANENT", failures: 1 });
+    expect(channel.sends).toHaveLength(1);
+  });
+
+  it("DEL-13: a rate-limited reply waits Retry-After and spends no attempt", async () => {
+    t = await testPunctual({ scheduler: { maxAttempts: 2 } });
+    const { punctual, channel, clock } = t;
+    await punctual.createSchedule(oneOff(T0));
+    channel.behaviour = (_d, _c, n) => {
+      if (n <= 3) throw new RateLimitedError("429", 7_000);
+      return { messageId: "ok" };
+    };
+    for (let i = 0; i < 3; i++) {
+      await tickAndDrain(punctual);
+      const [row] = await deliveries(punctual);
+      expect(row).toMatchObject({ state: "retry", failures: 0 });
+      expect(Date.parse(row!.runAt) - clock.now()).toBe(7_000);
+      clock.set(row!.runAt);
+    }
+    await tickAndDrain(punctual);
+    const [row] = await deliveries(punctual);
+    expect(row).toMatchObject({ state: "sent", failures: 0, attempt: 4 });
+  });
+
+  it("DEL-6: a claim whose worker died is retried with the same key on an idempotent channel", async () => {
+    t = await testPunctual({ scheduler: { leaseMs: 10_000, sendTimeoutMs: 5_000 } });
+    const { punctual, channel } = t;
+    await punctual.createSchedule(oneOff(T0));
+    channel.behaviour = () => deferred<never>().promise; // the send never returns: the worker died
+    await punctual.scheduler.tick();
+    const key = channel.keys()[0];
+    // Lease (10 s) later, the next tick of a surviving worker recovers and resends.
+    const survivor = await peer(t, {
+      start: "2027-01-04T08:00:10Z",
+      scheduler: { leaseMs: 10_000, sendTimeoutMs: 5_000 },
+    });
+    try {
+      await tickAndDrain(survivor.punctual);
+      const [row] = await deliveries(punctual);
+      expect(row).toMatchObject({ state: "sent", attempt: 2 });
+      expect(survivor.channel.keys()).toEqual([key]);
+    } finally {
+      await survivor.close();
+    }
+  });
+
+  it("DEL-6: on a channel without idempotency the lost claim becomes in_doubt, never a silent resend", async () => {
+    t = await testPunctual({
+      idempotent: false,
+      scheduler: { leaseMs: 10_000, sendTimeoutMs: 5_000 },
+    });
+    const { punctual, channel } = t;
+    await punctual.createSchedule(oneOff(T0));
+    channel.behaviour = () => deferred<never>().promise;
+    await punctual.scheduler.tick();
+    const survivor = await peer(t, {
+      start: "2027-01-04T08:00:10Z",
+      idempotent: false,
+      scheduler: { leaseMs: 10_000, sendTimeoutMs: 5_000 },
+    });
+    try {
+      await tickAndDrain(survivor.punctual);
+      const [row] = await deliveries(punctual);
+      expect(row).toMatchObject({ state: "in_doubt", reason: "LEASE_EXPIRED" });
+      expect(survivor.channel.sends).toHaveLength(0);
+      // An operator redrives it: same key.
+      await survivor.punctual.redriveDelivery(row!.id);
+      await tickAndDrain(survivor.punctual);
+      const [again] = await deliveries(punctual);
+      expect(again).toMatchObject({ state: "sent", deliveryKey: row!.deliveryKey });
+      expect(survivor.channel.keys()).toEqual([row!.deliveryKey]);
+    } finally {
+      await survivor.close();
+    }
+  });
+
+  it("DEL-7: a scheduler paused for six hours delivers the whole gap on resume", async () => {
+    t = await testPunctual();
+    const { punctual, channel, clock } = t;
+    // Twelve one-off reminders due every 30 minutes over the next six hours.
+    for (let i = 1; i <= 12; i++) {
+      await punctual.createSchedule(oneOff(new Date(Date.parse(T0) + i * 1_800_000).toISOString()));
+    }
+    // The process is down: no tick runs for six hours (test clock; no timers fire).
+    clock.set("2027-01-04T14:00:00Z");
+    await tickAndDrain(punctual);
+    expect(channel.sends).toHaveLength(12);
+    const rows = await deliveries(punctual);
+    expect(rows.every((r) => r.state === "sent")).toBe(true);
+    // Sent late and marked late, except the one due within the grace period.
+    expect(rows.filter((r) => r.late)).toHaveLength(11);
+  });
+
+  it("REC-6: a recurring series after downtime skips stale occurrences (recorded) and sends the current one", async () => {
+    t = await testPunctual();
+    const { punctual, channel, clock } = t;
+    await punctual.createSchedule({
+      dtstart: "2027-01-04T08:00:00Z",
+      tzid: "UTC",
+      rrule: "FREQ=HOURLY;COUNT=24",
+      reminders: [{ key: "r", offset: "PT0S", channel: "test" }],
+    });
+    await tickAndDrain(punctual);
+    expect(channel.sends).toHaveLength(1);
+    clock.set("2027-01-04T14:05:00Z");
+    await tickAndDrain(punctual);
+    const rows = await deliveries(punctual);
+    const skipped = rows.filter((r) => r.state === "skipped");
+    expect(skipped.map((r) => r.reason)).toEqual(["stale", "stale", "stale", "stale", "stale"]);
+    expect(rows.filter((r) => r.state === "sent").map((r) => r.occurrenceAt)).toEqual([
+      "2027-01-04T08:00:00.000Z",
+      "2027-01-04T14:00:00.000Z",
+    ]);
+  });
+
+  it("DEL-10: cancel stops every pending delivery; an in-flight send finishes and is recorded", async () => {
+    t = await testPunctual();
+    const { punctual, channel, clock } = t;
+    const { schedule } = await punctual.createSchedule({
+      dtstart: T0,
+      tzid: "UTC",
+      rrule: "FREQ=MINUTELY;COUNT=30",
+      reminders: [{ key: "r", offset: "PT0S", channel: "test" }],
+    });
+    const gate = deferred<{ messageId: string }>();
+    channel.behaviour = () => gate.promise;
+    await punctual.scheduler.tick();
+    const cancelled = await punctual.cancelSchedule(schedule.id);
+    expect(cancelled.state).toBe("cancelled");
+    expect(cancelled.cancelledDeliveries).toBeGreaterThan(0);
+    gate.resolve({ messageId: "in-flight" });
+    await punctual.scheduler.drain();
+    clock.advance(3_600_000);
+    await tickAndDrain(punctual);
+    const rows = await deliveries(punctual);
+    expect(rows.filter((r) => r.state === "sent")).toHaveLength(1);
+    expect(
+      rows.filter((r) => r.state === "cancelled").every((r) => r.reason === "schedule_cancelled"),
+    ).toBe(true);
+    expect(rows.filter((r) => r.state === "pending" || r.state === "retry")).toHaveLength(0);
+    expect(channel.sends).toHaveLength(1);
+  });
+
+  it("REC-3: a stored rule that no longer parses quarantines its own schedule; the others run", async () => {
+    t = await testPunctual();
+    const { punctual, channel } = t;
+    const bad = await punctual.createSchedule({ ...oneOff(T0), rrule: "FREQ=DAILY;COUNT=3" });
+    await punctual.createSchedule(oneOff(T0));
+    // Corrupt the stored rule behind the API's back (as an old release or a hand edit might).
+    await punctual.db.query(
+      "update punctual_schedules set rrule = 'FREQ=FORTNIGHTLY' where id = $1",
+      [bad.schedule.id],
+    );
+    await tickAndDrain(punctual);
+    const quarantined = await punctual.getSchedule(bad.schedule.id);
+    expect(quarantined.state).toBe("invalid");
+    expect(quarantined.invalidReason).toMatch(/FREQ/);
+    expect(channel.sends).toHaveLength(1);
+    expect(await punctual.metrics.quarantined.get()).toMatchObject({ values: [{ value: 1 }] });
+  });
+
+  it("DEL-7: planning is idempotent: many passes never create a second row per occurrence", async () => {
+    t = await testPunctual();
+    const { punctual, clock } = t;
+    await punctual.createSchedule({
+      dtstart: T0,
+      tzid: "Europe/Berlin",
+      rrule: "FREQ=MINUTELY;INTERVAL=10",
+      perpetual: true,
+      reminders: [
+        { key: "a", offset: "PT0S", channel: "test" },
+        { key: "b", offset: "-PT5M", channel: "test" },
+      ],
+    });
+    for (let i = 0; i < 5; i++) {
+      await punctual.scheduler.tick();
+      clock.advance(600_000);
+    }
+    await punctual.scheduler.drain();
+    const rows = await deliveries(punctual);
+    const keys = rows.map((r) => r.deliveryKey);
+    expect(new Set(keys).size).toBe(keys.length);
+    const perReminder = new Set(rows.map((r) => `${r.reminderKey}|${r.occurrenceAt}`));
+    expect(perReminder.size).toBe(rows.length);
+  });
+
+  it("CH-1: the webhook contract end to end: signed POST with the delivery key as webhook-id", async () => {
+    t = await testPunctual();
+    const { punctual } = t;
+    const received: Array<{ headers: IncomingHttpHeaders; body: string }> = [];
+    const server = createServer((req, res) => {
+      let body = "";
+      req.on("data", (c: Buffer) => (body += c.toString()));
+      req.on("end", () => {
+        received.push({ headers: req.headers, body });
+        res.writeHead(204).end();
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    try {
+      const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`;
+      const { schedule } = await punctual.createSchedule({
+        dtstart: "2027-01-04T09:15:00",
+        tzid: "Europe/Berlin",
+        payload: { meeting: "standup" },
+        reminders: [{ key: "before", offset: "-PT15M", channel: "webhook", target: { url } }],
+      });
+      await tickAndDrain(punctual);
+      expect(received).toHaveLength(1);
+      const [row] = await deliveries(punctual);
+      const { headers, body } = received[0]!;
+      expect(headers["webhook-id"]).toBe(row!.deliveryKey);
+      const signed = `${headers["webhook-id"]}.${headers["webhook-timestamp"]}.${body}`;
+      const key = Buffer.from("dGVzdC1zZWNyZXQtZm9yLXB1bmN0dWFs", "base64");
+      expect(headers["webhook-signature"]).toBe(
+        `v1,${createHmac("sha256", key).update(signed).digest("base64")}`,
+      );
+      expect(JSON.parse(body)).toMatchObject({
+        type: "reminder.due",
+        deliveryKey: row!.deliveryKey,
+        scheduleId: schedule.id,
+        reminderKey: "before",
+        occurrenceAt: "2027-01-04T08:15:00.000Z",
+        dueAt: "2027-01-04T08:00:00.000Z",
+        attempt: 1,
+        payload: { meeting: "standup" },
+      });
+      expect(row).toMatchObject({ state: "sent" });
+    } finally {
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
+  });
+});

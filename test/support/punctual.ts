@@ -1,0 +1,97 @@
+/**
+ * Builds a punctual on the test engine (PGlite template or a fresh PostgreSQL database,
+ * see ./db.ts) with a TestClock, a scripted channel and an in-memory log.
+ */
+import { createPunctual, type Punctual } from "../../src/app/punctual.js";
+import type { Channel } from "../../src/channels/types.js";
+import { TestClock } from "../../src/clock/index.js";
+import type { ConfigInput } from "../../src/config/index.js";
+import { memoryLogger } from "../../src/observability/logger.js";
+import { openTestDatabase } from "./db.js";
+import { ScriptedChannel } from "./channels.js";
+
+export interface TestPunctual {
+  punctual: Punctual;
+  clock: TestClock;
+  channel: ScriptedChannel;
+  logs: ReturnType<typeof memoryLogger>["lines"];
+  close(): Promise<void>;
+}
+
+/** Opens a punctual for one test. Close it in afterEach. */
+export async function testPunctual(
+  options: {
+    start?: string;
+    scheduler?: NonNullable<ConfigInput["scheduler"]>;
+    channels?: Channel[];
+    idempotent?: boolean;
+  } = {},
+): Promise<TestPunctual> {
+  const clock = new TestClock(options.start ?? "2027-01-04T08:00:00Z");
+  const channel = new ScriptedChannel("test", options.idempotent ?? true);
+  const { logger, lines } = memoryLogger("debug");
+  const handle = await openTestDatabase();
+  const punctual = await createPunctual({
+    database: handle.db,
+    clock,
+    logger,
+    channels: [channel, ...(options.channels ?? [])],
+    allowPrivateTargets: true,
+    webhookSecret: "whsec_dGVzdC1zZWNyZXQtZm9yLXB1bmN0dWFs",
+    scheduler: options.scheduler,
+  });
+  return {
+    punctual,
+    clock,
+    channel,
+    logs: lines,
+    async close() {
+      await punctual.close(0);
+      await handle.close();
+    },
+  };
+}
+
+/** Runs one tick and waits for its sends to settle. */
+export async function tickAndDrain(p: Punctual): Promise<void> {
+  const report = await p.scheduler.tick();
+  if (report.failedSweep) throw new Error(`sweep ${report.failedSweep} failed`);
+  await p.scheduler.drain();
+}
+
+/** Rows of the deliveries table, oldest first. */
+export async function deliveries(p: Punctual) {
+  return (await p.listDeliveries({ limit: 1000 })).items;
+}
+
+/**
+ * A second scheduler process on the same database, with its own clock and channel: the
+ * way to model "another worker" (or the survivor of a crash) inside one test. Freeze the
+ * first one's clock and stop ticking it to model a worker that died mid-send.
+ */
+export async function peer(
+  t: TestPunctual,
+  options: {
+    start: string;
+    idempotent?: boolean;
+    scheduler?: NonNullable<ConfigInput["scheduler"]>;
+  },
+): Promise<{
+  punctual: Punctual;
+  clock: TestClock;
+  channel: ScriptedChannel;
+  close(): Promise<void>;
+}> {
+  const clock = new TestClock(options.start);
+  const channel = new ScriptedChannel("test", options.idempotent ?? true);
+  const punctual = await createPunctual({
+    database: t.punctual.db,
+    clock,
+    logger: memoryLogger("silent").logger,
+    channels: [channel],
+    allowPrivateTargets: true,
+    webhookSecret: "whsec_dGVzdC1zZWNyZXQtZm9yLXB1bmN0dWFs",
+    scheduler: options.scheduler,
+  });
+  return { punctual, clock, channel, close: () => punctual.close(0) };
+}
