@@ -56,10 +56,14 @@ export class NotFoundError extends PunctualError {
 
 /**
  * The request conflicts with the current state: a stale version (HTTP 412 with If-Match),
- * an illegal state transition, a duplicate. Code `STALE_VERSION` or `CONFLICT`.
+ * an illegal state transition, a duplicate, an Idempotency-Key reused with another body
+ * (HTTP 422). Code `STALE_VERSION`, `IDEMPOTENCY_KEY_REUSED` or `CONFLICT`.
  */
 export class ConflictError extends PunctualError {
-  constructor(message: string, code: "CONFLICT" | "STALE_VERSION" = "CONFLICT") {
+  constructor(
+    message: string,
+    code: "CONFLICT" | "STALE_VERSION" | "IDEMPOTENCY_KEY_REUSED" = "CONFLICT",
+  ) {
     super(code, message);
   }
 }
