@@ -11,6 +11,8 @@ import { SystemClock, type Clock } from "../clock/index.js";
 import { resolveConfig, type ConfigInput, type PunctualConfig } from "../config/index.js";
 import {
   createScheduleSchema,
+  updateScheduleSchema,
+  type UpdateScheduleInput,
   listDeliveriesQuerySchema,
   listSchedulesQuerySchema,
   type AttemptView,
@@ -28,7 +30,7 @@ import {
 import { createLogger, type Logger } from "../observability/logger.js";
 import { createMetrics, type Metrics } from "../observability/metrics.js";
 import { parseOffset, validateRule } from "../recurrence/index.js";
-import type { Database } from "../store/database.js";
+import type { Database, Queryable } from "../store/database.js";
 import { assertSchemaCurrent, migrate, schemaVersion, expectedVersion } from "../store/migrator.js";
 import { INIT_SETTING_SQL, NOTIFY_WAKE_SQL, PING_SQL } from "../store/operations.js";
 import { openPglite } from "../store/pglite.js";
@@ -47,6 +49,8 @@ import {
   SCHEDULE_BY_ID_SQL,
   SCHEDULE_BY_IDEMPOTENCY_KEY_SQL,
   SET_SCHEDULE_STATE_SQL,
+  DELETE_REMINDERS_SQL,
+  UPDATE_SCHEDULE_SQL,
   toAttemptView,
   toDeliveryView,
   toScheduleView,
@@ -56,6 +60,8 @@ import {
   type ScheduleRow,
 } from "../store/schedules.js";
 import { Scheduler } from "../scheduler/scheduler.js";
+import { realignSchedule, type RealignReport } from "../scheduler/realign.js";
+import { LOCK_SCHEDULE_FOR_EDIT_SQL, type PlanScheduleRow } from "../store/planning.js";
 
 /** Release version (from package.json). */
 export const VERSION: string = (() => {
@@ -297,7 +303,7 @@ export class Punctual {
         this.#now(),
         tenant,
         idem,
-        idem ? hash : null,
+        hash,
         value.dtstart,
         value.tzid,
         value.rrule ?? null,
@@ -317,21 +323,7 @@ export class Punctual {
       ]);
       const row = rows[0];
       if (!row) return null;
-      await tx.query(INSERT_REMINDERS_SQL, [
-        row.id,
-        value.reminders.map((r) => r.key),
-        value.reminders.map((r) => r.offset),
-        value.reminders.map((r) => r.channel),
-        value.reminders.map((r) => JSON.stringify(r.target ?? {})),
-        value.reminders.map((r) =>
-          r.delivery === "at-least-once"
-            ? "retry"
-            : r.delivery === "at-most-once"
-              ? "in_doubt"
-              : null,
-        ),
-        value.reminders.map((r) => r.maxAttempts ?? this.config.scheduler.maxAttempts),
-      ]);
+      await this.#insertReminders(tx, row.id, value.reminders);
       const { rows: reminders } = await tx.query<ReminderRow>(REMINDERS_SQL, [[row.id]]);
       return toScheduleView(row, reminders);
     });
@@ -353,6 +345,137 @@ export class Punctual {
       );
     }
     return { schedule: await this.getSchedule(existing.id, options), created: false, warnings };
+  }
+
+  /**
+   * DEL-9: edits a schedule at `version` (optimistic concurrency) and realigns its waiting
+   * deliveries in the same transaction. Fields left out keep their value; `reminders`, when
+   * given, replaces the whole list.
+   * @throws ValidationError, NotFoundError, ConflictError (`STALE_VERSION` when `version`
+   * is not the current one; `CONFLICT` for a cancelled schedule)
+   */
+  async updateSchedule(
+    id: string,
+    patch: UpdateScheduleInput | unknown,
+    options: CallContext & { version?: number } = {},
+  ): Promise<{ schedule: ScheduleView; realigned: RealignReport; warnings: string[] }> {
+    const tenant = options.tenant ?? DEFAULT_TENANT;
+    const changes = parseInput(updateScheduleSchema, patch);
+    const current = await this.getSchedule(id, options);
+    const merged = {
+      dtstart: current.dtstart,
+      tzid: current.tzid,
+      rrule: current.rrule,
+      rdate: current.rdate,
+      exdate: current.exdate,
+      endsAt: current.endsAt,
+      expiresAt: current.expiresAt,
+      dst: current.dst,
+      misfire: current.misfire,
+      graceMs: current.graceMs,
+      perpetual: current.perpetual,
+      payload: current.payload,
+      reminders: undefined as unknown,
+      // Only the fields the caller sent (zod fills defaults for absent optional fields).
+      ...Object.fromEntries(
+        Object.entries(changes).filter(
+          ([k, v]) => v !== undefined && Object.prototype.hasOwnProperty.call(patch, k),
+        ),
+      ),
+    };
+    const keepReminders = (patch as { reminders?: unknown } | null)?.reminders === undefined;
+    if (keepReminders) {
+      // Reminder targets are stored unredacted: read them back for validation.
+      const { rows } = await this.db.query<ReminderRow>(REMINDERS_SQL, [[id]]);
+      merged.reminders = rows.map((r) => ({
+        key: r.key,
+        offset: r.offset_duration,
+        channel: r.channel,
+        target: r.target,
+        ...(r.on_lost_lease
+          ? { delivery: r.on_lost_lease === "retry" ? "at-least-once" : "at-most-once" }
+          : {}),
+        maxAttempts: r.max_attempts,
+      }));
+    }
+    const { value, warnings } = this.validateSchedule(merged);
+    const hash = createHash("sha256").update(canonicalJson(value)).digest("hex");
+    const realigned = await this.db.transaction(async (tx) => {
+      const { rows } = await tx.query<ScheduleRow>(LOCK_SCHEDULE_FOR_EDIT_SQL, [
+        this.#now(),
+        tenant,
+        id,
+      ]);
+      const locked = rows[0];
+      if (!locked) throw new NotFoundError("schedule", id);
+      if (options.version !== undefined && options.version !== locked.version) {
+        throw new ConflictError(
+          `schedule ${id} is at version ${locked.version}, not ${options.version}: read it again and retry`,
+          "STALE_VERSION",
+        );
+      }
+      if (locked.state === "cancelled")
+        throw new ConflictError(`schedule ${id} is cancelled; create a new one`);
+      const { rows: updated } = await tx.query<PlanScheduleRow & { state: string }>(
+        UPDATE_SCHEDULE_SQL,
+        [
+          this.#now(),
+          id,
+          value.dtstart,
+          value.tzid,
+          value.rrule ?? null,
+          value.rdate,
+          value.exdate,
+          Boolean(value.rrule) || value.rdate.length > 0,
+          value.endsAt ?? null,
+          value.expiresAt ?? null,
+          value.dst?.gap ?? "shift",
+          value.dst?.overlap ?? "earlier",
+          value.misfire,
+          value.graceMs,
+          value.perpetual,
+          JSON.stringify(value.payload ?? null),
+          hash,
+        ],
+      );
+      await tx.query(DELETE_REMINDERS_SQL, [id]);
+      await this.#insertReminders(tx, id, value.reminders);
+      return realignSchedule(tx, updated[0]!, {
+        clock: this.clock,
+        logger: this.logger,
+        metrics: this.metrics,
+        options: this.config.scheduler,
+        channels: this.#channelMap(),
+      });
+    });
+    this.#wake();
+    return { schedule: await this.getSchedule(id, options), realigned, warnings };
+  }
+
+  #channelMap(): ReadonlyMap<string, Channel> {
+    return new Map(this.channels.names().map((n) => [n, this.channels.get(n)]));
+  }
+
+  async #insertReminders(
+    tx: Queryable,
+    scheduleId: string,
+    reminders: z.output<typeof createScheduleSchema>["reminders"],
+  ): Promise<void> {
+    await tx.query(INSERT_REMINDERS_SQL, [
+      scheduleId,
+      reminders.map((r) => r.key),
+      reminders.map((r) => r.offset),
+      reminders.map((r) => r.channel),
+      reminders.map((r) => JSON.stringify(r.target ?? {})),
+      reminders.map((r) =>
+        r.delivery === "at-least-once"
+          ? "retry"
+          : r.delivery === "at-most-once"
+            ? "in_doubt"
+            : null,
+      ),
+      reminders.map((r) => r.maxAttempts ?? this.config.scheduler.maxAttempts),
+    ]);
   }
 
   /** @throws NotFoundError */

@@ -143,3 +143,42 @@ late as (
   returning d.id
 )
 select (select count(*) from skipped) as skipped, (select count(*) from late) as late`;
+
+/** Locks one schedule for an edit. $1 now, $2 tenant, $3 id. */
+export const LOCK_SCHEDULE_FOR_EDIT_SQL = `
+select s.*, ${NOW} as db_now
+from punctual_schedules s
+where s.tenant = $2 and s.id = $3
+for update`;
+
+/** Oldest waiting delivery of a schedule (realign checks membership from there). $1 schedule id */
+export const OLDEST_WAITING_SQL = `
+select min(due_at) as oldest from punctual_deliveries
+where schedule_id = $1 and state in ('pending', 'retry')`;
+
+/**
+ * DEL-9: deletes waiting rows (`pending`, `retry`) of a schedule whose key is not in the
+ * new set. Claimed, sent, dead, in-doubt, skipped and cancelled rows are untouched.
+ * $1 schedule id, $2 keys of the new set.
+ */
+export const REALIGN_DELETE_SQL = `
+delete from punctual_deliveries
+where schedule_id = $1 and state in ('pending', 'retry')
+  and not (delivery_key = any($2::text[]))`;
+
+/**
+ * DEL-9: moves the due time of waiting rows whose occurrence stays but whose reminder
+ * offset changed. A `retry` row keeps its retry time unless the new due time is later.
+ * $1 now, then parallel arrays $2 keys, $3 due instants.
+ */
+export const REALIGN_MOVE_SQL = `
+update punctual_deliveries d
+set due_at = u.due_at,
+    run_at = case when d.state = 'pending' then u.due_at else greatest(d.run_at, u.due_at) end,
+    updated_at = ${NOW}
+from unnest($2::text[], $3::timestamptz[]) as u(key, due_at)
+where d.delivery_key = u.key and d.state in ('pending', 'retry') and d.due_at <> u.due_at`;
+
+/** Sets the watermark after a realign (may move it back). $1 id, $2 watermark, $3 complete */
+export const SET_WATERMARK_SQL = `
+update punctual_schedules set planned_until = $2, plan_complete = $3 where id = $1`;

@@ -298,3 +298,27 @@ export function toAttemptView(row: AttemptRow): AttemptView {
     error: row.error,
   };
 }
+
+/**
+ * DEL-9: writes an edited definition and bumps the version (optimistic concurrency:
+ * the caller checked the version under the row lock).
+ * Parameters: $1 now, $2 id, $3 dtstart, $4 tzid, $5 rrule, $6 rdate, $7 exdate,
+ * $8 recurring, $9 ends_at, $10 expires_at, $11 dst gap, $12 dst overlap, $13 misfire,
+ * $14 grace ms, $15 perpetual, $16 payload (json text), $17 request hash.
+ */
+export const UPDATE_SCHEDULE_SQL = `
+update punctual_schedules
+set dtstart = $3, tzid = $4, rrule = $5, rdate = $6::text[], exdate = $7::text[], recurring = $8,
+    ends_at = $9, expires_at = $10, dst_gap = $11, dst_overlap = $12, misfire = $13,
+    grace_ms = $14, perpetual = $15, payload = $16::jsonb, request_hash = $17,
+    plan_complete = false, cap_logged_at = null,
+    version = version + 1, updated_at = ${NOW}
+where id = $2
+returning *, ${NOW} as db_now`;
+
+/** $1 schedule id */
+export const DELETE_REMINDERS_SQL = `delete from punctual_reminders where schedule_id = $1`;
+
+/** Schedules of an import source: $1 tenant, $2 source */
+export const SCHEDULES_OF_SOURCE_SQL = `
+select * from punctual_schedules where tenant = $1 and source = $2 order by external_id`;

@@ -1,0 +1,110 @@
+/**
+ * Realign on edit (DEL-9). When the fields that move occurrences change (DTSTART, zone,
+ * rule, RDATE/EXDATE, endsAt, DST policy, reminders), the waiting deliveries of the
+ * schedule are brought in line with the new definition inside the caller's transaction:
+ * rows whose (reminder, occurrence) is no longer in the new set are deleted, rows whose
+ * offset changed move their due time, missing rows are created; rows already claimed,
+ * sent, dead, in doubt or skipped are never touched. Missed occurrences of the new set
+ * then follow the misfire policy (REC-6) like any other.
+ */
+import type { Channel } from "../channels/types.js";
+import type { Clock } from "../clock/index.js";
+import type { SchedulerOptions } from "../config/index.js";
+import type { Logger } from "../observability/logger.js";
+import type { Metrics } from "../observability/metrics.js";
+import { parseRule } from "../recurrence/index.js";
+import type { Queryable } from "../store/database.js";
+import {
+  INSERT_DELIVERIES_SQL,
+  OLDEST_WAITING_SQL,
+  REALIGN_DELETE_SQL,
+  REALIGN_MOVE_SQL,
+  REMINDERS_OF_SQL,
+  SET_WATERMARK_SQL,
+  type PlanReminderRow,
+  type PlanScheduleRow,
+} from "../store/planning.js";
+import { planSchedule } from "./plan.js";
+
+export interface RealignDeps {
+  clock: Clock;
+  logger: Logger;
+  metrics: Metrics;
+  options: SchedulerOptions;
+  channels: ReadonlyMap<string, Channel>;
+}
+
+/** What a realign changed. */
+export interface RealignReport {
+  deleted: number;
+  moved: number;
+  created: number;
+}
+
+/**
+ * Realigns one schedule (already updated and locked in `tx`).
+ * @param schedule the updated row, with `db_now`.
+ */
+export async function realignSchedule(
+  tx: Queryable,
+  schedule: PlanScheduleRow & { state: string },
+  deps: RealignDeps,
+): Promise<RealignReport> {
+  const now = deps.clock.sqlNow();
+  const nowMs = schedule.db_now.getTime();
+  const parsed = parseRule({
+    dtstart: schedule.dtstart,
+    tzid: schedule.tzid,
+    rrule: schedule.rrule,
+    rdate: schedule.rdate,
+    exdate: schedule.exdate,
+    endsAt: schedule.ends_at?.toISOString() ?? null,
+    dst: { gap: schedule.dst_gap, overlap: schedule.dst_overlap },
+  });
+  const { rows: reminders } = await tx.query<PlanReminderRow>(REMINDERS_OF_SQL, [[schedule.id]]);
+  if (!parsed.ok) {
+    // Strict validation ran before; a failure here means nothing can be planned.
+    const deleted = (await tx.query(REALIGN_DELETE_SQL, [schedule.id, []])).rowCount;
+    return { deleted, moved: 0, created: 0 };
+  }
+  // Where new rows may start: recurring series from now − grace (older occurrences were
+  // not missed: they were not in the schedule), one-offs from the beginning (sent late).
+  const insertFrom = schedule.recurring ? nowMs - schedule.grace_ms : -8.64e15;
+  const { rows: oldestRows } = await tx.query<{ oldest: Date | null }>(OLDEST_WAITING_SQL, [
+    schedule.id,
+  ]);
+  const oldest = oldestRows[0]?.oldest?.getTime() ?? insertFrom;
+  const checkFrom = Math.min(insertFrom, oldest);
+  const plan = planSchedule(
+    { ...schedule, planned_until: new Date(checkFrom) },
+    parsed.recurrence,
+    reminders,
+    deps.channels,
+    deps.options,
+  );
+  const keys = plan.deliveries.map((d) => d.key);
+  const deleted = (await tx.query(REALIGN_DELETE_SQL, [schedule.id, keys])).rowCount;
+  const moved = (await tx.query(REALIGN_MOVE_SQL, [now, keys, plan.deliveries.map((d) => d.dueAt)]))
+    .rowCount;
+  const fresh = plan.deliveries.filter((d) => d.dueAt.getTime() >= insertFrom);
+  const created = fresh.length
+    ? (
+        await tx.query(INSERT_DELIVERIES_SQL, [
+          now,
+          fresh.map((d) => d.key),
+          fresh.map((d) => d.scheduleId),
+          fresh.map((d) => d.reminderKey),
+          fresh.map((d) => d.occurrenceAt),
+          fresh.map((d) => d.dueAt),
+          fresh.map((d) => d.channel),
+          fresh.map((d) => d.onLostLease),
+          fresh.map((d) => d.maxAttempts),
+        ])
+      ).rowCount
+    : 0;
+  await tx.query(SET_WATERMARK_SQL, [schedule.id, new Date(plan.plannedUntil), plan.complete]);
+  if (deleted + moved + created > 0) {
+    deps.logger.info({ scheduleId: schedule.id, deleted, moved, created }, "schedule realigned");
+  }
+  return { deleted, moved, created };
+}

@@ -1,0 +1,141 @@
+/**
+ * DEL-9: realign on edit, with optimistic concurrency; DEL-10 interplay.
+ */
+import { afterEach, describe, expect, it } from "vitest";
+import { ConflictError } from "../../src/errors/index.js";
+import { deferred } from "../support/channels.js";
+import { deliveries, testPunctual, tickAndDrain, type TestPunctual } from "../support/punctual.js";
+
+let t: TestPunctual | null = null;
+afterEach(async () => {
+  await t?.close();
+  t = null;
+});
+
+const weekly = {
+  dtstart: "2027-01-04T09:00:00",
+  tzid: "Europe/Berlin",
+  rrule: "FREQ=DAILY;COUNT=10",
+  reminders: [{ key: "r", offset: "-PT15M", channel: "test" }],
+};
+
+async function waiting(tp: TestPunctual) {
+  return (await deliveries(tp.punctual))
+    .filter((d) => d.state === "pending" || d.state === "retry")
+    .map((d) => d.dueAt)
+    .sort();
+}
+
+describe("realign on edit", () => {
+  it("DEL-9: a changed time moves every waiting delivery; sent ones stay", async () => {
+    t = await testPunctual({
+      start: "2027-01-04T07:50:00Z",
+      scheduler: { planAheadMs: 3 * 86_400_000 },
+    });
+    const { punctual, clock } = t;
+    const { schedule } = await punctual.createSchedule(weekly);
+    await tickAndDrain(punctual); // 08:45 local reminders planned for 3 days; first one due 07:45Z (sent, within grace)
+    expect((await deliveries(punctual)).filter((d) => d.state === "sent")).toHaveLength(1);
+    clock.set("2027-01-04T09:00:00Z");
+    const edited = await punctual.updateSchedule(
+      schedule.id,
+      { dtstart: "2027-01-04T10:30:00" },
+      { version: schedule.version },
+    );
+    expect(edited.schedule.version).toBe(schedule.version + 1);
+    // Today's 10:30 occurrence (reminder 10:15 local = 09:15Z) is still ahead: planned,
+    // and the old 08:45-local rows are gone (the window reaches 3 days from now).
+    expect(await waiting(t)).toEqual([
+      "2027-01-04T09:15:00.000Z",
+      "2027-01-05T09:15:00.000Z",
+      "2027-01-06T09:15:00.000Z",
+    ]);
+    const rows = await deliveries(punctual);
+    expect(rows.filter((d) => d.state === "sent").map((d) => d.dueAt)).toEqual([
+      "2027-01-04T07:45:00.000Z",
+    ]);
+  });
+
+  it("DEL-9: a new EXDATE and a shortened COUNT delete the waiting rows no longer in the set", async () => {
+    t = await testPunctual({
+      start: "2027-01-04T06:00:00Z",
+      scheduler: { planAheadMs: 10 * 86_400_000 },
+    });
+    const { punctual } = t;
+    const { schedule } = await punctual.createSchedule(weekly);
+    await punctual.scheduler.tick();
+    expect(await waiting(t)).toHaveLength(10);
+    const { realigned } = await punctual.updateSchedule(schedule.id, {
+      rrule: "FREQ=DAILY;COUNT=5",
+      exdate: ["2027-01-06T09:00:00"],
+    });
+    expect(realigned).toMatchObject({ deleted: 6, created: 0 });
+    expect(await waiting(t)).toEqual([
+      "2027-01-04T07:45:00.000Z",
+      "2027-01-05T07:45:00.000Z",
+      "2027-01-07T07:45:00.000Z",
+      "2027-01-08T07:45:00.000Z",
+    ]);
+  });
+
+  it("DEL-9: a moved weekday and a changed offset; an in-flight (claimed) delivery is untouched", async () => {
+    t = await testPunctual({
+      start: "2027-01-04T07:45:00Z",
+      scheduler: { planAheadMs: 14 * 86_400_000 },
+    });
+    const { punctual, channel } = t;
+    const { schedule } = await punctual.createSchedule({
+      ...weekly,
+      rrule: "FREQ=WEEKLY;BYDAY=MO;COUNT=3",
+    });
+    const gate = deferred<{ messageId: string }>();
+    channel.behaviour = () => gate.promise;
+    await punctual.scheduler.tick(); // Monday 4th's reminder is claimed and in flight
+    await punctual.updateSchedule(schedule.id, {
+      rrule: "FREQ=WEEKLY;BYDAY=WE;COUNT=3",
+      reminders: [{ key: "r", offset: "-PT30M", channel: "test" }],
+    });
+    const rows = await deliveries(punctual);
+    expect(rows.filter((d) => d.state === "claimed").map((d) => d.dueAt)).toEqual([
+      "2027-01-04T07:45:00.000Z",
+    ]);
+    // DTSTART (Monday) still counts as the first occurrence (RFC 5545 §3.3.10); then Wednesdays.
+    expect(await waiting(t)).toEqual(["2027-01-06T07:30:00.000Z", "2027-01-13T07:30:00.000Z"]);
+    gate.resolve({ messageId: "done" });
+    await punctual.scheduler.drain();
+    expect((await deliveries(punctual)).filter((d) => d.state === "sent")).toHaveLength(1);
+  });
+
+  it("DEL-9: an edit at a stale version is refused (STALE_VERSION) and changes nothing", async () => {
+    t = await testPunctual();
+    const { punctual } = t;
+    const { schedule } = await punctual.createSchedule(weekly);
+    await punctual.updateSchedule(
+      schedule.id,
+      { payload: { v: 2 } },
+      { version: schedule.version },
+    );
+    const stale = punctual.updateSchedule(
+      schedule.id,
+      { payload: { v: 3 } },
+      { version: schedule.version },
+    );
+    await expect(stale).rejects.toBeInstanceOf(ConflictError);
+    await expect(stale).rejects.toMatchObject({ code: "STALE_VERSION" });
+    const now = await punctual.getSchedule(schedule.id);
+    expect(now.payload).toEqual({ v: 2 });
+    expect(now.version).toBe(schedule.version + 1);
+  });
+
+  it("DEL-10: a cancelled schedule cannot be edited back to life", async () => {
+    t = await testPunctual();
+    const { punctual } = t;
+    const { schedule } = await punctual.createSchedule(weekly);
+    await punctual.cancelSchedule(schedule.id);
+    await expect(punctual.updateSchedule(schedule.id, { payload: 1 })).rejects.toMatchObject({
+      code: "CONFLICT",
+    });
+    await tickAndDrain(punctual);
+    expect(t.channel.sends).toHaveLength(0);
+  });
+});
