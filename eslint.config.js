@@ -18,7 +18,7 @@ const ranks = {
   ical: 4,
   app: 5,
   api: 6,
-  cli: 6,
+  cli: 7,
   dashboard: 6,
 };
 

@@ -1,0 +1,108 @@
+/**
+ * How errors become HTTP replies. Every 4xx and 5xx body has one shape, the contract's
+ * `ErrorBody`: `{ error: { code, message, issues? } }`.
+ *
+ * | Error                                   | Status | Code                      |
+ * | --------------------------------------- | ------ | ------------------------- |
+ * | ValidationError                         | 400    | VALIDATION_FAILED (+ issues) |
+ * | malformed JSON body                     | 400    | INVALID_JSON              |
+ * | missing / wrong bearer token            | 401    | UNAUTHORIZED              |
+ * | NotFoundError, unknown route            | 404    | NOT_FOUND                 |
+ * | known route, other method               | 405    | METHOD_NOT_ALLOWED        |
+ * | ConflictError                           | 409    | CONFLICT                  |
+ * | ConflictError STALE_VERSION             | 412    | STALE_VERSION             |
+ * | body over `api.bodyLimitBytes`          | 413    | PAYLOAD_TOO_LARGE         |
+ * | body not JSON                           | 415    | UNSUPPORTED_MEDIA_TYPE    |
+ * | ConflictError IDEMPOTENCY_KEY_REUSED    | 422    | IDEMPOTENCY_KEY_REUSED    |
+ * | anything else                           | 500    | INTERNAL                  |
+ */
+import { HTTPException } from "hono/http-exception";
+import type { ContentfulStatusCode } from "hono/utils/http-status";
+import type { z } from "zod";
+import type { ErrorBody } from "../contracts/index.js";
+import { ConflictError, NotFoundError, ValidationError, type FieldIssue } from "../errors/index.js";
+
+/** A reply to send: status and body. */
+export interface ErrorReply {
+  status: ContentfulStatusCode;
+  body: ErrorBody;
+  /** Whether the error is ours (logged at ERROR) rather than the caller's. */
+  internal: boolean;
+}
+
+/** Builds an error body. */
+export function errorBody(
+  code: string,
+  message: string,
+  issues?: readonly FieldIssue[],
+): ErrorBody {
+  return issues && issues.length > 0
+    ? { error: { code, message, issues: issues.map((i) => ({ ...i })) } }
+    : { error: { code, message } };
+}
+
+/**
+ * Turns zod issues (from request validation) into field issues named like the
+ * contract's fields: `reminders.0.offset`, `limit`, `(body)` for the whole body.
+ */
+export function issuesFromZod(error: z.ZodError): FieldIssue[] {
+  return error.issues.map((issue) => {
+    const field = issue.path.map(String).join(".") || "(body)";
+    if (issue.code === "unrecognized_keys") {
+      return { field, message: `unknown field(s): ${issue.keys.join(", ")}` };
+    }
+    return { field, message: issue.message };
+  });
+}
+
+/** Maps any thrown value to the reply the API sends. */
+export function toErrorReply(err: unknown): ErrorReply {
+  if (err instanceof ValidationError) {
+    return { status: 400, body: errorBody(err.code, err.message, err.issues), internal: false };
+  }
+  if (err instanceof NotFoundError) {
+    return { status: 404, body: errorBody(err.code, err.message), internal: false };
+  }
+  if (err instanceof ConflictError) {
+    const status =
+      err.code === "STALE_VERSION" ? 412 : err.code === "IDEMPOTENCY_KEY_REUSED" ? 422 : 409;
+    return { status, body: errorBody(err.code, err.message), internal: false };
+  }
+  if (err instanceof HTTPException) {
+    if (err.status === 400 && /json/i.test(err.message)) {
+      return {
+        status: 400,
+        body: errorBody("INVALID_JSON", "The request body is not valid JSON."),
+        internal: false,
+      };
+    }
+    if (err.status === 413) {
+      return {
+        status: 413,
+        body: errorBody("PAYLOAD_TOO_LARGE", "Request body too large."),
+        internal: false,
+      };
+    }
+    if (err.status === 415) {
+      return {
+        status: 415,
+        body: errorBody(
+          "UNSUPPORTED_MEDIA_TYPE",
+          "Send the body as JSON (Content-Type: application/json).",
+        ),
+        internal: false,
+      };
+    }
+    const status = err.status as ContentfulStatusCode;
+    return {
+      status,
+      body: errorBody(`HTTP_${status}`, err.message || "Request failed."),
+      internal: status >= 500,
+    };
+  }
+  return {
+    status: 500,
+    body: errorBody("INTERNAL", "Internal error; see the server log."),
+    internal: true,
+  };
+}

@@ -1,0 +1,291 @@
+/**
+ * Route definitions of the HTTP API (API-1): method, path, request and response schemas.
+ * `createApi` binds a handler to each; the OpenAPI document is generated from these.
+ */
+import { createRoute } from "@hono/zod-openapi";
+import { z } from "zod";
+import {
+  createScheduleSchema,
+  listDeliveriesQuerySchema,
+  listSchedulesQuerySchema,
+  updateScheduleSchema,
+} from "../contracts/index.js";
+import {
+  cancelledScheduleSchema,
+  createdScheduleSchema,
+  createHeadersSchema,
+  deliveryDetailSchema,
+  deliveryIdParamSchema,
+  deliveryListSchema,
+  deliveryViewSchema,
+  errorBodySchema,
+  livenessSchema,
+  previewInputSchema,
+  previewItemSchema,
+  readinessSchema,
+  resolveBodySchema,
+  scheduleIdParamSchema,
+  scheduleListSchema,
+  scheduleViewSchema,
+  statusSchema,
+  updatedScheduleSchema,
+  updateHeadersSchema,
+} from "./schemas.js";
+
+const json = <T extends z.ZodType>(schema: T, description: string) => ({
+  description,
+  content: { "application/json": { schema } },
+});
+
+const error = (description: string) => json(errorBodySchema, description);
+
+const secured = [{ bearerAuth: [] }];
+
+/** Errors any authenticated route can return. */
+const common = {
+  401: error("Missing or wrong bearer token (when an API key is configured)"),
+  500: error("Internal error"),
+};
+
+const body = <T extends z.ZodType>(schema: T) => ({
+  required: true,
+  content: { "application/json": { schema } },
+});
+
+export const createScheduleRoute = createRoute({
+  method: "post",
+  path: "/v1/schedules",
+  tags: ["schedules"],
+  summary: "Create a schedule with its reminders",
+  description:
+    "Creates a one-off or recurring schedule. With an `Idempotency-Key` header, a retried request with the same body returns the first schedule (200, `Idempotent-Replayed: true`); the same key with another body is refused (422).",
+  security: secured,
+  request: { headers: createHeadersSchema, body: body(createScheduleSchema) },
+  responses: {
+    201: json(createdScheduleSchema, "Created"),
+    200: json(
+      createdScheduleSchema,
+      "Idempotent replay: the schedule created by the first request",
+    ),
+    400: error("Validation failed; `issues` names each bad field"),
+    413: error("Body too large"),
+    415: error("Body is not JSON"),
+    422: error("Idempotency-Key reused with a different body"),
+    ...common,
+  },
+});
+
+export const listSchedulesRoute = createRoute({
+  method: "get",
+  path: "/v1/schedules",
+  tags: ["schedules"],
+  summary: "List schedules, oldest first",
+  security: secured,
+  request: { query: listSchedulesQuerySchema },
+  responses: {
+    200: json(scheduleListSchema, "A page of schedules"),
+    400: error("Bad query parameter"),
+    ...common,
+  },
+});
+
+export const getScheduleRoute = createRoute({
+  method: "get",
+  path: "/v1/schedules/{id}",
+  tags: ["schedules"],
+  summary: "Read a schedule",
+  security: secured,
+  request: { params: scheduleIdParamSchema },
+  responses: {
+    200: json(scheduleViewSchema, "The schedule"),
+    404: error("No such schedule"),
+    ...common,
+  },
+});
+
+export const updateScheduleRoute = createRoute({
+  method: "patch",
+  path: "/v1/schedules/{id}",
+  tags: ["schedules"],
+  summary: "Edit a schedule (DEL-9)",
+  description:
+    "Fields left out keep their value; `reminders`, when given, replaces the list. Waiting deliveries are realigned with the new occurrences in the same transaction. Send `If-Match` with the version you read: a newer version answers 412.",
+  security: secured,
+  request: {
+    params: scheduleIdParamSchema,
+    headers: updateHeadersSchema,
+    body: body(updateScheduleSchema),
+  },
+  responses: {
+    200: json(updatedScheduleSchema, "The edited schedule"),
+    400: error("Validation failed; `issues` names each bad field"),
+    404: error("No such schedule"),
+    409: error("The schedule is cancelled"),
+    412: error("If-Match names an older version (STALE_VERSION)"),
+    ...common,
+  },
+});
+
+export const cancelScheduleRoute = createRoute({
+  method: "delete",
+  path: "/v1/schedules/{id}",
+  tags: ["schedules"],
+  summary: "Cancel a schedule (DEL-10)",
+  description:
+    "Cancels the schedule and every waiting delivery in one transaction; a send in flight finishes and is recorded. Idempotent.",
+  security: secured,
+  request: { params: scheduleIdParamSchema },
+  responses: {
+    200: json(cancelledScheduleSchema, "The cancelled schedule"),
+    404: error("No such schedule"),
+    ...common,
+  },
+});
+
+export const pauseScheduleRoute = createRoute({
+  method: "post",
+  path: "/v1/schedules/{id}/pause",
+  tags: ["schedules"],
+  summary: "Pause a schedule (DEL-10)",
+  security: secured,
+  request: { params: scheduleIdParamSchema },
+  responses: {
+    200: json(scheduleViewSchema, "The paused schedule"),
+    404: error("No such schedule"),
+    409: error("The schedule cannot be paused in its state"),
+    ...common,
+  },
+});
+
+export const resumeScheduleRoute = createRoute({
+  method: "post",
+  path: "/v1/schedules/{id}/resume",
+  tags: ["schedules"],
+  summary: "Resume a paused schedule; missed occurrences follow its misfire policy (REC-6)",
+  security: secured,
+  request: { params: scheduleIdParamSchema },
+  responses: {
+    200: json(scheduleViewSchema, "The resumed schedule"),
+    404: error("No such schedule"),
+    409: error("The schedule cannot be resumed in its state"),
+    ...common,
+  },
+});
+
+export const listDeliveriesRoute = createRoute({
+  method: "get",
+  path: "/v1/deliveries",
+  tags: ["deliveries"],
+  summary: "List deliveries by id",
+  security: secured,
+  request: { query: listDeliveriesQuerySchema },
+  responses: {
+    200: json(deliveryListSchema, "A page of deliveries"),
+    400: error("Bad query parameter"),
+    ...common,
+  },
+});
+
+export const getDeliveryRoute = createRoute({
+  method: "get",
+  path: "/v1/deliveries/{id}",
+  tags: ["deliveries"],
+  summary: "Read a delivery with its attempts (DEL-12, DEL-14)",
+  security: secured,
+  request: { params: deliveryIdParamSchema },
+  responses: {
+    200: json(deliveryDetailSchema, "The delivery and its attempts"),
+    404: error("No such delivery"),
+    ...common,
+  },
+});
+
+export const redriveDeliveryRoute = createRoute({
+  method: "post",
+  path: "/v1/deliveries/{id}/redrive",
+  tags: ["deliveries"],
+  summary: "Send a dead or in-doubt delivery again, with the same delivery key (DEL-12)",
+  security: secured,
+  request: { params: deliveryIdParamSchema },
+  responses: {
+    200: json(deliveryViewSchema, "The delivery, waiting to be sent"),
+    404: error("No such delivery"),
+    409: error("The delivery is neither dead nor in doubt"),
+    ...common,
+  },
+});
+
+export const resolveDeliveryRoute = createRoute({
+  method: "post",
+  path: "/v1/deliveries/{id}/resolve",
+  tags: ["deliveries"],
+  summary: "Settle an in-doubt delivery as sent or dead (DEL-12)",
+  security: secured,
+  request: { params: deliveryIdParamSchema, body: body(resolveBodySchema) },
+  responses: {
+    200: json(deliveryViewSchema, "The settled delivery"),
+    400: error("Bad outcome"),
+    404: error("No such delivery"),
+    409: error("The delivery is not in doubt"),
+    ...common,
+  },
+});
+
+export const previewRoute = createRoute({
+  method: "post",
+  path: "/v1/preview",
+  tags: ["recurrence"],
+  summary: "Preview occurrences of a rule (REC-7)",
+  description:
+    "Computes occurrences in [after, before), at most `count` (default 10), with the code the scheduler uses. Nothing is stored.",
+  security: secured,
+  request: { body: body(previewInputSchema) },
+  responses: {
+    200: json(previewItemSchema.array(), "Occurrences, ascending"),
+    400: error("Bad rule, zone or bound; `issues` names the part"),
+    ...common,
+  },
+});
+
+export const statusRoute = createRoute({
+  method: "get",
+  path: "/v1/status",
+  tags: ["operations"],
+  summary: "Instances, heartbeats, backlog, in-doubt and dead counts",
+  security: secured,
+  responses: { 200: json(statusSchema, "Status"), ...common },
+});
+
+export const healthzRoute = createRoute({
+  method: "get",
+  path: "/healthz",
+  tags: ["operations"],
+  summary: "Liveness: 200 while the process runs (OPS-4)",
+  responses: { 200: json(livenessSchema, "Alive") },
+});
+
+export const readyzRoute = createRoute({
+  method: "get",
+  path: "/readyz",
+  tags: ["operations"],
+  summary: "Readiness: database reachable, schema current, last scheduler pass fresh (OPS-4)",
+  responses: {
+    200: json(readinessSchema, "Ready"),
+    503: json(readinessSchema, "Not ready; `checks` and `detail` say why"),
+  },
+});
+
+export const metricsRoute = createRoute({
+  method: "get",
+  path: "/metrics",
+  tags: ["operations"],
+  summary: "Prometheus metrics (OPS-3)",
+  security: secured,
+  responses: {
+    200: {
+      description: "Prometheus text exposition format",
+      content: { "text/plain": { schema: z.string() } },
+    },
+    401: common[401],
+  },
+});

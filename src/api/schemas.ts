@@ -1,0 +1,288 @@
+/**
+ * Zod schemas of the HTTP API that `src/contracts` does not define: response views,
+ * the preview request, the resolve body, path parameters and the error body. The OpenAPI
+ * document (`GET /openapi.json`) is generated from these and from the request schemas
+ * of `src/contracts`; nothing in it is written by hand.
+ *
+ * The view schemas mirror the `ScheduleView`, `DeliveryView` and `AttemptView` interfaces
+ * of the contracts; the type assertions at the end of this file fail to compile if the
+ * two ever drift apart.
+ */
+import { z } from "zod";
+import {
+  DELIVERY_STATE_VALUES,
+  SCHEDULE_STATE_VALUES,
+  dstSchema,
+  dtstartSchema,
+  type AttemptView,
+  type DeliveryView,
+  type ErrorBody,
+  type ReminderView,
+  type ScheduleView,
+} from "../contracts/index.js";
+import { MAX_PREVIEW_COUNT } from "../recurrence/index.js";
+
+const instantText = z.string().describe("ISO 8601 instant in UTC, e.g. 2027-01-04T08:00:00.000Z");
+
+/** One problem with one input field. */
+export const fieldIssueSchema = z.object({
+  field: z.string().describe("Dotted path of the bad field, e.g. `reminders.0.offset`"),
+  message: z.string(),
+  value: z.unknown().optional(),
+});
+
+/** Body of every 4xx and 5xx reply. */
+export const errorBodySchema = z
+  .object({
+    error: z.object({
+      code: z
+        .string()
+        .describe(
+          "Stable code: VALIDATION_FAILED, INVALID_JSON, NOT_FOUND, CONFLICT, STALE_VERSION, IDEMPOTENCY_KEY_REUSED, UNAUTHORIZED, PAYLOAD_TOO_LARGE, METHOD_NOT_ALLOWED, …",
+        ),
+      message: z.string(),
+      issues: z.array(fieldIssueSchema).optional(),
+    }),
+  })
+  .meta({ id: "ErrorBody" });
+
+/** A reminder as returned by the API (webhook secrets redacted). */
+export const reminderViewSchema = z
+  .object({
+    key: z.string(),
+    offset: z.string(),
+    channel: z.string(),
+    target: z.record(z.string(), z.unknown()),
+    delivery: z.enum(["at-most-once", "at-least-once"]).nullable(),
+    maxAttempts: z.number().int(),
+  })
+  .meta({ id: "Reminder" });
+
+/** A schedule as returned by the API. */
+export const scheduleViewSchema = z
+  .object({
+    id: z.string(),
+    version: z.number().int(),
+    state: z.enum(SCHEDULE_STATE_VALUES),
+    invalidReason: z.string().nullable(),
+    dtstart: z.string(),
+    tzid: z.string(),
+    rrule: z.string().nullable(),
+    rdate: z.array(z.string()),
+    exdate: z.array(z.string()),
+    endsAt: z.string().nullable(),
+    expiresAt: z.string().nullable(),
+    dst: z.object({ gap: z.enum(["shift", "skip"]), overlap: z.enum(["earlier", "later"]) }),
+    misfire: z.enum(["skip", "latest", "all"]),
+    graceMs: z.number().int(),
+    perpetual: z.boolean(),
+    payload: z.unknown(),
+    reminders: z.array(reminderViewSchema),
+    source: z.string().nullable(),
+    externalId: z.string().nullable(),
+    createdAt: instantText,
+    updatedAt: instantText,
+    cancelledAt: z.string().nullable(),
+  })
+  .meta({ id: "Schedule" });
+
+/** `POST /v1/schedules` reply: the schedule, plus warnings (e.g. an unbounded series). */
+export const createdScheduleSchema = scheduleViewSchema.extend({
+  warnings: z.array(z.string()).optional(),
+});
+
+/** `DELETE /v1/schedules/{id}` reply: the schedule and how many waiting deliveries stopped. */
+export const cancelledScheduleSchema = scheduleViewSchema.extend({
+  cancelledDeliveries: z.number().int(),
+});
+
+/** `PATCH /v1/schedules/{id}` reply: the edited schedule and what realignment did (DEL-9). */
+export const updatedScheduleSchema = scheduleViewSchema.extend({
+  realigned: z.object({
+    deleted: z.number().int().describe("Waiting deliveries no longer in the new set, removed"),
+    moved: z.number().int(),
+    created: z.number().int(),
+  }),
+  warnings: z.array(z.string()).optional(),
+});
+
+/** `PATCH /v1/schedules/{id}` headers. */
+export const updateHeadersSchema = z.object({
+  "if-match": z
+    .string()
+    .max(40)
+    .optional()
+    .describe('The version read before editing, e.g. `"3"`; a newer version answers 412'),
+});
+
+/** `GET /v1/schedules` reply. */
+export const scheduleListSchema = z.object({
+  items: z.array(scheduleViewSchema),
+  nextCursor: z.string().nullable().describe("Pass as `cursor` for the next page; null at the end"),
+});
+
+/** A delivery as returned by the API. */
+export const deliveryViewSchema = z
+  .object({
+    id: z.number().int(),
+    deliveryKey: z.string(),
+    scheduleId: z.string(),
+    reminderKey: z.string(),
+    occurrenceAt: instantText,
+    dueAt: instantText,
+    runAt: instantText,
+    state: z.enum(DELIVERY_STATE_VALUES),
+    attempt: z.number().int(),
+    failures: z.number().int(),
+    maxAttempts: z.number().int(),
+    channel: z.string(),
+    leaseOwner: z.string().nullable(),
+    leaseExpiresAt: z.string().nullable(),
+    sentAt: z.string().nullable(),
+    finishedAt: z.string().nullable(),
+    reason: z.string().nullable(),
+    lastError: z.string().nullable(),
+    late: z.boolean(),
+    createdAt: instantText,
+    updatedAt: instantText,
+  })
+  .meta({ id: "Delivery" });
+
+/** One recorded attempt (DEL-14). */
+export const attemptViewSchema = z
+  .object({
+    attempt: z.number().int(),
+    worker: z.string(),
+    startedAt: instantText,
+    endedAt: instantText,
+    outcome: z.string(),
+    settled: z.boolean(),
+    status: z.number().int().nullable(),
+    messageId: z.string().nullable(),
+    error: z.string().nullable(),
+  })
+  .meta({ id: "Attempt" });
+
+/** `GET /v1/deliveries/{id}` reply: the delivery with its attempt history. */
+export const deliveryDetailSchema = deliveryViewSchema.extend({
+  attempts: z.array(attemptViewSchema),
+});
+
+/** `GET /v1/deliveries` reply. */
+export const deliveryListSchema = z.object({
+  items: z.array(deliveryViewSchema),
+  nextAfter: z.number().int().nullable().describe("Pass as `after` for the next page"),
+});
+
+/** `POST /v1/deliveries/{id}/resolve` body (DEL-12). */
+export const resolveBodySchema = z.object({ outcome: z.enum(["sent", "dead"]) }).strict();
+
+/** `POST /v1/preview` body (REC-7): the recurrence fields of a schedule plus bounds. */
+export const previewInputSchema = z
+  .object({
+    dtstart: dtstartSchema,
+    tzid: z.string().min(1).max(64).default("UTC"),
+    rrule: z.string().min(1).max(2_048).nullable().optional(),
+    rdate: z.array(dtstartSchema).max(1_000).default([]),
+    exdate: z.array(dtstartSchema).max(10_000).default([]),
+    endsAt: z.iso.datetime({ offset: true }).nullable().optional(),
+    dst: dstSchema.optional(),
+    after: z
+      .string()
+      .min(1)
+      .max(64)
+      .optional()
+      .describe("Inclusive lower bound: an instant or a local date-time in tzid"),
+    before: z
+      .string()
+      .min(1)
+      .max(64)
+      .optional()
+      .describe("Exclusive upper bound: an instant or a local date-time in tzid"),
+    count: z.number().int().min(1).max(MAX_PREVIEW_COUNT).default(10),
+  })
+  .strict();
+
+/** One previewed occurrence. */
+export const previewItemSchema = z.object({
+  instant: instantText,
+  local: z.string().describe("Wall clock in tzid: YYYY-MM-DDTHH:mm:ss, or YYYY-MM-DD"),
+});
+
+/** Path parameter `{id}` of a schedule. */
+export const scheduleIdParamSchema = z.object({
+  id: z.string().min(1).max(64).describe("Schedule id (UUID)"),
+});
+
+/** Path parameter `{id}` of a delivery. */
+export const deliveryIdParamSchema = z.object({
+  id: z.string().min(1).max(20).describe("Delivery id (positive integer)"),
+});
+
+/** `POST /v1/schedules` headers. */
+export const createHeadersSchema = z.object({
+  "idempotency-key": z
+    .string()
+    .min(1)
+    .max(255)
+    .optional()
+    .describe("A retried create with the same key and body returns the first schedule"),
+});
+
+/** `GET /healthz` reply. */
+export const livenessSchema = z.object({ status: z.literal("ok") });
+
+/** `GET /readyz` reply (OPS-4). */
+export const readinessSchema = z.object({
+  status: z.enum(["ready", "not_ready"]),
+  checks: z.object({ database: z.boolean(), schema: z.boolean(), heartbeat: z.boolean() }),
+  lastPassAt: z.string().nullable(),
+  detail: z.array(z.string()),
+});
+
+/** One scheduler process seen recently. */
+export const instanceSchema = z.object({
+  id: z.string(),
+  host: z.string(),
+  pid: z.number().int(),
+  version: z.string(),
+  role: z.string(),
+  startedAt: z.string(),
+  lastPassAt: z.string().nullable(),
+  lastTickMs: z.number().nullable(),
+  stoppedAt: z.string().nullable(),
+});
+
+/** `GET /v1/status` reply: what `punctual status` shows. */
+export const statusSchema = z.object({
+  version: z.string(),
+  database: z.object({ engine: z.enum(["pglite", "postgres"]), description: z.string() }),
+  ready: z.boolean(),
+  checks: z.object({ database: z.boolean(), schema: z.boolean(), heartbeat: z.boolean() }),
+  lastPassAt: z.string().nullable(),
+  instances: z.array(instanceSchema),
+  schedules: z.record(z.string(), z.number().int()),
+  deliveries: z.object({
+    dueBacklog: z.number().int(),
+    overdue: z.number().int(),
+    claimed: z.number().int(),
+    inDoubt: z.number().int(),
+    dead: z.number().int(),
+    oldestDueAt: z.string().nullable(),
+  }),
+});
+
+export type StatusView = z.infer<typeof statusSchema>;
+export type PreviewRequest = z.output<typeof previewInputSchema>;
+
+// Compile-time proof that the view schemas and the contract interfaces agree.
+type Equals<A, B> =
+  (<T>() => T extends A ? 1 : 2) extends <T>() => T extends B ? 1 : 2 ? true : false;
+type Assert<T extends true> = T;
+export type ViewSchemasMatchContracts = [
+  Assert<Equals<z.infer<typeof reminderViewSchema>, ReminderView>>,
+  Assert<Equals<z.infer<typeof scheduleViewSchema>, ScheduleView>>,
+  Assert<Equals<z.infer<typeof deliveryViewSchema>, DeliveryView>>,
+  Assert<Equals<z.infer<typeof attemptViewSchema>, AttemptView>>,
+  Assert<Equals<z.infer<typeof errorBodySchema>["error"]["code"], ErrorBody["error"]["code"]>>,
+];

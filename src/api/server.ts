@@ -1,0 +1,418 @@
+/**
+ * The HTTP API (API-1, API-2, OPS-4): a Hono app over the {@link Punctual} facade.
+ *
+ * - Routes are declared once in `./routes.ts` with the zod schemas of `src/contracts`
+ *   and `./schemas.ts`; `GET /openapi.json` is generated from them.
+ * - Every 4xx/5xx body is `{ error: { code, message, issues? } }` (`./errors.ts`).
+ * - With `config.api.apiKey` set, `/v1/*` and `/metrics` require
+ *   `Authorization: Bearer <key>`; `/healthz`, `/readyz` and `/openapi.json` stay open.
+ * - Bodies larger than `config.api.bodyLimitBytes` are refused with 413 before parsing.
+ */
+import { createHash, timingSafeEqual } from "node:crypto";
+import type { Server as HttpServer } from "node:http";
+import type { AddressInfo } from "node:net";
+import { createAdaptorServer } from "@hono/node-server";
+import { OpenAPIHono } from "@hono/zod-openapi";
+import type { Context, MiddlewareHandler } from "hono";
+import { bodyLimit } from "hono/body-limit";
+import type { z } from "zod";
+import type { Punctual } from "../app/punctual.js";
+import { VERSION } from "../app/punctual.js";
+import { NotFoundError, ValidationError, type FieldIssue } from "../errors/index.js";
+import { preview, validateRule, type DstPolicy } from "../recurrence/index.js";
+import { errorBody, issuesFromZod, toErrorReply } from "./errors.js";
+import {
+  cancelScheduleRoute,
+  createScheduleRoute,
+  getDeliveryRoute,
+  getScheduleRoute,
+  healthzRoute,
+  listDeliveriesRoute,
+  listSchedulesRoute,
+  metricsRoute,
+  pauseScheduleRoute,
+  previewRoute,
+  readyzRoute,
+  redriveDeliveryRoute,
+  resolveDeliveryRoute,
+  resumeScheduleRoute,
+  statusRoute,
+  updateScheduleRoute,
+} from "./routes.js";
+import { readStatus } from "./status.js";
+
+/** The Hono app returned by {@link createApi}. */
+export type PunctualApi = OpenAPIHono;
+
+/** Path of the generated OpenAPI document. */
+export const OPENAPI_PATH = "/openapi.json";
+
+const sha256 = (text: string): Buffer => createHash("sha256").update(text, "utf8").digest();
+
+/**
+ * Bearer-token check (API-2). Both sides are hashed first so the comparison is
+ * constant-time whatever the token's length. The token is never logged.
+ */
+function bearerAuth(apiKey: string): MiddlewareHandler {
+  const expected = sha256(apiKey);
+  return async (c, next) => {
+    const header = c.req.header("authorization") ?? "";
+    const match = /^Bearer[ ]+(.+)$/i.exec(header.trim());
+    const given = match?.[1] ? sha256(match[1]) : null;
+    if (!given || !timingSafeEqual(given, expected)) {
+      c.header("WWW-Authenticate", 'Bearer realm="punctual"');
+      return c.json(
+        errorBody(
+          "UNAUTHORIZED",
+          match ? "Wrong API key." : "Send the API key as `Authorization: Bearer <key>`.",
+        ),
+        401,
+      );
+    }
+    await next();
+  };
+}
+
+/** The version in an `If-Match` header: `"3"`, `W/"3"` or `3`; `*` or none means any. */
+function ifMatchVersion(header: string | undefined): number | undefined {
+  const text = header?.trim();
+  if (!text || text === "*") return undefined;
+  const m = /^(?:W\/)?"?(\d{1,9})"?$/.exec(text);
+  if (!m?.[1]) {
+    throw new ValidationError({
+      field: "If-Match",
+      message: 'must be the schedule version, e.g. "3"',
+      value: text,
+    });
+  }
+  return Number(m[1]);
+}
+
+/** A delivery id from the path: a positive integer, else the delivery cannot exist. */
+function deliveryId(text: string): number {
+  const id = /^[1-9]\d{0,15}$/.test(text) ? Number(text) : NaN;
+  if (!Number.isSafeInteger(id)) throw new NotFoundError("delivery", text);
+  return id;
+}
+
+const RECURRENCE_FIELDS = ["dtstart", "tzid", "rrule", "rdate", "exdate", "endsAt", "dst"];
+
+/**
+ * When a create body fails its schema elsewhere (say, no reminders), the recurrence
+ * fields are still checked, so one reply names every bad field. Only runs when those
+ * fields passed the schema themselves.
+ */
+function recurrenceIssues(raw: unknown, found: readonly FieldIssue[]): FieldIssue[] {
+  if (!raw || typeof raw !== "object" || Array.isArray(raw)) return [];
+  if (found.some((i) => RECURRENCE_FIELDS.includes(i.field.split(".")[0] ?? ""))) return [];
+  const body = raw as Record<string, unknown>;
+  if (typeof body.dtstart !== "string") return [];
+  try {
+    validateRule({
+      dtstart: body.dtstart,
+      tzid: typeof body.tzid === "string" ? body.tzid : "UTC",
+      rrule: typeof body.rrule === "string" ? body.rrule : null,
+      rdate: Array.isArray(body.rdate) ? (body.rdate as string[]) : [],
+      exdate: Array.isArray(body.exdate) ? (body.exdate as string[]) : [],
+      endsAt: typeof body.endsAt === "string" ? body.endsAt : null,
+      ...(body.dst && typeof body.dst === "object" ? { dst: body.dst as Partial<DstPolicy> } : {}),
+    });
+    return [];
+  } catch (err) {
+    return err instanceof ValidationError ? [...err.issues] : [];
+  }
+}
+
+/** Rejects a create request that failed its schema, naming every bad field. */
+async function createFailed(error: z.ZodError, rawBody: Promise<unknown> | null): Promise<never> {
+  const issues = issuesFromZod(error);
+  if (rawBody) issues.push(...recurrenceIssues(await rawBody.catch(() => null), issues));
+  throw new ValidationError(issues);
+}
+
+/** Turns a `/v1/schedules/:id` route pattern into a matcher for the 405 check. */
+function patternToRegExp(path: string): RegExp {
+  const escaped = path
+    .split("/")
+    .map((part) => (part.startsWith(":") ? "[^/]+" : part.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")))
+    .join("/");
+  return new RegExp(`^${escaped}/?$`);
+}
+
+/**
+ * Builds the HTTP API over a running (or not yet started) punctual. Mount it with
+ * {@link serveApi}, or call `app.request()` in tests.
+ */
+export function createApi(punctual: Punctual): PunctualApi {
+  const { config } = punctual;
+  const log = punctual.logger.child({ component: "api" });
+
+  const app = new OpenAPIHono({
+    // Request validation failures become a ValidationError naming each field.
+    defaultHook: (result) => {
+      if (!result.success) throw new ValidationError(issuesFromZod(result.error));
+    },
+  });
+
+  app.onError((err, c) => {
+    const reply = toErrorReply(err);
+    if (reply.internal)
+      log.error({ err, method: c.req.method, path: c.req.path }, "request failed");
+    return c.json(reply.body, reply.status);
+  });
+
+  app.notFound((c) => {
+    const allowed = app.routes
+      .filter((r) => r.method !== "ALL" && patternToRegExp(r.path).test(c.req.path))
+      .map((r) => r.method);
+    if (allowed.length > 0) {
+      c.header("Allow", [...new Set(allowed)].join(", "));
+      return c.json(
+        errorBody("METHOD_NOT_ALLOWED", `${c.req.method} is not allowed on ${c.req.path}`),
+        405,
+      );
+    }
+    return c.json(errorBody("NOT_FOUND", `No route ${c.req.method} ${c.req.path}`), 404);
+  });
+
+  // Request log at debug level: method, path (no query, no headers), status, duration.
+  app.use("*", async (c, next) => {
+    const started = performance.now();
+    await next();
+    log.debug(
+      {
+        method: c.req.method,
+        path: c.req.path,
+        status: c.res.status,
+        ms: Math.round(performance.now() - started),
+      },
+      "request",
+    );
+  });
+
+  app.use(
+    "/v1/*",
+    bodyLimit({
+      maxSize: config.api.bodyLimitBytes,
+      onError: (c) =>
+        c.json(
+          errorBody(
+            "PAYLOAD_TOO_LARGE",
+            `Request body larger than ${config.api.bodyLimitBytes} bytes (api.bodyLimitBytes).`,
+          ),
+          413,
+        ),
+    }),
+  );
+
+  if (config.api.apiKey) {
+    const auth = bearerAuth(config.api.apiKey);
+    app.use("/v1/*", auth);
+    app.use("/metrics", auth);
+  }
+
+  app.openAPIRegistry.registerComponent("securitySchemes", "bearerAuth", {
+    type: "http",
+    scheme: "bearer",
+    description: "Required on /v1/* and /metrics when PUNCTUAL_API_KEY is set",
+  });
+
+  // --- schedules ---------------------------------------------------------------------
+
+  app.openapi(
+    createScheduleRoute,
+    async (c) => {
+      const idempotencyKey = c.req.valid("header")["idempotency-key"];
+      const result = await punctual.createSchedule(
+        c.req.valid("json"),
+        idempotencyKey ? { idempotencyKey } : {},
+      );
+      const body = result.warnings.length
+        ? { ...result.schedule, warnings: result.warnings }
+        : result.schedule;
+      c.header("Location", `/v1/schedules/${result.schedule.id}`);
+      if (!result.created) {
+        c.header("Idempotent-Replayed", "true");
+        return c.json(body, 200);
+      }
+      return c.json(body, 201);
+    },
+    (result, c) => {
+      if (result.success) return undefined;
+      return createFailed(result.error, result.target === "json" ? c.req.json() : null);
+    },
+  );
+
+  app.openapi(listSchedulesRoute, async (c) =>
+    c.json(await punctual.listSchedules(c.req.valid("query")), 200),
+  );
+
+  app.openapi(getScheduleRoute, async (c) => {
+    const schedule = await punctual.getSchedule(c.req.valid("param").id);
+    c.header("ETag", `"${schedule.version}"`);
+    return c.json(schedule, 200);
+  });
+
+  app.openapi(updateScheduleRoute, async (c) => {
+    const { id } = c.req.valid("param");
+    const version = ifMatchVersion(c.req.valid("header")["if-match"]);
+    // The raw body, not the parsed one: a field is changed only when the caller sent it.
+    const patch: unknown = await c.req.json();
+    const result = await punctual.updateSchedule(
+      id,
+      patch,
+      version === undefined ? {} : { version },
+    );
+    c.header("ETag", `"${result.schedule.version}"`);
+    return c.json(
+      {
+        ...result.schedule,
+        realigned: result.realigned,
+        ...(result.warnings.length ? { warnings: result.warnings } : {}),
+      },
+      200,
+    );
+  });
+
+  app.openapi(cancelScheduleRoute, async (c) =>
+    c.json(await punctual.cancelSchedule(c.req.valid("param").id), 200),
+  );
+
+  app.openapi(pauseScheduleRoute, async (c) =>
+    c.json(await punctual.pauseSchedule(c.req.valid("param").id), 200),
+  );
+
+  app.openapi(resumeScheduleRoute, async (c) =>
+    c.json(await punctual.resumeSchedule(c.req.valid("param").id), 200),
+  );
+
+  // --- deliveries --------------------------------------------------------------------
+
+  app.openapi(listDeliveriesRoute, async (c) =>
+    c.json(await punctual.listDeliveries(c.req.valid("query")), 200),
+  );
+
+  app.openapi(getDeliveryRoute, async (c) =>
+    c.json(await punctual.getDelivery(deliveryId(c.req.valid("param").id)), 200),
+  );
+
+  app.openapi(redriveDeliveryRoute, async (c) =>
+    c.json(await punctual.redriveDelivery(deliveryId(c.req.valid("param").id)), 200),
+  );
+
+  app.openapi(resolveDeliveryRoute, async (c) => {
+    const id = deliveryId(c.req.valid("param").id);
+    return c.json(await punctual.resolveDelivery(id, c.req.valid("json").outcome), 200);
+  });
+
+  // --- recurrence --------------------------------------------------------------------
+
+  app.openapi(previewRoute, (c) => {
+    const input = c.req.valid("json");
+    return c.json(
+      preview({
+        dtstart: input.dtstart,
+        tzid: input.tzid,
+        rrule: input.rrule ?? null,
+        rdate: input.rdate,
+        exdate: input.exdate,
+        endsAt: input.endsAt ?? null,
+        ...(input.dst ? { dst: input.dst } : {}),
+        after: input.after ?? null,
+        before: input.before ?? null,
+        count: input.count,
+      }),
+      200,
+    );
+  });
+
+  // --- operations --------------------------------------------------------------------
+
+  app.openapi(statusRoute, async (c) => c.json(await readStatus(punctual), 200));
+
+  app.openapi(healthzRoute, (c) => c.json({ status: "ok" as const }, 200));
+
+  app.openapi(readyzRoute, async (c) => {
+    const health = await punctual.health();
+    const body = {
+      status: health.ready ? ("ready" as const) : ("not_ready" as const),
+      checks: health.checks,
+      lastPassAt: health.lastPassAt,
+      detail: health.detail,
+    };
+    return health.ready ? c.json(body, 200) : c.json(body, 503);
+  });
+
+  app.openapi(metricsRoute, async (c: Context) => {
+    const { contentType, body } = await punctual.metricsText();
+    return c.text(body, 200, { "Content-Type": contentType });
+  });
+
+  app.get(OPENAPI_PATH, (c) =>
+    c.json(
+      app.getOpenAPIDocument({
+        openapi: "3.0.3",
+        info: {
+          title: "punctual",
+          version: VERSION,
+          description:
+            "Durable reminder scheduler. Errors: `{ error: { code, message, issues? } }`.",
+        },
+      }),
+    ),
+  );
+
+  return app;
+}
+
+/** A listening HTTP server. */
+export interface ServedApi {
+  /** Base URL with the real port (useful with port 0), e.g. `http://127.0.0.1:8080`. */
+  url: string;
+  /** Port actually bound. */
+  port: number;
+  /**
+   * Stops accepting connections, closes idle keep-alive connections, and resolves when
+   * the open requests finished (or after `graceMs`, closing what is left).
+   */
+  close(graceMs?: number): Promise<void>;
+}
+
+/**
+ * Listens on `host:port` (port 0 picks a free port).
+ * @throws the listen error (EADDRINUSE, EACCES …).
+ */
+export async function serveApi(
+  app: { fetch: (request: Request) => Response | Promise<Response> },
+  options: { host: string; port: number },
+): Promise<ServedApi> {
+  const server = createAdaptorServer({ fetch: app.fetch, hostname: options.host });
+  await new Promise<void>((resolve, reject) => {
+    const onError = (err: Error) => reject(err);
+    server.once("error", onError);
+    server.listen(options.port, options.host, () => {
+      server.off("error", onError);
+      resolve();
+    });
+  });
+  const address = server.address() as AddressInfo;
+  const host = address.family === "IPv6" ? `[${address.address}]` : address.address;
+  let closing: Promise<void> | null = null;
+  return {
+    url: `http://${host}:${address.port}`,
+    port: address.port,
+    close(graceMs = 5_000) {
+      closing ??= new Promise<void>((resolve) => {
+        const http = server as HttpServer;
+        const timer = setTimeout(() => http.closeAllConnections?.(), graceMs);
+        timer.unref();
+        server.close(() => {
+          clearTimeout(timer);
+          resolve();
+        });
+        http.closeIdleConnections?.();
+      });
+      return closing;
+    },
+  };
+}

@@ -1,0 +1,122 @@
+/**
+ * Exit codes and error reporting of the `punctual` command.
+ *
+ * | Exit | Meaning                                                                  |
+ * | ---- | ------------------------------------------------------------------------ |
+ * | 0    | success                                                                  |
+ * | 1    | the operation failed (API error, invalid rule, unhealthy, unreachable)   |
+ * | 2    | cannot start: configuration, schema mismatch, data folder locked, usage |
+ *
+ * Errors people can act on print one paragraph, never a stack trace.
+ */
+import type { ErrorBody } from "../contracts/index.js";
+import {
+  ConfigError,
+  DataDirLockedError,
+  SchemaMismatchError,
+  ValidationError,
+  type FieldIssue,
+} from "../errors/index.js";
+
+export const EXIT_OK = 0;
+export const EXIT_FAILURE = 1;
+export const EXIT_STARTUP = 2;
+
+/** An error with a message meant for the terminal and an exit code. */
+export class CliError extends Error {
+  readonly exitCode: number;
+  readonly issues: readonly FieldIssue[];
+  constructor(
+    message: string,
+    exitCode: number = EXIT_FAILURE,
+    issues: readonly FieldIssue[] = [],
+  ) {
+    super(message);
+    this.name = "CliError";
+    this.exitCode = exitCode;
+    this.issues = issues;
+  }
+}
+
+/** The API answered with an error body (`{ error: { code, message, issues? } }`). */
+export class ApiError extends Error {
+  readonly status: number;
+  readonly body: ErrorBody;
+  constructor(status: number, body: ErrorBody) {
+    super(body.error.message);
+    this.name = "ApiError";
+    this.status = status;
+    this.body = body;
+  }
+}
+
+/** Where a configuration key comes from on the command line, for error messages. */
+const CONFIG_SOURCES: Record<string, string> = {
+  databaseUrl: "--database-url / DATABASE_URL",
+  dataDir: "--data-dir / PUNCTUAL_DATA_DIR",
+  logLevel: "--log-level / PUNCTUAL_LOG_LEVEL",
+  webhookSecret: "PUNCTUAL_WEBHOOK_SECRET",
+  allowPrivateTargets: "PUNCTUAL_ALLOW_PRIVATE_TARGETS",
+  "api.host": "--host / PUNCTUAL_HOST",
+  "api.port": "--port / PUNCTUAL_PORT",
+  "api.apiKey": "PUNCTUAL_API_KEY",
+};
+
+/** Adds the flag or variable name after each configuration key the message mentions. */
+function withSources(message: string): string {
+  return message.replace(/^(\s*)([A-Za-z.]+):/gm, (whole, indent: string, key: string) =>
+    CONFIG_SOURCES[key] ? `${indent}${key} (${CONFIG_SOURCES[key]}):` : whole,
+  );
+}
+
+/** Formats one field issue as a line. */
+export function formatIssue(issue: FieldIssue): string {
+  const got =
+    issue.value === undefined ? "" : ` (got ${JSON.stringify(issue.value)?.slice(0, 120)})`;
+  return `${issue.field}: ${issue.message}${got}`;
+}
+
+/**
+ * Prints an error for people on stderr and returns the exit code to use.
+ * Stack traces only for unexpected errors, and only with PUNCTUAL_DEBUG=1.
+ */
+export function reportError(err: unknown, write: (text: string) => void): number {
+  if (err instanceof CliError) {
+    write(`punctual: ${err.message}\n`);
+    for (const issue of err.issues) write(`  - ${formatIssue(issue)}\n`);
+    return err.exitCode;
+  }
+  if (err instanceof ApiError) {
+    const { code, message, issues } = err.body.error;
+    if (issues && issues.length > 0) {
+      write(`punctual: the server refused the request (${err.status} ${code}):\n`);
+      for (const issue of issues) write(`  - ${formatIssue(issue)}\n`);
+    } else {
+      write(`punctual: ${message} (${err.status} ${code})\n`);
+    }
+    return EXIT_FAILURE;
+  }
+  if (err instanceof ConfigError) {
+    write(`punctual: ${withSources(err.message)}\n`);
+    return EXIT_STARTUP;
+  }
+  if (err instanceof SchemaMismatchError) {
+    write(`punctual: ${err.message}\n`);
+    return EXIT_STARTUP;
+  }
+  if (err instanceof DataDirLockedError) {
+    write(`punctual: ${err.message}\n`);
+    return EXIT_STARTUP;
+  }
+  if (err instanceof ValidationError) {
+    write("punctual: invalid input\n");
+    for (const issue of err.issues) write(`  - ${formatIssue(issue)}\n`);
+    return EXIT_FAILURE;
+  }
+  const message = err instanceof Error ? err.message : String(err);
+  write(`punctual: ${message}\n`);
+  if (process.env.PUNCTUAL_DEBUG === "1" && err instanceof Error && err.stack) {
+    write(`${err.stack}\n`);
+  }
+  return EXIT_FAILURE;
+}

@@ -1,0 +1,478 @@
+/**
+ * The `punctual` command line (API-3), built with commander: every command, its flags
+ * with defaults and environment variables, and an example in its `--help`.
+ */
+import { Command, InvalidArgumentError, Option } from "commander";
+import { VERSION } from "../app/punctual.js";
+import { DELIVERY_STATE_VALUES, SCHEDULE_STATE_VALUES } from "../contracts/index.js";
+import { MAX_PREVIEW_COUNT } from "../recurrence/index.js";
+import { LOG_LEVELS } from "../observability/logger.js";
+import { runPreview, runValidate, type PreviewFlags } from "./local.js";
+import {
+  deliveriesAct,
+  deliveriesList,
+  deliveriesShow,
+  healthcheckHttp,
+  schedulesAdd,
+  schedulesEdit,
+  schedulesList,
+  schedulesShow,
+  schedulesTransition,
+  status,
+  type AddFlags,
+  type EditFlags,
+  type RemoteFlags,
+} from "./remote.js";
+import {
+  healthcheckDatabase,
+  runMigrate,
+  runStart,
+  runWorker,
+  type DatabaseFlags,
+  type Io,
+  type StartFlags,
+} from "./run.js";
+
+/** Default server URL of the remote commands. */
+export const DEFAULT_URL = "http://127.0.0.1:8080";
+
+const collect = (value: string, previous: string[]): string[] => [...previous, value];
+
+const integer =
+  (min: number, max: number) =>
+  (value: string): number => {
+    const n = Number(value);
+    if (!/^\d+$/.test(value.trim()) || !Number.isSafeInteger(n) || n < min || n > max) {
+      throw new InvalidArgumentError(`must be an integer from ${min} to ${max}.`);
+    }
+    return n;
+  };
+
+const example = (lines: string[]) => `\nExample:\n${lines.map((l) => `  $ ${l}`).join("\n")}\n`;
+
+/** Flags of commands that open the database. */
+function databaseOptions(cmd: Command, withMigrate: boolean): Command {
+  cmd
+    .addOption(
+      new Option("--data-dir <path>", "embedded (PGlite) data folder, used without --database-url")
+        .env("PUNCTUAL_DATA_DIR")
+        .default("./punctual-data"),
+    )
+    .addOption(
+      new Option(
+        "--database-url <url>",
+        "PostgreSQL URL (postgres://user:pass@host:5432/db); embedded database when absent",
+      ).env("DATABASE_URL"),
+    );
+  if (withMigrate) {
+    cmd.option(
+      "--migrate",
+      "apply pending migrations at start (PostgreSQL; embedded always migrates)",
+      false,
+    );
+  }
+  return cmd.addOption(
+    new Option("--log-level <level>", "JSON log level on stdout")
+      .choices(LOG_LEVELS)
+      .env("PUNCTUAL_LOG_LEVEL")
+      .default("info"),
+  );
+}
+
+/** Flags of commands that talk to the running server. */
+function remoteOptions(cmd: Command): Command {
+  return cmd
+    .addOption(
+      new Option("--url <url>", "URL of the running punctual server")
+        .env("PUNCTUAL_URL")
+        .default(DEFAULT_URL),
+    )
+    .option("--json", "print the API's JSON instead of a table", false)
+    .addHelpText(
+      "after",
+      "\nEnvironment:\n  PUNCTUAL_API_KEY  sent as `Authorization: Bearer <key>` when set\n",
+    );
+}
+
+/** Builds the `punctual` program. `io` receives everything the commands print. */
+export function buildProgram(io: Io): Command {
+  const program = new Command("punctual")
+    .description(
+      "Durable reminder scheduler: RFC 5545 recurrence in real time zones, delivered exactly once in effect.",
+    )
+    .version(VERSION)
+    .exitOverride()
+    .showHelpAfterError("(run with --help for usage)")
+    .configureOutput({ writeOut: io.out, writeErr: io.err })
+    .addHelpText(
+      "after",
+      example([
+        "punctual start",
+        "punctual schedules add --dtstart 2027-01-04T09:00:00 --tzid Europe/Berlin --rrule FREQ=WEEKLY --offset -PT15M --channel log",
+        "punctual preview --dtstart 2027-01-04T09:00:00 --tzid Europe/Berlin --rrule FREQ=DAILY --count 5",
+      ]),
+    );
+
+  // --- processes ---------------------------------------------------------------------
+
+  databaseOptions(
+    program
+      .command("start")
+      .description(
+        "Run the HTTP API and the scheduler (embedded database by default). Stops cleanly on SIGTERM/SIGINT.",
+      )
+      .addOption(
+        new Option("--port <port>", "HTTP port; 0 picks a free one (the startup line shows it)")
+          .env("PUNCTUAL_PORT")
+          .default(8080)
+          .argParser(integer(0, 65_535)),
+      )
+      .addOption(
+        new Option(
+          "--host <host>",
+          "address to listen on; a non-loopback one needs PUNCTUAL_API_KEY",
+        )
+          .env("PUNCTUAL_HOST")
+          .default("127.0.0.1"),
+      ),
+    true,
+  )
+    .addHelpText(
+      "after",
+      "\nEnvironment:\n" +
+        "  PUNCTUAL_API_KEY                     bearer token required on /v1/* and /metrics (16+ characters)\n" +
+        "  PUNCTUAL_WEBHOOK_SECRET              default webhook signing secret (whsec_…)\n" +
+        "  PUNCTUAL_ALLOW_PRIVATE_TARGETS=true  allow webhook targets on private/loopback addresses\n" +
+        example([
+          "punctual start",
+          "PUNCTUAL_API_KEY=$(openssl rand -hex 24) punctual start --host 0.0.0.0 --port 8080",
+          "DATABASE_URL=postgres://punctual@db:5432/punctual punctual start --migrate",
+        ]),
+    )
+    .action((flags: StartFlags) => runStart(flags, io));
+
+  databaseOptions(
+    program
+      .command("worker")
+      .description(
+        "Run the scheduler only (no HTTP), as an extra process against PostgreSQL. Stops cleanly on SIGTERM/SIGINT.",
+      ),
+    true,
+  )
+    .addHelpText(
+      "after",
+      "\nEmbedded mode allows one process per data folder: extra workers need --database-url.\n" +
+        example(["DATABASE_URL=postgres://punctual@db:5432/punctual punctual worker"]),
+    )
+    .action((flags: DatabaseFlags) => runWorker(flags, io));
+
+  databaseOptions(
+    program
+      .command("migrate")
+      .description(
+        "Apply pending database migrations (safe to run from several processes at once).",
+      )
+      .option("--json", "print { database, applied, version } as JSON", false),
+    false,
+  )
+    .addHelpText(
+      "after",
+      example([
+        "DATABASE_URL=postgres://punctual@db:5432/punctual punctual migrate",
+        "punctual migrate --data-dir ./punctual-data",
+      ]),
+    )
+    .action((flags: DatabaseFlags & { json: boolean }) => runMigrate(flags, io));
+
+  program
+    .command("healthcheck")
+    .description(
+      "Exit 0 when healthy, 1 when the scheduler heartbeat is stale or the server unreachable (OPS-4).",
+    )
+    .addOption(
+      new Option("--url <url>", "server whose /readyz is checked")
+        .env("PUNCTUAL_URL")
+        .default(DEFAULT_URL),
+    )
+    .addOption(
+      new Option(
+        "--database-url <url>",
+        "check heartbeats in PostgreSQL instead of /readyz (for workers that serve no HTTP)",
+      ).env("DATABASE_URL"),
+    )
+    .addOption(
+      new Option("--max-age-ms <ms>", "with --database-url: heartbeat older than this is stale")
+        .default(60_000)
+        .argParser(integer(1, 86_400_000)),
+    )
+    .option("--this-host", "with --database-url: only count instances on this host", false)
+    .option("--json", "print the details as JSON", false)
+    .addHelpText(
+      "after",
+      example([
+        "punctual healthcheck --url http://127.0.0.1:8080",
+        "DATABASE_URL=postgres://punctual@db:5432/punctual punctual healthcheck --this-host --max-age-ms 30000",
+      ]),
+    )
+    .action(
+      async (flags: {
+        url: string;
+        databaseUrl?: string;
+        maxAgeMs: number;
+        thisHost: boolean;
+        json: boolean;
+      }) => {
+        process.exitCode = flags.databaseUrl
+          ? await healthcheckDatabase({ ...flags, databaseUrl: flags.databaseUrl }, io)
+          : await healthcheckHttp(flags, io);
+      },
+    );
+
+  remoteOptions(
+    program
+      .command("status")
+      .description("Readiness, scheduler instances, due backlog, in-doubt and dead counts."),
+  )
+    .addHelpText("after", example(["punctual status", "punctual status --json"]))
+    .action((flags: RemoteFlags) => status(flags, io));
+
+  // --- recurrence (local, no server) ---------------------------------------------------
+
+  program
+    .command("preview")
+    .description(
+      "Print the next occurrences of a rule, computed locally with the scheduler's code (REC-7).",
+    )
+    .requiredOption(
+      "--dtstart <datetime>",
+      "first occurrence: 2027-01-04T09:00:00 (local), 2027-01-04, or an instant with Z",
+    )
+    .option("--tzid <zone>", "IANA time zone the local times are read in", "UTC")
+    .option("--rrule <rule>", "RFC 5545 RRULE, e.g. FREQ=WEEKLY;BYDAY=MO,WE")
+    .option("--rdate <datetime>", "extra occurrence (repeatable)", collect, [])
+    .option("--exdate <datetime>", "excluded occurrence (repeatable)", collect, [])
+    .option("--after <datetime>", "only occurrences at or after this (instant or local time)")
+    .option("--before <datetime>", "only occurrences before this (instant or local time)")
+    .option(
+      "--count <n>",
+      `at most this many (1–${MAX_PREVIEW_COUNT})`,
+      integer(1, MAX_PREVIEW_COUNT),
+      10,
+    )
+    .option("--json", "print the array [{ instant, local }]", false)
+    .addHelpText(
+      "after",
+      example([
+        'punctual preview --dtstart 2027-03-01T09:00:00 --tzid Europe/Berlin --rrule "FREQ=WEEKLY;BYDAY=MO" --count 5',
+        "punctual preview --dtstart 2027-01-31 --rrule FREQ=MONTHLY --after 2027-06-01 --json",
+      ]),
+    )
+    .action((flags: PreviewFlags) => runPreview(flags, io));
+
+  program
+    .command("validate")
+    .description(
+      'Check a rule strictly (REC-3): prints "valid", or names the bad part and exits 1.',
+    )
+    .requiredOption("--rrule <rule>", "RFC 5545 RRULE to check")
+    .option("--dtstart <datetime>", "DTSTART to check it with (default: now, in UTC)")
+    .option("--tzid <zone>", "IANA time zone", "UTC")
+    .option("--json", "print { valid, issues? } as JSON", false)
+    .addHelpText(
+      "after",
+      example(['punctual validate --rrule "FREQ=MONTHLY;BYMONTHDAY=31;COUNT=12"']),
+    )
+    .action((flags: { rrule: string; dtstart?: string; tzid: string; json: boolean }) =>
+      runValidate(flags, io),
+    );
+
+  // --- schedules (through the API) -----------------------------------------------------
+
+  const schedules = program
+    .command("schedules")
+    .description(
+      "Create, list, show, cancel, pause and resume schedules through the running server.",
+    );
+
+  remoteOptions(
+    schedules
+      .command("add")
+      .description("Create a schedule with one reminder per --offset.")
+      .requiredOption(
+        "--dtstart <datetime>",
+        "2027-01-04T09:00:00 (local in --tzid), 2027-01-04, or an instant with Z",
+      )
+      .option("--tzid <zone>", "IANA time zone", "UTC")
+      .option("--rrule <rule>", "RFC 5545 RRULE, e.g. FREQ=DAILY;COUNT=10")
+      .option("--rdate <datetime>", "extra occurrence (repeatable)", collect, [])
+      .option("--exdate <datetime>", "excluded occurrence (repeatable)", collect, [])
+      .option("--ends-at <instant>", "end of an unbounded series (ISO instant)")
+      .option(
+        "--offset <duration>",
+        "reminder offset from each occurrence, ISO 8601 (repeatable; default PT0S)",
+        collect,
+        [],
+      )
+      .option(
+        "--key <key>",
+        "reminder key for the matching --offset (default r1, r2, …; repeatable)",
+        collect,
+        [],
+      )
+      .addOption(
+        new Option("--channel <channel>", "delivery channel")
+          .choices(["webhook", "log"])
+          .default("webhook"),
+      )
+      .option("--target-url <url>", "webhook URL (with --channel webhook)")
+      .option("--secret <whsec>", "webhook signing secret for this target (default: the server's)")
+      .option("--payload <json>", "JSON passed to every delivery")
+      .option("--idempotency-key <key>", "retrying with the same key creates one schedule")
+      .addOption(
+        new Option(
+          "--misfire <policy>",
+          "missed occurrences: skip, latest or all (default skip)",
+        ).choices(["skip", "latest", "all"]),
+      )
+      .option("--perpetual", "an unbounded series that is never capped", false),
+  )
+    .addHelpText(
+      "after",
+      example([
+        'punctual schedules add --dtstart 2027-01-04T09:00:00 --tzid Europe/Berlin --rrule "FREQ=WEEKLY;BYDAY=MO" --offset -PT15M --target-url https://example.com/hooks/punctual',
+        "punctual schedules add --dtstart 2027-03-01T09:00:00Z --channel log --payload '{\"user\":42}'",
+      ]),
+    )
+    .action((flags: AddFlags) => schedulesAdd(flags, io));
+
+  remoteOptions(
+    schedules
+      .command("list")
+      .description("List schedules, oldest first.")
+      .addOption(new Option("--state <state>", "only this state").choices(SCHEDULE_STATE_VALUES))
+      .option("--limit <n>", "page size (1–1000)", integer(1, 1_000), 100)
+      .option("--cursor <cursor>", "next page, from the previous page's output"),
+  )
+    .addHelpText("after", example(["punctual schedules list --state active"]))
+    .action((flags: RemoteFlags & { state?: string; limit?: number; cursor?: string }) =>
+      schedulesList(flags, io),
+    );
+
+  remoteOptions(
+    schedules
+      .command("show")
+      .description("Show a schedule and its reminders.")
+      .argument("<id>", "schedule id"),
+  )
+    .addHelpText("after", example(["punctual schedules show 0b9f…"]))
+    .action((id: string, flags: RemoteFlags) => schedulesShow(id, flags, io));
+
+  remoteOptions(
+    schedules
+      .command("edit")
+      .description("Edit a schedule; waiting deliveries follow the new occurrences (DEL-9).")
+      .argument("<id>", "schedule id")
+      .option(
+        "--if-version <n>",
+        "the version you read (sent as If-Match): refused if it changed since",
+        integer(1, 1e9),
+      )
+      .option("--dtstart <datetime>", "new DTSTART")
+      .option("--tzid <zone>", "new IANA time zone")
+      .option("--rrule <rule>", 'new RRULE ("" removes it)')
+      .option("--rdate <datetime>", "replace the extra occurrences (repeatable)", collect, [])
+      .option("--exdate <datetime>", "replace the excluded occurrences (repeatable)", collect, [])
+      .option("--ends-at <instant>", 'new end of an unbounded series ("" removes it)')
+      .option("--payload <json>", "new payload")
+      .addOption(
+        new Option("--misfire <policy>", "skip, latest or all").choices(["skip", "latest", "all"]),
+      ),
+  )
+    .addHelpText(
+      "after",
+      example(['punctual schedules edit 0b9f… --if-version 3 --rrule "FREQ=WEEKLY;BYDAY=TU"']),
+    )
+    .action((id: string, flags: EditFlags) => schedulesEdit(id, flags, io));
+
+  for (const [action, text] of [
+    ["cancel", "Cancel a schedule and every waiting delivery (DEL-10)."],
+    ["pause", "Pause a schedule: nothing is sent until it resumes."],
+    ["resume", "Resume a paused schedule; missed occurrences follow its misfire policy."],
+  ] as const) {
+    remoteOptions(schedules.command(action).description(text).argument("<id>", "schedule id"))
+      .addHelpText("after", example([`punctual schedules ${action} 0b9f…`]))
+      .action((id: string, flags: RemoteFlags) => schedulesTransition(action, id, flags, io));
+  }
+
+  // --- deliveries (through the API) ----------------------------------------------------
+
+  const deliveries = program
+    .command("deliveries")
+    .description(
+      "List, inspect, redrive and resolve deliveries through the running server (DEL-12).",
+    );
+
+  remoteOptions(
+    deliveries
+      .command("list")
+      .description("List deliveries by id.")
+      .option("--schedule-id <id>", "only this schedule's")
+      .addOption(new Option("--state <state>", "only this state").choices(DELIVERY_STATE_VALUES))
+      .option("--limit <n>", "page size (1–1000)", integer(1, 1_000), 100)
+      .option(
+        "--after <id>",
+        "next page: deliveries with a larger id",
+        integer(0, Number.MAX_SAFE_INTEGER),
+      ),
+  )
+    .addHelpText(
+      "after",
+      example(["punctual deliveries list --state in_doubt", "punctual deliveries list --json"]),
+    )
+    .action(
+      (
+        flags: RemoteFlags & {
+          scheduleId?: string;
+          state?: string;
+          limit?: number;
+          after?: number;
+        },
+      ) => deliveriesList(flags, io),
+    );
+
+  remoteOptions(
+    deliveries
+      .command("show")
+      .description("Show a delivery with its attempts.")
+      .argument("<id>", "delivery id"),
+  )
+    .addHelpText("after", example(["punctual deliveries show 42"]))
+    .action((id: string, flags: RemoteFlags) => deliveriesShow(id, flags, io));
+
+  remoteOptions(
+    deliveries
+      .command("redrive")
+      .description("Send a dead or in-doubt delivery again, with the same delivery key.")
+      .argument("<id>", "delivery id"),
+  )
+    .addHelpText("after", example(["punctual deliveries redrive 42"]))
+    .action((id: string, flags: RemoteFlags) => deliveriesAct(id, flags, io));
+
+  remoteOptions(
+    deliveries
+      .command("resolve")
+      .description("Settle an in-doubt delivery after checking the receiver: sent or dead.")
+      .argument("<id>", "delivery id")
+      .addOption(
+        new Option("--outcome <outcome>", "what happened")
+          .choices(["sent", "dead"])
+          .makeOptionMandatory(),
+      ),
+  )
+    .addHelpText("after", example(["punctual deliveries resolve 42 --outcome sent"]))
+    .action((id: string, flags: RemoteFlags & { outcome: "sent" | "dead" }) =>
+      deliveriesAct(id, flags, io),
+    );
+
+  return program;
+}

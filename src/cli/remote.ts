@@ -1,0 +1,447 @@
+/**
+ * Commands that work through the running server's HTTP API: `schedules …`,
+ * `deliveries …`, `status`, and the HTTP form of `healthcheck`. Readable output by
+ * default; `--json` prints the API's JSON unchanged.
+ */
+import type {
+  AttemptView,
+  CreateScheduleInput,
+  DeliveryView,
+  ScheduleView,
+} from "../contracts/index.js";
+import { ApiClient } from "./client.js";
+import { CliError, EXIT_FAILURE } from "./errors.js";
+import { cellText, jsonText, keyValues, table, type Column } from "./format.js";
+import type { Io } from "./run.js";
+
+/** Flags every remote command takes. */
+export interface RemoteFlags {
+  url: string;
+  json?: boolean;
+}
+
+/** A client for `--url`, authenticated with PUNCTUAL_API_KEY when set. */
+export function clientFor(flags: RemoteFlags, env = process.env): ApiClient {
+  return new ApiClient({ url: flags.url, apiKey: env.PUNCTUAL_API_KEY });
+}
+
+const scheduleColumns: Column<ScheduleView>[] = [
+  { header: "ID", cell: (s) => s.id },
+  { header: "STATE", cell: (s) => s.state },
+  { header: "DTSTART", cell: (s) => s.dtstart },
+  { header: "TZID", cell: (s) => s.tzid },
+  { header: "RRULE", cell: (s) => s.rrule },
+  { header: "REMINDERS", cell: (s) => s.reminders.map((r) => `${r.key}@${r.offset}`).join(",") },
+  { header: "CREATED", cell: (s) => s.createdAt },
+];
+
+const deliveryColumns: Column<DeliveryView>[] = [
+  { header: "ID", cell: (d) => d.id },
+  { header: "STATE", cell: (d) => d.state },
+  { header: "DUE", cell: (d) => d.dueAt },
+  { header: "SCHEDULE", cell: (d) => d.scheduleId },
+  { header: "REMINDER", cell: (d) => d.reminderKey },
+  { header: "CHANNEL", cell: (d) => d.channel },
+  { header: "ATTEMPT", cell: (d) => `${d.attempt}/${d.maxAttempts}` },
+  { header: "REASON", cell: (d) => d.reason ?? d.lastError },
+];
+
+/** A schedule as a key–value block plus its reminders. */
+export function scheduleText(s: ScheduleView): string {
+  return (
+    keyValues([
+      ["id", s.id],
+      ["state", s.invalidReason ? `${s.state} (${s.invalidReason})` : s.state],
+      ["version", s.version],
+      ["dtstart", s.dtstart],
+      ["tzid", s.tzid],
+      ["rrule", s.rrule],
+      ["rdate", s.rdate.join(", ")],
+      ["exdate", s.exdate.join(", ")],
+      ["endsAt", s.endsAt],
+      ["expiresAt", s.expiresAt],
+      ["dst", `gap ${s.dst.gap}, overlap ${s.dst.overlap}`],
+      ["misfire", `${s.misfire} (grace ${s.graceMs} ms)`],
+      ["perpetual", s.perpetual],
+      ["payload", s.payload],
+      ["createdAt", s.createdAt],
+      ["updatedAt", s.updatedAt],
+      ["cancelledAt", s.cancelledAt],
+    ]) +
+    "reminders:\n" +
+    table(
+      s.reminders,
+      [
+        { header: "KEY", cell: (r) => r.key },
+        { header: "OFFSET", cell: (r) => r.offset },
+        { header: "CHANNEL", cell: (r) => r.channel },
+        { header: "TARGET", cell: (r) => r.target },
+        { header: "DELIVERY", cell: (r) => r.delivery ?? "channel default" },
+        { header: "MAX ATTEMPTS", cell: (r) => r.maxAttempts },
+      ],
+      "  ",
+    )
+  );
+}
+
+function deliveryText(d: DeliveryView & { attempts?: AttemptView[] }): string {
+  const text = keyValues([
+    ["id", d.id],
+    ["deliveryKey", d.deliveryKey],
+    ["state", d.state],
+    ["scheduleId", d.scheduleId],
+    ["reminderKey", d.reminderKey],
+    ["channel", d.channel],
+    ["occurrenceAt", d.occurrenceAt],
+    ["dueAt", d.dueAt],
+    ["runAt", d.runAt],
+    ["attempt", `${d.attempt} of ${d.maxAttempts} (${d.failures} failed)`],
+    ["late", d.late],
+    ["lease", d.leaseOwner ? `${d.leaseOwner} until ${cellText(d.leaseExpiresAt)}` : null],
+    ["sentAt", d.sentAt],
+    ["finishedAt", d.finishedAt],
+    ["reason", d.reason],
+    ["lastError", d.lastError],
+  ]);
+  if (!d.attempts) return text;
+  return (
+    text +
+    "attempts:\n" +
+    table(
+      d.attempts,
+      [
+        { header: "#", cell: (a) => a.attempt },
+        { header: "STARTED", cell: (a) => a.startedAt },
+        { header: "ENDED", cell: (a) => a.endedAt },
+        { header: "OUTCOME", cell: (a) => a.outcome },
+        { header: "STATUS", cell: (a) => a.status },
+        { header: "WORKER", cell: (a) => a.worker },
+        { header: "ERROR", cell: (a) => a.error },
+      ],
+      "  ",
+    )
+  );
+}
+
+/** `schedules add` flags. */
+export interface AddFlags extends RemoteFlags {
+  dtstart: string;
+  tzid: string;
+  rrule?: string;
+  rdate: string[];
+  exdate: string[];
+  endsAt?: string;
+  offset: string[];
+  key: string[];
+  channel: string;
+  targetUrl?: string;
+  secret?: string;
+  payload?: string;
+  idempotencyKey?: string;
+  misfire?: "skip" | "latest" | "all";
+  perpetual?: boolean;
+}
+
+/** Builds the `POST /v1/schedules` body from `schedules add` flags. */
+export function createBodyFromFlags(flags: AddFlags): CreateScheduleInput {
+  let payload: unknown;
+  if (flags.payload !== undefined) {
+    try {
+      payload = JSON.parse(flags.payload);
+    } catch {
+      throw new CliError(`--payload is not valid JSON: ${flags.payload.slice(0, 80)}`);
+    }
+  }
+  if (flags.key.length > flags.offset.length) {
+    throw new CliError(
+      `${flags.key.length} --key values for ${flags.offset.length} --offset values: give one key per offset.`,
+    );
+  }
+  const offsets = flags.offset.length > 0 ? flags.offset : ["PT0S"];
+  const target =
+    flags.channel === "webhook"
+      ? {
+          ...(flags.targetUrl !== undefined ? { url: flags.targetUrl } : {}),
+          ...(flags.secret !== undefined ? { secret: flags.secret } : {}),
+        }
+      : undefined;
+  return {
+    dtstart: flags.dtstart,
+    tzid: flags.tzid,
+    ...(flags.rrule ? { rrule: flags.rrule } : {}),
+    ...(flags.rdate.length ? { rdate: flags.rdate } : {}),
+    ...(flags.exdate.length ? { exdate: flags.exdate } : {}),
+    ...(flags.endsAt ? { endsAt: flags.endsAt } : {}),
+    ...(flags.misfire ? { misfire: flags.misfire } : {}),
+    ...(flags.perpetual ? { perpetual: true } : {}),
+    ...(payload !== undefined ? { payload } : {}),
+    reminders: offsets.map((offset, i) => ({
+      key: flags.key[i] ?? `r${i + 1}`,
+      offset,
+      channel: flags.channel,
+      ...(target ? { target } : {}),
+    })),
+  };
+}
+
+/** `schedules add`. */
+export async function schedulesAdd(flags: AddFlags, io: Io): Promise<void> {
+  const client = clientFor(flags);
+  const reply = await client.request<ScheduleView & { warnings?: string[] }>(
+    "POST",
+    "/v1/schedules",
+    {
+      body: createBodyFromFlags(flags),
+      ...(flags.idempotencyKey ? { headers: { "Idempotency-Key": flags.idempotencyKey } } : {}),
+    },
+  );
+  const s = reply.body;
+  if (flags.json) return io.out(jsonText(s));
+  const replayed = reply.headers.get("idempotent-replayed") === "true";
+  io.out(
+    replayed
+      ? `Schedule ${s.id} already existed for this Idempotency-Key; nothing new was created.\n`
+      : `Created schedule ${s.id}.\n`,
+  );
+  for (const warning of s.warnings ?? []) io.err(`warning: ${warning}\n`);
+  io.out(scheduleText(s));
+}
+
+/** `schedules edit` flags: only the fields given are changed. */
+export interface EditFlags extends RemoteFlags {
+  ifVersion?: number;
+  dtstart?: string;
+  tzid?: string;
+  rrule?: string;
+  rdate: string[];
+  exdate: string[];
+  endsAt?: string;
+  payload?: string;
+  misfire?: "skip" | "latest" | "all";
+}
+
+/** `schedules edit <id>`: PATCH with If-Match (DEL-9). */
+export async function schedulesEdit(id: string, flags: EditFlags, io: Io): Promise<void> {
+  const patch: Record<string, unknown> = {};
+  if (flags.dtstart !== undefined) patch.dtstart = flags.dtstart;
+  if (flags.tzid !== undefined) patch.tzid = flags.tzid;
+  if (flags.rrule !== undefined) patch.rrule = flags.rrule === "" ? null : flags.rrule;
+  if (flags.rdate.length) patch.rdate = flags.rdate;
+  if (flags.exdate.length) patch.exdate = flags.exdate;
+  if (flags.endsAt !== undefined) patch.endsAt = flags.endsAt === "" ? null : flags.endsAt;
+  if (flags.misfire !== undefined) patch.misfire = flags.misfire;
+  if (flags.payload !== undefined) {
+    try {
+      patch.payload = JSON.parse(flags.payload);
+    } catch {
+      throw new CliError(`--payload is not valid JSON: ${flags.payload.slice(0, 80)}`);
+    }
+  }
+  if (Object.keys(patch).length === 0)
+    throw new CliError("Nothing to change: give at least one field flag.");
+  const reply = await clientFor(flags).request<
+    ScheduleView & {
+      realigned: { deleted: number; moved: number; created: number };
+      warnings?: string[];
+    }
+  >("PATCH", `/v1/schedules/${encodeURIComponent(id)}`, {
+    body: patch,
+    ...(flags.ifVersion !== undefined ? { headers: { "If-Match": `"${flags.ifVersion}"` } } : {}),
+  });
+  const s = reply.body;
+  if (flags.json) return io.out(jsonText(s));
+  io.out(
+    `Schedule ${s.id} is at version ${s.version}; waiting deliveries: ${s.realigned.deleted} removed, ${s.realigned.created} added, ${s.realigned.moved} moved.\n`,
+  );
+  for (const warning of s.warnings ?? []) io.err(`warning: ${warning}\n`);
+}
+
+/** `schedules list`. */
+export async function schedulesList(
+  flags: RemoteFlags & { state?: string; limit?: number; cursor?: string },
+  io: Io,
+): Promise<void> {
+  const page = await clientFor(flags).get<{ items: ScheduleView[]; nextCursor: string | null }>(
+    "/v1/schedules",
+    { state: flags.state, limit: flags.limit, cursor: flags.cursor },
+  );
+  if (flags.json) return io.out(jsonText(page));
+  io.out(table(page.items, scheduleColumns));
+  if (page.nextCursor) io.out(`more: --cursor ${page.nextCursor}\n`);
+}
+
+/** `schedules show <id>`. */
+export async function schedulesShow(id: string, flags: RemoteFlags, io: Io): Promise<void> {
+  const s = await clientFor(flags).get<ScheduleView>(`/v1/schedules/${encodeURIComponent(id)}`);
+  io.out(flags.json ? jsonText(s) : scheduleText(s));
+}
+
+/** `schedules cancel|pause|resume <id>`. */
+export async function schedulesTransition(
+  action: "cancel" | "pause" | "resume",
+  id: string,
+  flags: RemoteFlags,
+  io: Io,
+): Promise<void> {
+  const client = clientFor(flags);
+  const path = `/v1/schedules/${encodeURIComponent(id)}`;
+  const s =
+    action === "cancel"
+      ? await client.delete<ScheduleView & { cancelledDeliveries: number }>(path)
+      : await client.post<ScheduleView>(`${path}/${action}`);
+  if (flags.json) return io.out(jsonText(s));
+  if ("cancelledDeliveries" in s) {
+    io.out(
+      `Schedule ${s.id} is ${s.state}; ${s.cancelledDeliveries} waiting deliver${s.cancelledDeliveries === 1 ? "y" : "ies"} cancelled.\n`,
+    );
+  } else {
+    io.out(`Schedule ${s.id} is ${s.state}.\n`);
+  }
+}
+
+/** `deliveries list`. */
+export async function deliveriesList(
+  flags: RemoteFlags & { scheduleId?: string; state?: string; limit?: number; after?: number },
+  io: Io,
+): Promise<void> {
+  const page = await clientFor(flags).get<{ items: DeliveryView[]; nextAfter: number | null }>(
+    "/v1/deliveries",
+    { scheduleId: flags.scheduleId, state: flags.state, limit: flags.limit, after: flags.after },
+  );
+  if (flags.json) return io.out(jsonText(page));
+  io.out(table(page.items, deliveryColumns));
+  if (page.nextAfter !== null) io.out(`more: --after ${page.nextAfter}\n`);
+}
+
+/** `deliveries show <id>`: the delivery and its attempts. */
+export async function deliveriesShow(id: string, flags: RemoteFlags, io: Io): Promise<void> {
+  const d = await clientFor(flags).get<DeliveryView & { attempts: AttemptView[] }>(
+    `/v1/deliveries/${encodeURIComponent(id)}`,
+  );
+  io.out(flags.json ? jsonText(d) : deliveryText(d));
+}
+
+/** `deliveries redrive <id>` and `deliveries resolve <id> --outcome sent|dead`. */
+export async function deliveriesAct(
+  id: string,
+  flags: RemoteFlags & { outcome?: "sent" | "dead" },
+  io: Io,
+): Promise<void> {
+  const client = clientFor(flags);
+  const path = `/v1/deliveries/${encodeURIComponent(id)}`;
+  const d = flags.outcome
+    ? await client.post<DeliveryView>(`${path}/resolve`, { outcome: flags.outcome })
+    : await client.post<DeliveryView>(`${path}/redrive`);
+  if (flags.json) return io.out(jsonText(d));
+  io.out(
+    flags.outcome
+      ? `Delivery ${d.id} resolved as ${d.state}.\n`
+      : `Delivery ${d.id} is ${d.state} again and will be sent with the same key (${d.deliveryKey}).\n`,
+  );
+}
+
+interface StatusBody {
+  version: string;
+  database: { engine: string; description: string };
+  ready: boolean;
+  checks: { database: boolean; schema: boolean; heartbeat: boolean };
+  lastPassAt: string | null;
+  instances: Array<{
+    id: string;
+    role: string;
+    host: string;
+    pid: number;
+    version: string;
+    lastPassAt: string | null;
+    lastTickMs: number | null;
+    stoppedAt: string | null;
+  }>;
+  schedules: Record<string, number>;
+  deliveries: {
+    dueBacklog: number;
+    overdue: number;
+    claimed: number;
+    inDoubt: number;
+    dead: number;
+    oldestDueAt: string | null;
+  };
+}
+
+/** `punctual status`: a summary of `GET /v1/status`. */
+export async function status(flags: RemoteFlags, io: Io): Promise<void> {
+  const s = await clientFor(flags).get<StatusBody>("/v1/status");
+  if (flags.json) return io.out(jsonText(s));
+  const ok = (b: boolean) => (b ? "ok" : "FAILING");
+  const d = s.deliveries;
+  io.out(
+    keyValues([
+      ["server", `punctual ${s.version} at ${flags.url}`],
+      ["database", `${s.database.description} (${s.database.engine})`],
+      [
+        "ready",
+        `${s.ready ? "yes" : "NO"} (database ${ok(s.checks.database)}, schema ${ok(s.checks.schema)}, heartbeat ${ok(s.checks.heartbeat)})`,
+      ],
+      ["last pass", s.lastPassAt],
+      [
+        "schedules",
+        Object.entries(s.schedules)
+          .map(([state, n]) => `${state} ${n}`)
+          .join(", ") || "none",
+      ],
+      [
+        "deliveries",
+        `due backlog ${d.dueBacklog}, overdue ${d.overdue}, claimed ${d.claimed}, in doubt ${d.inDoubt}, dead ${d.dead}`,
+      ],
+      ["oldest due", d.oldestDueAt],
+    ]) + "instances:\n",
+  );
+  io.out(
+    table(
+      s.instances,
+      [
+        { header: "INSTANCE", cell: (i) => i.id },
+        { header: "ROLE", cell: (i) => i.role },
+        { header: "VERSION", cell: (i) => i.version },
+        { header: "LAST PASS", cell: (i) => i.lastPassAt },
+        {
+          header: "TICK MS",
+          cell: (i) => (i.lastTickMs === null ? null : Math.round(i.lastTickMs)),
+        },
+        { header: "STOPPED", cell: (i) => i.stoppedAt },
+      ],
+      "  ",
+    ),
+  );
+  if (d.inDoubt > 0 || d.dead > 0) {
+    io.out(
+      "Inspect with `punctual deliveries list --state in_doubt` (or dead); redrive or resolve each.\n",
+    );
+  }
+}
+
+/**
+ * `punctual healthcheck` over HTTP: exit 0 when `/readyz` says ready, 1 when not
+ * ready or unreachable.
+ * @returns the exit code.
+ */
+export async function healthcheckHttp(flags: RemoteFlags, io: Io): Promise<number> {
+  let reply;
+  try {
+    reply = await new ApiClient({ url: flags.url, timeoutMs: 10_000 }).request<{
+      status: string;
+      detail?: string[];
+      lastPassAt?: string | null;
+    }>("GET", "/readyz", { allowError: true });
+  } catch (err) {
+    io.err(`unhealthy: ${err instanceof Error ? err.message : String(err)}\n`);
+    return EXIT_FAILURE;
+  }
+  if (flags.json) io.out(jsonText(reply.body));
+  if (reply.status === 200) {
+    if (!flags.json) io.out(`healthy: ready (last pass ${cellText(reply.body.lastPassAt)})\n`);
+    return 0;
+  }
+  const detail = typeof reply.body === "object" ? (reply.body.detail ?? []).join("; ") : "";
+  io.err(`unhealthy: /readyz answered ${reply.status}${detail ? `: ${detail}` : ""}\n`);
+  return EXIT_FAILURE;
+}

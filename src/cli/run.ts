@@ -1,0 +1,290 @@
+/**
+ * The long-running and database commands: `start` (API + scheduler), `worker`
+ * (scheduler only), `migrate`, and the database form of `healthcheck` (OPS-4).
+ */
+import { hostname } from "node:os";
+import { isIP } from "node:net";
+import { createApi, serveApi, type ServedApi } from "../api/server.js";
+import { createPunctual, openDatabase, VERSION, type Punctual } from "../app/punctual.js";
+import { resolveConfig, type ConfigInput } from "../config/index.js";
+import type { Database } from "../store/database.js";
+import { migrate, schemaVersion } from "../store/migrator.js";
+import { LIST_INSTANCES_SQL } from "../store/operations.js";
+import { createLogger, silentLogger, type LogLevel } from "../observability/logger.js";
+import { CliError, EXIT_FAILURE, EXIT_STARTUP, reportError } from "./errors.js";
+import { jsonText, table } from "./format.js";
+
+/** Output streams (tests may pass their own). */
+export interface Io {
+  out: (text: string) => void;
+  err: (text: string) => void;
+}
+
+/** Options shared by `start`, `worker` and `migrate`. */
+export interface DatabaseFlags {
+  dataDir: string;
+  databaseUrl?: string;
+  migrate?: boolean;
+  logLevel?: LogLevel;
+}
+
+/** `start` flags. */
+export interface StartFlags extends DatabaseFlags {
+  host: string;
+  port: number;
+}
+
+/** Whether `host` only accepts connections from this machine. */
+export function isLoopbackHost(host: string): boolean {
+  const h = host.replace(/^\[|\]$/g, "").toLowerCase();
+  if (h === "localhost" || h === "::1" || h === "0:0:0:0:0:0:0:1") return true;
+  if (isIP(h) === 4) return h.startsWith("127.");
+  if (h.startsWith("::ffff:")) return h.slice(7).startsWith("127.");
+  return false;
+}
+
+/** Reads `PUNCTUAL_ALLOW_PRIVATE_TARGETS`: `true`/`1` or `false`/`0`/unset. */
+function allowPrivateTargets(env: NodeJS.ProcessEnv): boolean {
+  const raw = (env.PUNCTUAL_ALLOW_PRIVATE_TARGETS ?? "").trim().toLowerCase();
+  if (raw === "" || raw === "false" || raw === "0") return false;
+  if (raw === "true" || raw === "1") return true;
+  throw new CliError(
+    `PUNCTUAL_ALLOW_PRIVATE_TARGETS must be "true" or "false", not ${JSON.stringify(env.PUNCTUAL_ALLOW_PRIVATE_TARGETS)}.`,
+    EXIT_STARTUP,
+  );
+}
+
+/** Configuration from flags and the environment (secrets only from the environment). */
+export function configFromFlags(flags: DatabaseFlags, env: NodeJS.ProcessEnv): ConfigInput {
+  return {
+    dataDir: flags.dataDir,
+    ...(flags.databaseUrl ? { databaseUrl: flags.databaseUrl } : {}),
+    migrate: Boolean(flags.migrate),
+    ...(flags.logLevel ? { logLevel: flags.logLevel } : {}),
+    ...(env.PUNCTUAL_WEBHOOK_SECRET ? { webhookSecret: env.PUNCTUAL_WEBHOOK_SECRET } : {}),
+    allowPrivateTargets: allowPrivateTargets(env),
+  };
+}
+
+/** One phrase describing the database, without credentials. */
+function describeDatabase(db: Database): string {
+  return db.engine === "pglite"
+    ? `${db.description} (embedded: one process per folder; survives a crash, not a power loss)`
+    : `${db.description} (server)`;
+}
+
+/**
+ * Stops cleanly on SIGTERM/SIGINT (OPS-6): runs `stop`, then exits 0 (1 if stopping
+ * failed). A second signal exits at once.
+ */
+function exitOnSignals(punctual: Punctual, io: Io, stop: () => Promise<void>): void {
+  let stopping = false;
+  const handler = (signal: NodeJS.Signals) => {
+    if (stopping) {
+      io.err(`punctual: ${signal} again: exiting now.\n`);
+      process.exit(signal === "SIGINT" ? 130 : 143);
+    }
+    stopping = true;
+    io.err(
+      `punctual: ${signal} received: stopping (in-flight sends get up to ${punctual.config.scheduler.shutdownGraceMs} ms)…\n`,
+    );
+    punctual.logger.info({ signal }, "shutting down");
+    stop().then(
+      () => {
+        punctual.logger.info("stopped");
+        punctual.logger.flush(() => process.exit(0));
+      },
+      (err: unknown) => {
+        process.exitCode = reportError(err, io.err);
+        punctual.logger.flush(() => process.exit(EXIT_FAILURE));
+      },
+    );
+  };
+  process.on("SIGTERM", handler);
+  process.on("SIGINT", handler);
+}
+
+/**
+ * `punctual start`: the HTTP API and the scheduler in one process. Resolves once both
+ * run; the process then lives until SIGTERM/SIGINT.
+ * @throws CliError (exit 2) on a non-loopback host without PUNCTUAL_API_KEY or a busy port;
+ *   ConfigError, SchemaMismatchError, DataDirLockedError from the boot gates (OPS-5).
+ */
+export async function runStart(flags: StartFlags, io: Io, env = process.env): Promise<void> {
+  const apiKey = env.PUNCTUAL_API_KEY || undefined;
+  if (!isLoopbackHost(flags.host) && !apiKey) {
+    throw new CliError(
+      `Refusing to listen on ${flags.host}: it is not a loopback address and PUNCTUAL_API_KEY is not set, ` +
+        `so anyone who can reach this host could read and create schedules. Set PUNCTUAL_API_KEY ` +
+        `(at least 16 characters; clients send "Authorization: Bearer <key>"), or listen on 127.0.0.1.`,
+      EXIT_STARTUP,
+    );
+  }
+  const punctual = await createPunctual({
+    ...configFromFlags(flags, env),
+    api: { host: flags.host, port: flags.port, ...(apiKey ? { apiKey } : {}) },
+    role: "start",
+  });
+  let served: ServedApi;
+  try {
+    served = await serveApi(createApi(punctual), { host: flags.host, port: flags.port });
+  } catch (err) {
+    await punctual.close(0);
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === "EADDRINUSE" || code === "EACCES" || code === "EADDRNOTAVAIL") {
+      throw new CliError(
+        `Cannot listen on ${flags.host}:${flags.port} (${code}). Choose another --port / PUNCTUAL_PORT or --host / PUNCTUAL_HOST.`,
+        EXIT_STARTUP,
+      );
+    }
+    throw err;
+  }
+  await punctual.start();
+  io.err(
+    `punctual ${VERSION} listening on ${served.url} — database: ${describeDatabase(punctual.db)}` +
+      `${apiKey ? " — API key required" : ""}\n`,
+  );
+  punctual.logger.info(
+    { url: served.url, database: punctual.db.description, engine: punctual.db.engine },
+    "punctual started",
+  );
+  exitOnSignals(punctual, io, async () => {
+    await served.close();
+    await punctual.close();
+  });
+}
+
+/**
+ * `punctual worker`: the scheduler loop only, for extra processes on PostgreSQL.
+ * Resolves once running; the process lives until SIGTERM/SIGINT.
+ */
+export async function runWorker(flags: DatabaseFlags, io: Io, env = process.env): Promise<void> {
+  if (!flags.databaseUrl) {
+    io.err(
+      `punctual: note: no --database-url / DATABASE_URL, so this worker uses the embedded database in ${flags.dataDir}. ` +
+        `Embedded mode allows one process per data folder: this worker cannot run beside \`punctual start\` on the same folder. ` +
+        `Extra workers need PostgreSQL.\n`,
+    );
+  }
+  const punctual = await createPunctual({ ...configFromFlags(flags, env), role: "worker" });
+  await punctual.start();
+  // The scheduler's timers do not keep the process alive on their own.
+  const keepAlive = setInterval(() => undefined, 1 << 30);
+  io.err(`punctual ${VERSION} worker running — database: ${describeDatabase(punctual.db)}\n`);
+  punctual.logger.info(
+    {
+      database: punctual.db.description,
+      engine: punctual.db.engine,
+      owner: punctual.scheduler.owner,
+    },
+    "worker started",
+  );
+  exitOnSignals(punctual, io, async () => {
+    clearInterval(keepAlive);
+    await punctual.close();
+  });
+}
+
+/** `punctual migrate`: applies pending migrations and prints what it did. */
+export async function runMigrate(flags: DatabaseFlags & { json?: boolean }, io: Io): Promise<void> {
+  const config = resolveConfig({
+    dataDir: flags.dataDir,
+    ...(flags.databaseUrl ? { databaseUrl: flags.databaseUrl } : {}),
+  });
+  const db = await openDatabase(config, silentLogger());
+  try {
+    const applied = await migrate(db);
+    const version = await schemaVersion(db);
+    if (flags.json) {
+      io.out(jsonText({ database: db.description, applied, version }));
+    } else if (applied.length > 0) {
+      io.out(
+        `Applied migration${applied.length > 1 ? "s" : ""} ${applied.join(", ")} to ${db.description}; schema at version ${version}.\n`,
+      );
+    } else {
+      io.out(`${db.description}: schema up to date at version ${version}; nothing to apply.\n`);
+    }
+  } finally {
+    await db.close();
+  }
+}
+
+interface InstanceRow {
+  id: string;
+  host: string;
+  pid: number;
+  role: string;
+  last_pass_at: Date | null;
+  stopped_at: Date | null;
+}
+
+/**
+ * `punctual healthcheck --database-url …` (OPS-4), for processes that serve no HTTP:
+ * healthy when a running scheduler instance (on this host only with `thisHost`) passed
+ * within `maxAgeMs`. Ages are measured against this machine's clock.
+ * @returns the exit code.
+ */
+export async function healthcheckDatabase(
+  flags: { databaseUrl: string; maxAgeMs: number; thisHost?: boolean; json?: boolean },
+  io: Io,
+): Promise<number> {
+  const config = resolveConfig({ databaseUrl: flags.databaseUrl, dataDir: null });
+  const logger = createLogger({ level: "silent" });
+  const db = await openDatabase(config, logger);
+  try {
+    let rows: InstanceRow[];
+    try {
+      ({ rows } = await db.query<InstanceRow>(LIST_INSTANCES_SQL, [null, 0]));
+    } catch (err) {
+      io.err(
+        `unhealthy: cannot read heartbeats from ${db.description}: ${err instanceof Error ? err.message : String(err)}\n`,
+      );
+      return EXIT_FAILURE;
+    }
+    const me = hostname();
+    const now = Date.now();
+    const candidates = rows.filter(
+      (r) => r.stopped_at === null && (!flags.thisHost || r.host === me),
+    );
+    const fresh = candidates.filter(
+      (r) => r.last_pass_at !== null && now - r.last_pass_at.getTime() <= flags.maxAgeMs,
+    );
+    const healthy = fresh.length > 0;
+    if (flags.json) {
+      io.out(
+        jsonText({
+          healthy,
+          maxAgeMs: flags.maxAgeMs,
+          instances: candidates.map((r) => ({
+            id: r.id,
+            host: r.host,
+            pid: Number(r.pid),
+            role: r.role,
+            lastPassAt: r.last_pass_at?.toISOString() ?? null,
+            ageMs: r.last_pass_at ? now - r.last_pass_at.getTime() : null,
+          })),
+        }),
+      );
+    } else if (healthy) {
+      io.out(
+        `healthy: ${fresh.length} scheduler instance(s)${flags.thisHost ? ` on ${me}` : ""} passed within ${flags.maxAgeMs} ms\n`,
+      );
+    } else {
+      io.err(
+        `unhealthy: no running scheduler instance${flags.thisHost ? ` on ${me}` : ""} passed within ${flags.maxAgeMs} ms (${db.description})\n`,
+      );
+      if (candidates.length > 0) {
+        io.err(
+          table(candidates, [
+            { header: "INSTANCE", cell: (r) => r.id },
+            { header: "ROLE", cell: (r) => r.role },
+            { header: "LAST PASS", cell: (r) => r.last_pass_at?.toISOString() },
+          ]),
+        );
+      }
+    }
+    return healthy ? 0 : EXIT_FAILURE;
+  } finally {
+    await db.close();
+  }
+}

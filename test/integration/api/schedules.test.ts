@@ -1,0 +1,342 @@
+/**
+ * HTTP API, schedules and deliveries (API-1, DEL-10, DEL-12, REC-7), in process through
+ * `app.request()` on an in-memory embedded database and a TestClock.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createApi, type PunctualApi } from "../../../src/api/server.js";
+import { createPunctual, type Punctual } from "../../../src/app/punctual.js";
+import { TestClock } from "../../../src/clock/index.js";
+import type { DeliveryView, ErrorBody, ScheduleView } from "../../../src/contracts/index.js";
+import { silentLogger } from "../../../src/observability/logger.js";
+
+let clock: TestClock;
+let punctual: Punctual;
+let app: PunctualApi;
+
+beforeAll(async () => {
+  clock = new TestClock("2027-01-04T08:00:00Z");
+  punctual = await createPunctual({ dataDir: null, clock, logger: silentLogger() });
+  app = createApi(punctual);
+});
+
+afterAll(async () => {
+  await punctual?.close(0);
+});
+
+function post(path: string, body: unknown, headers: Record<string, string> = {}) {
+  return app.request(path, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...headers },
+    body: typeof body === "string" ? body : JSON.stringify(body),
+  });
+}
+
+const logReminder = { key: "r1", offset: "-PT15M", channel: "log" };
+
+const validBody = {
+  dtstart: "2027-01-04T09:00:00",
+  tzid: "Europe/Berlin",
+  rrule: "FREQ=DAILY;COUNT=3",
+  payload: { user: 42 },
+  reminders: [logReminder],
+};
+
+async function issuesOf(res: Response): Promise<string[]> {
+  const body = (await res.json()) as ErrorBody;
+  expect(body.error.code).toBe("VALIDATION_FAILED");
+  return (body.error.issues ?? []).map((i) => i.field);
+}
+
+describe("API-1 create a schedule", () => {
+  it("API-1: POST /v1/schedules answers 201 with the contract fields", async () => {
+    const res = await post("/v1/schedules", validBody);
+    expect(res.status).toBe(201);
+    const s = (await res.json()) as ScheduleView;
+    expect(s).toMatchObject({
+      version: 1,
+      state: "active",
+      dtstart: "2027-01-04T09:00:00",
+      tzid: "Europe/Berlin",
+      rrule: "FREQ=DAILY;COUNT=3",
+      payload: { user: 42 },
+      reminders: [{ key: "r1", offset: "-PT15M", channel: "log" }],
+    });
+    expect(s.id).toMatch(/^[0-9a-f-]{36}$/);
+    expect(res.headers.get("location")).toBe(`/v1/schedules/${s.id}`);
+    expect("warnings" in s).toBe(false);
+  });
+
+  it("API-1: an unbounded series is created with a warning", async () => {
+    const res = await post("/v1/schedules", { ...validBody, rrule: "FREQ=WEEKLY" });
+    expect(res.status).toBe(201);
+    const body = (await res.json()) as ScheduleView & { warnings: string[] };
+    expect(body.warnings[0]).toMatch(/unbounded/);
+  });
+
+  it.each([
+    ["a bad tzid", { tzid: "Mars/Olympus_Mons" }, "tzid"],
+    ["a bad rrule part", { rrule: "FREQ=DAILY;BYHOUR=25" }, "rrule.BYHOUR"],
+    [
+      "a bad offset",
+      { reminders: [{ ...logReminder, offset: "15 minutes" }] },
+      "reminders.0.offset",
+    ],
+    [
+      "an unknown channel",
+      { reminders: [{ ...logReminder, channel: "pigeon" }] },
+      "reminders.0.channel",
+    ],
+    ["missing reminders", { reminders: undefined }, "reminders"],
+    [
+      "a webhook target on 127.0.0.1 without allowPrivateTargets",
+      {
+        reminders: [{ key: "r1", channel: "webhook", target: { url: "http://127.0.0.1:9/hook" } }],
+      },
+      "reminders.0.target.url",
+    ],
+    ["an unknown field", { colour: "blue" }, "(body)"],
+  ])("API-1: 400 names the bad field for %s", async (_what, patch, field) => {
+    const res = await post("/v1/schedules", { ...validBody, ...patch });
+    expect(res.status).toBe(400);
+    expect(await issuesOf(res)).toContain(field);
+  });
+
+  it("API-1: one 400 names several bad fields at once", async () => {
+    const res = await post("/v1/schedules", { ...validBody, tzid: "Nowhere/City", reminders: [] });
+    expect(res.status).toBe(400);
+    const fields = await issuesOf(res);
+    expect(fields).toEqual(expect.arrayContaining(["reminders", "tzid"]));
+  });
+
+  it("API-1: malformed JSON is 400 INVALID_JSON", async () => {
+    const res = await post("/v1/schedules", '{"dtstart": ');
+    expect(res.status).toBe(400);
+    expect(((await res.json()) as ErrorBody).error.code).toBe("INVALID_JSON");
+  });
+
+  it("API-1: a 10 MB body is refused with 413", async () => {
+    const res = await post("/v1/schedules", {
+      ...validBody,
+      payload: "x".repeat(10 * 1024 * 1024),
+    });
+    expect(res.status).toBe(413);
+    expect(((await res.json()) as ErrorBody).error.code).toBe("PAYLOAD_TOO_LARGE");
+  });
+});
+
+describe("API-1 Idempotency-Key", () => {
+  it("API-1: a replay with the same key and body returns the same schedule, once", async () => {
+    const headers = { "Idempotency-Key": "create-standup-1" };
+    const first = await post("/v1/schedules", validBody, headers);
+    expect(first.status).toBe(201);
+    const created = (await first.json()) as ScheduleView;
+    const replay = await post("/v1/schedules", validBody, headers);
+    expect(replay.status).toBe(200);
+    expect(replay.headers.get("idempotent-replayed")).toBe("true");
+    expect(((await replay.json()) as ScheduleView).id).toBe(created.id);
+    const list = await punctual.listSchedules({ limit: 1000 });
+    expect(list.items.filter((s) => s.id === created.id)).toHaveLength(1);
+  });
+
+  it("API-1: the same key with another body is 422 IDEMPOTENCY_KEY_REUSED", async () => {
+    const headers = { "Idempotency-Key": "create-standup-2" };
+    expect((await post("/v1/schedules", validBody, headers)).status).toBe(201);
+    const res = await post("/v1/schedules", { ...validBody, tzid: "UTC" }, headers);
+    expect(res.status).toBe(422);
+    expect(((await res.json()) as ErrorBody).error.code).toBe("IDEMPOTENCY_KEY_REUSED");
+  });
+});
+
+describe("API-1 read, list, cancel, pause, resume", () => {
+  it("API-1: GET /v1/schedules/{id} reads; an unknown id is 404 with the error body", async () => {
+    const created = (await (await post("/v1/schedules", validBody)).json()) as ScheduleView;
+    const res = await app.request(`/v1/schedules/${created.id}`);
+    expect(res.status).toBe(200);
+    expect(((await res.json()) as ScheduleView).id).toBe(created.id);
+    const missing = await app.request("/v1/schedules/00000000-0000-4000-8000-000000000000");
+    expect(missing.status).toBe(404);
+    expect(((await missing.json()) as ErrorBody).error.code).toBe("NOT_FOUND");
+  });
+
+  it("API-1: GET /v1/schedules filters by state and pages with a cursor", async () => {
+    const page = await app.request("/v1/schedules?state=active&limit=1");
+    expect(page.status).toBe(200);
+    const body = (await page.json()) as { items: ScheduleView[]; nextCursor: string | null };
+    expect(body.items).toHaveLength(1);
+    expect(body.nextCursor).toEqual(expect.any(String));
+    const next = await app.request(
+      `/v1/schedules?state=active&limit=1&cursor=${encodeURIComponent(body.nextCursor ?? "")}`,
+    );
+    const nextBody = (await next.json()) as { items: ScheduleView[] };
+    expect(nextBody.items[0]?.id).not.toBe(body.items[0]?.id);
+    const bad = await app.request("/v1/schedules?limit=0");
+    expect(bad.status).toBe(400);
+    expect(await issuesOf(bad)).toContain("limit");
+  });
+
+  it("API-1 DEL-9: PATCH with If-Match edits; an old version is 412 STALE_VERSION", async () => {
+    const created = (await (await post("/v1/schedules", validBody)).json()) as ScheduleView;
+    const read = await app.request(`/v1/schedules/${created.id}`);
+    expect(read.headers.get("etag")).toBe('"1"');
+    const patch = (ifMatch: string, body: unknown) =>
+      app.request(`/v1/schedules/${created.id}`, {
+        method: "PATCH",
+        headers: { "content-type": "application/json", "if-match": ifMatch },
+        body: JSON.stringify(body),
+      });
+    const res = await patch('"1"', { rrule: "FREQ=DAILY;COUNT=5" });
+    expect(res.status).toBe(200);
+    const edited = (await res.json()) as ScheduleView & { realigned: Record<string, number> };
+    expect(edited).toMatchObject({
+      version: 2,
+      rrule: "FREQ=DAILY;COUNT=5",
+      tzid: "Europe/Berlin",
+    });
+    expect(edited.reminders.map((r) => r.key)).toEqual(["r1"]);
+    expect(edited.realigned).toEqual(expect.objectContaining({ deleted: expect.any(Number) }));
+    const stale = await patch('"1"', { rrule: "FREQ=DAILY;COUNT=2" });
+    expect(stale.status).toBe(412);
+    expect(((await stale.json()) as ErrorBody).error.code).toBe("STALE_VERSION");
+    const bad = await patch('"2"', { rrule: "FREQ=SOMETIMES" });
+    expect(bad.status).toBe(400);
+    expect((await issuesOf(bad)).some((f) => f.startsWith("rrule"))).toBe(true);
+  });
+
+  it("DEL-10: DELETE cancels the schedule and its waiting deliveries", async () => {
+    // Due in 30 minutes: planned by the tick, still waiting when cancelled.
+    const soon = { dtstart: "2027-01-04T08:30:00Z", reminders: [{ key: "r1", channel: "log" }] };
+    const created = (await (await post("/v1/schedules", soon)).json()) as ScheduleView;
+    await punctual.scheduler.tick();
+    const waiting = await punctual.listDeliveries({ scheduleId: created.id, state: "pending" });
+    expect(waiting.items).toHaveLength(1);
+    const res = await app.request(`/v1/schedules/${created.id}`, { method: "DELETE" });
+    expect(res.status).toBe(200);
+    const body = (await res.json()) as ScheduleView & { cancelledDeliveries: number };
+    expect(body.state).toBe("cancelled");
+    expect(body.cancelledDeliveries).toBe(1);
+    const after = await app.request(`/v1/deliveries?scheduleId=${created.id}`);
+    const items = ((await after.json()) as { items: DeliveryView[] }).items;
+    expect(items.map((d) => d.state)).toEqual(["cancelled"]);
+    const again = await app.request(`/v1/schedules/${created.id}`, { method: "DELETE" });
+    expect(again.status).toBe(200);
+  });
+
+  it("DEL-10: pause and resume; resuming an active schedule changes nothing", async () => {
+    const created = (await (await post("/v1/schedules", validBody)).json()) as ScheduleView;
+    const paused = await post(`/v1/schedules/${created.id}/pause`, undefined);
+    expect(paused.status).toBe(200);
+    expect(((await paused.json()) as ScheduleView).state).toBe("paused");
+    const resumed = await post(`/v1/schedules/${created.id}/resume`, undefined);
+    expect(((await resumed.json()) as ScheduleView).state).toBe("active");
+    await app.request(`/v1/schedules/${created.id}`, { method: "DELETE" });
+    const conflict = await post(`/v1/schedules/${created.id}/pause`, undefined);
+    expect(conflict.status).toBe(409);
+    expect(((await conflict.json()) as ErrorBody).error.code).toBe("CONFLICT");
+  });
+});
+
+describe("API-1 deliveries", () => {
+  it("API-1: deliveries are listed by schedule after a tick, and read with their attempts", async () => {
+    const body = { dtstart: "2027-01-04T08:00:00Z", reminders: [{ key: "now", channel: "log" }] };
+    const created = (await (await post("/v1/schedules", body)).json()) as ScheduleView;
+    await punctual.scheduler.tick();
+    await punctual.scheduler.drain();
+    const res = await app.request(`/v1/deliveries?scheduleId=${created.id}&state=sent&limit=10`);
+    expect(res.status).toBe(200);
+    const list = (await res.json()) as { items: DeliveryView[]; nextAfter: number | null };
+    expect(list.items).toHaveLength(1);
+    const delivery = list.items[0]!;
+    expect(delivery).toMatchObject({ scheduleId: created.id, reminderKey: "now", state: "sent" });
+    const detail = await app.request(`/v1/deliveries/${delivery.id}`);
+    expect(detail.status).toBe(200);
+    const withAttempts = (await detail.json()) as DeliveryView & { attempts: unknown[] };
+    expect(withAttempts.attempts).toHaveLength(1);
+    expect((await app.request("/v1/deliveries/999999")).status).toBe(404);
+    expect((await app.request("/v1/deliveries/not-a-number")).status).toBe(404);
+  });
+
+  it("DEL-12: redrive and resolve refuse a sent delivery with 409; a bad outcome is 400", async () => {
+    const { items } = await punctual.listDeliveries({ state: "sent", limit: 1 });
+    const id = items[0]!.id;
+    expect((await post(`/v1/deliveries/${id}/redrive`, undefined)).status).toBe(409);
+    expect((await post(`/v1/deliveries/${id}/resolve`, { outcome: "sent" })).status).toBe(409);
+    const bad = await post(`/v1/deliveries/${id}/resolve`, { outcome: "maybe" });
+    expect(bad.status).toBe(400);
+    expect(await issuesOf(bad)).toContain("outcome");
+  });
+
+  it("API-1: a bad delivery filter is 400 naming it", async () => {
+    const res = await app.request("/v1/deliveries?state=lost");
+    expect(res.status).toBe(400);
+    expect(await issuesOf(res)).toContain("state");
+  });
+});
+
+describe("REC-7 preview", () => {
+  it("REC-7: POST /v1/preview returns [{instant, local}] with the scheduler's code", async () => {
+    const res = await post("/v1/preview", {
+      dtstart: "2027-03-26T09:00:00",
+      tzid: "Europe/Berlin",
+      rrule: "FREQ=DAILY",
+      count: 3,
+    });
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual([
+      { instant: "2027-03-26T08:00:00.000Z", local: "2027-03-26T09:00:00" },
+      { instant: "2027-03-27T08:00:00.000Z", local: "2027-03-27T09:00:00" },
+      { instant: "2027-03-28T07:00:00.000Z", local: "2027-03-28T09:00:00" },
+    ]);
+  });
+
+  it("REC-7: a bad rule is 400 naming the part", async () => {
+    const res = await post("/v1/preview", {
+      dtstart: "2027-01-04T09:00:00",
+      rrule: "FREQ=DAILY;BYMONTHDAY=40",
+    });
+    expect(res.status).toBe(400);
+    expect(await issuesOf(res)).toContain("rrule.BYMONTHDAY");
+  });
+});
+
+describe("API-1 routing", () => {
+  it("API-1: an unknown route is 404 JSON and a wrong method 405", async () => {
+    const res = await app.request("/v2/nothing");
+    expect(res.status).toBe(404);
+    expect(((await res.json()) as ErrorBody).error.code).toBe("NOT_FOUND");
+    const wrong = await app.request("/v1/schedules", { method: "PUT" });
+    expect(wrong.status).toBe(405);
+    expect(wrong.headers.get("allow")).toContain("POST");
+  });
+
+  it("API-1: /openapi.json is generated and lists every path", async () => {
+    const res = await app.request("/openapi.json");
+    expect(res.status).toBe(200);
+    const doc = (await res.json()) as {
+      openapi: string;
+      paths: Record<string, Record<string, unknown>>;
+    };
+    expect(doc.openapi).toMatch(/^3\./);
+    expect(Object.keys(doc.paths)).toEqual(
+      expect.arrayContaining([
+        "/v1/schedules",
+        "/v1/schedules/{id}",
+        "/v1/schedules/{id}/pause",
+        "/v1/schedules/{id}/resume",
+        "/v1/deliveries",
+        "/v1/deliveries/{id}",
+        "/v1/deliveries/{id}/redrive",
+        "/v1/deliveries/{id}/resolve",
+        "/v1/preview",
+        "/v1/status",
+        "/healthz",
+        "/readyz",
+        "/metrics",
+      ]),
+    );
+    expect(Object.keys(doc.paths["/v1/schedules"]!)).toEqual(
+      expect.arrayContaining(["get", "post"]),
+    );
+    expect(doc.paths["/v1/schedules/{id}"]).toHaveProperty("delete");
+    expect(doc.paths["/v1/schedules/{id}"]).toHaveProperty("patch");
+  });
+});
