@@ -322,3 +322,38 @@ export const DELETE_REMINDERS_SQL = `delete from punctual_reminders where schedu
 /** Schedules of an import source: $1 tenant, $2 source */
 export const SCHEDULES_OF_SOURCE_SQL = `
 select * from punctual_schedules where tenant = $1 and source = $2 order by external_id`;
+
+/**
+ * Bulk create for imports: many schedules in one statement.
+ * Parameters: $1 now, $2 tenant, then parallel arrays $3 request hashes, $4 dtstart,
+ * $5 tzid, $6 rrule, $7 rdate (json text arrays), $8 exdate (json text arrays),
+ * $9 recurring, $10 ends_at, $11 expires_at, $12 dst gap, $13 dst overlap, $14 misfire,
+ * $15 grace ms, $16 perpetual, $17 payload (json text), $18 source, $19 external id.
+ * Returns (id, external_id) of each row.
+ */
+export const INSERT_SCHEDULES_BULK_SQL = `
+insert into punctual_schedules
+  (tenant, request_hash, dtstart, tzid, rrule, rdate, exdate, recurring, ends_at, expires_at,
+   dst_gap, dst_overlap, misfire, grace_ms, perpetual, payload, source, external_id,
+   created_at, updated_at)
+select $2, u.hash, u.dtstart, u.tzid, u.rrule,
+       array(select jsonb_array_elements_text(u.rdate::jsonb)),
+       array(select jsonb_array_elements_text(u.exdate::jsonb)),
+       u.recurring, u.ends_at, u.expires_at, u.gap, u.overlap, u.misfire, u.grace_ms, u.perpetual,
+       u.payload::jsonb, u.source, u.external_id, ${NOW}, ${NOW}
+from unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::boolean[],
+            $10::timestamptz[], $11::timestamptz[], $12::text[], $13::text[], $14::text[],
+            $15::int[], $16::boolean[], $17::text[], $18::text[], $19::text[])
+  as u(hash, dtstart, tzid, rrule, rdate, exdate, recurring, ends_at, expires_at, gap, overlap,
+       misfire, grace_ms, perpetual, payload, source, external_id)
+returning id, external_id`;
+
+/**
+ * Bulk reminders. Parameters: parallel arrays $1 schedule ids, $2 keys, $3 offsets,
+ * $4 channels, $5 targets (json text), $6 lost-lease policies, $7 max attempts.
+ */
+export const INSERT_REMINDERS_BULK_SQL = `
+insert into punctual_reminders (schedule_id, key, offset_duration, channel, target, on_lost_lease, max_attempts)
+select u.schedule_id, u.key, u.offset_duration, u.channel, u.target::jsonb, u.on_lost_lease, u.max_attempts
+from unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int[])
+  as u(schedule_id, key, offset_duration, channel, target, on_lost_lease, max_attempts)`;

@@ -1,0 +1,198 @@
+/**
+ * iCalendar import into the store (API-5, DEL-9, DEL-10): each VEVENT UID of a source is
+ * one schedule (`source`, `externalId` = UID). Importing the same file again changes
+ * nothing; an edited file updates the changed schedules (each in one transaction, with
+ * its waiting deliveries realigned), and events gone from the file are cancelled.
+ * Lenient with files: an event that fails strict validation is skipped with its UID and
+ * reason while the rest import.
+ */
+import {
+  parseCalendar,
+  dryRunDeliveries,
+  type DryRunDelivery,
+  type IcalImportOptions,
+  type SkippedEvent,
+} from "../ical/index.js";
+import { ValidationError } from "../errors/index.js";
+import { toInstant } from "../recurrence/index.js";
+import type { ImportedEvent } from "../ical/index.js";
+import { SCHEDULES_OF_SOURCE_SQL, type ScheduleRow } from "../store/schedules.js";
+import { DEFAULT_TENANT, definitionHash, type Punctual } from "./punctual.js";
+
+/** What happened to one event. */
+export interface ImportedScheduleResult {
+  uid: string;
+  externalId: string;
+  scheduleId: string | null;
+  action: "created" | "updated" | "unchanged" | "cancelled" | "skipped";
+}
+
+/** Summary of an import. */
+export interface ImportSummary {
+  source: string;
+  created: number;
+  updated: number;
+  unchanged: number;
+  cancelled: number;
+  skipped: SkippedEvent[];
+  warnings: string[];
+  /** The calendar's own zone (X-WR-TIMEZONE), or null. */
+  calendarTzid: string | null;
+  /** Zone in which floating times and all-day dates were read. */
+  floatingTzid: string;
+  schedules: ImportedScheduleResult[];
+}
+
+export interface ImportOptions extends IcalImportOptions {
+  tenant?: string;
+}
+
+/**
+ * Imports a calendar. Safe to repeat: the same file is a no-op.
+ * @throws ValidationError when the file is not iCalendar at all or breaks a limit.
+ */
+export async function importCalendar(
+  punctual: Punctual,
+  text: string,
+  options: ImportOptions,
+): Promise<ImportSummary> {
+  const tenant = options.tenant ?? DEFAULT_TENANT;
+  const parsed = parseCalendar(text, {
+    ...options,
+    defaultTzid: options.defaultTzid,
+  });
+  const { rows } = await punctual.db.query<ScheduleRow>(SCHEDULES_OF_SOURCE_SQL, [
+    tenant,
+    options.source,
+  ]);
+  const existing = new Map(rows.map((r) => [r.external_id ?? "", r]));
+  const summary: ImportSummary = {
+    source: options.source,
+    created: 0,
+    updated: 0,
+    unchanged: 0,
+    cancelled: 0,
+    skipped: [...parsed.skipped],
+    warnings: [...parsed.warnings],
+    calendarTzid: parsed.calendarTzid,
+    floatingTzid: parsed.floatingTzid,
+    schedules: [],
+  };
+  const seen = new Set<string>();
+  let done = 0;
+  const toCreate: Array<{
+    event: ImportedEvent;
+    value: ReturnType<Punctual["validateSchedule"]>["value"];
+    result: ImportedScheduleResult;
+  }> = [];
+  const flush = async () => {
+    const batch = toCreate.splice(0);
+    const ids = await punctual.createSchedulesBulk(
+      batch.map((b) => b.value),
+      { tenant },
+    );
+    for (const b of batch) {
+      b.result.scheduleId = ids.get(b.event.schedule.externalId) ?? null;
+      b.result.action = "created";
+      summary.created++;
+    }
+  };
+  for (const event of parsed.events) {
+    const externalId = event.schedule.externalId;
+    seen.add(externalId);
+    const result: ImportedScheduleResult = {
+      uid: event.uid,
+      externalId,
+      scheduleId: null,
+      action: "skipped",
+    };
+    summary.schedules.push(result);
+    try {
+      const { value } = punctual.validateSchedule(withExpiry(event));
+      const hash = definitionHash(value);
+      const current = existing.get(externalId);
+      if (!current) {
+        toCreate.push({ event, value, result });
+        if (toCreate.length >= 1_000) await flush();
+      } else if (current.state === "cancelled") {
+        result.scheduleId = current.id;
+        summary.skipped.push({
+          uid: event.uid,
+          line: null,
+          reason: `schedule ${current.id} for this event was cancelled; import under a new --source to remind it again`,
+        });
+      } else if (current.request_hash === hash) {
+        result.scheduleId = current.id;
+        result.action = "unchanged";
+        summary.unchanged++;
+      } else {
+        const { source: _s, externalId: _e, ...definition } = withExpiry(event);
+        await punctual.updateSchedule(current.id, definition, { tenant, version: current.version });
+        result.scheduleId = current.id;
+        result.action = "updated";
+        summary.updated++;
+      }
+    } catch (err) {
+      if (!(err instanceof ValidationError)) throw err;
+      summary.skipped.push({ uid: event.uid, line: null, reason: err.message });
+    }
+    done++;
+    if (done % 200 === 0) options.onProgress?.(done, parsed.events.length);
+  }
+  await flush();
+  // DEL-10: events gone from the file stop their reminders.
+  for (const row of rows) {
+    if (row.state === "cancelled" || seen.has(row.external_id ?? "")) continue;
+    await punctual.cancelSchedule(row.id, { tenant });
+    summary.cancelled++;
+    summary.schedules.push({
+      uid: String((row.payload as { uid?: unknown } | null)?.uid ?? row.external_id),
+      externalId: row.external_id ?? "",
+      scheduleId: row.id,
+      action: "cancelled",
+    });
+  }
+  options.onProgress?.(parsed.events.length, parsed.events.length);
+  return summary;
+}
+
+/**
+ * REC-6 for calendars: a one-off event's reminders mean nothing once the event is over,
+ * so an imported one-off expires at its end (a past event is recorded as skipped,
+ * reason `expired`, not sent late). Series follow their misfire policy instead.
+ */
+function withExpiry(event: ImportedEvent): ImportedEvent["schedule"] & { expiresAt?: string } {
+  const s = event.schedule;
+  if (s.rrule || s.rdate.length > 0) return s;
+  const end = s.payload.end;
+  const at = /^\d{4}-\d{2}-\d{2}$/.test(end)
+    ? toInstant(`${end}T00:00:00`, s.tzid)
+    : Date.parse(end);
+  if (at === null || !Number.isFinite(at)) return s;
+  return { ...s, expiresAt: new Date(at).toISOString() };
+}
+
+/**
+ * `--dry-run`: every delivery whose occurrence falls in [from, to), computed as the
+ * scheduler would plan it with its clock at `from`. Touches no database.
+ * @throws ValidationError when the file is not iCalendar at all or breaks a limit.
+ */
+export function dryRunImport(
+  text: string,
+  options: IcalImportOptions & { fromMs: number; toMs: number },
+): {
+  deliveries: DryRunDelivery[];
+  skipped: SkippedEvent[];
+  warnings: string[];
+  events: number;
+  floatingTzid: string;
+} {
+  const parsed = parseCalendar(text, options);
+  return {
+    deliveries: dryRunDeliveries(parsed, { fromMs: options.fromMs, toMs: options.toMs }),
+    skipped: parsed.skipped,
+    warnings: parsed.warnings,
+    events: parsed.events.length,
+    floatingTzid: parsed.floatingTzid,
+  };
+}
