@@ -7,6 +7,7 @@ import { isIP } from "node:net";
 import { createApi, serveApi, type ServedApi } from "../api/server.js";
 import { createPunctual, openDatabase, VERSION, type Punctual } from "../app/punctual.js";
 import { resolveConfig, type ConfigInput } from "../config/index.js";
+import { configFromEnv, mergeConfig } from "../config/env.js";
 import type { Database } from "../store/database.js";
 import { migrate, schemaVersion } from "../store/migrator.js";
 import { LIST_INSTANCES_SQL } from "../store/operations.js";
@@ -43,27 +44,22 @@ export function isLoopbackHost(host: string): boolean {
   return false;
 }
 
-/** Reads `PUNCTUAL_ALLOW_PRIVATE_TARGETS`: `true`/`1` or `false`/`0`/unset. */
-function allowPrivateTargets(env: NodeJS.ProcessEnv): boolean {
-  const raw = (env.PUNCTUAL_ALLOW_PRIVATE_TARGETS ?? "").trim().toLowerCase();
-  if (raw === "" || raw === "false" || raw === "0") return false;
-  if (raw === "true" || raw === "1") return true;
-  throw new CliError(
-    `PUNCTUAL_ALLOW_PRIVATE_TARGETS must be "true" or "false", not ${JSON.stringify(env.PUNCTUAL_ALLOW_PRIVATE_TARGETS)}.`,
-    EXIT_STARTUP,
-  );
-}
-
-/** Configuration from flags and the environment (secrets only from the environment). */
+/**
+ * Configuration from the environment (every variable of `ENV_VARS`, e.g.
+ * `PUNCTUAL_LEASE_MS`, `PUNCTUAL_ALLOW_PRIVATE_TARGETS`), with flags winning.
+ * Secrets come only from the environment.
+ * @throws ConfigError naming a variable with a bad value.
+ */
 export function configFromFlags(flags: DatabaseFlags, env: NodeJS.ProcessEnv): ConfigInput {
-  return {
+  const fromEnv = configFromEnv(env);
+  // The API address comes from start's own flags; workers serve no HTTP.
+  delete (fromEnv as { api?: unknown }).api;
+  return mergeConfig(fromEnv, {
     dataDir: flags.dataDir,
     ...(flags.databaseUrl ? { databaseUrl: flags.databaseUrl } : {}),
     migrate: Boolean(flags.migrate),
     ...(flags.logLevel ? { logLevel: flags.logLevel } : {}),
-    ...(env.PUNCTUAL_WEBHOOK_SECRET ? { webhookSecret: env.PUNCTUAL_WEBHOOK_SECRET } : {}),
-    allowPrivateTargets: allowPrivateTargets(env),
-  };
+  });
 }
 
 /** One phrase describing the database, without credentials. */

@@ -53,6 +53,16 @@ export interface Recurrence {
    * (default 10,000). Bounded work whatever the rule.
    */
   between(fromMs: number, toMs: number, limit?: number): Occurrence[];
+  /** First occurrence strictly after `afterMs` (epoch ms), or `null` when the set has ended. */
+  next(afterMs: number): Occurrence | null;
+  /** DTSTART as an occurrence: always the first one (RFC 5545 §3.3.10). */
+  readonly first: Occurrence;
+  /** The DST policy in force, defaults filled in. */
+  readonly dst: Readonly<DstPolicy>;
+  /** The RRULE text without the `RRULE:` prefix, or `null` without a rule. */
+  readonly rrule: string | null;
+  /** True when there is no RRULE or the RRULE itself has COUNT or UNTIL (REC-4). */
+  readonly ruleBounded: boolean;
 }
 
 /** Result of lenient parsing: never throws (REC-3). */

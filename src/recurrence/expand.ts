@@ -1,0 +1,383 @@
+/**
+ * Expansion of an RRULE in floating wall-clock time (RFC 5545 §3.3.10, §3.8.5.3) on plain
+ * civil-date arithmetic. Yields wall seconds in ascending order; converting them to
+ * instants (and the DST policy) is the caller's job. Every loop is bounded by a
+ * {@link Budget}.
+ */
+import {
+  DAY_SECONDS,
+  civilFromDays,
+  daysFromCivil,
+  monthLength,
+  weekNumber,
+  weekStart,
+  weekday,
+  yearLength,
+} from "./civil.js";
+import {
+  DAILY,
+  HOURLY,
+  MINUTELY,
+  MONTHLY,
+  SECONDLY,
+  WEEKLY,
+  YEARLY,
+  type RuleSpec,
+} from "./rule.js";
+
+/** Last year expanded; later periods end the iteration. */
+export const MAX_YEAR = 9999;
+const MAX_WALL = daysFromCivil(MAX_YEAR + 1, 1, 1) * DAY_SECONDS;
+
+/** Work allowance shared by the loops of one expansion. */
+export interface Budget {
+  /** Remaining steps (periods, days and candidates visited). */
+  steps: number;
+  /** Remaining periods (optional finer cap). */
+  periods: number;
+  /** Set when a cap stopped the iteration. */
+  exhausted: boolean;
+}
+
+/** Creates a budget. */
+export function budget(steps: number, periods = Infinity): Budget {
+  return { steps, periods, exhausted: false };
+}
+
+/** A rule with the DTSTART-derived defaults of RFC 5545 §3.3.10 filled in. */
+export interface CompiledRule {
+  spec: RuleSpec;
+  /** DTSTART as a wall second. */
+  startWall: number;
+  months: boolean[] | null;
+  monthDays: number[] | null;
+  /** plain[wd]: every such weekday; ords[wd]: ordinals for that weekday. */
+  plainWeekdays: boolean[] | null;
+  ordinalWeekdays: number[][] | null;
+  /** Ordinals are counted within the month (true) or the year (false). */
+  ordinalInMonth: boolean;
+  hours: number[];
+  minutes: number[];
+  seconds: number[];
+  /** Seconds of day, sorted, for FREQ DAILY and coarser. */
+  times: number[];
+  /** Set of BYxxx values as lookup tables for the limit checks of sub-daily FREQs. */
+  hourSet: boolean[] | null;
+  minuteSet: boolean[] | null;
+  secondSet: boolean[] | null;
+}
+
+/** Fills in defaults from DTSTART and precomputes lookup tables. */
+export function compileRule(spec: RuleSpec, startWall: number): CompiledRule {
+  const startDay = Math.floor(startWall / DAY_SECONDS);
+  const sod = startWall - startDay * DAY_SECONDS;
+  const start = civilFromDays(startDay);
+  const { freq } = spec;
+  let byMonth = spec.byMonth;
+  let byMonthDay = spec.byMonthDay;
+  let byDay = spec.byDay;
+  const noDayPart = byMonthDay === null && byDay === null && spec.byYearDay === null;
+  if (noDayPart) {
+    if (freq === YEARLY) {
+      if (spec.byWeekNo !== null) byDay = [{ weekday: weekday(startDay), ordinal: 0 }];
+      else {
+        byMonth = byMonth ?? [start.month];
+        byMonthDay = [start.day];
+      }
+    } else if (freq === MONTHLY) byMonthDay = [start.day];
+    else if (freq === WEEKLY) byDay = [{ weekday: weekday(startDay), ordinal: 0 }];
+  }
+  let plainWeekdays: boolean[] | null = null;
+  let ordinalWeekdays: number[][] | null = null;
+  if (byDay !== null) {
+    plainWeekdays = [false, false, false, false, false, false, false];
+    ordinalWeekdays = [[], [], [], [], [], [], []];
+    for (const d of byDay) {
+      if (d.ordinal === 0) plainWeekdays[d.weekday] = true;
+      else ordinalWeekdays[d.weekday]?.push(d.ordinal);
+    }
+  }
+  const table = (values: number[] | null, size: number): boolean[] | null => {
+    if (values === null) return null;
+    const t = new Array<boolean>(size).fill(false);
+    for (const v of values) t[v] = true;
+    return t;
+  };
+  const hours = spec.byHour ?? [Math.floor(sod / 3600)];
+  const minutes = spec.byMinute ?? [Math.floor((sod % 3600) / 60)];
+  const seconds = spec.bySecond ?? [sod % 60];
+  const times: number[] = [];
+  if (freq <= DAILY) {
+    for (const h of hours)
+      for (const m of minutes) for (const s of seconds) times.push(h * 3600 + m * 60 + s);
+    times.sort((a, b) => a - b);
+  }
+  return {
+    spec,
+    startWall,
+    months: table(byMonth, 13),
+    monthDays: byMonthDay,
+    plainWeekdays,
+    ordinalWeekdays,
+    ordinalInMonth: freq === MONTHLY || byMonth !== null,
+    hours,
+    minutes,
+    seconds,
+    times: [...new Set(times)],
+    hourSet: table(spec.byHour, 24),
+    minuteSet: table(spec.byMinute, 60),
+    secondSet: table(spec.bySecond, 61),
+  };
+}
+
+/** Whether a day passes the day-level BYxxx parts (BYMONTH, BYWEEKNO, BYYEARDAY, BYMONTHDAY, BYDAY). */
+function dayMatches(
+  r: CompiledRule,
+  days: number,
+  year: number,
+  month: number,
+  dom: number,
+): boolean {
+  if (r.months !== null && r.months[month] !== true) return false;
+  const spec = r.spec;
+  if (spec.byWeekNo !== null) {
+    const [no, total] = weekNumber(days, spec.wkst);
+    if (!spec.byWeekNo.includes(no) && !spec.byWeekNo.includes(no - total - 1)) return false;
+  }
+  let doy = 0;
+  let ylen = 0;
+  if (spec.byYearDay !== null) {
+    doy = days - daysFromCivil(year, 1, 1) + 1;
+    ylen = yearLength(year);
+    if (!spec.byYearDay.includes(doy) && !spec.byYearDay.includes(doy - ylen - 1)) return false;
+  }
+  let mlen = 0;
+  if (r.monthDays !== null) {
+    mlen = monthLength(year, month);
+    if (!r.monthDays.includes(dom) && !r.monthDays.includes(dom - mlen - 1)) return false;
+  }
+  if (r.plainWeekdays !== null) {
+    const wd = weekday(days);
+    if (r.plainWeekdays[wd] === true) return true;
+    const ords = r.ordinalWeekdays?.[wd];
+    if (ords === undefined || ords.length === 0) return false;
+    let pos: number;
+    let neg: number;
+    if (r.ordinalInMonth) {
+      if (mlen === 0) mlen = monthLength(year, month);
+      pos = Math.floor((dom - 1) / 7) + 1;
+      neg = -(Math.floor((mlen - dom) / 7) + 1);
+    } else {
+      if (doy === 0) {
+        doy = days - daysFromCivil(year, 1, 1) + 1;
+        ylen = yearLength(year);
+      }
+      pos = Math.floor((doy - 1) / 7) + 1;
+      neg = -(Math.floor((ylen - doy) / 7) + 1);
+    }
+    return ords.includes(pos) || ords.includes(neg);
+  }
+  return true;
+}
+
+function checkDay(r: CompiledRule, days: number): boolean {
+  const c = civilFromDays(days);
+  return dayMatches(r, days, c.year, c.month, c.day);
+}
+
+/** Candidate days of one period for FREQ DAILY and coarser, ascending. */
+function periodDays(r: CompiledRule, freq: number, index: number, b: Budget): number[] {
+  const out: number[] = [];
+  const spec = r.spec;
+  if (freq === YEARLY) {
+    for (let month = 1; month <= 12; month++) {
+      if (r.months !== null && r.months[month] !== true) continue;
+      const first = daysFromCivil(index, month, 1);
+      const len = monthLength(index, month);
+      b.steps -= len;
+      for (let dom = 1; dom <= len; dom++)
+        if (dayMatches(r, first + dom - 1, index, month, dom)) out.push(first + dom - 1);
+    }
+  } else if (freq === MONTHLY) {
+    const year = Math.floor(index / 12);
+    const month = (index % 12) + 1;
+    if (r.months !== null && r.months[month] !== true) return out;
+    const first = daysFromCivil(year, month, 1);
+    const len = monthLength(year, month);
+    b.steps -= len;
+    if (r.monthDays !== null && r.plainWeekdays === null && spec.byYearDay === null) {
+      // Fast path: BYMONTHDAY alone.
+      for (const md of r.monthDays) {
+        const dom = md > 0 ? md : len + md + 1;
+        if (dom >= 1 && dom <= len) out.push(first + dom - 1);
+      }
+      out.sort((a, b2) => a - b2);
+      return [...new Set(out)];
+    }
+    for (let dom = 1; dom <= len; dom++)
+      if (dayMatches(r, first + dom - 1, year, month, dom)) out.push(first + dom - 1);
+  } else if (freq === WEEKLY) {
+    b.steps -= 7;
+    for (let d = index; d < index + 7; d++) if (checkDay(r, d)) out.push(d);
+  } else {
+    b.steps -= 1;
+    if (checkDay(r, index)) out.push(index);
+  }
+  return out;
+}
+
+/** Applies BYSETPOS to a period of `n` ordered candidates: the selected indices, ascending. */
+function setPositions(bySetPos: number[], n: number): number[] {
+  const idx = new Set<number>();
+  for (const p of bySetPos) {
+    const i = p > 0 ? p - 1 : n + p;
+    if (i >= 0 && i < n) idx.add(i);
+  }
+  return [...idx].sort((a, b) => a - b);
+}
+
+/**
+ * Wall seconds produced by the rule, ascending, starting with the period that contains
+ * `fromWall` (or DTSTART's period, whichever is later). Candidates before `fromWall` are
+ * not yielded; DTSTART itself is not special here. Bounds (COUNT, UNTIL) are not applied.
+ */
+export function* expandWalls(
+  r: CompiledRule,
+  fromWall: number,
+  b: Budget,
+): Generator<number, void, undefined> {
+  const spec = r.spec;
+  const { freq, interval } = spec;
+  const startWall = r.startWall;
+  const lower = Math.max(fromWall, startWall);
+  if (lower >= MAX_WALL) return;
+  const startDay = Math.floor(startWall / DAY_SECONDS);
+  const lowerDay = Math.floor(lower / DAY_SECONDS);
+
+  if (freq <= DAILY) {
+    // Period index: year, month count, week-start day or day.
+    let index: number;
+    let step: number;
+    if (freq === YEARLY) {
+      const y0 = civilFromDays(startDay).year;
+      const y = civilFromDays(lowerDay).year;
+      index = y0 + Math.floor((y - y0) / interval) * interval;
+      step = interval;
+    } else if (freq === MONTHLY) {
+      const s = civilFromDays(startDay);
+      const l = civilFromDays(lowerDay);
+      const m0 = s.year * 12 + s.month - 1;
+      const m = l.year * 12 + l.month - 1;
+      index = m0 + Math.floor((m - m0) / interval) * interval;
+      step = interval;
+    } else if (freq === WEEKLY) {
+      const w0 = weekStart(startDay, spec.wkst);
+      index = w0 + Math.floor((lowerDay - w0) / (7 * interval)) * 7 * interval;
+      step = 7 * interval;
+    } else {
+      index = startDay + Math.floor((lowerDay - startDay) / interval) * interval;
+      step = interval;
+    }
+    const times = r.times;
+    const nt = times.length;
+    while (b.steps > 0 && b.periods > 0) {
+      b.periods--;
+      b.steps--;
+      const year =
+        freq === YEARLY
+          ? index
+          : freq === MONTHLY
+            ? Math.floor(index / 12)
+            : civilFromDays(index).year;
+      if (year > MAX_YEAR) return;
+      const days = periodDays(r, freq, index, b);
+      if (days.length > 0) {
+        if (spec.bySetPos !== null) {
+          for (const i of setPositions(spec.bySetPos, days.length * nt)) {
+            const wall =
+              (days[Math.floor(i / nt)] as number) * DAY_SECONDS + (times[i % nt] as number);
+            if (wall >= lower) yield wall;
+          }
+        } else {
+          for (const d of days) {
+            if (d < lowerDay) continue;
+            const base = d * DAY_SECONDS;
+            for (const t of times) {
+              b.steps--;
+              const wall = base + t;
+              if (wall >= lower) yield wall;
+            }
+            if (b.steps <= 0) break;
+          }
+        }
+      }
+      index += step;
+    }
+    b.exhausted = true;
+    return;
+  }
+
+  // Sub-daily: a period is one hour, minute or second slot.
+  const unit = freq === HOURLY ? 3600 : freq === MINUTELY ? 60 : 1;
+  const stride = unit * interval;
+  const startSlot = Math.floor(startWall / unit) * unit;
+  let slot =
+    startSlot + Math.floor((Math.floor(lower / unit) * unit - startSlot) / stride) * stride;
+  // Offsets inside a slot (finer parts expand), ascending.
+  let inner: number[];
+  if (freq === HOURLY) {
+    inner = [];
+    for (const m of r.minutes) for (const s of r.seconds) inner.push(m * 60 + s);
+    inner = [...new Set(inner)].sort((a, c) => a - c);
+  } else if (freq === MINUTELY) inner = [...r.seconds];
+  else inner = [0];
+  let dayOk = -1;
+  let dayChecked = Number.NaN;
+  const nextAligned = (target: number): number =>
+    slot + Math.ceil((target - slot) / stride) * stride;
+  while (b.steps > 0 && b.periods > 0) {
+    if (slot >= MAX_WALL) return;
+    b.periods--;
+    b.steps--;
+    const day = Math.floor(slot / DAY_SECONDS);
+    if (day !== dayChecked) {
+      dayChecked = day;
+      dayOk = checkDay(r, day) ? 1 : 0;
+    }
+    if (dayOk === 0) {
+      slot = nextAligned((day + 1) * DAY_SECONDS);
+      continue;
+    }
+    const sod = slot - day * DAY_SECONDS;
+    const hour = Math.floor(sod / 3600);
+    if (r.hourSet !== null && r.hourSet[hour] !== true) {
+      slot = nextAligned(day * DAY_SECONDS + (hour + 1) * 3600);
+      continue;
+    }
+    if (
+      freq >= MINUTELY &&
+      r.minuteSet !== null &&
+      r.minuteSet[Math.floor((sod % 3600) / 60)] !== true
+    ) {
+      slot = nextAligned(slot - (sod % 60) + 60);
+      continue;
+    }
+    if (freq === SECONDLY && r.secondSet !== null && r.secondSet[sod % 60] !== true) {
+      slot += stride;
+      continue;
+    }
+    if (spec.bySetPos !== null) {
+      for (const i of setPositions(spec.bySetPos, inner.length)) {
+        const wall = slot + (inner[i] as number);
+        if (wall >= lower) yield wall;
+      }
+    } else {
+      for (const off of inner) {
+        const wall = slot + off;
+        if (wall >= lower) yield wall;
+      }
+    }
+    slot += stride;
+  }
+  b.exhausted = true;
+}

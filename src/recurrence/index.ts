@@ -1,0 +1,27 @@
+/**
+ * Recurrence engine (REC-1 … REC-7): pure, host-time-zone independent.
+ */
+export type { DstPolicy, Occurrence, ParseResult, Recurrence, RecurrenceInput } from "./types.js";
+export {
+  DEFAULT_BETWEEN_LIMIT,
+  DEFAULT_DST_POLICY,
+  MAX_DATE_LIST,
+  MAX_STEPS_PER_CALL,
+  parseRule,
+  validateRule,
+} from "./recurrence.js";
+export { MAX_RRULE_LENGTH } from "./rule.js";
+export { applyOffset, isValidOffset, parseOffset, type Offset } from "./offset.js";
+export {
+  applyMisfire,
+  DEFAULT_GRACE_MS,
+  DEFAULT_MAX_CATCH_UP,
+  LATE_THRESHOLD_MS,
+  type MisfireDecision,
+  type MisfireInput,
+  type MisfireItem,
+  type MisfirePolicy,
+} from "./misfire.js";
+export { MAX_PREVIEW_COUNT, preview, type PreviewInput, type PreviewItem } from "./preview.js";
+export { DEFAULT_HORIZON_MS, planningWindow, type PlanningWindowInput } from "./horizon.js";
+export { isValidTimeZone, toInstant } from "./local.js";

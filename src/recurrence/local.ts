@@ -1,0 +1,55 @@
+/**
+ * Helpers for other modules: read a local date-time in a zone, check a zone name.
+ */
+import { ValidationError } from "../errors/index.js";
+import { DAY_SECONDS } from "./civil.js";
+import { parseDateValue } from "./datetime.js";
+import { DEFAULT_DST_POLICY } from "./recurrence.js";
+import type { DstPolicy } from "./types.js";
+import { getZone } from "./zone.js";
+
+/** Whether `tzid` names a time zone known to the IANA database (or a fixed offset like `+05:30`). */
+export function isValidTimeZone(tzid: string): boolean {
+  try {
+    getZone(tzid);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Instant (epoch ms) of a local date-time `2027-01-04T09:00:00` or date `2027-01-04`
+ * (local midnight) read in `tzid` under a DST policy; an instant with `Z` or an offset is
+ * returned as is. Returns `null` only when the time falls in a gap and `dst.gap` is `skip`.
+ * @throws ValidationError (field `local` or `tzid`) for a malformed value or unknown zone.
+ */
+export function toInstant(
+  local: string,
+  tzid: string,
+  dst: Partial<DstPolicy> = {},
+): number | null {
+  const parsed = parseDateValue(local);
+  if (parsed === null || parsed.kind === "invalid") {
+    throw new ValidationError({
+      field: "local",
+      message: "must be a date, a local date-time or an instant",
+      value: local,
+    });
+  }
+  const v = parsed.value;
+  if (v.kind === "instant") return v.ms + parsed.fractionMs;
+  let zone;
+  try {
+    zone = getZone(tzid);
+  } catch {
+    throw new ValidationError({
+      field: "tzid",
+      message: "is not a known IANA time zone",
+      value: tzid,
+    });
+  }
+  const policy = { ...DEFAULT_DST_POLICY, ...dst };
+  const r = zone.toInstant(v.kind === "date" ? v.days * DAY_SECONDS : v.wall, policy);
+  return r === null ? null : r.ms + parsed.fractionMs;
+}

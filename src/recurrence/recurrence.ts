@@ -1,0 +1,465 @@
+/**
+ * `validateRule` (strict) and `parseRule` (lenient) turn a {@link RecurrenceInput} into a
+ * {@link Recurrence}: DTSTART + RRULE + RDATE − EXDATE as sorted, distinct instants
+ * (RFC 5545 §3.8.5), with the DST policy of REC-2 and the bounds of REC-4.
+ */
+import { ValidationError } from "../errors/index.js";
+import { DAY_SECONDS, civilFromDays, formatDate, formatWall } from "./civil.js";
+import { parseDateValue, type DateValue } from "./datetime.js";
+import {
+  budget,
+  compileRule,
+  expandWalls,
+  MAX_YEAR,
+  type Budget,
+  type CompiledRule,
+} from "./expand.js";
+import { DAILY, parseRuleText, type RuleSpec } from "./rule.js";
+import type { DstPolicy, Occurrence, ParseResult, Recurrence, RecurrenceInput } from "./types.js";
+import { getZone, type Zone } from "./zone.js";
+
+/** Default DST policy (REC-2): shift out of gaps, take the earlier instant of an overlap. */
+export const DEFAULT_DST_POLICY: Readonly<DstPolicy> = Object.freeze({
+  gap: "shift",
+  overlap: "earlier",
+});
+
+/** Default and maximum `limit` of {@link Recurrence.between}. */
+export const DEFAULT_BETWEEN_LIMIT = 10_000;
+/** Work cap of one `between` call (periods, days and candidates visited). */
+export const MAX_STEPS_PER_CALL = 2_000_000;
+/** Largest COUNT whose whole set is computed once and cached. */
+const COUNT_CACHE_LIMIT = 100_000;
+/** Most RDATE/EXDATE values accepted. */
+export const MAX_DATE_LIST = 1000;
+
+const DAY_MS = DAY_SECONDS * 1000;
+/** Work spent looking for a first occurrence when validating (about 30 ms). */
+const NO_OCCURRENCE_SEARCH_STEPS = 60_000;
+/** Periods that cover one full cycle of the Gregorian calendar (400 years), per FREQ. */
+const CYCLE_PERIODS = [400, 4800, 20_871, 146_097];
+
+interface Mode {
+  lenient: boolean;
+  warnings: string[];
+}
+
+function invalid(field: string, message: string, value?: unknown): never {
+  throw new ValidationError({ field, message, value });
+}
+
+interface DatePoint {
+  ms: number;
+  /** Day number when the value was a date. */
+  days: number | null;
+}
+
+class RecurrenceImpl implements Recurrence {
+  readonly tzid: string;
+  readonly dateOnly: boolean;
+  readonly bounded: boolean;
+  readonly ruleBounded: boolean;
+  readonly first: Occurrence;
+  readonly dst: Readonly<DstPolicy>;
+  readonly rrule: string | null;
+  private readonly zone: Zone;
+  private readonly rule: CompiledRule | null;
+  private readonly startMs: number;
+  private readonly startShifted: boolean;
+  private readonly count: number | null;
+  private readonly untilMs: number;
+  private readonly endMs: number;
+  private readonly rdates: number[];
+  private readonly exInstants: Set<number>;
+  private readonly exDays: Set<number>;
+  private countCache: number[] | null = null;
+
+  constructor(args: {
+    zone: Zone;
+    dateOnly: boolean;
+    dst: DstPolicy;
+    startWall: number;
+    startMs: number;
+    startShifted: boolean;
+    rule: RuleSpec | null;
+    rruleText: string | null;
+    untilMs: number;
+    endsAtMs: number | null;
+    rdates: number[];
+    exInstants: Set<number>;
+    exDays: Set<number>;
+  }) {
+    this.zone = args.zone;
+    this.tzid = args.zone.id;
+    this.dateOnly = args.dateOnly;
+    this.dst = Object.freeze({ ...args.dst });
+    this.rule = args.rule === null ? null : compileRule(args.rule, args.startWall);
+    this.rrule = args.rruleText;
+    this.startMs = args.startMs;
+    this.startShifted = args.startShifted;
+    this.count = args.rule?.count ?? null;
+    this.untilMs = args.untilMs;
+    this.ruleBounded = args.rule === null || this.count !== null || Number.isFinite(args.untilMs);
+    this.endMs = !this.ruleBounded && args.endsAtMs !== null ? args.endsAtMs : Infinity;
+    this.bounded = this.ruleBounded || args.endsAtMs !== null;
+    this.rdates = args.rdates;
+    this.exInstants = args.exInstants;
+    this.exDays = args.exDays;
+    this.first = this.occurrence(args.startMs);
+  }
+
+  private occurrence(ms: number): Occurrence {
+    const wall = this.zone.toWall(ms);
+    return {
+      instant: ms,
+      local: this.dateOnly ? formatDate(Math.floor(wall / DAY_SECONDS)) : formatWall(wall),
+    };
+  }
+
+  /**
+   * Instants of DTSTART + RRULE (COUNT, UNTIL applied), ascending and distinct, from
+   * about `fromMs` on (earlier ones may appear; the caller filters).
+   */
+  private *ruleInstants(fromMs: number, b: Budget): Generator<number, void, undefined> {
+    const rule = this.rule;
+    if (rule === null) {
+      yield this.startMs;
+      return;
+    }
+    if (this.count !== null && this.count <= COUNT_CACHE_LIMIT) {
+      if (this.countCache === null) {
+        const all: number[] = [];
+        for (const ms of this.walk(rule, -Infinity, budget(MAX_STEPS_PER_CALL))) all.push(ms);
+        this.countCache = all;
+      }
+      const cache = this.countCache;
+      let lo = 0;
+      let hi = cache.length;
+      while (lo < hi) {
+        const mid = (lo + hi) >> 1;
+        if ((cache[mid] as number) < fromMs) lo = mid + 1;
+        else hi = mid;
+      }
+      for (let i = lo; i < cache.length; i++) yield cache[i] as number;
+      return;
+    }
+    yield* this.walk(rule, this.count === null ? fromMs : -Infinity, b);
+  }
+
+  /** The rule stream in instant order: DTSTART first, then the rule; gap-shifted instants reordered. */
+  private *walk(rule: CompiledRule, fromMs: number, b: Budget): Generator<number, void, undefined> {
+    const policy = this.dst;
+    const count = this.count ?? Infinity;
+    const until = this.untilMs;
+    let emitted = 0;
+    let last = -Infinity;
+    const pending: number[] = [];
+    // Fast-forward: a gap shift moves an instant forward by at most a day.
+    const fromWall =
+      fromMs === -Infinity || fromMs <= this.startMs
+        ? rule.startWall + 1
+        : this.zone.toWall(fromMs - 2 * DAY_MS);
+    // DTSTART is an explicit DATE-TIME: a gap shifts it whatever the policy (RFC 5545 §3.3.5).
+    if (this.startShifted) pending.push(this.startMs);
+    else {
+      last = this.startMs;
+      emitted = 1;
+      yield this.startMs;
+      if (emitted >= count) return;
+    }
+    for (const wall of expandWalls(rule, Math.max(fromWall, rule.startWall + 1), b)) {
+      const resolved = this.zone.toInstant(wall, policy);
+      if (resolved === null) continue;
+      const ms = resolved.ms;
+      if (resolved.shifted) {
+        let i = pending.length;
+        while (i > 0 && (pending[i - 1] as number) > ms) i--;
+        pending.splice(i, 0, ms);
+        if (pending.length > 10_000) pending.length = 10_000;
+        continue;
+      }
+      // Every later candidate is after an unshifted instant: flush what precedes it.
+      while (pending.length > 0 && (pending[0] as number) <= ms) {
+        const p = pending.shift() as number;
+        if (p > until) return;
+        if (p > last) {
+          last = p;
+          yield p;
+          if (++emitted >= count) return;
+        }
+      }
+      if (ms > until) return;
+      if (ms > last) {
+        last = ms;
+        yield ms;
+        if (++emitted >= count) return;
+      }
+    }
+    for (const p of pending) {
+      if (p > until) return;
+      if (p > last) {
+        last = p;
+        yield p;
+        if (++emitted >= count) return;
+      }
+    }
+  }
+
+  private excluded(ms: number): boolean {
+    if (this.exInstants.has(ms)) return true;
+    if (this.exDays.size === 0) return false;
+    return this.exDays.has(Math.floor(this.zone.toWall(ms) / DAY_SECONDS));
+  }
+
+  /** Instants in `[fromMs, toMs)`, ascending, distinct, at most `limit`. */
+  private instants(fromMs: number, toMs: number, limit: number): number[] {
+    const out: number[] = [];
+    if (!(toMs > fromMs) || limit <= 0) return out;
+    const end = Math.min(toMs, this.endMs === Infinity ? Infinity : this.endMs + 1);
+    const b = budget(MAX_STEPS_PER_CALL);
+    const rd = this.rdates;
+    let ri = 0;
+    while (ri < rd.length && (rd[ri] as number) < fromMs) ri++;
+    let last = -Infinity;
+    const push = (ms: number): boolean => {
+      if (ms <= last) return true;
+      last = ms;
+      if (!this.excluded(ms)) out.push(ms);
+      return out.length < limit;
+    };
+    for (const ms of this.ruleInstants(fromMs, b)) {
+      if (ms < fromMs) continue;
+      if (ms >= end) break;
+      while (ri < rd.length && (rd[ri] as number) <= ms) {
+        if (!push(rd[ri++] as number)) return out;
+      }
+      if (!push(ms)) return out;
+    }
+    while (ri < rd.length && (rd[ri] as number) < end) {
+      if (!push(rd[ri++] as number)) return out;
+    }
+    return out;
+  }
+
+  between(fromMs: number, toMs: number, limit = DEFAULT_BETWEEN_LIMIT): Occurrence[] {
+    if (Number.isNaN(fromMs) || Number.isNaN(toMs)) return [];
+    const n = Math.max(0, Math.min(Math.floor(limit), 1_000_000));
+    return this.instants(fromMs, toMs, n).map((ms) => this.occurrence(ms));
+  }
+
+  next(afterMs: number): Occurrence | null {
+    const [ms] = this.instants(afterMs + 1, Infinity, 1);
+    return ms === undefined ? null : this.occurrence(ms);
+  }
+
+  /** Whether the rule yields any wall time after DTSTART: true, false, or null when unknown within the budget. */
+  ruleYieldsAnything(): boolean | null {
+    const rule = this.rule;
+    if (rule === null) return true;
+    const freq = rule.spec.freq;
+    const periods = freq <= DAILY ? (CYCLE_PERIODS[freq] as number) + 1 : Infinity;
+    const b = budget(NO_OCCURRENCE_SEARCH_STEPS, periods);
+    for (const wall of expandWalls(rule, rule.startWall + 1, b)) {
+      void wall;
+      return true;
+    }
+    if (!b.exhausted) return false; // reached year 9999
+    return b.periods <= 0 ? false : null;
+  }
+}
+
+function normaliseDst(input: Partial<DstPolicy> | undefined): DstPolicy {
+  const gap = input?.gap ?? DEFAULT_DST_POLICY.gap;
+  const overlap = input?.overlap ?? DEFAULT_DST_POLICY.overlap;
+  if (gap !== "shift" && gap !== "skip") invalid("dst.gap", 'must be "shift" or "skip"', gap);
+  if (overlap !== "earlier" && overlap !== "later")
+    invalid("dst.overlap", 'must be "earlier" or "later"', overlap);
+  return { gap, overlap };
+}
+
+/** Reads one date value of the input (DTSTART, RDATE, EXDATE, endsAt). */
+function readValue(field: string, text: unknown, mode: Mode): DateValue {
+  if (typeof text !== "string") invalid(field, "must be a string", text);
+  const parsed = parseDateValue(text);
+  if (parsed === null)
+    invalid(
+      field,
+      "must be a date (2027-01-04), a local date-time (2027-01-04T09:00:00) or an instant (…Z)",
+      text,
+    );
+  if (parsed.kind === "invalid") invalid(field, parsed.reason, text);
+  if (parsed.fractionMs !== 0) {
+    if (!mode.lenient) invalid(field, "must not have fractional seconds", text);
+    mode.warnings.push(`${field}: fractional seconds dropped`);
+  }
+  return parsed.value;
+}
+
+function build(input: RecurrenceInput, mode: Mode): RecurrenceImpl {
+  if (input === null || typeof input !== "object") invalid("dtstart", "is required");
+  const tzid = input.tzid ?? "UTC";
+  if (typeof tzid !== "string") invalid("tzid", "must be an IANA time zone name", tzid);
+  let zone: Zone;
+  try {
+    zone = getZone(tzid);
+  } catch {
+    invalid("tzid", "is not a known IANA time zone", tzid);
+  }
+  const dst = normaliseDst(input.dst);
+  if (input.dtstart === undefined || input.dtstart === null || input.dtstart === "")
+    invalid("dtstart", "is required");
+  const start = readValue("dtstart", input.dtstart, mode);
+  const dateOnly = start.kind === "date";
+  const startWall =
+    start.kind === "date"
+      ? start.days * DAY_SECONDS
+      : start.kind === "local"
+        ? start.wall
+        : zone.toWall(start.ms);
+  const startYear = civilFromDays(Math.floor(startWall / DAY_SECONDS)).year;
+  if (startYear < 1 || startYear > MAX_YEAR) {
+    invalid("dtstart", `must be between years 0001 and ${MAX_YEAR}`, input.dtstart);
+  }
+  const resolvedStart = zone.toInstant(startWall, { ...dst, gap: "shift" }) as {
+    ms: number;
+    shifted: boolean;
+  };
+  const startMs = start.kind === "instant" ? start.ms : resolvedStart.ms;
+  const startShifted = start.kind !== "instant" && resolvedStart.shifted;
+
+  // Converts a value to an instant: dates are local midnight, local times read in the zone.
+  const toMs = (v: DateValue): number =>
+    v.kind === "instant"
+      ? v.ms
+      : (
+          zone.toInstant(v.kind === "date" ? v.days * DAY_SECONDS : v.wall, {
+            ...dst,
+            gap: "shift",
+          }) as { ms: number }
+        ).ms;
+
+  let rule: RuleSpec | null = null;
+  let rruleText: string | null = null;
+  let untilMs = Infinity;
+  if (input.rrule !== undefined && input.rrule !== null && typeof input.rrule !== "string") {
+    invalid("rrule", "must be a string", input.rrule);
+  }
+  if (typeof input.rrule === "string" && input.rrule.trim() !== "") {
+    rule = parseRuleText(input.rrule, { lenient: mode.lenient, dateOnly, warnings: mode.warnings });
+    rruleText = input.rrule.trim().replace(/^RRULE:/i, "");
+    for (const u of rule.until) {
+      const untilIsDate = u.kind === "date";
+      if (untilIsDate !== dateOnly) {
+        const msg = dateOnly
+          ? "must be a DATE when DTSTART is a date"
+          : "must be a DATE-TIME when DTSTART is a date-time";
+        if (!mode.lenient) invalid("rrule.UNTIL", `${msg} (RFC 5545 §3.3.10)`, input.rrule);
+        mode.warnings.push(`rrule.UNTIL: ${msg}; read it as the end of that day`);
+      }
+      // A DATE UNTIL on a date-time series includes the whole day.
+      const ms =
+        u.kind === "date" && !dateOnly ? toMs({ kind: "date", days: u.days + 1 }) - 1 : toMs(u);
+      untilMs = Math.min(untilMs, ms);
+    }
+    if (untilMs < startMs) {
+      if (!mode.lenient) invalid("rrule.UNTIL", "is before DTSTART", input.rrule);
+      mode.warnings.push("rrule.UNTIL: before DTSTART; only DTSTART remains");
+    }
+  }
+
+  const readList = (
+    field: "rdate" | "exdate",
+    values: readonly string[] | undefined,
+  ): DatePoint[] => {
+    if (values === undefined || values === null) return [];
+    if (!Array.isArray(values)) invalid(field, "must be a list", values);
+    if (values.length > MAX_DATE_LIST)
+      invalid(field, `must have at most ${MAX_DATE_LIST} values`, values.length);
+    return values.map((text: unknown, i) => {
+      const v = readValue(`${field}.${i}`, text, mode);
+      return { ms: toMs(v), days: v.kind === "date" ? v.days : null };
+    });
+  };
+  const rdates = [...new Set(readList("rdate", input.rdate).map((p) => p.ms))].sort(
+    (a, b) => a - b,
+  );
+  const exInstants = new Set<number>();
+  const exDays = new Set<number>();
+  for (const p of readList("exdate", input.exdate)) {
+    if (p.days !== null) {
+      if (dateOnly) exInstants.add(p.ms);
+      else exDays.add(p.days);
+    } else exInstants.add(p.ms);
+  }
+
+  let endsAtMs: number | null = null;
+  if (input.endsAt !== undefined && input.endsAt !== null) {
+    endsAtMs = toMs(readValue("endsAt", input.endsAt, mode));
+  }
+
+  const rec = new RecurrenceImpl({
+    zone,
+    dateOnly,
+    dst,
+    startWall,
+    startMs,
+    startShifted,
+    rule,
+    rruleText,
+    untilMs,
+    endsAtMs,
+    rdates,
+    exInstants,
+    exDays,
+  });
+
+  if (rule !== null) {
+    const yields = rec.ruleYieldsAnything();
+    if (yields === false)
+      invalid("rrule", "matches no date after DTSTART (no occurrence at all)", input.rrule);
+    if (yields === null) mode.warnings.push("rrule: no occurrence found within the search budget");
+  }
+  if (exInstants.size + exDays.size > 0 && rec.between(-Infinity, Infinity, 1).length === 0) {
+    invalid("exdate", "excludes every occurrence (no occurrence at all)", input.exdate);
+  }
+  return rec;
+}
+
+/**
+ * Strict posture (REC-3) for input from people (API, CLI): parses and checks DTSTART,
+ * TZID, RRULE (RFC 5545 §3.3.10), RDATE, EXDATE, `endsAt` and the DST policy.
+ *
+ * @returns an immutable {@link Recurrence}, safe to cache.
+ * @throws ValidationError naming the offending part (`rrule.BYMONTHDAY`, `rrule.UNTIL`,
+ *   `tzid`, `dtstart`, `rdate.0`, …) and its value: unknown, duplicate or malformed part,
+ *   out-of-range number, UNTIL with COUNT, INTERVAL ≤ 0, BYSETPOS alone, combinations the
+ *   RFC forbids, an unknown zone, or a rule with no occurrence at all.
+ */
+export function validateRule(input: RecurrenceInput): Recurrence {
+  return build(input, { lenient: false, warnings: [] });
+}
+
+/**
+ * Lenient posture (REC-3) for stored rules, used by the scheduler: never throws. Repairs
+ * unambiguous deviations and reports them as `warnings` (a duplicate UNTIL keeps the
+ * earliest, UNTIL with COUNT keeps the tighter bound, empty and `X-` parts are ignored,
+ * a mismatched UNTIL value type is read as the end of that day); anything else is
+ * returned as `{ ok: false, error }` so that one bad rule quarantines only its own
+ * schedule. Work is bounded for any input.
+ */
+export function parseRule(input: RecurrenceInput): ParseResult {
+  const warnings: string[] = [];
+  try {
+    const recurrence = build(input, { lenient: true, warnings });
+    return { ok: true, recurrence, warnings };
+  } catch (err) {
+    if (err instanceof ValidationError) return { ok: false, error: err };
+    return {
+      ok: false,
+      error: new ValidationError(
+        { field: "rrule", message: "could not be read", value: String(err).slice(0, 120) },
+        { cause: err },
+      ),
+    };
+  }
+}
