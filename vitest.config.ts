@@ -17,6 +17,8 @@ export default defineConfig({
         test: {
           name: "integration",
           include: ["test/integration/**/*.test.ts", "test/e2e/**/*.test.ts"],
+          // Builds the PGlite templates once per run (test/support/db.ts loads them).
+          globalSetup: ["test/global-setup.ts"],
           testTimeout: 60_000,
           hookTimeout: 120_000,
         },
@@ -26,6 +28,7 @@ export default defineConfig({
         test: {
           name: "concurrency",
           include: ["test/concurrency/**/*.test.ts"],
+          globalSetup: ["test/global-setup.ts"],
           testTimeout: 180_000,
           hookTimeout: 180_000,
           fileParallelism: false,

@@ -1,0 +1,111 @@
+/**
+ * OPS-5: migrations are applied once, recorded, safe with two migrators at once, and a
+ * process refuses an unmigrated or newer schema with a message saying what to do.
+ */
+import { afterEach, describe, expect, it } from "vitest";
+import { SchemaMismatchError } from "../../src/errors/index.js";
+import {
+  assertSchemaCurrent,
+  expectedVersion,
+  loadMigrations,
+  migrate,
+  schemaVersion,
+} from "../../src/store/migrator.js";
+import { openPostgres } from "../../src/store/postgres.js";
+import { engineName, openTestDatabase, type TestDatabase } from "../support/db.js";
+
+const engine = engineName();
+const latest = expectedVersion();
+
+describe(`migrator on ${engine}`, () => {
+  const opened: TestDatabase[] = [];
+  async function fresh(migrated: boolean): Promise<TestDatabase> {
+    const t = await openTestDatabase({ migrated });
+    opened.push(t);
+    return t;
+  }
+  afterEach(async () => {
+    await Promise.all(opened.splice(0).map((t) => t.close()));
+  });
+
+  it("OPS-5: migrate applies 0001 and records its version", async () => {
+    const { db } = await fresh(false);
+    expect(await schemaVersion(db)).toBe(0);
+    const applied = await migrate(db);
+    expect(applied).toEqual(loadMigrations().map((m) => m.version));
+    expect(applied[0]).toBe(1);
+    expect(await schemaVersion(db)).toBe(latest);
+    const { rows } = await db.query<{ version: number; name: string; applied_at: Date }>(
+      "select version, name, applied_at from punctual_migrations order by version",
+    );
+    expect(rows[0]).toMatchObject({ version: 1, name: "initial" });
+    expect(rows[0]?.applied_at).toBeInstanceOf(Date);
+    const tables = await db.query<{ n: number }>(
+      `select count(*) as n from information_schema.tables
+       where table_schema = 'public' and table_name in
+         ('punctual_schedules', 'punctual_reminders', 'punctual_deliveries',
+          'punctual_attempts', 'punctual_instances', 'punctual_leases')`,
+    );
+    expect(tables.rows[0]?.n).toBe(6);
+    await expect(assertSchemaCurrent(db)).resolves.toBeUndefined();
+  });
+
+  it("OPS-5: migrating twice is a no-op", async () => {
+    const { db } = await fresh(false);
+    await migrate(db);
+    expect(await migrate(db)).toEqual([]);
+    const { rows } = await db.query<{ n: number }>("select count(*) as n from punctual_migrations");
+    expect(rows[0]?.n).toBe(loadMigrations().length);
+  });
+
+  it(
+    engine === "postgres"
+      ? "OPS-5: two migrators at once are safe (separate pools racing on one server)"
+      : "OPS-5: two migrators at once are safe (two concurrent calls in one process)",
+    async () => {
+      const t = await fresh(false);
+      let results: number[][];
+      if (t.engine === "postgres" && t.url) {
+        // Separate pools: separate server sessions, serialized only by the advisory lock.
+        const pools = [0, 1, 2].map(() =>
+          openPostgres({ url: t.url as string, maxConnections: 2 }),
+        );
+        try {
+          results = await Promise.all(pools.map((db) => migrate(db)));
+        } finally {
+          await Promise.all(pools.map((db) => db.close()));
+        }
+      } else {
+        results = await Promise.all([migrate(t.db), migrate(t.db)]);
+      }
+      // Each migration was applied by exactly one of them; the others found nothing to do.
+      expect(results.flat().sort((a, b) => a - b)).toEqual(loadMigrations().map((m) => m.version));
+      expect(await schemaVersion(t.db)).toBe(latest);
+      const { rows } = await t.db.query<{ n: number }>(
+        "select count(*) as n from punctual_migrations",
+      );
+      expect(rows[0]?.n).toBe(loadMigrations().length);
+    },
+  );
+
+  it("OPS-5: an unmigrated database is refused with a message naming `punctual migrate`", async () => {
+    const { db } = await fresh(false);
+    const err = await assertSchemaCurrent(db).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(SchemaMismatchError);
+    expect((err as Error).message).toContain("punctual migrate");
+    expect((err as Error).message).toContain(`needs ${latest}`);
+  });
+
+  it("OPS-5: a newer schema is refused with a message saying to upgrade", async () => {
+    const { db } = await fresh(true);
+    await db.query(
+      "insert into punctual_migrations (version, name) values (9999, 'from_the_future')",
+    );
+    const err = await assertSchemaCurrent(db).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(SchemaMismatchError);
+    expect((err as Error).message).toMatch(/upgrade/i);
+    expect((err as Error).message).toContain("9999");
+    // migrate refuses too, rather than running old migrations over a newer schema.
+    await expect(migrate(db)).rejects.toThrow(/upgrade/i);
+  });
+});
