@@ -279,6 +279,19 @@ function normaliseDst(input: Partial<DstPolicy> | undefined): DstPolicy {
 
 /** Reads one date value of the input (DTSTART, RDATE, EXDATE, endsAt). */
 function readValue(field: string, text: unknown, mode: Mode): DateValue {
+  return readValueWithFraction(field, text, mode, false).value;
+}
+
+/**
+ * Like {@link readValue}; with `allowFraction`, fractional seconds of an instant are kept
+ * (returned as `fractionMs`) instead of refused: `2027-01-04T08:00:00.250Z` as DTSTART.
+ */
+function readValueWithFraction(
+  field: string,
+  text: unknown,
+  mode: Mode,
+  allowFraction: boolean,
+): { value: DateValue; fractionMs: number } {
   if (typeof text !== "string") invalid(field, "must be a string", text);
   const parsed = parseDateValue(text);
   if (parsed === null)
@@ -289,13 +302,61 @@ function readValue(field: string, text: unknown, mode: Mode): DateValue {
     );
   if (parsed.kind === "invalid") invalid(field, parsed.reason, text);
   if (parsed.fractionMs !== 0) {
+    if (allowFraction && parsed.value.kind === "instant") {
+      return { value: parsed.value, fractionMs: parsed.fractionMs };
+    }
     if (!mode.lenient) invalid(field, "must not have fractional seconds", text);
     mode.warnings.push(`${field}: fractional seconds dropped`);
   }
-  return parsed.value;
+  return { value: parsed.value, fractionMs: 0 };
 }
 
-function build(input: RecurrenceInput, mode: Mode): RecurrenceImpl {
+/**
+ * A recurrence whose DTSTART instant carried milliseconds: every occurrence keeps that
+ * sub-second part (RFC 5545 counts in whole seconds; the engine expands on whole seconds
+ * and this wrapper adds the fraction back), so a one-off due at `…:03.267Z` fires then.
+ */
+class FractionShifted implements Recurrence {
+  constructor(
+    private readonly inner: RecurrenceImpl,
+    private readonly fractionMs: number,
+  ) {}
+  get tzid() {
+    return this.inner.tzid;
+  }
+  get dateOnly() {
+    return this.inner.dateOnly;
+  }
+  get bounded() {
+    return this.inner.bounded;
+  }
+  get dst() {
+    return this.inner.dst;
+  }
+  get rrule() {
+    return this.inner.rrule;
+  }
+  get ruleBounded() {
+    return this.inner.ruleBounded;
+  }
+  get first(): Occurrence {
+    return this.shift(this.inner.first);
+  }
+  private shift(o: Occurrence): Occurrence {
+    return { ...o, instant: o.instant + this.fractionMs };
+  }
+  between(fromMs: number, toMs: number, limit?: number): Occurrence[] {
+    return this.inner
+      .between(fromMs - this.fractionMs, toMs - this.fractionMs, limit)
+      .map((o) => this.shift(o));
+  }
+  next(afterMs: number): Occurrence | null {
+    const o = this.inner.next(afterMs - this.fractionMs);
+    return o === null ? null : this.shift(o);
+  }
+}
+
+function build(input: RecurrenceInput, mode: Mode): Recurrence {
   if (input === null || typeof input !== "object") invalid("dtstart", "is required");
   const tzid = input.tzid ?? "UTC";
   if (typeof tzid !== "string") invalid("tzid", "must be an IANA time zone name", tzid);
@@ -308,7 +369,12 @@ function build(input: RecurrenceInput, mode: Mode): RecurrenceImpl {
   const dst = normaliseDst(input.dst);
   if (input.dtstart === undefined || input.dtstart === null || input.dtstart === "")
     invalid("dtstart", "is required");
-  const start = readValue("dtstart", input.dtstart, mode);
+  const { value: start, fractionMs: startFractionMs } = readValueWithFraction(
+    "dtstart",
+    input.dtstart,
+    mode,
+    true,
+  );
   const dateOnly = start.kind === "date";
   const startWall =
     start.kind === "date"
@@ -422,7 +488,7 @@ function build(input: RecurrenceInput, mode: Mode): RecurrenceImpl {
   if (exInstants.size + exDays.size > 0 && rec.between(-Infinity, Infinity, 1).length === 0) {
     invalid("exdate", "excludes every occurrence (no occurrence at all)", input.exdate);
   }
-  return rec;
+  return startFractionMs === 0 ? rec : new FractionShifted(rec, startFractionMs);
 }
 
 /**

@@ -3,7 +3,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { ValidationError } from "../../../src/errors/index.js";
-import { preview } from "../../../src/recurrence/index.js";
+import { preview, validateRule } from "../../../src/recurrence/index.js";
 
 describe("REC-7: preview", () => {
   it("REC-7: the next N occurrences with instant and local time", () => {
@@ -55,5 +55,26 @@ describe("REC-7: preview", () => {
     ).toThrow(ValidationError);
     expect(() => preview({ dtstart: "2027-01-04T09:00:00", count: 0 })).toThrow(/count/);
     expect(() => preview({ dtstart: "2027-01-04T09:00:00", after: "yesterday" })).toThrow(/after/);
+  });
+});
+
+describe("sub-second DTSTART", () => {
+  it("REC-1: an instant DTSTART with milliseconds keeps them on every occurrence", () => {
+    const rec = validateRule({
+      dtstart: "2027-01-04T08:00:03.267Z",
+      rrule: "FREQ=MINUTELY;COUNT=2",
+    });
+    expect(rec.between(0, 8.64e15).map((o) => new Date(o.instant).toISOString())).toEqual([
+      "2027-01-04T08:00:03.267Z",
+      "2027-01-04T08:01:03.267Z",
+    ]);
+    expect(rec.next(Date.parse("2027-01-04T08:00:03.267Z"))?.instant).toBe(
+      Date.parse("2027-01-04T08:01:03.267Z"),
+    );
+  });
+  it("REC-3: fractional seconds on RDATE stay refused by the strict posture", () => {
+    expect(() =>
+      validateRule({ dtstart: "2027-01-04T08:00:00Z", rdate: ["2027-01-05T08:00:00.5Z"] }),
+    ).toThrow(/rdate\.0: must not have fractional seconds/);
   });
 });
