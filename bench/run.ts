@@ -16,7 +16,9 @@ const files = readdirSync(dir)
 let failed = 0;
 for (const file of files) {
   process.stdout.write(`\n== bench/${file} ==\n`);
-  const result = spawnSync(process.execPath, ["--import", "tsx", `${dir}${file}`], { stdio: "inherit" });
+  const result = spawnSync(process.execPath, ["--import", "tsx", `${dir}${file}`], {
+    stdio: "inherit",
+  });
   if (result.status !== 0) failed++;
 }
 process.exit(failed === 0 ? 0 : 1);

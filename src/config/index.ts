@@ -130,7 +130,9 @@ export function resolveConfig(input: ConfigInput = {}): PunctualConfig {
       if (issue.code === "unrecognized_keys") {
         const known = knownKeysAt(issue.path);
         return issue.keys
-          .map((k) => `${path === "(root)" ? "" : path + "."}${k}: unknown option${suggest(k, known)}`)
+          .map(
+            (k) => `${path === "(root)" ? "" : path + "."}${k}: unknown option${suggest(k, known)}`,
+          )
           .join("\n  ");
       }
       return `${path}: ${issue.message}`;

@@ -13,7 +13,10 @@ export const offsetSchema = z
   .max(40)
   .regex(isoDuration, 'must be an ISO 8601 duration such as "-PT15M", "PT0S" or "-P1D"');
 
-const instant = z.iso.datetime({ offset: true, message: "must be an ISO 8601 instant with Z or an offset" });
+const instant = z.iso.datetime({
+  offset: true,
+  message: "must be an ISO 8601 instant with Z or an offset",
+});
 
 /** DTSTART: local date-time (`2027-01-04T09:00:00`, read in `tzid`), a date, or an instant. */
 export const dtstartSchema = z

@@ -50,9 +50,6 @@ export function memoryLogger(level: LogLevel = "trace"): {
       }
     },
   };
-  const logger = pino(
-    { level, formatters: { level: (label) => ({ level: label }) } },
-    destination,
-  );
+  const logger = pino({ level, formatters: { level: (label) => ({ level: label }) } }, destination);
   return { logger, lines };
 }

@@ -65,7 +65,11 @@ export function createMetrics(): Metrics {
       help: "Deliveries whose outcome is unknown (in_doubt): need a person.",
       registers: r,
     }),
-    dead: new Gauge({ name: "punctual_dead_deliveries", help: "Dead-lettered deliveries.", registers: r }),
+    dead: new Gauge({
+      name: "punctual_dead_deliveries",
+      help: "Dead-lettered deliveries.",
+      registers: r,
+    }),
     deliveries: new Counter({
       name: "punctual_deliveries_total",
       help: "Delivery attempts by channel and outcome.",
