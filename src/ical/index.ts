@@ -1,0 +1,16 @@
+/**
+ * iCalendar import (API-5): a pure reader of RFC 5545 files into schedule inputs, and the
+ * dry run of the deliveries they would produce. No database: the store, API and CLI wire it.
+ */
+export { DEFAULT_MAX_BYTES, DEFAULT_MAX_EVENTS, MAX_DESCRIPTION, parseCalendar } from "./import.js";
+export { dryRunDeliveries, MAX_DRY_RUN_DELIVERIES } from "./dry-run.js";
+export type {
+  CalendarImport,
+  DryRunDelivery,
+  IcalImportOptions,
+  ImportedEvent,
+  ImportedPayload,
+  ImportedReminder,
+  ImportedSchedule,
+  SkippedEvent,
+} from "./types.js";
