@@ -161,6 +161,29 @@ export function definitionHash(value: z.output<typeof createScheduleSchema>): st
   return createHash("sha256").update(canonicalJson(definition)).digest("hex");
 }
 
+/**
+ * The definition columns of a schedule, in the order INSERT_SCHEDULE_SQL and
+ * UPDATE_SCHEDULE_SQL take them (dtstart … payload).
+ */
+function definitionParams(value: z.output<typeof createScheduleSchema>): unknown[] {
+  return [
+    value.dtstart,
+    value.tzid,
+    value.rrule ?? null,
+    value.rdate,
+    value.exdate,
+    Boolean(value.rrule) || value.rdate.length > 0,
+    value.endsAt ?? null,
+    value.expiresAt ?? null,
+    value.dst?.gap ?? "shift",
+    value.dst?.overlap ?? "earlier",
+    value.misfire,
+    value.graceMs,
+    value.perpetual,
+    JSON.stringify(value.payload ?? null),
+  ];
+}
+
 /** The running punctual: store, scheduler, channels, and the operations on them. */
 export class Punctual {
   readonly config: PunctualConfig;
@@ -315,20 +338,7 @@ export class Punctual {
         tenant,
         idem,
         hash,
-        value.dtstart,
-        value.tzid,
-        value.rrule ?? null,
-        value.rdate,
-        value.exdate,
-        Boolean(value.rrule) || value.rdate.length > 0,
-        value.endsAt ?? null,
-        value.expiresAt ?? null,
-        value.dst?.gap ?? "shift",
-        value.dst?.overlap ?? "earlier",
-        value.misfire,
-        value.graceMs,
-        value.perpetual,
-        JSON.stringify(value.payload ?? null),
+        ...definitionParams(value),
         value.source ?? null,
         value.externalId ?? null,
       ]);
@@ -429,25 +439,7 @@ export class Punctual {
         throw new ConflictError(`schedule ${id} is cancelled; create a new one`);
       const { rows: updated } = await tx.query<PlanScheduleRow & { state: string }>(
         UPDATE_SCHEDULE_SQL,
-        [
-          this.#now(),
-          id,
-          value.dtstart,
-          value.tzid,
-          value.rrule ?? null,
-          value.rdate,
-          value.exdate,
-          Boolean(value.rrule) || value.rdate.length > 0,
-          value.endsAt ?? null,
-          value.expiresAt ?? null,
-          value.dst?.gap ?? "shift",
-          value.dst?.overlap ?? "earlier",
-          value.misfire,
-          value.graceMs,
-          value.perpetual,
-          JSON.stringify(value.payload ?? null),
-          hash,
-        ],
+        [this.#now(), id, ...definitionParams(value), hash],
       );
       await tx.query(DELETE_REMINDERS_SQL, [id]);
       await this.#insertReminders(tx, id, value.reminders);

@@ -169,7 +169,8 @@ export function planSchedule(
   return { deliveries, plannedUntil, complete, capped };
 }
 
-async function insertDeliveries(
+/** Inserts planned deliveries in chunks (ON CONFLICT DO NOTHING). @returns rows created. */
+export async function insertDeliveries(
   tx: Queryable,
   now: Date | null,
   rows: PlannedDelivery[],

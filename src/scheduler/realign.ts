@@ -15,7 +15,6 @@ import type { Metrics } from "../observability/metrics.js";
 import { parseRule } from "../recurrence/index.js";
 import type { Queryable } from "../store/database.js";
 import {
-  INSERT_DELIVERIES_SQL,
   OLDEST_WAITING_SQL,
   REALIGN_DELETE_SQL,
   REALIGN_MOVE_SQL,
@@ -24,7 +23,7 @@ import {
   type PlanReminderRow,
   type PlanScheduleRow,
 } from "../store/planning.js";
-import { planSchedule } from "./plan.js";
+import { insertDeliveries, planSchedule } from "./plan.js";
 
 export interface RealignDeps {
   clock: Clock;
@@ -87,21 +86,7 @@ export async function realignSchedule(
   const moved = (await tx.query(REALIGN_MOVE_SQL, [now, keys, plan.deliveries.map((d) => d.dueAt)]))
     .rowCount;
   const fresh = plan.deliveries.filter((d) => d.dueAt.getTime() >= insertFrom);
-  const created = fresh.length
-    ? (
-        await tx.query(INSERT_DELIVERIES_SQL, [
-          now,
-          fresh.map((d) => d.key),
-          fresh.map((d) => d.scheduleId),
-          fresh.map((d) => d.reminderKey),
-          fresh.map((d) => d.occurrenceAt),
-          fresh.map((d) => d.dueAt),
-          fresh.map((d) => d.channel),
-          fresh.map((d) => d.onLostLease),
-          fresh.map((d) => d.maxAttempts),
-        ])
-      ).rowCount
-    : 0;
+  const created = await insertDeliveries(tx, now, fresh);
   await tx.query(SET_WATERMARK_SQL, [schedule.id, new Date(plan.plannedUntil), plan.complete]);
   if (deleted + moved + created > 0) {
     deps.logger.info({ scheduleId: schedule.id, deleted, moved, created }, "schedule realigned");
