@@ -82,7 +82,7 @@ function readCounts(file) {
 }
 
 /** Runs one vitest invocation as a stage and records its counts. */
-async function runStage(name, engineLabel, projects, env) {
+async function runStage(name, engineLabel, projects, env, filters = []) {
   banner(`${name} — ${engineLabel}`);
   const reportFile = join(reportDir, `${results.length}.json`);
   const args = [
@@ -93,7 +93,7 @@ async function runStage(name, engineLabel, projects, env) {
     "--reporter=default",
     "--reporter=json",
     `--outputFile.json=${reportFile}`,
-    ...extraArgs,
+    ...(extraArgs.length > 0 ? extraArgs : filters),
   ];
   const started = Date.now();
   const code = await new Promise((resolveCode) => {
@@ -142,9 +142,23 @@ function describeUrl(url) {
 }
 
 async function main() {
-  // 1. unit
-  await runStage("unit", "no database", ["unit"], baseEnv());
+  // 1. unit, with the host time zone pinned to UTC; then the time-zone-sensitive suites
+  //    (recurrence, iCalendar) again under two other host zones (REC-2: results never
+  //    depend on the host's TZ).
+  await runStage("unit", "no database, TZ=UTC", ["unit"], { ...baseEnv(), TZ: "UTC" });
   if (interrupted) return;
+  if (extraArgs.length === 0) {
+    for (const tz of ["America/New_York", "Asia/Kolkata"]) {
+      await runStage(
+        "unit (time zones)",
+        `no database, TZ=${tz}`,
+        ["unit"],
+        { ...baseEnv(), TZ: tz },
+        ["test/unit/recurrence", "test/unit/ical"],
+      );
+      if (interrupted) return;
+    }
+  }
 
   // 2. integration on PGlite
   if (engines.includes("pglite")) {
