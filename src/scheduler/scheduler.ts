@@ -144,7 +144,15 @@ export class Scheduler {
 
   async #listen(): Promise<void> {
     try {
-      this.#unlisten = await this.#d.db.listen("punctual_wake", () => this.wake());
+      this.#unlisten = await this.#d.db.listen(
+        "punctual_wake",
+        () => this.wake(),
+        () => {
+          // The listening connection died (database restart): listen again on a later tick.
+          this.#unlisten = null;
+          this.#log.warn("LISTEN connection lost; relying on timers and the poll until it is back");
+        },
+      );
     } catch (err) {
       this.#log.warn({ err }, "LISTEN failed; relying on timers and the poll");
     }
@@ -288,6 +296,7 @@ export class Scheduler {
       }
     }
     if (!report.failedSweep) {
+      if (this.#running && !this.#stopping && this.#unlisten === null) await this.#listen();
       this.#dbFailures = 0;
       this.#lastPassAt = this.#d.clock.now();
       this.#d.metrics.lastPass.set(

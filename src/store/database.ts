@@ -33,9 +33,15 @@ export interface Database extends Queryable {
   transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T>;
   /**
    * LISTEN on `channel`; `onNotify` gets each payload. Resolves to an unlisten function.
+   * `onLost` is called if the listening connection is lost (PostgreSQL restart): the
+   * caller listens again when it can.
    * Both engines support it; on PGlite it only sees notifications of the same process.
    */
-  listen(channel: string, onNotify: (payload: string) => void): Promise<() => Promise<void>>;
+  listen(
+    channel: string,
+    onNotify: (payload: string) => void,
+    onLost?: () => void,
+  ): Promise<() => Promise<void>>;
   /** Closes connections (and releases the embedded data folder). Idempotent. */
   close(): Promise<void>;
 }

@@ -82,7 +82,7 @@ export function openPostgres(options: PostgresOptions): Database & { pool: pg.Po
         throw err;
       }
     },
-    async listen(channel, onNotify) {
+    async listen(channel, onNotify, onLost) {
       if (!/^[a-z_][a-z0-9_]*$/.test(channel)) throw new Error(`bad channel name ${channel}`);
       const client = await pool.connect();
       const handler = (msg: pg.Notification) => {
@@ -91,16 +91,23 @@ export function openPostgres(options: PostgresOptions): Database & { pool: pg.Po
       client.on("notification", handler);
       let dropped = false;
       client.on("error", (err) => {
+        if (dropped) return;
         dropped = true;
         options.onError?.(err);
+        client.off("notification", handler);
+        client.release(true);
+        onLost?.();
       });
       await client.query(`listen ${channel}`);
       return async () => {
+        if (dropped) return;
         client.off("notification", handler);
-        if (dropped || closed) {
+        if (closed) {
+          dropped = true;
           client.release(true);
           return;
         }
+        dropped = true;
         try {
           await client.query(`unlisten ${channel}`);
           client.release();
