@@ -33,6 +33,7 @@ import {
   type SettleInput,
 } from "../store/deliveries.js";
 import {
+  ACQUIRE_LEASE_SQL,
   GAUGES_SQL,
   HEARTBEAT_SQL,
   INSTANCE_STOPPED_SQL,
@@ -713,6 +714,14 @@ export class Scheduler {
     const now = this.#d.clock.now();
     if (now - this.#lastRetention < o.retentionEveryMs) return;
     this.#lastRetention = now;
+    // DEL-8: retention runs once cluster-wide per period: whoever holds the lease.
+    const { rows: held } = await this.#d.db.query(ACQUIRE_LEASE_SQL, [
+      this.#d.clock.sqlNow(),
+      "punctual.retention",
+      this.owner,
+      o.retentionEveryMs,
+    ]);
+    if (held.length === 0) return;
     await this.#d.db.query(RETENTION_SQL, [
       this.#d.clock.sqlNow(),
       o.retentionDays * 86_400_000,
