@@ -18,7 +18,10 @@ import {
   deliveryIdParamSchema,
   deliveryListSchema,
   deliveryViewSchema,
+  dryRunResultSchema,
   errorBodySchema,
+  importQuerySchema,
+  importSummarySchema,
   livenessSchema,
   previewInputSchema,
   previewItemSchema,
@@ -243,6 +246,43 @@ export const previewRoute = createRoute({
   responses: {
     200: json(previewItemSchema.array(), "Occurrences, ascending"),
     400: error("Bad rule, zone or bound; `issues` names the part"),
+    ...common,
+  },
+});
+
+/** Media types `POST /v1/imports` accepts for the calendar. */
+export const IMPORT_MEDIA_TYPES = ["text/calendar", "text/plain", "application/octet-stream"];
+
+export const importRoute = createRoute({
+  method: "post",
+  path: "/v1/imports",
+  tags: ["imports"],
+  summary: "Import an iCalendar file: one schedule per event UID (API-5, DEL-9, DEL-10)",
+  description:
+    "The body is the calendar itself (`text/calendar`; `text/plain` and `application/octet-stream` are accepted too), options are query parameters. " +
+    "Re-importing the same file under the same `source` changes nothing; an edited file updates the changed schedules (their waiting deliveries realigned) and cancels the schedules of events gone from it. " +
+    "An event that cannot be imported is listed in `skipped` with its UID, line and reason, and the rest imports; a body that is not iCalendar is refused (400, field `file`). " +
+    "This route accepts bodies up to the import limit (20 MiB, or `api.bodyLimitBytes` when larger) instead of `api.bodyLimitBytes`. " +
+    "With `dryRun=true` nothing is stored and the reply lists every delivery whose occurrence falls in [from, to), planned as the scheduler would with its clock at `from`.",
+  security: secured,
+  request: {
+    query: importQuerySchema,
+    body: {
+      required: true,
+      description: "The iCalendar file (RFC 5545), UTF-8",
+      content: Object.fromEntries(IMPORT_MEDIA_TYPES.map((type) => [type, { schema: z.string() }])),
+    },
+  },
+  responses: {
+    200: json(
+      z.union([importSummarySchema, dryRunResultSchema]),
+      "What the import did (`ImportSummary`), or with `dryRun=true` the deliveries it would plan (`ImportDryRun`)",
+    ),
+    400: error(
+      "Bad parameter (`source`, `remind.N`, `tzid`, `target`, `from`, `to` …) or a body that is not iCalendar or breaks a limit (field `file`)",
+    ),
+    413: error("Body larger than the import limit"),
+    415: error("Body sent with another Content-Type"),
     ...common,
   },
 });

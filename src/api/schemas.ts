@@ -20,6 +20,8 @@ import {
   type ReminderView,
   type ScheduleView,
 } from "../contracts/index.js";
+import type { ImportSummary } from "../app/import.js";
+import type { DryRunDelivery } from "../ical/index.js";
 import { MAX_PREVIEW_COUNT } from "../recurrence/index.js";
 
 const instantText = z.string().describe("ISO 8601 instant in UTC, e.g. 2027-01-04T08:00:00.000Z");
@@ -285,4 +287,140 @@ export type ViewSchemasMatchContracts = [
   Assert<Equals<z.infer<typeof deliveryViewSchema>, DeliveryView>>,
   Assert<Equals<z.infer<typeof attemptViewSchema>, AttemptView>>,
   Assert<Equals<z.infer<typeof errorBodySchema>["error"]["code"], ErrorBody["error"]["code"]>>,
+];
+
+// --- iCalendar import (API-5) ----------------------------------------------------------
+
+const booleanText = z.enum(["true", "false"]);
+const instantQuery = z.iso
+  .datetime({ offset: true })
+  .describe("ISO 8601 instant with `Z` or an offset, e.g. 2027-01-01T00:00:00Z");
+
+/**
+ * `POST /v1/imports` query: the import options. Booleans are `true`/`false`; `remind`
+ * may be repeated (`?remind=-PT15M&remind=-P1D`).
+ */
+export const importQuerySchema = z
+  .object({
+    source: z
+      .string()
+      .min(1)
+      .max(200)
+      .describe(
+        "Calendar id the schedules are scoped to; re-importing under the same source updates them",
+      ),
+    remind: z
+      .union([z.string().max(64), z.array(z.string().max(64)).max(50)])
+      .optional()
+      .describe(
+        "Reminder offset added to every event, ISO 8601 (`-PT15M`, `-P1D`); repeat the parameter for several",
+      ),
+    useAlarms: booleanText
+      .optional()
+      .describe("`true` turns the events' VALARMs into reminders (default `false`)"),
+    channel: z
+      .enum(["webhook", "log"])
+      .optional()
+      .describe("Channel of every reminder (default `webhook`)"),
+    target: z
+      .string()
+      .min(1)
+      .max(2_048)
+      .optional()
+      .describe("Webhook URL of every reminder (becomes the target `{ url }`)"),
+    tzid: z
+      .string()
+      .min(1)
+      .max(64)
+      .optional()
+      .describe(
+        "IANA zone of floating times and all-day dates when the file names none (no X-WR-TIMEZONE); default UTC",
+      ),
+    dryRun: booleanText
+      .optional()
+      .describe("`true` stores nothing and answers the deliveries the import would plan"),
+    from: instantQuery
+      .optional()
+      .describe("Dry run: start of the window, inclusive (default: now)"),
+    to: instantQuery
+      .optional()
+      .describe("Dry run: end of the window, exclusive (default: from + 30 days)"),
+  })
+  .strict();
+
+/** An event the import did not take, with why (lenient with files). */
+export const skippedEventSchema = z
+  .object({
+    uid: z.string().nullable(),
+    line: z.number().int().nullable().describe("1-based line of its BEGIN:VEVENT, when known"),
+    reason: z.string(),
+  })
+  .meta({ id: "SkippedEvent" });
+
+/** `POST /v1/imports` reply (API-5, DEL-9, DEL-10). */
+export const importSummarySchema = z
+  .object({
+    source: z.string(),
+    created: z.number().int(),
+    updated: z.number().int().describe("Changed events; their waiting deliveries were realigned"),
+    unchanged: z.number().int(),
+    cancelled: z
+      .number()
+      .int()
+      .describe("Schedules of events gone from the file, cancelled with their waiting deliveries"),
+    skipped: z.array(skippedEventSchema),
+    warnings: z.array(z.string()),
+    calendarTzid: z
+      .string()
+      .nullable()
+      .describe("The calendar's own zone (X-WR-TIMEZONE), or null"),
+    floatingTzid: z.string().describe("Zone in which floating times and all-day dates were read"),
+    schedules: z.array(
+      z.object({
+        uid: z.string(),
+        externalId: z.string(),
+        scheduleId: z.string().nullable(),
+        action: z.enum(["created", "updated", "unchanged", "cancelled", "skipped"]),
+      }),
+    ),
+  })
+  .meta({ id: "ImportSummary" });
+
+/** One delivery of a dry run, as the scheduler would plan it. */
+export const dryRunDeliverySchema = z
+  .object({
+    uid: z.string(),
+    recurrenceId: z
+      .string()
+      .nullable()
+      .describe("RECURRENCE-ID of a moved instance as written in the file; null for plain ones"),
+    occurrenceAt: z
+      .string()
+      .describe("ISO 8601 UTC instant with `Z`, or `YYYY-MM-DD` for an all-day occurrence"),
+    dueAt: z.string().describe("ISO 8601 UTC instant with `Z`"),
+    reminderKey: z.string(),
+  })
+  .meta({ id: "DryRunDelivery" });
+
+/** `POST /v1/imports?dryRun=true` reply. */
+export const dryRunResultSchema = z
+  .object({
+    from: instantText,
+    to: instantText,
+    deliveries: z
+      .array(dryRunDeliverySchema)
+      .describe("Every delivery whose occurrence falls in [from, to), sorted by dueAt then uid"),
+    skipped: z.array(skippedEventSchema),
+    warnings: z.array(z.string()),
+    events: z.number().int().describe("Schedules the file would become"),
+    floatingTzid: z.string(),
+  })
+  .meta({ id: "ImportDryRun" });
+
+export type ImportQuery = z.output<typeof importQuerySchema>;
+
+/** Compile-time proof that the import schemas and the import's own types agree. */
+export type ImportSchemasMatch = [
+  Assert<Equals<z.infer<typeof importSummarySchema>, ImportSummary>>,
+  Assert<Equals<z.infer<typeof dryRunDeliverySchema>, DryRunDelivery>>,
 ];

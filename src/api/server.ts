@@ -6,7 +6,8 @@
  * - Every 4xx/5xx body is `{ error: { code, message, issues? } }` (`./errors.ts`).
  * - With `config.api.apiKey` set, `/v1/*` and `/metrics` require
  *   `Authorization: Bearer <key>`; `/healthz`, `/readyz` and `/openapi.json` stay open.
- * - Bodies larger than `config.api.bodyLimitBytes` are refused with 413 before parsing.
+ * - Bodies larger than `config.api.bodyLimitBytes` are refused with 413 before parsing;
+ *   `POST /v1/imports` has its own, larger limit ({@link importBodyLimit}).
  */
 import { createHash, timingSafeEqual } from "node:crypto";
 import type { Server as HttpServer } from "node:http";
@@ -15,10 +16,12 @@ import { createAdaptorServer } from "@hono/node-server";
 import { OpenAPIHono } from "@hono/zod-openapi";
 import type { Context, MiddlewareHandler } from "hono";
 import { bodyLimit } from "hono/body-limit";
-import type { z } from "zod";
+import { ZodError, type z } from "zod";
+import { dryRunImport, importCalendar, type ImportOptions } from "../app/import.js";
 import type { Punctual } from "../app/punctual.js";
 import { VERSION } from "../app/punctual.js";
 import { NotFoundError, ValidationError, type FieldIssue } from "../errors/index.js";
+import { DEFAULT_MAX_BYTES } from "../ical/index.js";
 import { preview, validateRule, type DstPolicy } from "../recurrence/index.js";
 import { errorBody, issuesFromZod, toErrorReply } from "./errors.js";
 import {
@@ -27,6 +30,8 @@ import {
   getDeliveryRoute,
   getScheduleRoute,
   healthzRoute,
+  IMPORT_MEDIA_TYPES,
+  importRoute,
   listDeliveriesRoute,
   listSchedulesRoute,
   metricsRoute,
@@ -39,6 +44,7 @@ import {
   statusRoute,
   updateScheduleRoute,
 } from "./routes.js";
+import type { ImportQuery } from "./schemas.js";
 import { readStatus } from "./status.js";
 
 /** The Hono app returned by {@link createApi}. */
@@ -139,6 +145,140 @@ function patternToRegExp(path: string): RegExp {
   return new RegExp(`^${escaped}/?$`);
 }
 
+/** Path of the iCalendar import route. */
+export const IMPORTS_PATH = "/v1/imports";
+
+/** Default window of an import dry run without `to`: 30 days after `from`. */
+export const DRY_RUN_DEFAULT_DAYS = 30;
+
+/**
+ * Largest body `POST /v1/imports` accepts: the iCalendar module's file limit (20 MiB),
+ * or `api.bodyLimitBytes` when that is larger. Calendars are the one upload that is
+ * legitimately big, so the route does not share the 1 MiB default of the JSON routes.
+ */
+export function importBodyLimit(apiBodyLimitBytes: number): number {
+  return Math.max(apiBodyLimitBytes, DEFAULT_MAX_BYTES);
+}
+
+/** The bare media type of a Content-Type header, lower case (`text/calendar`). */
+function mediaTypeOf(header: string): string {
+  return (header.split(";")[0] ?? "").trim().toLowerCase();
+}
+
+/**
+ * Decodes an upload with the charset its Content-Type names (UTF-8 when none, or when
+ * the name is unknown). A byte-order mark is dropped.
+ */
+function decodeBody(bytes: ArrayBuffer, contentType: string | undefined): string {
+  const charset = /;\s*charset\s*=\s*"?([^";\s]+)"?/i.exec(contentType ?? "")?.[1];
+  const decoder = (() => {
+    try {
+      return new TextDecoder(charset ?? "utf-8");
+    } catch {
+      return new TextDecoder("utf-8");
+    }
+  })();
+  return decoder.decode(bytes);
+}
+
+/**
+ * The import options of a `POST /v1/imports` query, checked strictly: the channel's
+ * target is validated here once (not once per event), a request that cannot give any
+ * event a reminder is refused, and `from`/`to` only go with `dryRun=true`. The offsets,
+ * zone and source are checked by the import itself (fields `remind.N`, `tzid`, `source`).
+ * @throws ValidationError naming each bad parameter.
+ */
+function importOptions(
+  punctual: Punctual,
+  query: ImportQuery,
+  maxBytes: number,
+): ImportOptions & { dryRun: boolean } {
+  const issues: FieldIssue[] = [];
+  const remind = query.remind === undefined ? [] : [query.remind].flat();
+  const useAlarms = query.useAlarms === "true";
+  const dryRun = query.dryRun === "true";
+  const channel = query.channel ?? "webhook";
+  if (remind.length === 0 && !useAlarms) {
+    issues.push({
+      field: "remind",
+      message: "give at least one reminder offset (e.g. -PT15M), or useAlarms=true",
+    });
+  }
+  let target: Record<string, unknown> | undefined;
+  if (channel === "webhook") {
+    target = query.target === undefined ? {} : { url: query.target };
+    try {
+      punctual.channels.get(channel).validateTarget(target);
+    } catch (err) {
+      if (!(err instanceof ValidationError)) throw err;
+      for (const issue of err.issues) {
+        issues.push({
+          ...issue,
+          field: "target",
+          message:
+            query.target === undefined
+              ? "is required with channel=webhook: the URL every reminder is posted to"
+              : issue.message,
+        });
+      }
+    }
+  } else if (query.target !== undefined) {
+    issues.push({
+      field: "target",
+      message: `is only for channel=webhook; channel=${channel} takes none`,
+      value: query.target,
+    });
+  }
+  if (!dryRun) {
+    for (const field of ["from", "to"] as const) {
+      if (query[field] !== undefined)
+        issues.push({ field, message: "is only for dryRun=true", value: query[field] });
+    }
+  }
+  if (issues.length > 0) throw new ValidationError(issues);
+  return {
+    source: query.source,
+    remind,
+    useAlarms,
+    channel,
+    ...(target !== undefined ? { target } : {}),
+    ...(query.tzid !== undefined ? { defaultTzid: query.tzid } : {}),
+    maxBytes,
+    dryRun,
+  };
+}
+
+/**
+ * Runs `task` after every earlier task of the same key has settled, so two uploads of
+ * one calendar in this process do not both create its schedules.
+ */
+function serialiser(): <T>(key: string, task: () => Promise<T>) => Promise<T> {
+  const tails = new Map<string, Promise<unknown>>();
+  return async (key, task) => {
+    const run = (tails.get(key) ?? Promise.resolve()).catch(() => undefined).then(task);
+    tails.set(key, run);
+    try {
+      return await run;
+    } finally {
+      if (tails.get(key) === run) tails.delete(key);
+    }
+  };
+}
+
+/**
+ * Rejects a request whose query failed its schema, naming unknown parameters one by one
+ * (`remnd: unknown query parameter`) rather than as a whole.
+ */
+function queryFailed(result: { success: boolean; error?: z.ZodError }): undefined {
+  if (result.success || !result.error) return undefined;
+  const issues = result.error.issues.flatMap((issue): FieldIssue[] =>
+    issue.code === "unrecognized_keys" && issue.path.length === 0
+      ? issue.keys.map((key) => ({ field: key, message: "unknown query parameter" }))
+      : issuesFromZod(new ZodError([issue])),
+  );
+  throw new ValidationError(issues);
+}
+
 /**
  * Builds the HTTP API over a running (or not yet started) punctual. Mount it with
  * {@link serveApi}, or call `app.request()` in tests.
@@ -190,20 +330,19 @@ export function createApi(punctual: Punctual): PunctualApi {
     );
   });
 
-  app.use(
-    "/v1/*",
+  const limit = (maxSize: number, what: string): MiddlewareHandler =>
     bodyLimit({
-      maxSize: config.api.bodyLimitBytes,
+      maxSize,
       onError: (c) =>
         c.json(
-          errorBody(
-            "PAYLOAD_TOO_LARGE",
-            `Request body larger than ${config.api.bodyLimitBytes} bytes (api.bodyLimitBytes).`,
-          ),
+          errorBody("PAYLOAD_TOO_LARGE", `Request body larger than ${maxSize} bytes (${what}).`),
           413,
         ),
-    }),
-  );
+    });
+  const importLimitBytes = importBodyLimit(config.api.bodyLimitBytes);
+  const apiLimit = limit(config.api.bodyLimitBytes, "api.bodyLimitBytes");
+  const importLimit = limit(importLimitBytes, "the iCalendar import limit");
+  app.use("/v1/*", (c, next) => (c.req.path === IMPORTS_PATH ? importLimit : apiLimit)(c, next));
 
   if (config.api.apiKey) {
     const auth = bearerAuth(config.api.apiKey);
@@ -304,6 +443,66 @@ export function createApi(punctual: Punctual): PunctualApi {
     const id = deliveryId(c.req.valid("param").id);
     return c.json(await punctual.resolveDelivery(id, c.req.valid("json").outcome), 200);
   });
+
+  // --- imports (API-5) ---------------------------------------------------------------
+
+  const oneAtATime = serialiser();
+
+  app.openapi(
+    importRoute,
+    async (c) => {
+      const contentType = c.req.header("content-type");
+      if (contentType !== undefined && !IMPORT_MEDIA_TYPES.includes(mediaTypeOf(contentType))) {
+        return c.json(
+          errorBody(
+            "UNSUPPORTED_MEDIA_TYPE",
+            `Send the calendar as the body with Content-Type: ${IMPORT_MEDIA_TYPES.join(", ")} (got ${mediaTypeOf(contentType) || "none"}).`,
+          ),
+          415,
+        );
+      }
+      const query = c.req.valid("query");
+      const { dryRun, ...options } = importOptions(punctual, query, importLimitBytes);
+      const text = decodeBody(await c.req.arrayBuffer(), contentType);
+      if (dryRun) {
+        const fromMs = query.from === undefined ? punctual.clock.now() : Date.parse(query.from);
+        const toMs =
+          query.to === undefined
+            ? fromMs + DRY_RUN_DEFAULT_DAYS * 86_400_000
+            : Date.parse(query.to);
+        if (toMs <= fromMs) {
+          throw new ValidationError({
+            field: "to",
+            message: "must be after from",
+            value: query.to,
+          });
+        }
+        const result = dryRunImport(text, { ...options, fromMs, toMs });
+        return c.json(
+          { from: new Date(fromMs).toISOString(), to: new Date(toMs).toISOString(), ...result },
+          200,
+        );
+      }
+      const started = performance.now();
+      const summary = await oneAtATime(options.source, () =>
+        importCalendar(punctual, text, options),
+      );
+      log.info(
+        {
+          source: summary.source,
+          created: summary.created,
+          updated: summary.updated,
+          unchanged: summary.unchanged,
+          cancelled: summary.cancelled,
+          skipped: summary.skipped.length,
+          ms: Math.round(performance.now() - started),
+        },
+        "calendar imported",
+      );
+      return c.json(summary, 200);
+    },
+    queryFailed,
+  );
 
   // --- recurrence --------------------------------------------------------------------
 

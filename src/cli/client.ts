@@ -1,6 +1,6 @@
 /**
  * A small client for the running server's HTTP API, used by the `schedules`,
- * `deliveries`, `status` and `healthcheck` commands. The API key comes from
+ * `deliveries`, `import`, `status` and `healthcheck` commands. The API key comes from
  * `PUNCTUAL_API_KEY` (never from a flag, so it stays out of `ps` and shell history).
  */
 import type { ErrorBody } from "../contracts/index.js";
@@ -48,25 +48,38 @@ export class ApiClient {
     path: string,
     options: {
       body?: unknown;
-      query?: Record<string, string | number | undefined>;
+      /** A body sent as is (not as JSON), with its Content-Type. Wins over `body`. */
+      rawBody?: { text: string; contentType: string };
+      /** Repeated values become repeated parameters (`?remind=a&remind=b`). */
+      query?: Record<string, string | number | readonly string[] | undefined>;
       headers?: Record<string, string>;
       allowError?: boolean;
+      /** Timeout of this request, ms (default: the client's). */
+      timeoutMs?: number;
     } = {},
   ): Promise<ApiReply<T>> {
     const url = new URL(this.#base + path);
     for (const [k, v] of Object.entries(options.query ?? {})) {
-      if (v !== undefined && v !== "") url.searchParams.set(k, String(v));
+      if (Array.isArray(v)) for (const item of v) url.searchParams.append(k, String(item));
+      else if (v !== undefined && v !== "") url.searchParams.set(k, String(v));
     }
     const headers: Record<string, string> = { accept: "application/json", ...options.headers };
     if (this.#apiKey) headers.authorization = `Bearer ${this.#apiKey}`;
-    if (options.body !== undefined) headers["content-type"] = "application/json";
+    let sent: string | undefined;
+    if (options.rawBody !== undefined) {
+      headers["content-type"] = options.rawBody.contentType;
+      sent = options.rawBody.text;
+    } else if (options.body !== undefined) {
+      headers["content-type"] = "application/json";
+      sent = JSON.stringify(options.body);
+    }
     let response: Response;
     try {
       response = await fetch(url, {
         method,
         headers,
-        ...(options.body !== undefined ? { body: JSON.stringify(options.body) } : {}),
-        signal: AbortSignal.timeout(this.#timeoutMs),
+        ...(sent !== undefined ? { body: sent } : {}),
+        signal: AbortSignal.timeout(options.timeoutMs ?? this.#timeoutMs),
       });
     } catch (err) {
       const cause = (err as { cause?: { code?: string; message?: string } }).cause;

@@ -7,6 +7,7 @@ import { VERSION } from "../app/punctual.js";
 import { DELIVERY_STATE_VALUES, SCHEDULE_STATE_VALUES } from "../contracts/index.js";
 import { MAX_PREVIEW_COUNT } from "../recurrence/index.js";
 import { LOG_LEVELS } from "../observability/logger.js";
+import { DRY_RUN_DAYS, runImport, type ImportFlags } from "./calendar.js";
 import { runPreview, runValidate, type PreviewFlags } from "./local.js";
 import {
   deliveriesAct,
@@ -47,6 +48,27 @@ const integer =
     }
     return n;
   };
+
+/**
+ * An instant flag: `2027-01-01T00:00:00Z`, one with an offset (`…+01:00`), or a date
+ * `2027-01-01` (midnight UTC). A local time without a zone is refused as ambiguous.
+ * @returns epoch milliseconds.
+ */
+const instant = (value: string): number => {
+  const text = value.trim();
+  const ms = Date.parse(text);
+  if (
+    !/^\d{4}-\d{2}-\d{2}(?:T\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:Z|[+-]\d{2}:?\d{2}))?$/i.test(
+      text,
+    ) ||
+    !Number.isFinite(ms)
+  ) {
+    throw new InvalidArgumentError(
+      "must be an ISO 8601 instant with Z or an offset (2027-01-01T00:00:00Z), or a date (midnight UTC).",
+    );
+  }
+  return ms;
+};
 
 const example = (lines: string[]) => `\nExample:\n${lines.map((l) => `  $ ${l}`).join("\n")}\n`;
 
@@ -110,6 +132,7 @@ export function buildProgram(io: Io): Command {
         "punctual start",
         "punctual schedules add --dtstart 2027-01-04T09:00:00 --tzid Europe/Berlin --rrule FREQ=WEEKLY --offset -PT15M --channel log",
         "punctual preview --dtstart 2027-01-04T09:00:00 --tzid Europe/Berlin --rrule FREQ=DAILY --count 5",
+        "punctual import work.ics --remind -PT15M --channel log",
       ]),
     );
 
@@ -284,6 +307,75 @@ export function buildProgram(io: Io): Command {
     )
     .action((flags: { rrule: string; dtstart?: string; tzid: string; json: boolean }) =>
       runValidate(flags, io),
+    );
+
+  // --- calendars -------------------------------------------------------------------------
+
+  program
+    .command("import")
+    .description(
+      "Import an iCalendar file: each event UID becomes a schedule on the running server; importing the file again updates what changed and cancels events gone from it (API-5, DEL-9, DEL-10). With --dry-run, prints the deliveries it would produce, computed locally with no server.",
+    )
+    .argument("<file>", "the .ics file")
+    .option(
+      "--source <name>",
+      "calendar id the schedules belong to; import the same calendar under the same name (default: the file name without extension)",
+    )
+    .option(
+      "--remind <offset>",
+      "reminder offset for every event, ISO 8601: -PT15M, -P1D (repeatable)",
+      collect,
+      [],
+    )
+    .option("--use-alarms", "turn the events' VALARMs into reminders", false)
+    .addOption(
+      new Option("--channel <channel>", "delivery channel of every reminder")
+        .choices(["webhook", "log"])
+        .default("webhook"),
+    )
+    .option("--target <url>", "webhook URL of every reminder (with --channel webhook)")
+    .option(
+      "--tzid <zone>",
+      "IANA zone of floating times and all-day dates when the file names none (X-WR-TIMEZONE); default UTC",
+    )
+    .option("--dry-run", "store nothing, need no server: print the deliveries it would plan", false)
+    .option(
+      "--from <instant>",
+      "with --dry-run: window start, inclusive, as the scheduler's clock (default: now)",
+      instant,
+    )
+    .option(
+      "--to <instant>",
+      `with --dry-run: window end, exclusive (default: --from + ${DRY_RUN_DAYS} days)`,
+      instant,
+    )
+    .option(
+      "--json",
+      "print JSON: the import summary, or with --dry-run exactly the array [{ uid, recurrenceId, occurrenceAt, dueAt, reminderKey }] (summary on stderr)",
+      false,
+    )
+    .addOption(
+      new Option("--url <url>", "URL of the running punctual server")
+        .env("PUNCTUAL_URL")
+        .default(DEFAULT_URL),
+    )
+    .addHelpText(
+      "after",
+      "\nA large file shows its progress on stderr. Events that cannot be imported are listed with\n" +
+        "their UID, line and reason; the rest imports (exit 0). An unreadable or non-iCalendar file\n" +
+        "exits 1.\n" +
+        "\nEnvironment:\n  PUNCTUAL_API_KEY  sent as `Authorization: Bearer <key>` when set\n" +
+        example([
+          "punctual import work.ics --remind -PT15M --target https://example.com/hooks/punctual",
+          "punctual import shifts.ics --source shifts --use-alarms --channel log --tzid Europe/Berlin",
+          "punctual import work.ics --remind -PT15M --dry-run --from 2027-01-01T00:00:00Z --to 2027-02-01T00:00:00Z --json",
+        ]),
+    )
+    .action((file: string, flags: ImportFlags) =>
+      runImport(file, flags, io, {
+        errIsTTY: process.stderr.isTTY === true,
+        now: () => Date.now(),
+      }),
     );
 
   // --- schedules (through the API) -----------------------------------------------------
