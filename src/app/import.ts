@@ -109,7 +109,7 @@ export async function importCalendar(
     summary.schedules.push(result);
     try {
       const { value } = punctual.validateSchedule(withExpiry(event));
-      const hash = definitionHash(value);
+      const hash = definitionHash(value, punctual.config.scheduler.maxAttempts);
       const current = existing.get(externalId);
       if (!current) {
         toCreate.push({ event, value, result });

@@ -156,9 +156,30 @@ function canonicalJson(value: unknown): string {
  * Hash of a schedule's validated definition (everything but where it came from): equal
  * hashes mean an idempotent replay, or an unchanged event on re-import.
  */
-export function definitionHash(value: z.output<typeof createScheduleSchema>): string {
+export function definitionHash(
+  value: z.output<typeof createScheduleSchema>,
+  defaultMaxAttempts = 5,
+): string {
   const { source: _source, externalId: _externalId, ...definition } = value;
-  return createHash("sha256").update(canonicalJson(definition)).digest("hex");
+  // Absent and default values hash alike, so an edit that spells out a default (or an
+  // import that leaves one out) is not a change.
+  const normalized = {
+    ...definition,
+    rrule: definition.rrule ?? null,
+    endsAt: definition.endsAt ?? null,
+    expiresAt: definition.expiresAt ?? null,
+    dst: { gap: definition.dst?.gap ?? "shift", overlap: definition.dst?.overlap ?? "earlier" },
+    payload: definition.payload ?? null,
+    reminders: definition.reminders.map((r) => ({
+      key: r.key,
+      offset: r.offset,
+      channel: r.channel,
+      target: r.target ?? {},
+      delivery: r.delivery ?? null,
+      maxAttempts: r.maxAttempts ?? defaultMaxAttempts,
+    })),
+  };
+  return createHash("sha256").update(canonicalJson(normalized)).digest("hex");
 }
 
 /**
@@ -330,7 +351,7 @@ export class Punctual {
   ): Promise<CreateResult> {
     const tenant = options.tenant ?? DEFAULT_TENANT;
     const { value, warnings } = this.validateSchedule(input);
-    const hash = definitionHash(value);
+    const hash = definitionHash(value, this.config.scheduler.maxAttempts);
     const idem = options.idempotencyKey ?? null;
     const result = await this.db.transaction(async (tx) => {
       const { rows } = await tx.query<ScheduleRow>(INSERT_SCHEDULE_SQL, [
@@ -420,7 +441,7 @@ export class Punctual {
       }));
     }
     const { value, warnings } = this.validateSchedule(merged);
-    const hash = definitionHash(value);
+    const hash = definitionHash(value, this.config.scheduler.maxAttempts);
     const realigned = await this.db.transaction(async (tx) => {
       const { rows } = await tx.query<ScheduleRow>(LOCK_SCHEDULE_FOR_EDIT_SQL, [
         this.#now(),
@@ -498,7 +519,7 @@ export class Punctual {
         [
           this.#now(),
           ctx.tenant ?? DEFAULT_TENANT,
-          values.map(definitionHash),
+          values.map((v) => definitionHash(v, this.config.scheduler.maxAttempts)),
           values.map((v) => v.dtstart),
           values.map((v) => v.tzid),
           values.map((v) => v.rrule ?? null),

@@ -33,8 +33,10 @@ export const schedulerOptionsSchema = z
     backoffBaseMs: ms(1_000, 1),
     /** Longest retry delay, ms (DEL-4: 1 hour). */
     backoffCapMs: ms(3_600_000, 1),
-    /** Schedules planned per planning statement. Default 200. */
-    planBatch: z.number().int().min(1).max(10_000).default(200),
+    /** Schedules planned per planning transaction. Default 1,000. */
+    planBatch: z.number().int().min(1).max(10_000).default(1_000),
+    /** Longest a planning sweep runs before dispatch gets its turn, ms. Default 1 s. */
+    planBudgetMs: ms(1_000, 10),
     /** Stale-occurrence rows handled per misfire pass. Default 5,000. */
     misfireBatch: z.number().int().min(1).max(100_000).default(5_000),
     /** Expired leases recovered per pass. Default 1,000. */

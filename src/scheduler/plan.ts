@@ -275,8 +275,10 @@ export async function planLocked(
 /** DEL-7: one planning pass. Returns the number of delivery rows created. */
 export async function planSweep(deps: PlanDeps): Promise<number> {
   let total = 0;
-  // Keep going while full batches come back, so a burst of new schedules plans at once.
-  for (let round = 0; round < 50; round++) {
+  // Keep going while full batches come back, so a burst of new schedules plans at once,
+  // but hand over to dispatch after the time budget (the next tick continues).
+  const started = performance.now();
+  while (performance.now() - started < deps.options.planBudgetMs) {
     const { inserted, full } = await deps.db.transaction(async (tx) => {
       const { rows } = await tx.query<PlanScheduleRow>(LOCK_SCHEDULES_TO_PLAN_SQL, [
         deps.clock.sqlNow(),
