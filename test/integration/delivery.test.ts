@@ -410,4 +410,40 @@ describe("delivery state machine", () => {
       await new Promise<void>((resolve) => server.close(() => resolve()));
     }
   });
+
+  it("REC-5: an unbounded series without perpetual is capped; the truncation is logged at ERROR once and counted", async () => {
+    t = await testPunctual({ scheduler: { maxExpansionDays: 1, planAheadMs: 2 * 86_400_000 } });
+    const { punctual, clock } = t;
+    const created = await punctual.createSchedule({
+      dtstart: T0,
+      tzid: "UTC",
+      rrule: "FREQ=HOURLY",
+      reminders: [{ key: "r", offset: "PT0S", channel: "test" }],
+    });
+    expect(created.warnings.join(" ")).toMatch(/perpetual/);
+    await punctual.scheduler.tick();
+    clock.advance(86_400_000);
+    await punctual.scheduler.tick();
+    await punctual.scheduler.drain();
+    const rows = await deliveries(punctual);
+    // Planned up to creation + 1 day, never beyond.
+    expect(rows.every((r) => Date.parse(r.occurrenceAt) < Date.parse(T0) + 86_400_000)).toBe(true);
+    expect(rows).toHaveLength(24);
+    const errors = t.logs.filter(
+      (l) => l.level === "error" && String(l.msg).includes("expansion cap"),
+    );
+    expect(errors).toHaveLength(1);
+    expect((await punctual.metrics.seriesTruncated.get()).values[0]?.value).toBe(1);
+    // A perpetual series is not capped.
+    await punctual.createSchedule({
+      dtstart: T0,
+      tzid: "UTC",
+      rrule: "FREQ=DAILY",
+      perpetual: true,
+      reminders: [{ key: "r", offset: "PT0S", channel: "test" }],
+    });
+    clock.advance(86_400_000);
+    await punctual.scheduler.tick();
+    expect((await punctual.metrics.seriesTruncated.get()).values[0]?.value).toBe(1);
+  });
 });
