@@ -446,4 +446,40 @@ describe("delivery state machine", () => {
     await punctual.scheduler.tick();
     expect((await punctual.metrics.seriesTruncated.get()).values[0]?.value).toBe(1);
   });
+
+  it("OPS-6: stop lets an in-flight send finish and records it; past the deadline the send is aborted and settled as unknown", async () => {
+    t = await testPunctual({ idempotent: false });
+    const { punctual, channel, clock } = t;
+    await punctual.createSchedule(
+      oneOff(T0, {
+        reminders: [
+          { key: "a", offset: "PT0S", channel: "test" },
+          { key: "b", offset: "PT0S", channel: "test" },
+        ],
+      }),
+    );
+    const fast = deferred<{ messageId: string }>();
+    channel.behaviour = (d, ctx) =>
+      d.reminderKey === "a"
+        ? fast.promise
+        : new Promise((_, reject) =>
+            ctx.signal.addEventListener("abort", () => reject(new Error("aborted"))),
+          );
+    await punctual.scheduler.start();
+    // Let the first pass claim both (the loop runs on its own once started).
+    for (let i = 0; i < 100 && channel.sends.length < 2; i++)
+      await new Promise((r) => setImmediate(r));
+    expect(channel.sends).toHaveLength(2);
+    const stopping = punctual.scheduler.stop(5_000);
+    fast.resolve({ messageId: "ok" });
+    for (let i = 0; i < 50; i++) await new Promise((r) => setImmediate(r));
+    clock.advance(5_000); // the shutdown deadline passes: "b" is aborted
+    await stopping;
+    const rows = await deliveries(punctual);
+    const byKey = Object.fromEntries(rows.map((r) => [r.reminderKey, r]));
+    expect(byKey.a).toMatchObject({ state: "sent" });
+    // Not idempotent: an aborted send may have arrived, so it is in doubt, not resent.
+    expect(byKey.b).toMatchObject({ state: "in_doubt", reason: "SEND_ABORTED" });
+    expect(punctual.scheduler.running).toBe(false);
+  });
 });
