@@ -329,3 +329,21 @@ export const metricsRoute = createRoute({
     401: common[401],
   },
 });
+
+export const webhookSecretRoute = createRoute({
+  method: "get",
+  path: "/v1/webhook-secret",
+  tags: ["operations"],
+  summary:
+    "The default webhook signing secret (CH-1), to verify signatures of targets without their own",
+  description:
+    "`source` is `configured` (PUNCTUAL_WEBHOOK_SECRET) or `generated` (created once and kept in the database). " +
+    "Guard it like any secret: on a non-loopback address the API requires PUNCTUAL_API_KEY.",
+  responses: {
+    200: json(
+      z.object({ secret: z.string(), source: z.enum(["configured", "generated"]) }),
+      "The secret in use",
+    ),
+    ...common,
+  },
+});

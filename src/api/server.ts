@@ -42,6 +42,7 @@ import {
   resolveDeliveryRoute,
   resumeScheduleRoute,
   statusRoute,
+  webhookSecretRoute,
   updateScheduleRoute,
 } from "./routes.js";
 import type { ImportQuery } from "./schemas.js";
@@ -528,6 +529,8 @@ export function createApi(punctual: Punctual): PunctualApi {
   // --- operations --------------------------------------------------------------------
 
   app.openapi(statusRoute, async (c) => c.json(await readStatus(punctual), 200));
+
+  app.openapi(webhookSecretRoute, (c) => c.json({ ...punctual.webhookSecret }, 200));
 
   app.openapi(healthzRoute, (c) => c.json({ status: "ok" as const }, 200));
 

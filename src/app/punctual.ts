@@ -214,6 +214,8 @@ export class Punctual {
   readonly metrics: Metrics;
   readonly channels: ChannelRegistry;
   readonly scheduler: Scheduler;
+  /** The default webhook signing secret in use, and where it came from. */
+  readonly webhookSecret: { secret: string; source: "configured" | "generated" };
   #closed = false;
   #closers: Array<() => Promise<void> | void> = [];
 
@@ -227,7 +229,9 @@ export class Punctual {
     channels: ChannelRegistry;
     role: string;
     closers: Array<() => Promise<void> | void>;
+    webhookSecret: { secret: string; source: "configured" | "generated" };
   }) {
+    this.webhookSecret = parts.webhookSecret;
     this.config = parts.config;
     this.db = parts.db;
     this.clock = parts.clock;
@@ -831,6 +835,7 @@ export async function createPunctual(options: PunctualOptions = {}): Promise<Pun
       channels: registry,
       role: role ?? "library",
       closers,
+      webhookSecret: { secret, source: config.webhookSecret ? "configured" : "generated" },
     });
   } catch (err) {
     for (const close of closers) await close();

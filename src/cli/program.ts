@@ -20,6 +20,7 @@ import {
   schedulesShow,
   schedulesTransition,
   status,
+  webhookSecret,
   type AddFlags,
   type EditFlags,
   type RemoteFlags,
@@ -258,6 +259,16 @@ export function buildProgram(io: Io): Command {
   )
     .addHelpText("after", example(["punctual status", "punctual status --json"]))
     .action((flags: RemoteFlags) => status(flags, io));
+
+  remoteOptions(
+    program
+      .command("webhook-secret")
+      .description(
+        "Print the default webhook signing secret (whsec_…) the server signs with, to verify webhook-signature headers.",
+      ),
+  )
+    .addHelpText("after", example(["punctual webhook-secret", "punctual webhook-secret --json"]))
+    .action((flags: RemoteFlags) => webhookSecret(flags, io));
 
   // --- recurrence (local, no server) ---------------------------------------------------
 

@@ -445,3 +445,15 @@ export async function healthcheckHttp(flags: RemoteFlags, io: Io): Promise<numbe
   io.err(`unhealthy: /readyz answered ${reply.status}${detail ? `: ${detail}` : ""}\n`);
   return EXIT_FAILURE;
 }
+
+/** `punctual webhook-secret`: the default signing secret of the running server. */
+export async function webhookSecret(flags: RemoteFlags, io: Io): Promise<void> {
+  const s = await clientFor(flags).get<{ secret: string; source: string }>("/v1/webhook-secret");
+  if (flags.json) return io.out(jsonText(s));
+  io.out(`${s.secret}\n`);
+  io.err(
+    s.source === "generated"
+      ? "(generated once and kept in the database; set PUNCTUAL_WEBHOOK_SECRET to choose your own)\n"
+      : "(from PUNCTUAL_WEBHOOK_SECRET)\n",
+  );
+}

@@ -136,3 +136,16 @@ describe("OPS-3 metrics and status", () => {
     });
   });
 });
+
+describe("CH-1 default signing secret", () => {
+  it("CH-1: the generated secret is kept in the database, shared by every process, and readable with the key", async () => {
+    const res = await openApp.request("/v1/webhook-secret");
+    expect(res.status).toBe(200);
+    const body = (await res.json()) as { secret: string; source: string };
+    expect(body.source).toBe("generated");
+    expect(body.secret).toMatch(/^whsec_[A-Za-z0-9+/=]{20,}$/);
+    // The second facade on the same database signs with the same secret.
+    expect(secured.webhookSecret.secret).toBe(body.secret);
+    expect((await securedApp.request("/v1/webhook-secret")).status).toBe(401);
+  });
+});
