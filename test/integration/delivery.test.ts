@@ -459,20 +459,25 @@ describe("delivery state machine", () => {
       }),
     );
     const fast = deferred<{ messageId: string }>();
-    channel.behaviour = (d, ctx) =>
-      d.reminderKey === "a"
+    const bothStarted = deferred();
+    channel.behaviour = (d, ctx) => {
+      if (channel.sends.length === 2) bothStarted.resolve();
+      return d.reminderKey === "a"
         ? fast.promise
         : new Promise((_, reject) =>
             ctx.signal.addEventListener("abort", () => reject(new Error("aborted"))),
           );
+    };
     await punctual.scheduler.start();
-    // Let the first pass claim both (the loop runs on its own once started).
-    for (let i = 0; i < 100 && channel.sends.length < 2; i++)
-      await new Promise((r) => setImmediate(r));
+    // The loop runs on its own once started: wait until it has claimed and started both.
+    await bothStarted.promise;
     expect(channel.sends).toHaveLength(2);
     const stopping = punctual.scheduler.stop(5_000);
     fast.resolve({ messageId: "ok" });
-    for (let i = 0; i < 50; i++) await new Promise((r) => setImmediate(r));
+    // Wait until "a" has settled, then let the shutdown deadline pass.
+    for (let i = 0; i < 2_000 && punctual.scheduler.inFlight > 1; i++) {
+      await new Promise((r) => setTimeout(r, 5)); // polls an event (the settle), bounded
+    }
     clock.advance(5_000); // the shutdown deadline passes: "b" is aborted
     await stopping;
     const rows = await deliveries(punctual);
