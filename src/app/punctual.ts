@@ -822,6 +822,7 @@ export async function createPunctual(options: PunctualOptions = {}): Promise<Pun
     const webhook = createWebhookChannel({
       secret,
       allowPrivateTargets: config.allowPrivateTargets,
+      timeoutMs: config.scheduler.sendTimeoutMs,
       logger,
     });
     closers.unshift(() => webhook.close());

@@ -488,6 +488,16 @@ const UNDICI_TIMEOUT_CODES = new Set([
   "UND_ERR_BODY_TIMEOUT",
 ]);
 
+/** Error codes raised before the request was sent: retrying them cannot duplicate anything. */
+const NOT_SENT_CODES = new Set([
+  "ECONNREFUSED",
+  "ENOTFOUND",
+  "EAI_AGAIN",
+  "EHOSTUNREACH",
+  "ENETUNREACH",
+  "UND_ERR_CONNECT_TIMEOUT",
+]);
+
 function classifyFailure(
   err: unknown,
   timedOut: boolean,
@@ -503,19 +513,29 @@ function classifyFailure(
       cause: err,
     });
   }
-  const code = (err as { code?: unknown } | null)?.code;
+  const code =
+    (err as { code?: unknown } | null)?.code ??
+    ((err as { cause?: { code?: unknown } } | null)?.cause?.code as unknown);
+  // Failures before any byte of the request left this host cannot have been delivered.
+  const neverSent = typeof code === "string" && NOT_SENT_CODES.has(code);
   if (timedOut || (typeof code === "string" && UNDICI_TIMEOUT_CODES.has(code))) {
     return new TransientError(`webhook timed out after ${timeoutMs} ms`, {
       code: "SEND_TIMEOUT",
       cause: err,
+      maybeDelivered: !neverSent,
     });
   }
   if (aborted)
-    return new TransientError("webhook send aborted", { code: "SEND_ABORTED", cause: err });
+    return new TransientError("webhook send aborted", {
+      code: "SEND_ABORTED",
+      cause: err,
+      maybeDelivered: true,
+    });
   const message = err instanceof Error ? err.message : String(err);
   return new TransientError(
     `webhook network error${typeof code === "string" ? ` ${code}` : ""}: ${message}`,
     {
+      maybeDelivered: !neverSent,
       code: "NETWORK_ERROR",
       cause: err,
     },

@@ -69,6 +69,7 @@ export const DELIVERY_REASONS = [
   "PERMANENT",
   "LEASE_EXPIRED",
   "SETTLE_FAILED",
+  "OUTCOME_UNKNOWN",
   "stale",
   "expired",
   "schedule_cancelled",

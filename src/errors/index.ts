@@ -75,10 +75,20 @@ export class PermanentError extends PunctualError {
   }
 }
 
-/** A channel failure that may pass on retry (5xx, 408, network error, timeout). */
+/**
+ * A channel failure that may pass on retry (5xx, 408, network error, timeout).
+ * `maybeDelivered` says the side effect may already have happened (a timeout or a broken
+ * connection after the request was sent): such a failure is retried only where the
+ * receiver de-duplicates by idempotency key; otherwise the delivery is in doubt (DEL-5).
+ */
 export class TransientError extends PunctualError {
-  constructor(message: string, options?: { cause?: unknown; code?: string }) {
+  readonly maybeDelivered: boolean;
+  constructor(
+    message: string,
+    options?: { cause?: unknown; code?: string; maybeDelivered?: boolean },
+  ) {
     super(options?.code ?? "TRANSIENT", message, options);
+    this.maybeDelivered = options?.maybeDelivered ?? false;
   }
 }
 

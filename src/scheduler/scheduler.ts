@@ -19,7 +19,12 @@ import type { Clock, CancelTimer } from "../clock/index.js";
 import type { Channel, ChannelDelivery } from "../channels/types.js";
 import type { SchedulerOptions } from "../config/index.js";
 import { backoffMs } from "../domain/index.js";
-import { PermanentError, RateLimitedError, isRetryableDatabaseError } from "../errors/index.js";
+import {
+  PermanentError,
+  RateLimitedError,
+  TransientError,
+  isRetryableDatabaseError,
+} from "../errors/index.js";
 import { StreakLogger } from "../observability/error-log.js";
 import type { Logger } from "../observability/logger.js";
 import type { Metrics } from "../observability/metrics.js";
@@ -528,7 +533,7 @@ export class Scheduler {
       return {
         state: "in_doubt",
         runAt: null,
-        reason: "SEND_ABORTED",
+        reason: "OUTCOME_UNKNOWN",
         error: message,
         failure: 1,
         outcome,
@@ -624,6 +629,14 @@ export class Scheduler {
       };
     }
     if (aborted) return this.#unknownOutcome(row, "timeout", message);
+    // DEL-5: a timeout or a connection lost after the request left may have delivered it.
+    if (err instanceof TransientError && err.maybeDelivered) {
+      return this.#unknownOutcome(
+        row,
+        err.code === "SEND_TIMEOUT" ? "timeout" : "transient",
+        message,
+      );
+    }
     return this.#retryOrDead(row, message, "transient", statusNum);
   }
 

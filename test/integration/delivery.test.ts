@@ -484,7 +484,36 @@ describe("delivery state machine", () => {
     const byKey = Object.fromEntries(rows.map((r) => [r.reminderKey, r]));
     expect(byKey.a).toMatchObject({ state: "sent" });
     // Not idempotent: an aborted send may have arrived, so it is in doubt, not resent.
-    expect(byKey.b).toMatchObject({ state: "in_doubt", reason: "SEND_ABORTED" });
+    expect(byKey.b).toMatchObject({ state: "in_doubt", reason: "OUTCOME_UNKNOWN" });
     expect(punctual.scheduler.running).toBe(false);
+  });
+
+  it("DEL-5: a send that may have been delivered (timeout, broken connection) is in doubt on an at-most-once reminder, retried with the same key otherwise", async () => {
+    t = await testPunctual();
+    const { punctual, channel } = t;
+    await punctual.createSchedule(
+      oneOff(T0, {
+        reminders: [
+          { key: "once", offset: "PT0S", channel: "test", delivery: "at-most-once" },
+          { key: "idem", offset: "PT0S", channel: "test" },
+          { key: "refused", offset: "PT0S", channel: "test", delivery: "at-most-once" },
+        ],
+      }),
+    );
+    channel.behaviour = (d) => {
+      if (d.reminderKey === "refused") {
+        throw new TransientError("connection refused", {
+          code: "NETWORK_ERROR",
+          maybeDelivered: false,
+        });
+      }
+      throw new TransientError("timed out", { code: "SEND_TIMEOUT", maybeDelivered: true });
+    };
+    await tickAndDrain(punctual);
+    const byKey = Object.fromEntries((await deliveries(punctual)).map((r) => [r.reminderKey, r]));
+    expect(byKey.once).toMatchObject({ state: "in_doubt", reason: "OUTCOME_UNKNOWN" });
+    expect(byKey.idem).toMatchObject({ state: "retry", failures: 1 });
+    // Nothing left this host: safe to retry even at most once.
+    expect(byKey.refused).toMatchObject({ state: "retry", failures: 1 });
   });
 });
