@@ -66,17 +66,25 @@ export function openPostgres(options: PostgresOptions): Database & { pool: pg.Po
     query: (sql, params) => run(pool, sql, params),
     async transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
       const client = await pool.connect();
+      // A checked-out client has no pool error listener: without this one a connection
+      // lost mid-transaction (server restart, pg_terminate_backend) would be an unhandled
+      // 'error' event and end the process (OPS-8). The failed query rejects on its own.
+      const onClientError = (err: Error) => options.onError?.(err);
+      client.on("error", onClientError);
       try {
         await client.query("begin");
         const result = await fn({ query: (sql, params) => run(client, sql, params) });
         await client.query("commit");
+        client.off("error", onClientError);
         client.release();
         return result;
       } catch (err) {
         try {
           await client.query("rollback");
+          client.off("error", onClientError);
           client.release();
         } catch (rollbackErr) {
+          client.off("error", onClientError);
           client.release(rollbackErr as Error);
         }
         throw err;
