@@ -18,7 +18,6 @@
  */
 import { HTTPException } from "hono/http-exception";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
-import type { z } from "zod";
 import type { ErrorBody } from "../contracts/index.js";
 import { ConflictError, NotFoundError, ValidationError, type FieldIssue } from "../errors/index.js";
 
@@ -43,17 +42,10 @@ export function errorBody(
 
 /**
  * Turns zod issues (from request validation) into field issues named like the
- * contract's fields: `reminders.0.offset`, `limit`, `(body)` for the whole body.
+ * contract's fields (`reminders.0.offset`, `limit`, `(body)`), with the offending value
+ * when `input` is given. The same function the facade uses.
  */
-export function issuesFromZod(error: z.ZodError): FieldIssue[] {
-  return error.issues.map((issue) => {
-    const field = issue.path.map(String).join(".") || "(body)";
-    if (issue.code === "unrecognized_keys") {
-      return { field, message: `unknown field(s): ${issue.keys.join(", ")}` };
-    }
-    return { field, message: issue.message };
-  });
-}
+export { issuesFromZod } from "../app/punctual.js";
 
 /** Maps any thrown value to the reply the API sends. */
 export function toErrorReply(err: unknown): ErrorReply {

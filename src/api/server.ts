@@ -132,8 +132,9 @@ function recurrenceIssues(raw: unknown, found: readonly FieldIssue[]): FieldIssu
 
 /** Rejects a create request that failed its schema, naming every bad field. */
 async function createFailed(error: z.ZodError, rawBody: Promise<unknown> | null): Promise<never> {
-  const issues = issuesFromZod(error);
-  if (rawBody) issues.push(...recurrenceIssues(await rawBody.catch(() => null), issues));
+  const body = rawBody ? await rawBody.catch(() => null) : null;
+  const issues = issuesFromZod(error, "", body);
+  if (rawBody) issues.push(...recurrenceIssues(body, issues));
   throw new ValidationError(issues);
 }
 
@@ -291,7 +292,12 @@ export function createApi(punctual: Punctual): PunctualApi {
   const app = new OpenAPIHono({
     // Request validation failures become a ValidationError naming each field.
     defaultHook: (result) => {
-      if (!result.success) throw new ValidationError(issuesFromZod(result.error));
+      if (!result.success) {
+        // The hook's result carries the input it validated: issues can name the values.
+        throw new ValidationError(
+          issuesFromZod(result.error, "", (result as { data?: unknown }).data),
+        );
+      }
     },
   });
 

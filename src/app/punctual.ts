@@ -113,13 +113,26 @@ export interface Health {
   detail: string[];
 }
 
-function issuesFromZod(error: z.ZodError, prefix = ""): FieldIssue[] {
+/** zod issues as field issues (`reminders.0.offset`), naming short scalar values from `input`. */
+export function issuesFromZod(error: z.ZodError, prefix = "", input?: unknown): FieldIssue[] {
   return error.issues.map((issue) => {
     const field = [prefix, ...issue.path.map(String)].filter(Boolean).join(".") || "(body)";
     if (issue.code === "unrecognized_keys") {
       return { field, message: `unknown field(s): ${issue.keys.join(", ")}` };
     }
-    return { field, message: issue.message };
+    // Name the offending value when it is a short scalar.
+    let value: unknown = input;
+    for (const key of issue.path) {
+      value =
+        value && typeof value === "object"
+          ? (value as Record<PropertyKey, unknown>)[key]
+          : undefined;
+    }
+    const shown =
+      (typeof value === "string" && value.length <= 200) ||
+      typeof value === "number" ||
+      typeof value === "boolean";
+    return shown ? { field, message: issue.message, value } : { field, message: issue.message };
   });
 }
 
@@ -130,7 +143,7 @@ export function parseInput<T extends z.ZodType>(
   prefix = "",
 ): z.output<T> {
   const result = schema.safeParse(input);
-  if (!result.success) throw new ValidationError(issuesFromZod(result.error, prefix));
+  if (!result.success) throw new ValidationError(issuesFromZod(result.error, prefix, input));
   return result.data;
 }
 

@@ -18,6 +18,28 @@ const instant = z.iso.datetime({
   message: "must be an ISO 8601 instant with Z or an offset",
 });
 
+/** Deepest nesting accepted in a payload (objects and arrays). */
+export const MAX_PAYLOAD_DEPTH = 32;
+
+/** Nesting depth of a JSON value, computed without recursion (safe on hostile input). */
+export function jsonDepth(value: unknown): number {
+  let max = 0;
+  const stack: Array<[unknown, number]> = [[value, 0]];
+  while (stack.length > 0) {
+    const [v, depth] = stack.pop()!;
+    if (v === null || typeof v !== "object") continue;
+    max = Math.max(max, depth + 1);
+    if (max > MAX_PAYLOAD_DEPTH) return max;
+    for (const child of Object.values(v)) stack.push([child, depth + 1]);
+  }
+  return max;
+}
+
+/** Any JSON value, nested at most {@link MAX_PAYLOAD_DEPTH} levels. */
+export const payloadSchema = z.unknown().refine((v) => jsonDepth(v) <= MAX_PAYLOAD_DEPTH, {
+  message: `must not nest objects or arrays deeper than ${MAX_PAYLOAD_DEPTH} levels`,
+});
+
 /** DTSTART: local date-time (`2027-01-04T09:00:00`, read in `tzid`), a date, or an instant. */
 export const dtstartSchema = z
   .string()
@@ -74,7 +96,7 @@ export const createScheduleSchema = z
     misfire: z.enum(["skip", "latest", "all"]).default("skip"),
     graceMs: z.number().int().min(0).max(604_800_000).default(900_000),
     perpetual: z.boolean().default(false),
-    payload: z.unknown().optional(),
+    payload: payloadSchema.optional(),
     reminders: z.array(reminderInputSchema).min(1).max(50),
     /** For imports: the calendar/source and the event UID. */
     source: z.string().min(1).max(200).optional(),

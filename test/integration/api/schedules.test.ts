@@ -340,3 +340,23 @@ describe("API-1 routing", () => {
     expect(doc.paths["/v1/schedules/{id}"]).toHaveProperty("patch");
   });
 });
+
+describe("hostile payloads", () => {
+  it("API-1: a payload nested thousands deep is a 400 naming the field, not a 500", async () => {
+    // Written by hand: JSON.stringify itself cannot go that deep.
+    const payload = "[".repeat(5_000) + "1" + "]".repeat(5_000);
+    const res = await post(
+      "/v1/schedules",
+      `{"dtstart":"2027-01-04T08:00:00Z","payload":${payload},"reminders":[{"key":"r","offset":"-P1Y","channel":"log"}]}`,
+    );
+    expect(res.status).toBe(400);
+    const body = (await res.json()) as ErrorBody;
+    expect(body.error.issues).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ field: "payload" }),
+        expect.objectContaining({ field: "reminders.0.offset", value: "-P1Y" }),
+      ]),
+    );
+    expect((await app.request("/healthz")).status).toBe(200);
+  });
+});
