@@ -89,6 +89,8 @@ function fail(message: string): never {
 function readOptions(options: IcalImportOptions): {
   source: string;
   defaultTzid: string;
+  /** The caller chose the default zone (else a zone the file itself defines may serve). */
+  defaultTzidGiven: boolean;
   remind: ImportedReminder[];
   useAlarms: boolean;
   channel: string;
@@ -150,6 +152,7 @@ function readOptions(options: IcalImportOptions): {
   return {
     source: options.source,
     defaultTzid,
+    defaultTzidGiven: options.defaultTzid !== undefined,
     remind,
     useAlarms: options.useAlarms === true,
     channel,
@@ -226,6 +229,7 @@ class Importer {
   private calendarTzid: string | null = null;
   private floatingTzid = "UTC";
   private allDayHint = "UTC";
+  private allDayTzid = "UTC";
   private floatingCount = 0;
   private utcInCalendarZone = 0;
   private done = 0;
@@ -302,6 +306,11 @@ class Importer {
     }
     this.floatingTzid = this.calendarTzid ?? this.opts.defaultTzid;
     this.allDayHint = this.calendarTzid ?? this.fileZoneHint() ?? this.floatingTzid;
+    // All-day dates are local midnight somewhere: X-WR-TIMEZONE, else the zone the caller
+    // chose, else the zone of the file's own VTIMEZONE (an Outlook export names its zone
+    // there only), else the default.
+    this.allDayTzid =
+      this.calendarTzid ?? (this.opts.defaultTzidGiven ? this.floatingTzid : this.allDayHint);
 
     // Group by UID, keeping file order.
     const groups = new Map<string, Array<{ comp: IcalComponent; uid: string }>>();
@@ -483,7 +492,8 @@ class Importer {
     const tzParam = t.kind === "local" ? dtstartProp.params.TZID : undefined;
     const start0 = this.when(t, tzParam, this.floatingTzid, "DTSTART");
     let tzid: string;
-    if (start0.dateOnly || start0.floating) tzid = this.floatingTzid;
+    if (start0.dateOnly) tzid = this.allDayTzid;
+    else if (start0.floating) tzid = this.floatingTzid;
     else if (start0.tzid !== null) tzid = start0.tzid;
     else tzid = this.calendarTzid ?? "UTC";
     const start = start0;

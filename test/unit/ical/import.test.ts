@@ -400,3 +400,26 @@ describe("iCalendar import: progress, re-import and dry-run contract", () => {
     expect(dryRunDeliveries(again, YEAR_2027)).toEqual(dryRunDeliveries(result, YEAR_2027));
   });
 });
+
+describe("all-day events of a file that names its zone only in VTIMEZONE", () => {
+  it("REC-2: an all-day date is local midnight in the file's own zone, unless the caller chose one", () => {
+    const text = readFileSync(
+      new URL("../../fixtures/ics/outlook-allday.ics", import.meta.url),
+      "utf8",
+    );
+    const own = parseCalendar(text, { source: "o", remind: ["-PT15M"], channel: "log" });
+    expect(own.events[0]!.schedule).toMatchObject({ dtstart: "2027-06-15", tzid: "Europe/Berlin" });
+    const [d] = dryRunDeliveries(own, {
+      fromMs: Date.parse("2027-06-01T00:00:00Z"),
+      toMs: Date.parse("2027-07-01T00:00:00Z"),
+    });
+    expect(d).toMatchObject({ occurrenceAt: "2027-06-15", dueAt: "2027-06-14T21:45:00Z" });
+    const chosen = parseCalendar(text, {
+      source: "o",
+      remind: ["-PT15M"],
+      channel: "log",
+      defaultTzid: "America/New_York",
+    });
+    expect(chosen.events[0]!.schedule.tzid).toBe("America/New_York");
+  });
+});
