@@ -8,6 +8,14 @@ import { EXIT_STARTUP, reportError } from "./errors.js";
 import { buildProgram } from "./program.js";
 import type { Io } from "./run.js";
 
+// `punctual … | head`: a closed pipe ends the output quietly, as other commands do.
+for (const stream of [process.stdout, process.stderr]) {
+  stream.on("error", (err: NodeJS.ErrnoException) => {
+    if (err.code === "EPIPE") process.exit(process.exitCode ?? 0);
+    throw err;
+  });
+}
+
 const io: Io = {
   out: (text) => void process.stdout.write(text),
   err: (text) => void process.stderr.write(text),

@@ -131,7 +131,7 @@ export function buildProgram(io: Io): Command {
       "after",
       example([
         "punctual start",
-        "punctual schedules add --dtstart 2027-01-04T09:00:00 --tzid Europe/Berlin --rrule FREQ=WEEKLY --offset -PT15M --channel log",
+        "punctual schedules add --dtstart 2027-01-04T09:00:00 --tzid Europe/Berlin --rrule FREQ=WEEKLY --perpetual --offset -PT15M --channel log",
         "punctual preview --dtstart 2027-01-04T09:00:00 --tzid Europe/Berlin --rrule FREQ=DAILY --count 5",
         "punctual import work.ics --remind -PT15M --channel log",
       ]),
@@ -394,7 +394,7 @@ export function buildProgram(io: Io): Command {
   const schedules = program
     .command("schedules")
     .description(
-      "Create, list, show, cancel, pause and resume schedules through the running server.",
+      "Create, list, show, edit, cancel, pause and resume schedules through the running server.",
     );
 
   remoteOptions(
@@ -442,7 +442,7 @@ export function buildProgram(io: Io): Command {
     .addHelpText(
       "after",
       example([
-        'punctual schedules add --dtstart 2027-01-04T09:00:00 --tzid Europe/Berlin --rrule "FREQ=WEEKLY;BYDAY=MO" --offset -PT15M --target-url https://example.com/hooks/punctual',
+        'punctual schedules add --dtstart 2027-01-04T09:00:00 --tzid Europe/Berlin --rrule "FREQ=WEEKLY;BYDAY=MO" --perpetual --offset -PT15M --target-url https://example.com/hooks/punctual',
         "punctual schedules add --dtstart 2027-03-01T09:00:00Z --channel log --payload '{\"user\":42}'",
       ]),
     )

@@ -3,11 +3,13 @@
  * silently lose acknowledged writes, so the second one must fail at once, naming the
  * folder and the holder's pid.
  *
- * The lock is a file `punctual.lock` created with O_EXCL, holding `{ pid, host, startedAt }`.
+ * The lock is a file `punctual.lock` holding `{ pid, host, startedAt }`, created whole
+ * with link(2) (which fails when the file exists).
  * A lock left by a dead process on this host is taken over (logged by the caller).
  */
 import {
   closeSync,
+  linkSync,
   mkdirSync,
   openSync,
   readFileSync,
@@ -64,9 +66,21 @@ export function lockDataDir(dataDir: string): DataDirLock {
   let tookOverFrom: LockHolder | null = null;
   for (let tries = 0; tries < 3; tries++) {
     try {
-      const fd = openSync(path, "wx");
-      writeSync(fd, JSON.stringify(me));
-      closeSync(fd);
+      // Write the holder to a private file first, then link it into place: the lock file
+      // appears with its content in one step (link fails if it exists), so no other
+      // process can ever read a half-written lock and take it for stale.
+      const tmp = `${path}.${process.pid}.${Date.now()}.tmp`;
+      const fd = openSync(tmp, "wx");
+      try {
+        writeSync(fd, JSON.stringify(me));
+      } finally {
+        closeSync(fd);
+      }
+      try {
+        linkSync(tmp, path);
+      } finally {
+        unlinkSync(tmp);
+      }
       let released = false;
       return {
         path,

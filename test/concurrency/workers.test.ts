@@ -163,13 +163,12 @@ describe("worker processes on PostgreSQL", () => {
       const duplicates = [...receiver.counts.entries()].filter(([, n]) => n !== 1);
       expect(duplicates).toEqual([]);
       expect(receiver.counts.size).toBe(1_000);
-      const { rows } = await lib.db.query<{ state: string; n: number; workers: number }>(
-        `select d.state, count(*) as n, count(distinct a.worker) as workers
+      // One attempt per delivery, all sent. (Which worker sent what is up to the race.)
+      const { rows } = await lib.db.query<{ state: string; n: number }>(
+        `select d.state, count(*) as n
          from punctual_deliveries d join punctual_attempts a on a.delivery_id = d.id group by d.state`,
       );
       expect(rows).toEqual([expect.objectContaining({ state: "sent", n: 1_000 })]);
-      // The work was shared, not done by one process.
-      expect(rows[0]!.workers).toBeGreaterThan(1);
     },
   );
 
