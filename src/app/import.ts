@@ -115,12 +115,16 @@ export async function importCalendar(
         toCreate.push({ event, value, result });
         if (toCreate.length >= 1_000) await flush();
       } else if (current.state === "cancelled") {
-        result.scheduleId = current.id;
-        summary.skipped.push({
-          uid: event.uid,
-          line: null,
-          reason: `schedule ${current.id} for this event was cancelled; import under a new --source to remind it again`,
+        // The event came back to the calendar: the same schedule (and keys) again.
+        const { source: _s, externalId: _e, ...definition } = withExpiry(event);
+        await punctual.updateSchedule(current.id, definition, {
+          tenant,
+          version: current.version,
+          revive: true,
         });
+        result.scheduleId = current.id;
+        result.action = "updated";
+        summary.updated++;
       } else if (current.request_hash === hash) {
         result.scheduleId = current.id;
         result.action = "unchanged";

@@ -52,6 +52,7 @@ import {
   DELETE_REMINDERS_SQL,
   INSERT_REMINDERS_BULK_SQL,
   INSERT_SCHEDULES_BULK_SQL,
+  REVIVE_SCHEDULE_SQL,
   UPDATE_SCHEDULE_SQL,
   toAttemptView,
   toDeliveryView,
@@ -410,13 +411,15 @@ export class Punctual {
    * DEL-9: edits a schedule at `version` (optimistic concurrency) and realigns its waiting
    * deliveries in the same transaction. Fields left out keep their value; `reminders`, when
    * given, replaces the whole list.
+   * With `revive`, a cancelled schedule becomes active again (imports: an event that came
+   * back to its calendar).
    * @throws ValidationError, NotFoundError, ConflictError (`STALE_VERSION` when `version`
-   * is not the current one; `CONFLICT` for a cancelled schedule)
+   * is not the current one; `CONFLICT` for a cancelled schedule without `revive`)
    */
   async updateSchedule(
     id: string,
     patch: UpdateScheduleInput | unknown,
-    options: CallContext & { version?: number } = {},
+    options: CallContext & { version?: number; revive?: boolean } = {},
   ): Promise<{ schedule: ScheduleView; realigned: RealignReport; warnings: string[] }> {
     const tenant = options.tenant ?? DEFAULT_TENANT;
     const changes = parseInput(updateScheduleSchema, patch);
@@ -473,8 +476,10 @@ export class Punctual {
           "STALE_VERSION",
         );
       }
-      if (locked.state === "cancelled")
-        throw new ConflictError(`schedule ${id} is cancelled; create a new one`);
+      if (locked.state === "cancelled") {
+        if (!options.revive) throw new ConflictError(`schedule ${id} is cancelled; create a new one`);
+        await tx.query(REVIVE_SCHEDULE_SQL, [this.#now(), id]);
+      }
       const { rows: updated } = await tx.query<PlanScheduleRow & { state: string }>(
         UPDATE_SCHEDULE_SQL,
         [this.#now(), id, ...definitionParams(value), hash],

@@ -357,3 +357,20 @@ insert into punctual_reminders (schedule_id, key, offset_duration, channel, targ
 select u.schedule_id, u.key, u.offset_duration, u.channel, u.target::jsonb, u.on_lost_lease, u.max_attempts
 from unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int[])
   as u(schedule_id, key, offset_duration, channel, target, on_lost_lease, max_attempts)`;
+
+/**
+ * Brings a cancelled schedule back (an event that reappears in an imported calendar).
+ * $1 now, $2 id. Its deliveries cancelled with it and not yet past the grace period
+ * become pending again (same keys); realign then drops those no longer in the set.
+ */
+export const REVIVE_SCHEDULE_SQL = `
+with revived as (
+  update punctual_schedules set state = 'active', cancelled_at = null, updated_at = ${NOW}
+  where id = $2 and state = 'cancelled'
+  returning id, grace_ms
+)
+update punctual_deliveries d
+set state = 'pending', finished_at = null, reason = null, updated_at = ${NOW}
+from revived r
+where d.schedule_id = r.id and d.state = 'cancelled' and d.reason = 'schedule_cancelled'
+  and d.due_at >= ${NOW} - make_interval(secs => r.grace_ms::double precision / 1000)`;

@@ -210,6 +210,25 @@ describe("API-5 import a calendar, re-import, realign and cancel (one calendar's
   });
 });
 
+describe("API-5 an event that comes back", () => {
+  it("DEL-10: an event removed from the calendar and later restored is the same schedule again, active, with its reminders", async () => {
+    const res = await importRequest(read("team-v1.ics"), teamOptions);
+    const body = (await res.json()) as ImportSummary;
+    expect(body).toMatchObject({ created: 0, updated: 2, cancelled: 0 });
+    const review = body.schedules.find((s) => s.uid === REVIEW)!;
+    const schedule = await punctual.getSchedule(review.scheduleId!);
+    expect(schedule.state).toBe("active");
+    expect(schedule.cancelledAt).toBeNull();
+    const rows = (await punctual.listDeliveries({ scheduleId: schedule.id })).items;
+    expect(rows.some((d) => d.state === "pending")).toBe(true);
+    // And once more: nothing changes.
+    const again = (await (
+      await importRequest(read("team-v1.ics"), teamOptions)
+    ).json()) as ImportSummary;
+    expect(again).toMatchObject({ created: 0, updated: 0, unchanged: 2, cancelled: 0 });
+  });
+});
+
 describe("API-5 dry run", () => {
   it("API-5: dryRun=true answers the deliveries of [from, to) in the contract shape and stores nothing", async () => {
     const schedulesBefore = (await punctual.listSchedules({ limit: 1000 })).items.length;
