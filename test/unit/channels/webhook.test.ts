@@ -248,6 +248,8 @@ describe("webhook channel: outcome classification", () => {
     const err = await sendError(ch, delivery(receiver.url), ctx({ timeoutMs: 200 }));
     expect(err).toBeInstanceOf(TransientError);
     expect((err as TransientError).code).toBe("SEND_TIMEOUT");
+    // DEL-5: the request reached the receiver, so it may have been acted on.
+    expect((err as TransientError).maybeDelivered).toBe(true);
     expect(Date.now() - started).toBeLessThan(3_000);
   });
 
@@ -263,6 +265,7 @@ describe("webhook channel: outcome classification", () => {
     const err = await pending;
     expect(err).toBeInstanceOf(TransientError);
     expect((err as TransientError).code).toBe("SEND_ABORTED");
+    expect((err as TransientError).maybeDelivered).toBe(true);
   });
 
   it("CH-1: connection refused is transient", async () => {
@@ -272,6 +275,8 @@ describe("webhook channel: outcome classification", () => {
     expect(err).toBeInstanceOf(TransientError);
     expect((err as TransientError).code).toBe("NETWORK_ERROR");
     expect((err as Error).message).toContain("ECONNREFUSED");
+    // Nothing left this host: a retry cannot duplicate anything.
+    expect((err as TransientError).maybeDelivered).toBe(false);
   });
 
   it("CH-1: a huge error body is read only up to the cap", async () => {
