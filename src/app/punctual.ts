@@ -477,7 +477,8 @@ export class Punctual {
         );
       }
       if (locked.state === "cancelled") {
-        if (!options.revive) throw new ConflictError(`schedule ${id} is cancelled; create a new one`);
+        if (!options.revive)
+          throw new ConflictError(`schedule ${id} is cancelled; create a new one`);
         await tx.query(REVIVE_SCHEDULE_SQL, [this.#now(), id]);
       }
       const { rows: updated } = await tx.query<PlanScheduleRow & { state: string }>(
