@@ -221,13 +221,15 @@ returning d.id`;
 
 /**
  * When the next delivery falls due (for the wake-up timer): the earliest `run_at` among
- * waiting rows of active schedules, and the earliest lease expiry. $1 now, $2 channel names.
+ * waiting rows of active schedules (ORDER BY … LIMIT 1 walks the claim index and stops
+ * at the first row of an active schedule), and the earliest lease expiry.
+ * $1 now, $2 channel names.
  */
 export const NEXT_WAKE_SQL = `
 select
-  (select min(d.run_at) from punctual_deliveries d join punctual_schedules s on s.id = d.schedule_id
+  (select d.run_at from punctual_deliveries d join punctual_schedules s on s.id = d.schedule_id
     where d.state in ('pending', 'retry') and s.state = 'active' and d.channel = any($2::text[])
-  ) as next_run_at,
+    order by d.run_at limit 1) as next_run_at,
   (select min(lease_expires_at) from punctual_deliveries where state = 'claimed') as next_lease_expiry,
   ${NOW} as db_now`;
 

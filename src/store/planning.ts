@@ -120,6 +120,7 @@ select d.id, d.schedule_id, d.reminder_key, d.occurrence_at, d.due_at, s.misfire
 from punctual_deliveries d
 join punctual_schedules s on s.id = d.schedule_id
 where d.state = 'pending' and d.attempt = 0 and not d.late and s.state = 'active'
+  and d.run_at <= ${NOW}
   and ((s.recurring and d.due_at < ${NOW} - make_interval(secs => s.grace_ms::double precision / 1000))
        or (s.expires_at is not null and s.expires_at <= ${NOW}))
 order by d.schedule_id, d.reminder_key, d.due_at, d.id
