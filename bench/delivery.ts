@@ -53,7 +53,11 @@ async function sentCount(db: Database): Promise<number> {
 }
 
 async function run(label: string, databases: Database[]): Promise<void> {
-  const options = { concurrency: 200, claimBatch: 200, pollMs: 2_000 };
+  const options = {
+    concurrency: Number(process.env.BENCH_CONCURRENCY ?? 200),
+    claimBatch: Number(process.env.BENCH_BATCH ?? 200),
+    pollMs: 2_000,
+  };
   const workers: Punctual[] = [];
   for (const db of databases) {
     workers.push(

@@ -64,6 +64,7 @@ import {
 } from "../store/schedules.js";
 import { Scheduler } from "../scheduler/scheduler.js";
 import { realignSchedule, type RealignReport } from "../scheduler/realign.js";
+import { planLocked } from "../scheduler/plan.js";
 import { LOCK_SCHEDULE_FOR_EDIT_SQL, type PlanScheduleRow } from "../store/planning.js";
 
 /** Release version (from package.json). */
@@ -384,6 +385,9 @@ export class Punctual {
       const row = rows[0];
       if (!row) return null;
       await this.#insertReminders(tx, row.id, value.reminders);
+      // Plan the first window in the same transaction: the deliveries exist the moment
+      // the schedule does (DEL-1), and a reminder due in seconds needs no planning pass.
+      await planLocked(tx, [row as unknown as PlanScheduleRow], this.#planDeps());
       const { rows: reminders } = await tx.query<ReminderRow>(REMINDERS_SQL, [[row.id]]);
       return toScheduleView(row, reminders);
     });
@@ -487,16 +491,20 @@ export class Punctual {
       );
       await tx.query(DELETE_REMINDERS_SQL, [id]);
       await this.#insertReminders(tx, id, value.reminders);
-      return realignSchedule(tx, updated[0]!, {
-        clock: this.clock,
-        logger: this.logger,
-        metrics: this.metrics,
-        options: this.config.scheduler,
-        channels: this.#channelMap(),
-      });
+      return realignSchedule(tx, updated[0]!, this.#planDeps());
     });
     this.#wake();
     return { schedule: await this.getSchedule(id, options), realigned, warnings };
+  }
+
+  #planDeps() {
+    return {
+      clock: this.clock,
+      logger: this.logger,
+      metrics: this.metrics,
+      options: this.config.scheduler,
+      channels: this.#channelMap(),
+    };
   }
 
   #channelMap(): ReadonlyMap<string, Channel> {
@@ -537,7 +545,7 @@ export class Punctual {
     const ids = new Map<string, string>();
     if (values.length === 0) return ids;
     await this.db.transaction(async (tx) => {
-      const { rows } = await tx.query<{ id: string; external_id: string }>(
+      const { rows } = await tx.query<PlanScheduleRow & { external_id: string }>(
         INSERT_SCHEDULES_BULK_SQL,
         [
           this.#now(),
@@ -580,6 +588,7 @@ export class Punctual {
         ),
         reminders.map((x) => x.r.maxAttempts ?? this.config.scheduler.maxAttempts),
       ]);
+      await planLocked(tx, rows, this.#planDeps());
     });
     this.#wake();
     return ids;

@@ -75,7 +75,7 @@ export const ENV_VARS: ReadonlyArray<{ name: string; path: string; kind: Kind; h
     name: "PUNCTUAL_CONCURRENCY",
     path: "scheduler.concurrency",
     kind: "int",
-    help: "sends in flight per process (default 20)",
+    help: "sends in flight per process (default 100)",
   },
   {
     name: "PUNCTUAL_MAX_ATTEMPTS",

@@ -23,8 +23,8 @@ export const schedulerOptionsSchema = z
     planAheadMs: ms(3_600_000, 60_000),
     /** Unbounded, non-perpetual series are capped this many days after their start (REC-5). */
     maxExpansionDays: z.number().int().min(1).max(36_600).default(366),
-    /** Most deliveries one worker sends at once (its free send slots). Default 20. */
-    concurrency: z.number().int().min(1).max(1_000).default(20),
+    /** Most deliveries one worker sends at once (its free send slots). Default 100. */
+    concurrency: z.number().int().min(1).max(1_000).default(100),
     /** Most rows one claim statement takes. Default 100. */
     claimBatch: z.number().int().min(1).max(1_000).default(100),
     /** Attempts before a delivery is dead with SEND_FAILED (DEL-4). Default 5. */

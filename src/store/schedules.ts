@@ -51,7 +51,8 @@ export interface ReminderRow {
  * $7 rrule, $8 rdate, $9 exdate, $10 recurring, $11 ends_at, $12 expires_at, $13 dst gap,
  * $14 dst overlap, $15 misfire, $16 grace ms, $17 perpetual, $18 payload (json text),
  * $19 source, $20 external id.
- * Returns the new row, or nothing when the key was already used (the caller reads it).
+ * Returns the new row (with `db_now`, ready to plan), or nothing when the key was already
+ * used (the caller reads it).
  */
 export const INSERT_SCHEDULE_SQL = `
 insert into punctual_schedules
@@ -61,7 +62,7 @@ insert into punctual_schedules
 values ($2, $3, $4, $5, $6, $7, $8::text[], $9::text[], $10, $11, $12, $13, $14, $15, $16, $17,
         $18::jsonb, $19, $20, ${NOW}, ${NOW})
 on conflict (tenant, idempotency_key) where idempotency_key is not null do nothing
-returning *`;
+returning *, ${NOW} as db_now`;
 
 /** Parameters: $1 schedule id, then parallel arrays $2 keys, $3 offsets, $4 channels, $5 targets (json text), $6 lost-lease policies, $7 max attempts. */
 export const INSERT_REMINDERS_SQL = `
@@ -329,7 +330,7 @@ select * from punctual_schedules where tenant = $1 and source = $2 order by exte
  * $5 tzid, $6 rrule, $7 rdate (json text arrays), $8 exdate (json text arrays),
  * $9 recurring, $10 ends_at, $11 expires_at, $12 dst gap, $13 dst overlap, $14 misfire,
  * $15 grace ms, $16 perpetual, $17 payload (json text), $18 source, $19 external id.
- * Returns (id, external_id) of each row.
+ * Returns the new rows (with `db_now`, ready to plan).
  */
 export const INSERT_SCHEDULES_BULK_SQL = `
 insert into punctual_schedules
@@ -346,7 +347,7 @@ from unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text
             $15::int[], $16::boolean[], $17::text[], $18::text[], $19::text[])
   as u(hash, dtstart, tzid, rrule, rdate, exdate, recurring, ends_at, expires_at, gap, overlap,
        misfire, grace_ms, perpetual, payload, source, external_id)
-returning id, external_id`;
+returning *, ${NOW} as db_now`;
 
 /**
  * Bulk reminders. Parameters: parallel arrays $1 schedule ids, $2 keys, $3 offsets,

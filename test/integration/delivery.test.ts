@@ -326,9 +326,10 @@ describe("delivery state machine", () => {
     const { punctual, channel } = t;
     const bad = await punctual.createSchedule({ ...oneOff(T0), rrule: "FREQ=DAILY;COUNT=3" });
     await punctual.createSchedule(oneOff(T0));
-    // Corrupt the stored rule behind the API's back (as an old release or a hand edit might).
+    // Corrupt the stored rule behind the API's back (as an old release or a hand edit might),
+    // and reset its watermark so the next planning pass reads it again.
     await punctual.db.query(
-      "update punctual_schedules set rrule = 'FREQ=FORTNIGHTLY' where id = $1",
+      "update punctual_schedules set rrule = 'FREQ=FORTNIGHTLY', planned_until = null where id = $1",
       [bad.schedule.id],
     );
     await tickAndDrain(punctual);
