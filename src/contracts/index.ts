@@ -4,6 +4,7 @@
  * Field names are a public contract: keep them.
  */
 import { z } from "zod";
+import { DELIVERY_STATES, SCHEDULE_STATES } from "../domain/index.js";
 
 const isoDuration = /^[+-]?P(?!$)(\d+W)?(\d+D)?(T(?=\d)(\d+H)?(\d+M)?(\d+S)?)?$/;
 
@@ -115,17 +116,9 @@ export type CreateSchedule = z.output<typeof createScheduleSchema>;
 export type UpdateScheduleInput = z.input<typeof updateScheduleSchema>;
 export type ReminderInput = z.output<typeof reminderInputSchema>;
 
-export const SCHEDULE_STATE_VALUES = ["active", "paused", "cancelled", "invalid"] as const;
-export const DELIVERY_STATE_VALUES = [
-  "pending",
-  "claimed",
-  "retry",
-  "sent",
-  "dead",
-  "in_doubt",
-  "skipped",
-  "cancelled",
-] as const;
+/** Schedule and delivery states as the API names them (the domain's closed sets). */
+export const SCHEDULE_STATE_VALUES = SCHEDULE_STATES;
+export const DELIVERY_STATE_VALUES = DELIVERY_STATES;
 
 /** A reminder as returned by the API (target secrets redacted). */
 export interface ReminderView {

@@ -24,7 +24,7 @@ import {
   parseRule,
   planningWindow,
 } from "../recurrence/index.js";
-import type { Recurrence } from "../recurrence/types.js";
+import type { Recurrence, RecurrenceInput } from "../recurrence/types.js";
 import type { Database, Queryable } from "../store/database.js";
 import {
   ADVANCE_WATERMARK_SQL,
@@ -81,6 +81,19 @@ export interface SchedulePlan {
 function offsetShape(offset: string): { approxMs: number; nominal: boolean } {
   const parsed = parseOffset(offset);
   return { approxMs: parsed.days * DAY_MS + parsed.exactMs, nominal: parsed.days !== 0 };
+}
+
+/** The recurrence part of a stored schedule, as the recurrence engine reads it. */
+export function recurrenceInputOf(schedule: PlanScheduleRow): RecurrenceInput {
+  return {
+    dtstart: schedule.dtstart,
+    tzid: schedule.tzid,
+    rrule: schedule.rrule,
+    rdate: schedule.rdate,
+    exdate: schedule.exdate,
+    endsAt: schedule.ends_at?.toISOString() ?? null,
+    dst: { gap: schedule.dst_gap, overlap: schedule.dst_overlap },
+  };
 }
 
 /** What recovery does after a lost lease for a reminder on a channel (DEL-6). */
@@ -213,15 +226,7 @@ export async function planLocked(
   const marks: Array<{ id: string; until: Date; complete: boolean; capLogged: boolean }> = [];
   for (const schedule of schedules) {
     try {
-      const parsed = parseRule({
-        dtstart: schedule.dtstart,
-        tzid: schedule.tzid,
-        rrule: schedule.rrule,
-        rdate: schedule.rdate,
-        exdate: schedule.exdate,
-        endsAt: schedule.ends_at?.toISOString() ?? null,
-        dst: { gap: schedule.dst_gap, overlap: schedule.dst_overlap },
-      });
+      const parsed = parseRule(recurrenceInputOf(schedule));
       if (!parsed.ok) {
         await tx.query(QUARANTINE_SQL, [now, schedule.id, parsed.error.message.slice(0, 1_000)]);
         deps.metrics.quarantined.inc();

@@ -23,7 +23,7 @@ import {
   type PlanReminderRow,
   type PlanScheduleRow,
 } from "../store/planning.js";
-import { insertDeliveries, planSchedule } from "./plan.js";
+import { insertDeliveries, planSchedule, recurrenceInputOf } from "./plan.js";
 
 export interface RealignDeps {
   clock: Clock;
@@ -51,15 +51,7 @@ export async function realignSchedule(
 ): Promise<RealignReport> {
   const now = deps.clock.sqlNow();
   const nowMs = schedule.db_now.getTime();
-  const parsed = parseRule({
-    dtstart: schedule.dtstart,
-    tzid: schedule.tzid,
-    rrule: schedule.rrule,
-    rdate: schedule.rdate,
-    exdate: schedule.exdate,
-    endsAt: schedule.ends_at?.toISOString() ?? null,
-    dst: { gap: schedule.dst_gap, overlap: schedule.dst_overlap },
-  });
+  const parsed = parseRule(recurrenceInputOf(schedule));
   const { rows: reminders } = await tx.query<PlanReminderRow>(REMINDERS_OF_SQL, [[schedule.id]]);
   if (!parsed.ok) {
     // Strict validation ran before; a failure here means nothing can be planned.

@@ -3,30 +3,35 @@
  * deliveries are inserted, how the watermark advances, and how stale rows are found.
  * Parameters are listed per statement; `$1` is always "now" (NULL = database clock).
  */
+import type { ScheduleRow } from "./schedules.js";
 
 const NOW = "coalesce($1::timestamptz, now())";
 
 /** A schedule as the planner reads it. */
-export interface PlanScheduleRow {
-  id: string;
-  version: number;
-  dtstart: string;
-  tzid: string;
-  rrule: string | null;
-  rdate: string[];
-  exdate: string[];
-  recurring: boolean;
-  ends_at: Date | null;
-  expires_at: Date | null;
-  dst_gap: "shift" | "skip";
-  dst_overlap: "earlier" | "later";
-  grace_ms: number;
-  perpetual: boolean;
+export type PlanScheduleRow = Pick<
+  ScheduleRow,
+  | "id"
+  | "version"
+  | "dtstart"
+  | "tzid"
+  | "rrule"
+  | "rdate"
+  | "exdate"
+  | "recurring"
+  | "ends_at"
+  | "expires_at"
+  | "dst_gap"
+  | "dst_overlap"
+  | "grace_ms"
+  | "perpetual"
+  | "created_at"
+> & {
+  /** Planning watermark: deliveries due before it exist. */
   planned_until: Date | null;
   cap_logged_at: Date | null;
-  created_at: Date;
+  /** "Now" of the statement that read the row. */
   db_now: Date;
-}
+};
 
 export interface PlanReminderRow {
   schedule_id: string;
