@@ -741,7 +741,9 @@ export class Punctual {
     if (!rows[0]) {
       const current = await this.getDelivery(id, ctx);
       throw new ConflictError(
-        `delivery ${id} is ${current.state}; only dead or in_doubt deliveries can be redriven`,
+        current.state === "dead" || current.state === "in_doubt"
+          ? `delivery ${id} cannot be redriven: its schedule is cancelled or its reminder "${current.reminderKey}" was removed`
+          : `delivery ${id} is ${current.state}; only dead or in_doubt deliveries can be redriven`,
       );
     }
     this.#wake();

@@ -335,7 +335,8 @@ export async function misfireSweep(deps: Omit<PlanDeps, "channels">): Promise<nu
         skipIds.push(row.id);
         skipReasons.push(d.reason ?? "stale");
         deps.metrics.skipped.inc({ reason: d.reason ?? "stale" });
-      } else {
+      } else if (d.late) {
+        // Kept and late: marked, so the next sweep does not judge it again.
         lateIds.push(row.id);
       }
     });

@@ -40,6 +40,12 @@ export interface RealignReport {
   created: number;
 }
 
+/** Removes the waiting rows not in `keys` (see REALIGN_DELETE_SQL). @returns how many. */
+async function removeWaiting(tx: Queryable, now: Date | null, scheduleId: string, keys: string[]) {
+  const { rows } = await tx.query<{ removed: number }>(REALIGN_DELETE_SQL, [now, scheduleId, keys]);
+  return Number(rows[0]?.removed ?? 0);
+}
+
 /**
  * Realigns one schedule (already updated and locked in `tx`).
  * @param schedule the updated row, with `db_now`.
@@ -55,7 +61,7 @@ export async function realignSchedule(
   const { rows: reminders } = await tx.query<PlanReminderRow>(REMINDERS_OF_SQL, [[schedule.id]]);
   if (!parsed.ok) {
     // Strict validation ran before; a failure here means nothing can be planned.
-    const deleted = (await tx.query(REALIGN_DELETE_SQL, [schedule.id, []])).rowCount;
+    const deleted = await removeWaiting(tx, now, schedule.id, []);
     return { deleted, moved: 0, created: 0 };
   }
   // Where new rows may start: recurring series from now − grace (older occurrences were
@@ -74,7 +80,7 @@ export async function realignSchedule(
     deps.options,
   );
   const keys = plan.deliveries.map((d) => d.key);
-  const deleted = (await tx.query(REALIGN_DELETE_SQL, [schedule.id, keys])).rowCount;
+  const deleted = await removeWaiting(tx, now, schedule.id, keys);
   const moved = (await tx.query(REALIGN_MOVE_SQL, [now, keys, plan.deliveries.map((d) => d.dueAt)]))
     .rowCount;
   const fresh = plan.deliveries.filter((d) => d.dueAt.getTime() >= insertFrom);

@@ -17,7 +17,8 @@ const NOW = "coalesce($1::timestamptz, now())";
  *   `in_doubt`, `skipped`, `cancelled`);
  * - no lease holds it (a `pending`/`retry` row has none by CHECK; written defensively);
  * - its due and retry time (`run_at`) has come;
- * - it was not already delivered for this occurrence (`sent_at` is NULL).
+ * - it was not already delivered for this occurrence (`sent_at` is NULL);
+ * - its reminder still exists (an edit may have removed it while the row was in flight).
  * Written NULL-safe: a NULL lease expiry counts as free, and `IS DISTINCT FROM` /
  * `IS NULL` are used where a plain comparison would be NULL (and so false) for NULLs.
  * Used by the claim, the backlog gauge and the next-wake-up query alike.
@@ -28,7 +29,9 @@ export const ADMISSION_PREDICATE = `
   and (d.lease_expires_at is null or d.lease_expires_at <= ${NOW})
   and d.run_at <= ${NOW}
   and d.sent_at is null
-  and d.state is distinct from 'sent'`;
+  and d.state is distinct from 'sent'
+  and exists (select 1 from punctual_reminders r
+              where r.schedule_id = d.schedule_id and r.key = d.reminder_key)`;
 
 /** The columns a worker needs to send a claimed delivery. */
 export interface ClaimedDelivery {
@@ -63,7 +66,8 @@ export interface ClaimedDelivery {
  * Alternatives measured on these machines: claiming one row per statement (1–3k rows/s)
  * and SELECT-then-UPDATE in two statements (a second round trip per batch) both lost to
  * this batched form (PGlite 11–18k rows/s, PostgreSQL 20–25k rows/s per worker).
- * `late` is set on the first claim when it happens after the grace of the schedule.
+ * `late` is set on the first claim when it happens more than 1 s after the due time
+ * (the threshold of `applyMisfire`, LATE_THRESHOLD_MS).
  */
 export const CLAIM_SQL = `
 with due as (
@@ -82,7 +86,7 @@ set state = 'claimed',
     lease_owner = $2,
     lease_expires_at = ${NOW} + make_interval(secs => $3::double precision / 1000),
     claimed_at = ${NOW},
-    late = d.late or (d.attempt = 0 and ${NOW} > d.due_at + make_interval(secs => s.grace_ms::double precision / 1000)),
+    late = d.late or (d.attempt = 0 and ${NOW} > d.due_at + interval '1 second'),
     updated_at = ${NOW}
 from due, punctual_schedules s, punctual_reminders r
 where d.id = due.id
@@ -130,14 +134,25 @@ export const SETTLE_SQL = `
 with input as (
   select * from unnest($3::bigint[], $4::int[], $5::text[], $6::timestamptz[], $7::text[],
                        $8::text[], $9::int[], $10::timestamptz[], $11::text[], $12::int[], $13::text[])
-    as u(id, attempt, state, run_at, reason, error, failure, started_at, outcome, status, message_id)
+    as u0(id, attempt, state, run_at, reason, error, failure, started_at, outcome, status, message_id)
+),
+with_gone as (
+  -- A retry whose reminder was removed (an edit while it was in flight) or whose schedule
+  -- was cancelled meanwhile has nothing left to retry: it ends cancelled.
+  select u0.*, not exists (
+           select 1 from punctual_deliveries x
+           join punctual_schedules s on s.id = x.schedule_id and s.state <> 'cancelled'
+           join punctual_reminders r on r.schedule_id = x.schedule_id and r.key = x.reminder_key
+           where x.id = u0.id) as gone
+  from input u0
 ),
 settled as (
   update punctual_deliveries d
-  set state = u.state,
+  set state = case when u.state = 'retry' and u.gone then 'cancelled' else u.state end,
       sent_at = case when u.state = 'sent' then ${NOW} end,
-      finished_at = case when u.state in ('dead', 'in_doubt') then ${NOW} end,
-      reason = case when u.state in ('dead', 'in_doubt') then u.reason end,
+      finished_at = case when u.state in ('dead', 'in_doubt') or (u.state = 'retry' and u.gone) then ${NOW} end,
+      reason = case when u.state in ('dead', 'in_doubt') then u.reason
+                    when u.state = 'retry' and u.gone then 'reminder_removed' end,
       run_at = coalesce(u.run_at, d.run_at),
       last_error = coalesce(u.error, d.last_error),
       failures = d.failures + u.failure,
@@ -145,7 +160,7 @@ settled as (
       lease_expires_at = null,
       claimed_at = null,
       updated_at = ${NOW}
-  from input u
+  from with_gone u
   where d.id = u.id and d.attempt = u.attempt and d.state = 'claimed'
     and d.lease_owner is not distinct from $2
   returning d.id
@@ -229,6 +244,8 @@ export const NEXT_WAKE_SQL = `
 select
   (select d.run_at from punctual_deliveries d join punctual_schedules s on s.id = d.schedule_id
     where d.state in ('pending', 'retry') and s.state = 'active' and d.channel = any($2::text[])
+      and exists (select 1 from punctual_reminders r
+                  where r.schedule_id = d.schedule_id and r.key = d.reminder_key)
     order by d.run_at limit 1) as next_run_at,
   (select min(lease_expires_at) from punctual_deliveries where state = 'claimed') as next_lease_expiry,
   ${NOW} as db_now`;

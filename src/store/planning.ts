@@ -116,7 +116,9 @@ export interface StaleRow {
 
 /**
  * REC-6: pending rows that missed their time and were not yet judged: of recurring
- * schedules, due more than the grace ago; of any schedule, past its expiry.
+ * schedules, due more than the grace ago (for `latest`, everything already due, so the
+ * policy can tell whether an occurrence inside the grace period supersedes the missed
+ * ones); of any schedule, past its expiry.
  * Parameters: $1 now, $2 limit. Ordered so one (schedule, reminder) is contiguous.
  */
 export const SELECT_STALE_SQL = `
@@ -127,6 +129,8 @@ join punctual_schedules s on s.id = d.schedule_id
 where d.state = 'pending' and d.attempt = 0 and not d.late and s.state = 'active'
   and d.run_at <= ${NOW}
   and ((s.recurring and d.due_at < ${NOW} - make_interval(secs => s.grace_ms::double precision / 1000))
+       -- 'latest' must also see what is due inside the grace period: then nothing missed is sent.
+       or (s.recurring and s.misfire = 'latest' and d.due_at <= ${NOW})
        or (s.expires_at is not null and s.expires_at <= ${NOW}))
 order by d.schedule_id, d.reminder_key, d.due_at, d.id
 limit $2`;
@@ -163,14 +167,31 @@ select min(due_at) as oldest from punctual_deliveries
 where schedule_id = $1 and state in ('pending', 'retry')`;
 
 /**
- * DEL-9: deletes waiting rows (`pending`, `retry`) of a schedule whose key is not in the
- * new set. Claimed, sent, dead, in-doubt, skipped and cancelled rows are untouched.
- * $1 schedule id, $2 keys of the new set.
+ * DEL-9: removes waiting rows (`pending`, `retry`) of a schedule whose key is not in the
+ * new set: never-tried rows are deleted; rows with attempts are kept for their history
+ * (DEL-14) and become `cancelled`, reason `realigned`. Claimed, sent, dead, in-doubt and
+ * skipped rows are untouched. $1 now, $2 schedule id, $3 keys of the new set.
+ * Returns `removed`.
  */
 export const REALIGN_DELETE_SQL = `
-delete from punctual_deliveries
-where schedule_id = $1 and state in ('pending', 'retry')
-  and not (delivery_key = any($2::text[]))`;
+with gone as (
+  select id, attempt from punctual_deliveries
+  where schedule_id = $2 and state in ('pending', 'retry')
+    and not (delivery_key = any($3::text[]))
+),
+deleted as (
+  delete from punctual_deliveries d using gone g
+  where d.id = g.id and g.attempt = 0
+  returning d.id
+),
+cancelled as (
+  update punctual_deliveries d
+  set state = 'cancelled', reason = 'realigned', finished_at = ${NOW}, updated_at = ${NOW}
+  from gone g
+  where d.id = g.id and g.attempt > 0
+  returning d.id
+)
+select (select count(*) from deleted) + (select count(*) from cancelled) as removed`;
 
 /**
  * DEL-9: moves the due time of waiting rows whose occurrence stays but whose reminder

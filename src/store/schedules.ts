@@ -144,15 +144,19 @@ export const ATTEMPTS_SQL = `select * from punctual_attempts where delivery_id =
 
 /**
  * DEL-12: redrive a dead or in-doubt delivery with the same key: back to `pending`, due now,
- * failures reset (attempt keeps counting: it is the fencing token).
+ * failures reset (attempt keeps counting: it is the fencing token). Only while its
+ * schedule is not cancelled and its reminder still exists (else nothing could send it).
  * Parameters: $1 now, $2 tenant, $3 delivery id.
  */
 export const REDRIVE_SQL = `
 update punctual_deliveries d
 set state = 'pending', run_at = ${NOW}, failures = 0, finished_at = null, reason = null,
-    sent_at = null, updated_at = ${NOW}, max_attempts = greatest(d.max_attempts, 1)
+    sent_at = null, updated_at = ${NOW}
 from punctual_schedules s
 where s.id = d.schedule_id and s.tenant = $2 and d.id = $3 and d.state in ('dead', 'in_doubt')
+  and s.state <> 'cancelled'
+  and exists (select 1 from punctual_reminders r
+              where r.schedule_id = d.schedule_id and r.key = d.reminder_key)
 returning d.*`;
 
 /**

@@ -517,4 +517,39 @@ describe("delivery state machine", () => {
     // Nothing left this host: safe to retry even at most once.
     expect(byKey.refused).toMatchObject({ state: "retry", failures: 1 });
   });
+
+  it("REC-6: late means sent more than 1 s after its due time, whatever the grace", async () => {
+    t = await testPunctual({ start: "2027-01-04T08:05:00Z" });
+    const { punctual } = t;
+    await punctual.createSchedule(oneOff("2027-01-04T08:00:00Z")); // five minutes in the past
+    await punctual.createSchedule({ ...oneOff("2027-01-04T08:05:00Z"), graceMs: 0 }); // due now
+    await tickAndDrain(punctual);
+    const rows = await deliveries(punctual);
+    expect(rows.map((r) => [r.dueAt, r.state, r.late])).toEqual([
+      ["2027-01-04T08:00:00.000Z", "sent", true],
+      ["2027-01-04T08:05:00.000Z", "sent", false],
+    ]);
+  });
+
+  it("REC-6: misfire latest sends nothing missed when an occurrence inside the grace period is already due", async () => {
+    t = await testPunctual();
+    const { punctual, clock, channel } = t;
+    const { schedule } = await punctual.createSchedule({
+      dtstart: "2027-01-04T08:00:00Z",
+      rrule: "FREQ=SECONDLY;INTERVAL=10;COUNT=30",
+      misfire: "latest",
+      graceMs: 5_000,
+      reminders: [{ key: "r", offset: "PT0S", channel: "test" }],
+    });
+    await tickAndDrain(punctual);
+    await punctual.pauseSchedule(schedule.id);
+    clock.set("2027-01-04T08:01:02Z");
+    await punctual.resumeSchedule(schedule.id);
+    await tickAndDrain(punctual);
+    // 08:01:00 is due inside the grace period: the missed 08:00:10 … 08:00:50 are all stale.
+    expect(channel.sends.map((x) => x.delivery.occurrenceAt.toISOString())).toEqual([
+      "2027-01-04T08:00:00.000Z",
+      "2027-01-04T08:01:00.000Z",
+    ]);
+  });
 });

@@ -2,7 +2,7 @@
  * DEL-9: realign on edit, with optimistic concurrency; DEL-10 interplay.
  */
 import { afterEach, describe, expect, it } from "vitest";
-import { ConflictError } from "../../src/errors/index.js";
+import { ConflictError, TransientError } from "../../src/errors/index.js";
 import { deferred } from "../support/channels.js";
 import { deliveries, testPunctual, tickAndDrain, type TestPunctual } from "../support/punctual.js";
 
@@ -137,5 +137,65 @@ describe("realign on edit", () => {
     });
     await tickAndDrain(punctual);
     expect(t.channel.sends).toHaveLength(0);
+  });
+
+  it("DEL-9: a reminder removed while its delivery is in flight: the failed send ends cancelled, never a stuck row that blocks others", async () => {
+    t = await testPunctual();
+    const { punctual, channel, clock } = t;
+    const { schedule } = await punctual.createSchedule({
+      dtstart: "2027-01-04T08:00:00Z",
+      reminders: [{ key: "r0", offset: "PT0S", channel: "test" }],
+    });
+    const gate = deferred<never>();
+    channel.behaviour = () => gate.promise;
+    await punctual.scheduler.tick(); // r0 is claimed and in flight
+    await punctual.updateSchedule(schedule.id, {
+      reminders: [{ key: "r1", offset: "PT0S", channel: "test" }],
+    });
+    gate.reject(new TransientError("503"));
+    await punctual.scheduler.drain();
+    const r0 = (await deliveries(punctual)).find((d) => d.reminderKey === "r0")!;
+    expect(r0).toMatchObject({ state: "cancelled", reason: "reminder_removed" });
+    // Nothing is left that the claim cannot take: a new reminder due now goes out.
+    channel.behaviour = () => ({ messageId: "ok" });
+    await punctual.createSchedule({
+      dtstart: "2027-01-04T08:00:00Z",
+      reminders: [{ key: "x", offset: "PT0S", channel: "test" }],
+    });
+    clock.advance(1_000);
+    await tickAndDrain(punctual);
+    expect(
+      (await deliveries(punctual))
+        .filter((d) => d.state === "sent")
+        .map((d) => d.reminderKey)
+        .sort(),
+    ).toEqual(["r1", "x"]);
+  });
+
+  it("DEL-9, DEL-14: a retrying row that leaves the set keeps its attempt history (cancelled, not deleted)", async () => {
+    t = await testPunctual({
+      start: "2027-01-04T05:00:00Z",
+      scheduler: { planAheadMs: 5 * 86_400_000 },
+    });
+    const { punctual, channel, clock } = t;
+    const { schedule } = await punctual.createSchedule({
+      ...weekly,
+      dtstart: "2027-01-04T07:00:00",
+      rrule: "FREQ=DAILY;COUNT=3",
+    });
+    channel.behaviour = () => {
+      throw new TransientError("503");
+    };
+    clock.set("2027-01-04T05:45:00Z");
+    await tickAndDrain(punctual);
+    const first = (await deliveries(punctual)).find((d) => d.state === "retry")!;
+    expect(first).toBeDefined();
+    const { realigned } = await punctual.updateSchedule(schedule.id, {
+      exdate: ["2027-01-04T07:00:00"],
+    });
+    expect(realigned.deleted).toBe(1);
+    const kept = await punctual.getDelivery(first.id);
+    expect(kept).toMatchObject({ state: "cancelled", reason: "realigned" });
+    expect(kept.attempts).toHaveLength(1);
   });
 });
