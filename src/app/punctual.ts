@@ -627,13 +627,10 @@ export class Punctual {
       afterAt = at;
       afterId = id;
     }
-    const { rows } = await this.db.query<ScheduleRow>(LIST_SCHEDULES_SQL, [
-      ctx.tenant ?? DEFAULT_TENANT,
-      q.state ?? null,
-      afterAt,
-      afterId,
-      q.limit,
-    ]);
+    const { rows } = await this.db.query<ScheduleRow & { created_at_cursor: string }>(
+      LIST_SCHEDULES_SQL,
+      [ctx.tenant ?? DEFAULT_TENANT, q.state ?? null, afterAt, afterId, q.limit],
+    );
     const { rows: reminders } = rows.length
       ? await this.db.query<ReminderRow>(REMINDERS_SQL, [rows.map((r) => r.id)])
       : { rows: [] as ReminderRow[] };
@@ -642,7 +639,7 @@ export class Punctual {
       items: rows.map((r) => toScheduleView(r, reminders)),
       nextCursor:
         last && rows.length === q.limit
-          ? Buffer.from(`${last.created_at.toISOString()}|${last.id}`).toString("base64url")
+          ? Buffer.from(`${last.created_at_cursor}|${last.id}`).toString("base64url")
           : null,
     };
   }

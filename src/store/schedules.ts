@@ -84,7 +84,11 @@ select * from punctual_reminders where schedule_id = any($1::uuid[]) order by sc
 
 /** Keyset page: $1 tenant, $2 state or NULL, $3 after (created_at, id) as created_at or NULL, $4 after id or NULL, $5 limit */
 export const LIST_SCHEDULES_SQL = `
-select * from punctual_schedules
+select *,
+       -- Full (microsecond) precision for the cursor: a JS Date would round to ms and a
+       -- bulk import gives many rows the same created_at.
+       to_char(created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') as created_at_cursor
+from punctual_schedules
 where tenant = $1 and ($2::text is null or state = $2)
   and ($3::timestamptz is null or (created_at, id) > ($3::timestamptz, $4::uuid))
 order by created_at, id
