@@ -36,6 +36,9 @@ create table punctual_schedules (
   created_at timestamptz not null default now(),
   updated_at timestamptz not null default now(),
   cancelled_at timestamptz,
+  -- Who cancelled: a person (API, CLI) or an import that no longer found the event.
+  -- Only the latter is undone when the event comes back.
+  cancelled_by text check (cancelled_by in ('user', 'import')),
   constraint punctual_schedules_invalid_reason
     check ((state = 'invalid') = (invalid_reason is not null)),
   constraint punctual_schedules_cancelled_at

@@ -114,6 +114,14 @@ export async function importCalendar(
       if (!current) {
         toCreate.push({ event, value, result });
         if (toCreate.length >= 1_000) await flush();
+      } else if (current.state === "cancelled" && current.cancelled_by !== "import") {
+        // Cancelled by a person: a re-import never overrules that.
+        result.scheduleId = current.id;
+        summary.skipped.push({
+          uid: event.uid,
+          line: null,
+          reason: `schedule ${current.id} was cancelled by a user; it is not revived by an import`,
+        });
       } else if (current.state === "cancelled") {
         // The event came back to the calendar: the same schedule (and keys) again.
         const { source: _s, externalId: _e, ...definition } = withExpiry(event);
@@ -147,7 +155,7 @@ export async function importCalendar(
   // DEL-10: events gone from the file stop their reminders.
   for (const row of rows) {
     if (row.state === "cancelled" || seen.has(row.external_id ?? "")) continue;
-    await punctual.cancelSchedule(row.id, { tenant });
+    await punctual.cancelSchedule(row.id, { tenant, by: "import" });
     summary.cancelled++;
     summary.schedules.push({
       uid: String((row.payload as { uid?: unknown } | null)?.uid ?? row.external_id),

@@ -651,12 +651,12 @@ export class Punctual {
    */
   async cancelSchedule(
     id: string,
-    ctx: CallContext = {},
+    ctx: CallContext & { by?: "user" | "import" } = {},
   ): Promise<ScheduleView & { cancelledDeliveries: number }> {
     if (!z.uuid().safeParse(id).success) throw new NotFoundError("schedule", id);
     const { rows } = await this.db.query<ScheduleRow & { cancelled_deliveries: number }>(
       CANCEL_SCHEDULE_SQL,
-      [this.#now(), ctx.tenant ?? DEFAULT_TENANT, id],
+      [this.#now(), ctx.tenant ?? DEFAULT_TENANT, id, ctx.by ?? "user"],
     );
     const row = rows[0];
     if (!row) throw new NotFoundError("schedule", id);

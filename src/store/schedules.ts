@@ -33,6 +33,7 @@ export interface ScheduleRow {
   created_at: Date;
   updated_at: Date;
   cancelled_at: Date | null;
+  cancelled_by: "user" | "import" | null;
 }
 
 export interface ReminderRow {
@@ -99,12 +100,14 @@ limit $5`;
  * and every waiting delivery (`pending`, `retry`) becomes `cancelled`. A `claimed`
  * delivery is in flight: its send finishes and is recorded; nothing new starts, because
  * the admission predicate requires an active schedule.
- * Parameters: $1 now, $2 tenant, $3 id. Returns the schedule row (absent: not found).
+ * Parameters: $1 now, $2 tenant, $3 id, $4 who ('user' | 'import').
+ * Returns the schedule row (absent: not found).
  */
 export const CANCEL_SCHEDULE_SQL = `
 with cancelled as (
   update punctual_schedules
   set state = 'cancelled', invalid_reason = null, cancelled_at = coalesce(cancelled_at, ${NOW}),
+      cancelled_by = case when state = 'cancelled' then cancelled_by else $4 end,
       version = version + case when state = 'cancelled' then 0 else 1 end, updated_at = ${NOW}
   where tenant = $2 and id = $3
   returning *
@@ -374,8 +377,9 @@ from unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text
  */
 export const REVIVE_SCHEDULE_SQL = `
 with revived as (
-  update punctual_schedules set state = 'active', cancelled_at = null, updated_at = ${NOW}
-  where id = $2 and state = 'cancelled'
+  update punctual_schedules
+  set state = 'active', cancelled_at = null, cancelled_by = null, updated_at = ${NOW}
+  where id = $2 and state = 'cancelled' and cancelled_by = 'import'
   returning id, grace_ms
 )
 update punctual_deliveries d

@@ -229,6 +229,22 @@ describe("API-5 an event that comes back", () => {
   });
 });
 
+describe("API-5 a schedule a person cancelled", () => {
+  it("DEL-10: a re-import never revives a schedule a user cancelled", async () => {
+    const first = (await (
+      await importRequest(read("team-v1.ics"), teamOptions)
+    ).json()) as ImportSummary;
+    const standup = first.schedules.find((s) => s.uid === STANDUP)!;
+    await punctual.cancelSchedule(standup.scheduleId!);
+    const again = (await (
+      await importRequest(read("team-v1.ics"), teamOptions)
+    ).json()) as ImportSummary;
+    expect(again.updated).toBe(0);
+    expect(again.skipped.map((s) => s.reason).join(" ")).toMatch(/cancelled by a user/);
+    expect((await punctual.getSchedule(standup.scheduleId!)).state).toBe("cancelled");
+  });
+});
+
 describe("API-5 dry run", () => {
   it("API-5: dryRun=true answers the deliveries of [from, to) in the contract shape and stores nothing", async () => {
     const schedulesBefore = (await punctual.listSchedules({ limit: 1000 })).items.length;
