@@ -152,8 +152,14 @@ export async function importCalendar(
     if (done % 200 === 0) options.onProgress?.(done, parsed.events.length);
   }
   await flush();
-  // DEL-10: events gone from the file stop their reminders.
-  for (const row of rows) {
+  // DEL-10: events gone from the file stop their reminders, unless the file was cut off:
+  // then "missing" means "not received", and nothing is cancelled.
+  if (!parsed.complete) {
+    summary.warnings.push(
+      "the file ends before END:VCALENDAR (cut off?): events missing from it were not cancelled",
+    );
+  }
+  for (const row of parsed.complete ? rows : []) {
     if (row.state === "cancelled" || seen.has(row.external_id ?? "")) continue;
     await punctual.cancelSchedule(row.id, { tenant, by: "import" });
     summary.cancelled++;

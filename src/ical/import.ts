@@ -214,7 +214,10 @@ export function parseCalendar(text: string, options: IcalImportOptions): Calenda
       message: `has ${lex.eventCount} events, more than the limit maxEvents=${opts.maxEvents}`,
     });
   }
-  return new Importer(lex.roots, opts, lex.repairs, options.onProgress).run();
+  return {
+    ...new Importer(lex.roots, opts, lex.repairs, options.onProgress).run(),
+    complete: !lex.truncated,
+  };
 }
 
 class Importer {
@@ -373,6 +376,7 @@ class Importer {
       warnings: this.warnings,
       calendarTzid: this.calendarTzid,
       floatingTzid: this.floatingTzid,
+      complete: true,
     };
   }
 

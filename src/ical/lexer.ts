@@ -35,6 +35,8 @@ export interface LexResult {
   repairs: string[];
   /** Number of `BEGIN:VEVENT` lines seen. */
   eventCount: number;
+  /** True when the text ended inside a component (no END:VCALENDAR): a cut-off file. */
+  truncated: boolean;
 }
 
 const NAME = /^[A-Za-z0-9-]+(?=[;:])/;
@@ -182,11 +184,13 @@ export function readComponents(text: string): LexResult {
     const top = stack[stack.length - 1];
     if (top !== undefined) top.properties.push(prop);
   }
+  // Components still open at the end of the text: the file was cut off.
+  const truncated = stack.length > 0;
   closedImplicitly += stack.length;
   if (closedImplicitly > 0)
     repairs.push(`${closedImplicitly} component(s) without END line closed`);
   if (unmatchedEnds > 0) repairs.push(`${unmatchedEnds} END line(s) without BEGIN ignored`);
-  return { roots, repairs, eventCount };
+  return { roots, repairs, eventCount, truncated };
 }
 
 /** Undoes TEXT escapes (RFC 5545 §3.3.11): `\n`, `\N`, `\,`, `\;`, `\\`. */

@@ -95,6 +95,11 @@ export interface CalendarImport {
   calendarTzid: string | null;
   /** Zone in which floating times and all-day dates were read. */
   floatingTzid: string;
+  /**
+   * False when the file ends inside a component (no END:VCALENDAR): probably cut off in
+   * transfer, so its missing events must not be read as deleted.
+   */
+  complete: boolean;
 }
 
 /** One line of the dry run: a delivery the scheduler would plan. */

@@ -245,6 +245,17 @@ describe("API-5 a schedule a person cancelled", () => {
   });
 });
 
+describe("API-5 a cut-off file", () => {
+  it("DEL-10: a file that ends before END:VCALENDAR cancels nothing it does not contain", async () => {
+    const full = read("team-v1.ics");
+    const cut = full.slice(0, full.indexOf("END:VEVENT"));
+    const res = await importRequest(cut, teamOptions);
+    const body = (await res.json()) as ImportSummary;
+    expect(body.cancelled).toBe(0);
+    expect(body.warnings.join(" ")).toMatch(/cut off/);
+  });
+});
+
 describe("API-5 dry run", () => {
   it("API-5: dryRun=true answers the deliveries of [from, to) in the contract shape and stores nothing", async () => {
     const schedulesBefore = (await punctual.listSchedules({ limit: 1000 })).items.length;
