@@ -239,15 +239,24 @@ export function buildProgram(io: Io): Command {
       ]),
     )
     .action(
-      async (flags: {
-        url: string;
-        databaseUrl?: string;
-        maxAgeMs: number;
-        thisHost: boolean;
-        json: boolean;
-      }) => {
-        process.exitCode = flags.databaseUrl
-          ? await healthcheckDatabase({ ...flags, databaseUrl: flags.databaseUrl }, io)
+      async (
+        flags: {
+          url: string;
+          databaseUrl?: string;
+          maxAgeMs: number;
+          thisHost: boolean;
+          json: boolean;
+        },
+        cmd: Command,
+      ) => {
+        // An explicit --url wins over a DATABASE_URL that merely sits in the environment;
+        // an explicit --database-url wins over everything.
+        const useDatabase =
+          flags.databaseUrl !== undefined &&
+          (cmd.getOptionValueSource("databaseUrl") === "cli" ||
+            cmd.getOptionValueSource("url") !== "cli");
+        process.exitCode = useDatabase
+          ? await healthcheckDatabase({ ...flags, databaseUrl: flags.databaseUrl! }, io)
           : await healthcheckHttp(flags, io);
       },
     );
