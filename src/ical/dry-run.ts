@@ -59,7 +59,7 @@ export function dryRunDeliveries(
         const occurrenceAt = recurrence.dateOnly ? occ.local.slice(0, 10) : occurrenceIso;
         const recurrenceId = event.recurrenceIds[occurrenceIso] ?? null;
         for (const reminder of schedule.reminders) {
-          const dueMs = applyOffset(occ, reminder.offset, recurrence.tzid);
+          const dueMs = applyOffset(occ, reminder.offset, recurrence.tzid, recurrence.dst);
           out.push({
             uid: event.uid,
             recurrenceId,

@@ -6,7 +6,7 @@
 import { ValidationError } from "../errors/index.js";
 import { DAY_SECONDS } from "./civil.js";
 import { parseDateValue } from "./datetime.js";
-import type { Occurrence } from "./types.js";
+import type { DstPolicy, Occurrence } from "./types.js";
 import { getZone } from "./zone.js";
 
 /** A parsed duration: nominal days (weeks × 7 + days) and an exact part in ms, both signed. */
@@ -57,12 +57,18 @@ export function isValidOffset(text: string): boolean {
 /**
  * Instant (epoch ms) of a reminder: the occurrence moved by `offset`. The day part moves
  * the wall-clock date in `tzid` (a nonexistent result moves forward by the gap, an
- * ambiguous one takes the earlier instant, RFC 5545 §3.3.5); the time part is then added
+ * ambiguous one takes the instant `dst.overlap` names, default the earlier, RFC 5545
+ * §3.3.5); the time part is then added
  * as an exact duration. So `-P1D` before a 09:00 occurrence is 09:00 the day before even
  * across a DST change, while `-PT24H` is exactly 24 hours before.
  * @throws ValidationError (field `offset` or `tzid`) for a bad duration or zone.
  */
-export function applyOffset(occurrence: Occurrence, offset: string, tzid: string): number {
+export function applyOffset(
+  occurrence: Occurrence,
+  offset: string,
+  tzid: string,
+  dst: Partial<DstPolicy> = {},
+): number {
   const { days, exactMs } = parseOffset(offset);
   let ms = occurrence.instant;
   if (days !== 0) {
@@ -81,11 +87,14 @@ export function applyOffset(occurrence: Occurrence, offset: string, tzid: string
     if (parsed?.kind === "ok" && parsed.value.kind !== "instant") {
       wall = parsed.value.kind === "date" ? parsed.value.days * DAY_SECONDS : parsed.value.wall;
     }
+    // A reminder is never dropped: a nonexistent local time shifts forward; an ambiguous
+    // one follows the schedule's overlap policy.
     const resolved = zone.toInstant(wall + days * DAY_SECONDS, {
       gap: "shift",
-      overlap: "earlier",
+      overlap: dst.overlap ?? "earlier",
     });
-    ms = (resolved as { ms: number }).ms;
+    // Keep the sub-second part of the occurrence (an instant DTSTART with milliseconds).
+    ms = (resolved as { ms: number }).ms + (((occurrence.instant % 1000) + 1000) % 1000);
   }
   return ms + exactMs;
 }

@@ -147,7 +147,12 @@ export function planSchedule(
     const occurrences = recurrence.between(occFrom, occTo, MAX_OCCURRENCES_PER_PASS);
     const policy = lostLeasePolicy(reminder, channels.get(reminder.channel));
     for (const occurrence of occurrences) {
-      const due = applyOffset(occurrence, reminder.offset_duration, recurrence.tzid);
+      const due = applyOffset(
+        occurrence,
+        reminder.offset_duration,
+        recurrence.tzid,
+        recurrence.dst,
+      );
       if (due < from || due >= to) continue;
       const occurrenceAt = new Date(occurrence.instant);
       deliveries.push({
@@ -165,7 +170,7 @@ export function planSchedule(
       // Too many in one window: advance only to the last planned due time; the next pass
       // continues from there (ON CONFLICT makes the overlap harmless).
       const last = occurrences[occurrences.length - 1]!;
-      const lastDue = applyOffset(last, reminder.offset_duration, recurrence.tzid);
+      const lastDue = applyOffset(last, reminder.offset_duration, recurrence.tzid, recurrence.dst);
       plannedUntil = Math.min(plannedUntil, Math.max(from + 1, lastDue));
       complete = false;
       capped = false;

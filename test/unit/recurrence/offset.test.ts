@@ -73,3 +73,30 @@ describe("REC-6: reminder offsets", () => {
     expect(() => toInstant("2027-01-04T09:00:00", "Nowhere/Zone")).toThrow(ValidationError);
   });
 });
+
+describe("nominal offsets and the overlap policy", () => {
+  it("REC-2: -P1D before a 01:30 occurrence lands on the ambiguous 01:30 the policy names", () => {
+    // New York falls back on 2027-11-07: 01:30 happens at 05:30Z (EDT) and 06:30Z (EST).
+    const occurrence = {
+      instant: Date.parse("2027-11-08T06:30:00Z"),
+      local: "2027-11-08T01:30:00",
+    };
+    expect(new Date(applyOffset(occurrence, "-P1D", "America/New_York")).toISOString()).toBe(
+      "2027-11-07T05:30:00.000Z",
+    );
+    expect(
+      new Date(
+        applyOffset(occurrence, "-P1D", "America/New_York", { overlap: "later" }),
+      ).toISOString(),
+    ).toBe("2027-11-07T06:30:00.000Z");
+  });
+  it("REC-1: a day offset keeps the milliseconds of the occurrence", () => {
+    const occurrence = {
+      instant: Date.parse("2027-01-05T08:00:03.267Z"),
+      local: "2027-01-05T08:00:03",
+    };
+    expect(new Date(applyOffset(occurrence, "-P1D", "UTC")).toISOString()).toBe(
+      "2027-01-04T08:00:03.267Z",
+    );
+  });
+});
