@@ -187,7 +187,10 @@ function withExpiry(event: ImportedEvent): ImportedEvent["schedule"] & { expires
     ? toInstant(`${end}T00:00:00`, s.tzid)
     : Date.parse(end);
   if (at === null || !Number.isFinite(at)) return s;
-  return { ...s, expiresAt: new Date(at).toISOString() };
+  // A zero-length event (DTEND = DTSTART) still expires after its start, not at it.
+  const start = toInstant(s.dtstart, s.tzid);
+  const expires = start !== null && at <= start ? start + 1_000 : at;
+  return { ...s, expiresAt: new Date(expires).toISOString() };
 }
 
 /**

@@ -315,6 +315,13 @@ export class Punctual {
         endsAt: value.endsAt ?? null,
         dst: value.dst,
       });
+      if (value.expiresAt && Date.parse(value.expiresAt) <= recurrence.first.instant) {
+        issues.push({
+          field: "expiresAt",
+          message: "is at or before the first occurrence: nothing could ever be sent",
+          value: value.expiresAt,
+        });
+      }
       if (!recurrence.bounded && !value.perpetual) {
         warnings.push(
           `unbounded series: planned for ${this.config.scheduler.maxExpansionDays} days, then stopped (logged at ERROR); add COUNT/UNTIL or endsAt, or set perpetual: true`,

@@ -306,14 +306,31 @@ export async function planSweep(deps: PlanDeps): Promise<number> {
   return total;
 }
 
-/** REC-6: judges pending rows that missed their time. Returns how many were skipped. */
+/**
+ * REC-6: judges pending rows that missed their time, batch after batch within the
+ * planning time budget (rows not judged yet are not admissible, so nothing stale is sent
+ * meanwhile). Returns how many were skipped.
+ */
 export async function misfireSweep(deps: Omit<PlanDeps, "channels">): Promise<number> {
+  const started = performance.now();
+  let skipped = 0;
+  while (performance.now() - started < deps.options.planBudgetMs) {
+    const { skipped: n, full } = await misfireBatch(deps);
+    skipped += n;
+    if (!full) break;
+  }
+  return skipped;
+}
+
+async function misfireBatch(
+  deps: Omit<PlanDeps, "channels">,
+): Promise<{ skipped: number; full: boolean }> {
   const now = deps.clock.sqlNow();
   const { rows } = await deps.db.query<StaleRow & { db_now: Date }>(SELECT_STALE_SQL, [
     now,
     deps.options.misfireBatch,
   ]);
-  if (rows.length === 0) return 0;
+  if (rows.length === 0) return { skipped: 0, full: false };
   const nowMs = rows[0]!.db_now.getTime();
   const skipIds: number[] = [];
   const skipReasons: string[] = [];
@@ -361,5 +378,9 @@ export async function misfireSweep(deps: Omit<PlanDeps, "channels">): Promise<nu
       "misfire policy: missed occurrences recorded as skipped",
     );
   }
-  return skipIds.length;
+  // A full batch in which nothing changed would repeat forever: stop there.
+  return {
+    skipped: skipIds.length,
+    full: rows.length >= deps.options.misfireBatch && skipIds.length + lateIds.length > 0,
+  };
 }

@@ -18,7 +18,10 @@ const NOW = "coalesce($1::timestamptz, now())";
  * - no lease holds it (a `pending`/`retry` row has none by CHECK; written defensively);
  * - its due and retry time (`run_at`) has come;
  * - it was not already delivered for this occurrence (`sent_at` is NULL);
- * - its reminder still exists (an edit may have removed it while the row was in flight).
+ * - its reminder still exists (an edit may have removed it while the row was in flight);
+ * - the misfire policy has had its say (REC-6): the schedule has not expired, and a
+ *   recurring schedule's row that missed its grace period waits until the misfire sweep
+ *   has judged it (marked late to send, or skipped) — so no backlog is sent unjudged.
  * Written NULL-safe: a NULL lease expiry counts as free, and `IS DISTINCT FROM` /
  * `IS NULL` are used where a plain comparison would be NULL (and so false) for NULLs.
  * Used by the claim, the backlog gauge and the next-wake-up query alike.
@@ -31,7 +34,10 @@ export const ADMISSION_PREDICATE = `
   and d.sent_at is null
   and d.state is distinct from 'sent'
   and exists (select 1 from punctual_reminders r
-              where r.schedule_id = d.schedule_id and r.key = d.reminder_key)`;
+              where r.schedule_id = d.schedule_id and r.key = d.reminder_key)
+  and (s.expires_at is null or s.expires_at > ${NOW})
+  and (not s.recurring or d.late or d.attempt > 0
+       or d.due_at >= ${NOW} - make_interval(secs => s.grace_ms::double precision / 1000))`;
 
 /** The columns a worker needs to send a claimed delivery. */
 export interface ClaimedDelivery {
@@ -246,6 +252,9 @@ select
     where d.state in ('pending', 'retry') and s.state = 'active' and d.channel = any($2::text[])
       and exists (select 1 from punctual_reminders r
                   where r.schedule_id = d.schedule_id and r.key = d.reminder_key)
+      and (s.expires_at is null or s.expires_at > ${NOW})
+      and (not s.recurring or d.late or d.attempt > 0
+           or d.due_at >= ${NOW} - make_interval(secs => s.grace_ms::double precision / 1000))
     order by d.run_at limit 1) as next_run_at,
   (select min(lease_expires_at) from punctual_deliveries where state = 'claimed') as next_lease_expiry,
   ${NOW} as db_now`;

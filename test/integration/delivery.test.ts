@@ -552,4 +552,31 @@ describe("delivery state machine", () => {
       "2027-01-04T08:01:00.000Z",
     ]);
   });
+
+  it("REC-6: rows the misfire policy has not judged yet are never claimed, even past one sweep's batch", async () => {
+    t = await testPunctual({ scheduler: { misfireBatch: 3 } });
+    const { punctual, channel } = t;
+    // Ten past one-offs that expired an hour ago (as an imported calendar's old events).
+    for (let i = 0; i < 10; i++) {
+      await punctual.createSchedule(
+        oneOff(`2027-01-04T06:0${i}:00Z`, { expiresAt: "2027-01-04T07:00:00Z" }),
+      );
+    }
+    // And a series whose last two hours were missed.
+    await punctual.createSchedule({
+      dtstart: "2027-01-04T06:00:00Z",
+      rrule: "FREQ=MINUTELY;INTERVAL=10;COUNT=20",
+      reminders: [{ key: "r", offset: "PT0S", channel: "test" }],
+    });
+    await punctual.db.query(
+      "update punctual_schedules set planned_until = null, created_at = '2027-01-04T06:00:00Z' where recurring",
+    );
+    await tickAndDrain(punctual);
+    const rows = await deliveries(punctual);
+    const sentAt = channel.sends.map((x) => x.delivery.occurrenceAt.toISOString());
+    // Only what the policy allows: occurrences inside the 15-minute grace.
+    expect(sentAt).toEqual(["2027-01-04T07:50:00.000Z", "2027-01-04T08:00:00.000Z"]);
+    expect(rows.filter((r) => r.state === "skipped" && r.reason === "expired")).toHaveLength(10);
+    expect(rows.filter((r) => r.state === "skipped" && r.reason === "stale")).toHaveLength(11);
+  });
 });
