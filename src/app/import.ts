@@ -124,7 +124,9 @@ export async function importCalendar(
         });
       } else if (current.state === "cancelled") {
         // The event came back to the calendar: the same schedule (and keys) again.
-        const { source: _s, externalId: _e, ...definition } = withExpiry(event);
+        // The whole definition, defaults spelled out: the calendar is the source of truth
+        // for an imported schedule, and the stored hash then equals the import's.
+        const { source: _s, externalId: _e, ...definition } = value;
         await punctual.updateSchedule(current.id, definition, {
           tenant,
           version: current.version,
@@ -138,7 +140,9 @@ export async function importCalendar(
         result.action = "unchanged";
         summary.unchanged++;
       } else {
-        const { source: _s, externalId: _e, ...definition } = withExpiry(event);
+        // The whole definition, defaults spelled out: the calendar is the source of truth
+        // for an imported schedule, and the stored hash then equals the import's.
+        const { source: _s, externalId: _e, ...definition } = value;
         await punctual.updateSchedule(current.id, definition, { tenant, version: current.version });
         result.scheduleId = current.id;
         result.action = "updated";

@@ -769,7 +769,7 @@ export class Punctual {
     if (!rows[0]) {
       const current = await this.getDelivery(id, ctx);
       throw new ConflictError(
-        `delivery ${id} is ${current.state}; only in_doubt deliveries can be resolved`,
+        `delivery ${id} is ${current.state}; only in_doubt deliveries and open dead letters can be resolved`,
       );
     }
     return toDeliveryView(rows[0]);

@@ -81,8 +81,16 @@ export async function realignSchedule(
   );
   const keys = plan.deliveries.map((d) => d.key);
   const deleted = await removeWaiting(tx, now, schedule.id, keys);
-  const moved = (await tx.query(REALIGN_MOVE_SQL, [now, keys, plan.deliveries.map((d) => d.dueAt)]))
-    .rowCount;
+  const { rows: movedRows } = await tx.query<{ moved: number }>(REALIGN_MOVE_SQL, [
+    now,
+    keys,
+    plan.deliveries.map((d) => d.dueAt),
+    plan.deliveries.map((d) => d.channel),
+    plan.deliveries.map((d) => d.onLostLease),
+    plan.deliveries.map((d) => d.maxAttempts),
+    insertFrom > -8e15 ? new Date(insertFrom) : null,
+  ]);
+  const moved = Number(movedRows[0]?.moved ?? 0);
   const fresh = plan.deliveries.filter((d) => d.dueAt.getTime() >= insertFrom);
   const created = await insertDeliveries(tx, now, fresh);
   await tx.query(SET_WATERMARK_SQL, [schedule.id, new Date(plan.plannedUntil), plan.complete]);

@@ -45,7 +45,7 @@ select
   count(*) filter (where d.state in ('pending', 'retry', 'claimed') and s.state = 'active'
                    and d.due_at < ${NOW} - make_interval(secs => $2::double precision / 1000)) as overdue,
   count(*) filter (where d.state = 'in_doubt') as in_doubt,
-  count(*) filter (where d.state = 'dead') as dead,
+  count(*) filter (where d.state = 'dead' and d.reason is distinct from 'resolved') as dead,
   count(*) filter (where d.state = 'claimed') as claimed,
   min(d.due_at) filter (where d.state in ('pending', 'retry') and s.state = 'active' and d.run_at <= ${NOW}) as oldest_due
 from punctual_deliveries d join punctual_schedules s on s.id = d.schedule_id

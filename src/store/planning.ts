@@ -175,36 +175,65 @@ where schedule_id = $1 and state in ('pending', 'retry')`;
  */
 export const REALIGN_DELETE_SQL = `
 with gone as (
+  -- Locked, so a claim that commits first is seen (and the row then skipped below):
+  -- an edit never deletes or cancels a row a worker has just claimed.
   select id, attempt from punctual_deliveries
   where schedule_id = $2 and state in ('pending', 'retry')
     and not (delivery_key = any($3::text[]))
+  for update
 ),
 deleted as (
   delete from punctual_deliveries d using gone g
-  where d.id = g.id and g.attempt = 0
+  where d.id = g.id and g.attempt = 0 and d.state in ('pending', 'retry')
   returning d.id
 ),
 cancelled as (
   update punctual_deliveries d
   set state = 'cancelled', reason = 'realigned', finished_at = ${NOW}, updated_at = ${NOW}
   from gone g
-  where d.id = g.id and g.attempt > 0
+  where d.id = g.id and g.attempt > 0 and d.state in ('pending', 'retry')
   returning d.id
 )
 select (select count(*) from deleted) + (select count(*) from cancelled) as removed`;
 
 /**
- * DEL-9: moves the due time of waiting rows whose occurrence stays but whose reminder
- * offset changed. A `retry` row keeps its retry time unless the new due time is later.
- * $1 now, then parallel arrays $2 keys, $3 due instants.
+ * DEL-9: brings waiting rows of the new set in line with it: due time (a changed
+ * offset), channel, lost-lease policy and attempt budget (a changed reminder). A `retry`
+ * row keeps its retry time unless the new due time is later. Rows an earlier realign
+ * cancelled (reason `realigned`, they had attempts) that are back in the set reopen as
+ * `retry`, with their history. $1 now, then parallel arrays $2 keys, $3 due instants,
+ * $4 channels, $5 lost-lease policies, $6 max attempts, and $7 the earliest due instant
+ * a reopened row may have (older ones stay cancelled; NULL: no limit).
  */
 export const REALIGN_MOVE_SQL = `
-update punctual_deliveries d
-set due_at = u.due_at,
-    run_at = case when d.state = 'pending' then u.due_at else greatest(d.run_at, u.due_at) end,
-    updated_at = ${NOW}
-from unnest($2::text[], $3::timestamptz[]) as u(key, due_at)
-where d.delivery_key = u.key and d.state in ('pending', 'retry') and d.due_at <> u.due_at`;
+with u as (
+  select * from unnest($2::text[], $3::timestamptz[], $4::text[], $5::text[], $6::int[])
+    as u(key, due_at, channel, on_lost_lease, max_attempts)
+),
+reopened as (
+  update punctual_deliveries d
+  set state = 'retry', finished_at = null, reason = null, due_at = u.due_at,
+      run_at = greatest(u.due_at, ${NOW}), channel = u.channel,
+      on_lost_lease = u.on_lost_lease, max_attempts = greatest(u.max_attempts, d.failures + 1),
+      updated_at = ${NOW}
+  from u
+  where d.delivery_key = u.key and d.state = 'cancelled' and d.reason = 'realigned'
+    and u.due_at >= coalesce($7::timestamptz, '-infinity'::timestamptz)
+  returning d.id
+),
+moved as (
+  update punctual_deliveries d
+  set due_at = u.due_at,
+      run_at = case when d.state = 'pending' then u.due_at else greatest(d.run_at, u.due_at) end,
+      channel = u.channel, on_lost_lease = u.on_lost_lease, max_attempts = u.max_attempts,
+      updated_at = ${NOW}
+  from u
+  where d.delivery_key = u.key and d.state in ('pending', 'retry')
+    and (d.due_at, d.channel, d.on_lost_lease, d.max_attempts)
+        is distinct from (u.due_at, u.channel, u.on_lost_lease, u.max_attempts)
+  returning d.id
+)
+select (select count(*) from reopened) + (select count(*) from moved) as moved`;
 
 /** Sets the watermark after a realign (may move it back). $1 id, $2 watermark, $3 complete */
 export const SET_WATERMARK_SQL = `

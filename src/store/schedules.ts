@@ -167,7 +167,9 @@ where s.id = d.schedule_id and s.tenant = $2 and d.id = $3 and d.state in ('dead
 returning d.*`;
 
 /**
- * DEL-12: an operator resolves an in-doubt delivery: `sent` (it did arrive) or `dead`.
+ * DEL-12: an operator resolves an in-doubt delivery — `sent` (it did arrive) or `dead` —
+ * or acknowledges a dead letter (`dead`: reason `resolved`, no longer counted as an open
+ * dead letter; `sent`: it arrived after all).
  * Parameters: $1 now, $2 tenant, $3 delivery id, $4 'sent' | 'dead'.
  */
 export const RESOLVE_SQL = `
@@ -176,7 +178,8 @@ set state = $4, sent_at = case when $4 = 'sent' then ${NOW} end,
     finished_at = case when $4 = 'dead' then ${NOW} end,
     reason = case when $4 = 'dead' then 'resolved' end, updated_at = ${NOW}
 from punctual_schedules s
-where s.id = d.schedule_id and s.tenant = $2 and d.id = $3 and d.state = 'in_doubt'
+where s.id = d.schedule_id and s.tenant = $2 and d.id = $3
+  and (d.state = 'in_doubt' or (d.state = 'dead' and d.reason is distinct from 'resolved'))
 returning d.*`;
 
 export interface DeliveryRow {

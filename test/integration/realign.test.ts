@@ -3,7 +3,7 @@
  */
 import { afterEach, describe, expect, it } from "vitest";
 import { ConflictError, TransientError } from "../../src/errors/index.js";
-import { deferred } from "../support/channels.js";
+import { ScriptedChannel, deferred } from "../support/channels.js";
 import { deliveries, testPunctual, tickAndDrain, type TestPunctual } from "../support/punctual.js";
 
 let t: TestPunctual | null = null;
@@ -197,5 +197,53 @@ describe("realign on edit", () => {
     const kept = await punctual.getDelivery(first.id);
     expect(kept).toMatchObject({ state: "cancelled", reason: "realigned" });
     expect(kept.attempts).toHaveLength(1);
+  });
+
+  it("DEL-9: a retried occurrence removed by one edit and restored by the next reopens with its history", async () => {
+    t = await testPunctual();
+    const { punctual, channel, clock } = t;
+    const { schedule } = await punctual.createSchedule({
+      dtstart: "2027-01-04T08:00:00Z",
+      reminders: [{ key: "a", offset: "PT0S", channel: "test" }],
+    });
+    channel.behaviour = () => {
+      throw new TransientError("500");
+    };
+    await tickAndDrain(punctual);
+    await punctual.updateSchedule(schedule.id, {
+      reminders: [{ key: "b", offset: "PT0S", channel: "test" }],
+    });
+    const gone = (await deliveries(punctual)).find((d) => d.reminderKey === "a")!;
+    expect(gone).toMatchObject({ state: "cancelled", reason: "realigned" });
+    channel.behaviour = () => ({ messageId: "ok" });
+    await punctual.updateSchedule(schedule.id, {
+      reminders: [{ key: "a", offset: "PT0S", channel: "test" }],
+    });
+    const back = await punctual.getDelivery(gone.id);
+    expect(back).toMatchObject({ state: "retry", failures: 1 });
+    clock.advance(3_600_000);
+    await tickAndDrain(punctual);
+    const done = await punctual.getDelivery(gone.id);
+    expect(done.state).toBe("sent");
+    expect(done.attempts.map((a) => a.outcome)).toEqual(["transient", "sent"]);
+  });
+
+  it("DEL-9: a reminder moved to another channel, or to at-most-once, carries its waiting rows along", async () => {
+    t = await testPunctual({ channels: [new ScriptedChannel("other", false)] });
+    const { punctual } = t;
+    const { schedule } = await punctual.createSchedule({
+      dtstart: "2027-01-04T08:30:00Z",
+      reminders: [{ key: "a", offset: "PT0S", channel: "test" }],
+    });
+    await punctual.updateSchedule(schedule.id, {
+      reminders: [{ key: "a", offset: "PT0S", channel: "other", maxAttempts: 2 }],
+    });
+    const [row] = await deliveries(punctual);
+    expect(row).toMatchObject({ channel: "other", maxAttempts: 2 });
+    const { rows } = await punctual.db.query<{ on_lost_lease: string }>(
+      "select on_lost_lease from punctual_deliveries where id = $1",
+      [row!.id],
+    );
+    expect(rows[0]!.on_lost_lease).toBe("in_doubt");
   });
 });

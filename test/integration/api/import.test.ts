@@ -256,6 +256,33 @@ describe("API-5 a cut-off file", () => {
   });
 });
 
+describe("API-5 an imported schedule edited by hand", () => {
+  it("API-5: the calendar wins once, then re-imports are no-ops again", async () => {
+    const first = (await (
+      await importRequest(read("team-v1.ics"), teamOptions)
+    ).json()) as ImportSummary;
+    const review = first.schedules.find((s) => s.uid === REVIEW)!;
+    const before = await punctual.getSchedule(review.scheduleId!);
+    await punctual.updateSchedule(
+      before.id,
+      { graceMs: 60_000, payload: { edited: true } },
+      { version: before.version },
+    );
+    const second = (await (
+      await importRequest(read("team-v1.ics"), teamOptions)
+    ).json()) as ImportSummary;
+    expect(second.updated).toBe(1);
+    const restored = await punctual.getSchedule(before.id);
+    expect(restored.graceMs).toBe(before.graceMs);
+    expect(restored.payload).toEqual(before.payload);
+    const third = (await (
+      await importRequest(read("team-v1.ics"), teamOptions)
+    ).json()) as ImportSummary;
+    expect(third).toMatchObject({ updated: 0, created: 0 });
+    expect((await punctual.getSchedule(before.id)).version).toBe(restored.version);
+  });
+});
+
 describe("API-5 dry run", () => {
   it("API-5: dryRun=true answers the deliveries of [from, to) in the contract shape and stores nothing", async () => {
     const schedulesBefore = (await punctual.listSchedules({ limit: 1000 })).items.length;
