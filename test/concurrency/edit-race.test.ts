@@ -1,0 +1,95 @@
+/**
+ * DEL-9 under DEL-8: edits that remove and restore occurrences race with real worker
+ * processes claiming them. A row a worker has claimed is never deleted or re-created by
+ * an edit, so no delivery key reaches the receiver twice.
+ */
+import type { ChildProcess } from "node:child_process";
+import { afterEach, describe, expect, it } from "vitest";
+import { createPunctual } from "../../src/app/punctual.js";
+import { silentLogger } from "../../src/observability/logger.js";
+import { hasPostgres, openTestDatabase } from "../support/db.js";
+import { SECRET, exited, startReceiver, startWorker } from "../support/processes.js";
+
+const needs = hasPostgres()
+  ? ""
+  : " (skipped: needs PostgreSQL — DATABASE_URL or PostgreSQL binaries)";
+const cleanups: Array<() => Promise<void> | void> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+describe("edits racing claims", () => {
+  it.skipIf(!hasPostgres())(
+    `DEL-9: toggling a schedule's RDATEs while three workers claim never sends a delivery twice${needs}`,
+    async () => {
+      const handle = await openTestDatabase();
+      cleanups.push(() => handle.close());
+      const receiver = await startReceiver();
+      cleanups.push(
+        () =>
+          new Promise<void>((resolve) => {
+            receiver.server.closeAllConnections();
+            receiver.server.close(() => resolve());
+          }),
+      );
+      const lib = await createPunctual({
+        database: handle.db,
+        logger: silentLogger(),
+        allowPrivateTargets: true,
+        webhookSecret: SECRET,
+      });
+      cleanups.push(() => lib.close(0));
+      const workers: ChildProcess[] = [];
+      cleanups.push(async () => {
+        for (const w of workers)
+          if (w.exitCode === null && w.signalCode === null) w.kill("SIGKILL");
+        await Promise.all(workers.map(exited));
+      });
+      const start = Math.ceil(Date.now() / 1000) * 1000 + 2_000;
+      const rdates = Array.from({ length: 8 }, (_, i) =>
+        new Date(start + (i + 1) * 1_000).toISOString().replace(".000", ""),
+      );
+      const reminders = Array.from({ length: 40 }, (_, i) => ({
+        key: `r${i}`,
+        offset: "PT0S",
+        channel: "webhook",
+        target: { url: receiver.url },
+        delivery: "at-most-once" as const,
+      }));
+      const created = await lib.createSchedule({
+        dtstart: new Date(start).toISOString().replace(".000", ""),
+        rdate: rdates,
+        reminders,
+      });
+      for (let i = 0; i < 2; i++)
+        workers.push(startWorker(handle.url!, { PUNCTUAL_POLL_MS: "100" }));
+      // Toggle the RDATEs off and on until every occurrence is due, then leave them on.
+      let version = created.schedule.version;
+      let on = true;
+      while (Date.now() < start + 10_000) {
+        on = !on;
+        const res = await lib.updateSchedule(
+          created.schedule.id,
+          { rdate: on ? rdates : [] },
+          { version },
+        );
+        version = res.schedule.version;
+      }
+      if (!on) await lib.updateSchedule(created.schedule.id, { rdate: rdates }, { version });
+      const expected = 9 * 40;
+      await receiver.waitFor(() => receiver.counts.size >= expected, 60_000).catch(() => undefined);
+      for (const w of workers) w.kill("SIGTERM");
+      await Promise.all(workers.map(exited));
+      const twice = [...receiver.counts.entries()].filter(([, n]) => n > 1);
+      expect(twice).toEqual([]);
+      // Every delivery ended sent or, where a removal cancelled a tried row, recorded.
+      const { rows } = await handle.db.query<{ sent: number; attempts: number }>(
+        `select count(*) filter (where state = 'sent') as sent,
+                (select count(*) from punctual_attempts where outcome = 'sent' and settled) as attempts
+         from punctual_deliveries`,
+      );
+      expect(rows[0]!.sent).toBe(receiver.counts.size);
+      expect(rows[0]!.attempts).toBe(receiver.counts.size);
+    },
+  );
+});

@@ -1,0 +1,93 @@
+/**
+ * Real processes for concurrency tests: a local webhook receiver that counts
+ * `webhook-id`s (and can hold requests open), and `punctual worker` child processes.
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { fileURLToPath } from "node:url";
+
+const ROOT = fileURLToPath(new URL("../../", import.meta.url));
+
+/** Signing secret the workers use. */
+export const SECRET = "whsec_Y29uY3VycmVuY3ktdGVzdC1zZWNyZXQ=";
+
+export interface Receiver {
+  url: string;
+  counts: Map<string, number>;
+  /** Called per request; return false to hold the request open (never answer). */
+  onRequest: (id: string, req: IncomingMessage, res: ServerResponse) => boolean;
+  held: ServerResponse[];
+  server: Server;
+  waitFor(predicate: () => boolean, timeoutMs: number): Promise<void>;
+}
+
+export async function startReceiver(): Promise<Receiver> {
+  const waiters: Array<() => void> = [];
+  const r: Receiver = {
+    url: "",
+    counts: new Map(),
+    onRequest: () => true,
+    held: [],
+    server: createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on("data", (c: Buffer) => chunks.push(c));
+      req.on("end", () => {
+        const id = String(req.headers["webhook-id"] ?? "");
+        r.counts.set(id, (r.counts.get(id) ?? 0) + 1);
+        if (r.onRequest(id, req, res)) {
+          res.writeHead(200, { "content-type": "application/json" }).end("{}");
+        } else {
+          r.held.push(res);
+        }
+        for (const w of waiters.splice(0)) w();
+      });
+    }),
+    async waitFor(predicate, timeoutMs) {
+      const deadline = Date.now() + timeoutMs;
+      while (!predicate()) {
+        if (Date.now() > deadline) throw new Error("receiver wait timed out");
+        // Wake on the next request, or re-check every 100 ms (state may change in the DB).
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, 100);
+          waiters.push(() => {
+            clearTimeout(timer);
+            resolve();
+          });
+        });
+      }
+    },
+  };
+  await new Promise<void>((resolve) => r.server.listen(0, "127.0.0.1", resolve));
+  r.url = `http://127.0.0.1:${(r.server.address() as AddressInfo).port}/hook`;
+  return r;
+}
+
+export function startWorker(url: string, env: Record<string, string> = {}): ChildProcess {
+  const child = spawn(
+    process.execPath,
+    ["--import", "tsx", "src/cli/main.ts", "worker", "--database-url", url],
+    {
+      cwd: ROOT,
+      env: {
+        ...process.env,
+        PUNCTUAL_ALLOW_PRIVATE_TARGETS: "true",
+        PUNCTUAL_WEBHOOK_SECRET: SECRET,
+        PUNCTUAL_LOG_LEVEL: "warn",
+        ...env,
+      },
+      stdio: ["ignore", "pipe", "pipe"],
+    },
+  );
+  let err = "";
+  child.stderr?.on("data", (d: Buffer) => (err = (err + d.toString()).slice(-4000)));
+  child.on("exit", (code, signal) => {
+    if (code && code !== 0 && signal !== "SIGKILL") console.error(`worker exited ${code}: ${err}`);
+  });
+  return child;
+}
+
+export function exited(child: ChildProcess): Promise<number | null> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve(child.exitCode);
+  return new Promise((resolve) => child.once("exit", (code) => resolve(code)));
+}
