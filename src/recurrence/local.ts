@@ -6,7 +6,7 @@ import { DAY_SECONDS } from "./civil.js";
 import { parseDateValue } from "./datetime.js";
 import { DEFAULT_DST_POLICY } from "./recurrence.js";
 import type { DstPolicy } from "./types.js";
-import { getZone } from "./zone.js";
+import { getZone, zoneOrThrow } from "./zone.js";
 
 /** Whether `tzid` names a time zone known to the IANA database (or a fixed offset like `+05:30`). */
 export function isValidTimeZone(tzid: string): boolean {
@@ -39,16 +39,7 @@ export function toInstant(
   }
   const v = parsed.value;
   if (v.kind === "instant") return v.ms + parsed.fractionMs;
-  let zone;
-  try {
-    zone = getZone(tzid);
-  } catch {
-    throw new ValidationError({
-      field: "tzid",
-      message: "is not a known IANA time zone",
-      value: tzid,
-    });
-  }
+  const zone = zoneOrThrow(tzid);
   const policy = { ...DEFAULT_DST_POLICY, ...dst };
   const r = zone.toInstant(v.kind === "date" ? v.days * DAY_SECONDS : v.wall, policy);
   return r === null ? null : r.ms + parsed.fractionMs;

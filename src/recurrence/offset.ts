@@ -7,7 +7,7 @@ import { ValidationError } from "../errors/index.js";
 import { DAY_SECONDS } from "./civil.js";
 import { parseDateValue } from "./datetime.js";
 import type { DstPolicy, Occurrence } from "./types.js";
-import { getZone } from "./zone.js";
+import { zoneOrThrow } from "./zone.js";
 
 /** A parsed duration: nominal days (weeks × 7 + days) and an exact part in ms, both signed. */
 export interface Offset {
@@ -72,16 +72,7 @@ export function applyOffset(
   const { days, exactMs } = parseOffset(offset);
   let ms = occurrence.instant;
   if (days !== 0) {
-    let zone;
-    try {
-      zone = getZone(tzid);
-    } catch {
-      throw new ValidationError({
-        field: "tzid",
-        message: "is not a known IANA time zone",
-        value: tzid,
-      });
-    }
+    const zone = zoneOrThrow(tzid);
     const parsed = parseDateValue(occurrence.local);
     let wall = zone.toWall(ms);
     if (parsed?.kind === "ok" && parsed.value.kind !== "instant") {

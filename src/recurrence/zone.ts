@@ -3,6 +3,7 @@
  * (`temporal-polyfill`), cached as constant-offset segments so that converting millions of
  * wall-clock times stays cheap. Never reads the host time zone.
  */
+import { ValidationError } from "../errors/index.js";
 import { Temporal } from "temporal-polyfill";
 import type { DstPolicy } from "./types.js";
 
@@ -125,4 +126,20 @@ export function getZone(tzid: string): Zone {
   }
   if (zones.size < 10_000) zones.set(tzid, zone);
   return zone;
+}
+
+/**
+ * The zone named `tzid`, for input from people.
+ * @throws ValidationError (field `tzid`) when the name is not an IANA zone.
+ */
+export function zoneOrThrow(tzid: string): Zone {
+  try {
+    return getZone(tzid);
+  } catch {
+    throw new ValidationError({
+      field: "tzid",
+      message: "is not a known IANA time zone",
+      value: tzid,
+    });
+  }
 }

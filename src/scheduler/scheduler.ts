@@ -377,25 +377,17 @@ export class Scheduler {
     return rows.length;
   }
 
+  #planDeps() {
+    const { db, clock, metrics, options, channels } = this.#d;
+    return { db, clock, logger: this.#log, metrics, options, channels };
+  }
+
   async #plan(): Promise<number> {
-    return planSweep({
-      db: this.#d.db,
-      clock: this.#d.clock,
-      logger: this.#log,
-      metrics: this.#d.metrics,
-      options: this.#d.options,
-      channels: this.#d.channels,
-    });
+    return planSweep(this.#planDeps());
   }
 
   async #misfire(): Promise<number> {
-    return misfireSweep({
-      db: this.#d.db,
-      clock: this.#d.clock,
-      logger: this.#log,
-      metrics: this.#d.metrics,
-      options: this.#d.options,
-    });
+    return misfireSweep(this.#planDeps());
   }
 
   /**
