@@ -6,20 +6,19 @@
  */
 import { TransientError, ValidationError } from "../errors/index.js";
 import type { Logger } from "../observability/logger.js";
-import type { Channel, ChannelDelivery, SendContext, SendResult } from "./types.js";
+import {
+  reminderMessage,
+  type Channel,
+  type ChannelDelivery,
+  type ReminderMessage,
+  type SendContext,
+  type SendResult,
+} from "./types.js";
 
 /** The line the log channel writes for one delivery. Instants are ISO 8601 UTC with `Z`. */
-export interface LogChannelLine {
+export interface LogChannelLine extends ReminderMessage {
   msg: "reminder.due";
   channel: "log";
-  deliveryKey: string;
-  scheduleId: string;
-  reminderKey: string;
-  occurrenceAt: string;
-  dueAt: string;
-  attempt: number;
-  late: boolean;
-  payload: unknown;
 }
 
 /** Options of {@link createLogChannel}. */
@@ -58,14 +57,7 @@ export function createLogChannel(options: LogChannelOptions): Channel {
       const line: LogChannelLine = {
         msg: "reminder.due",
         channel: "log",
-        deliveryKey: delivery.deliveryKey,
-        scheduleId: delivery.scheduleId,
-        reminderKey: delivery.reminderKey,
-        occurrenceAt: delivery.occurrenceAt.toISOString(),
-        dueAt: delivery.dueAt.toISOString(),
-        attempt: delivery.attempt,
-        late: delivery.late,
-        payload: delivery.payload ?? null,
+        ...reminderMessage(delivery),
       };
       if (write) {
         write(line);

@@ -65,3 +65,29 @@ export interface Channel {
   /** Sends one delivery. Must honour `ctx.signal`. */
   send(delivery: ChannelDelivery, ctx: SendContext): Promise<SendResult>;
 }
+
+/** What every channel says about one delivery, as JSON: instants ISO 8601 UTC with `Z`. */
+export interface ReminderMessage {
+  deliveryKey: string;
+  scheduleId: string;
+  reminderKey: string;
+  occurrenceAt: string;
+  dueAt: string;
+  attempt: number;
+  late: boolean;
+  payload: unknown;
+}
+
+/** The {@link ReminderMessage} of a delivery (`payload` null when the schedule has none). */
+export function reminderMessage(delivery: ChannelDelivery): ReminderMessage {
+  return {
+    deliveryKey: delivery.deliveryKey,
+    scheduleId: delivery.scheduleId,
+    reminderKey: delivery.reminderKey,
+    occurrenceAt: delivery.occurrenceAt.toISOString(),
+    dueAt: delivery.dueAt.toISOString(),
+    attempt: delivery.attempt,
+    late: delivery.late,
+    payload: delivery.payload ?? null,
+  };
+}

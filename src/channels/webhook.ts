@@ -27,7 +27,14 @@ import { silentLogger } from "../observability/logger.js";
 import type { Logger } from "../observability/logger.js";
 import { TargetAllowlist, isForbiddenAddress, isIpLiteral, isLocalhostName } from "./address.js";
 import { signWebhook, WEBHOOK_SECRET_PREFIX } from "./webhook-signature.js";
-import type { Channel, ChannelDelivery, SendContext, SendResult } from "./types.js";
+import {
+  reminderMessage,
+  type Channel,
+  type ChannelDelivery,
+  type ReminderMessage,
+  type SendContext,
+  type SendResult,
+} from "./types.js";
 
 export {
   signWebhook,
@@ -50,16 +57,8 @@ export interface WebhookTarget {
 export const WEBHOOK_EVENT_TYPE = "reminder.due";
 
 /** The JSON body of a webhook request. Instants are ISO 8601 UTC with `Z`. */
-export interface WebhookBody {
+export interface WebhookBody extends ReminderMessage {
   type: typeof WEBHOOK_EVENT_TYPE;
-  deliveryKey: string;
-  scheduleId: string;
-  reminderKey: string;
-  occurrenceAt: string;
-  dueAt: string;
-  attempt: number;
-  late: boolean;
-  payload: unknown;
 }
 
 /** Resolves a hostname to its addresses (the shape of `dns.promises.lookup(h, { all: true })`). */
@@ -312,17 +311,7 @@ export function createWebhookChannel(options: WebhookChannelOptions = {}): Webho
     // inspect() guarantees one of the two is present.
     const secret = (target.secret ?? options.secret) as string;
     const id = ctx.idempotencyKey || delivery.deliveryKey;
-    const body: WebhookBody = {
-      type: WEBHOOK_EVENT_TYPE,
-      deliveryKey: delivery.deliveryKey,
-      scheduleId: delivery.scheduleId,
-      reminderKey: delivery.reminderKey,
-      occurrenceAt: delivery.occurrenceAt.toISOString(),
-      dueAt: delivery.dueAt.toISOString(),
-      attempt: delivery.attempt,
-      late: delivery.late,
-      payload: delivery.payload ?? null,
-    };
+    const body: WebhookBody = { type: WEBHOOK_EVENT_TYPE, ...reminderMessage(delivery) };
     const text = JSON.stringify(body);
     const timestamp = Math.floor(now() / 1000);
     const headers = {

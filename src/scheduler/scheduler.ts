@@ -70,6 +70,10 @@ export interface SchedulerDeps {
   role: string;
 }
 
+function emptyReport(): TickReport {
+  return { recovered: 0, planned: 0, skipped: 0, claimed: 0, failedSweep: null };
+}
+
 /** Lease owner of this process: `host#pid#nonce` (a restarted process never reuses one). */
 export function makeOwnerId(): string {
   return `${hostname()}#${process.pid}#${randomBytes(4).toString("hex")}`;
@@ -200,13 +204,7 @@ export class Scheduler {
 
   /** Dispatch alone (a send slot came free, or a planned row fell due). */
   async #dispatchPass(): Promise<TickReport> {
-    const report: TickReport = {
-      recovered: 0,
-      planned: 0,
-      skipped: 0,
-      claimed: 0,
-      failedSweep: null,
-    };
+    const report = emptyReport();
     try {
       report.claimed = await this.dispatch();
       this.#streak("dispatch").success();
@@ -273,13 +271,7 @@ export class Scheduler {
   async tick(): Promise<TickReport> {
     const started = performance.now();
     this.#lastFullAt = this.#d.clock.now();
-    const report: TickReport = {
-      recovered: 0,
-      planned: 0,
-      skipped: 0,
-      claimed: 0,
-      failedSweep: null,
-    };
+    const report = emptyReport();
     const sweeps: Array<[string, () => Promise<void>]> = [
       ["heartbeat", () => this.#heartbeat(started)],
       ["recover", async () => void (report.recovered = await this.recover())],

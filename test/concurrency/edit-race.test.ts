@@ -3,12 +3,9 @@
  * processes claiming them. A row a worker has claimed is never deleted or re-created by
  * an edit, so no delivery key reaches the receiver twice.
  */
-import type { ChildProcess } from "node:child_process";
 import { afterEach, describe, expect, it } from "vitest";
-import { createPunctual } from "../../src/app/punctual.js";
-import { silentLogger } from "../../src/observability/logger.js";
-import { hasPostgres, openTestDatabase } from "../support/db.js";
-import { SECRET, exited, startReceiver, startWorker } from "../support/processes.js";
+import { hasPostgres } from "../support/db.js";
+import { exited, raceSetup, startWorker } from "../support/processes.js";
 
 const needs = hasPostgres()
   ? ""
@@ -22,29 +19,7 @@ describe("edits racing claims", () => {
   it.skipIf(!hasPostgres())(
     `DEL-9: toggling a schedule's RDATEs while three workers claim never sends a delivery twice${needs}`,
     async () => {
-      const handle = await openTestDatabase();
-      cleanups.push(() => handle.close());
-      const receiver = await startReceiver();
-      cleanups.push(
-        () =>
-          new Promise<void>((resolve) => {
-            receiver.server.closeAllConnections();
-            receiver.server.close(() => resolve());
-          }),
-      );
-      const lib = await createPunctual({
-        database: handle.db,
-        logger: silentLogger(),
-        allowPrivateTargets: true,
-        webhookSecret: SECRET,
-      });
-      cleanups.push(() => lib.close(0));
-      const workers: ChildProcess[] = [];
-      cleanups.push(async () => {
-        for (const w of workers)
-          if (w.exitCode === null && w.signalCode === null) w.kill("SIGKILL");
-        await Promise.all(workers.map(exited));
-      });
+      const { lib, url, receiver, workers } = await raceSetup(cleanups);
       const start = Math.ceil(Date.now() / 1000) * 1000 + 2_000;
       const rdates = Array.from({ length: 8 }, (_, i) =>
         new Date(start + (i + 1) * 1_000).toISOString().replace(".000", ""),
@@ -61,8 +36,7 @@ describe("edits racing claims", () => {
         rdate: rdates,
         reminders,
       });
-      for (let i = 0; i < 2; i++)
-        workers.push(startWorker(handle.url!, { PUNCTUAL_POLL_MS: "100" }));
+      for (let i = 0; i < 3; i++) workers.push(startWorker(url, { PUNCTUAL_POLL_MS: "100" }));
       // Toggle the RDATEs off and on until every occurrence is due, then leave them on.
       let version = created.schedule.version;
       let on = true;
@@ -83,7 +57,7 @@ describe("edits racing claims", () => {
       const twice = [...receiver.counts.entries()].filter(([, n]) => n > 1);
       expect(twice).toEqual([]);
       // Every delivery ended sent or, where a removal cancelled a tried row, recorded.
-      const { rows } = await handle.db.query<{ sent: number; attempts: number }>(
+      const { rows } = await lib.db.query<{ sent: number; attempts: number }>(
         `select count(*) filter (where state = 'sent') as sent,
                 (select count(*) from punctual_attempts where outcome = 'sent' and settled) as attempts
          from punctual_deliveries`,

@@ -2,12 +2,9 @@
  * Real worker processes racing on one PostgreSQL (DEL-8), and a worker killed with
  * SIGKILL in the middle of a send (DEL-6). A local HTTP receiver counts `webhook-id`s.
  */
-import type { ChildProcess } from "node:child_process";
 import { afterEach, describe, expect, it } from "vitest";
-import { createPunctual, type Punctual } from "../../src/app/punctual.js";
-import { silentLogger } from "../../src/observability/logger.js";
-import { hasPostgres, openTestDatabase } from "../support/db.js";
-import { SECRET, exited, startReceiver, startWorker, type Receiver } from "../support/processes.js";
+import { hasPostgres } from "../support/db.js";
+import { exited, raceSetup, startWorker } from "../support/processes.js";
 
 const needs = hasPostgres()
   ? ""
@@ -18,44 +15,11 @@ afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
 
-async function setup(): Promise<{
-  lib: Punctual;
-  url: string;
-  receiver: Receiver;
-  workers: ChildProcess[];
-}> {
-  const handle = await openTestDatabase();
-  cleanups.push(() => handle.close());
-  if (!handle.url) throw new Error("needs a PostgreSQL URL");
-  const receiver = await startReceiver();
-  cleanups.push(
-    () =>
-      new Promise<void>((resolve) => {
-        for (const res of receiver.held) res.destroy();
-        receiver.server.closeAllConnections();
-        receiver.server.close(() => resolve());
-      }),
-  );
-  const lib = await createPunctual({
-    database: handle.db,
-    logger: silentLogger(),
-    allowPrivateTargets: true,
-    webhookSecret: SECRET,
-  });
-  cleanups.push(() => lib.close(0));
-  const workers: ChildProcess[] = [];
-  cleanups.push(async () => {
-    for (const w of workers) if (w.exitCode === null && w.signalCode === null) w.kill("SIGKILL");
-    await Promise.all(workers.map(exited));
-  });
-  return { lib, url: handle.url, receiver, workers };
-}
-
 describe("worker processes on PostgreSQL", () => {
   it.skipIf(!hasPostgres())(
     `DEL-8: three worker processes racing over 1,000 due deliveries send each exactly once${needs}`,
     async () => {
-      const { lib, url, receiver, workers } = await setup();
+      const { lib, url, receiver, workers } = await raceSetup(cleanups);
       const due = new Date(Date.now() - 1_000).toISOString();
       // 1,000 deliveries: 250 schedules × 4 reminders, all due now.
       for (let i = 0; i < 250; i++) {
@@ -91,7 +55,7 @@ describe("worker processes on PostgreSQL", () => {
   it.skipIf(!hasPostgres())(
     `DEL-6: kill -9 of a worker mid-send leads to a retry with the same key (webhook, idempotent) after the lease, never a silent resend${needs}`,
     async () => {
-      const { lib, url, receiver, workers } = await setup();
+      const { lib, url, receiver, workers } = await raceSetup(cleanups);
       const { schedule } = await lib.createSchedule({
         dtstart: new Date(Date.now() - 1_000).toISOString(),
         tzid: "UTC",

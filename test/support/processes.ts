@@ -6,6 +6,9 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { fileURLToPath } from "node:url";
+import { createPunctual, type Punctual } from "../../src/app/punctual.js";
+import { silentLogger } from "../../src/observability/logger.js";
+import { openTestDatabase } from "./db.js";
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 
@@ -90,4 +93,41 @@ export function startWorker(url: string, env: Record<string, string> = {}): Chil
 export function exited(child: ChildProcess): Promise<number | null> {
   if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve(child.exitCode);
   return new Promise((resolve) => child.once("exit", (code) => resolve(code)));
+}
+
+/**
+ * A PostgreSQL test database, a receiver, a library facade on that database, and an
+ * (initially empty) list of worker processes; everything is torn down by `cleanups`.
+ */
+export async function raceSetup(cleanups: Array<() => Promise<void> | void>): Promise<{
+  lib: Punctual;
+  url: string;
+  receiver: Receiver;
+  workers: ChildProcess[];
+}> {
+  const handle = await openTestDatabase();
+  cleanups.push(() => handle.close());
+  if (!handle.url) throw new Error("needs a PostgreSQL URL");
+  const receiver = await startReceiver();
+  cleanups.push(
+    () =>
+      new Promise<void>((resolve) => {
+        for (const res of receiver.held) res.destroy();
+        receiver.server.closeAllConnections();
+        receiver.server.close(() => resolve());
+      }),
+  );
+  const lib = await createPunctual({
+    database: handle.db,
+    logger: silentLogger(),
+    allowPrivateTargets: true,
+    webhookSecret: SECRET,
+  });
+  cleanups.push(() => lib.close(0));
+  const workers: ChildProcess[] = [];
+  cleanups.push(async () => {
+    for (const w of workers) if (w.exitCode === null && w.signalCode === null) w.kill("SIGKILL");
+    await Promise.all(workers.map(exited));
+  });
+  return { lib, url: handle.url, receiver, workers };
 }
