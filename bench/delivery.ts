@@ -91,6 +91,8 @@ const CONCURRENCY = 8;
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 const fmt = (n: number) => Math.round(n).toLocaleString("en-US");
 const secs = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
+/** A ratio with two significant digits (0.0042×, 0.31×, 1.6×). */
+const ratio = (r: number) => (Number.isFinite(r) ? `${Number(r.toPrecision(2))}×` : "n/a");
 
 // ---------------------------------------------------------------------------------------
 // PostgreSQL: one cluster, a migrated template database per system, a fresh copy per run.
@@ -621,7 +623,7 @@ try {
       const bestId = cols[1 + row.slice(1).findIndex((r) => r.rate === best)]!;
       console.log(
         `| ${c} | ${procs} | ${row.map(cell).join(" | ")} | ` +
-          `${(row[0]!.rate / best).toFixed(2)}× (vs ${VARIANTS[bestId]!.label}) |`,
+          `${ratio(row[0]!.rate / best)} (vs ${VARIANTS[bestId]!.label}) |`,
       );
     }
   }
@@ -675,6 +677,10 @@ try {
     console.log(
       "\n## 4. punctual over many finished deliveries (PostgreSQL): idle pass and a 100-row claim\n",
     );
+    if (Math.max(...SIZES.stored) < 10_000_000)
+      console.log(
+        "Largest size below 10M to fit the run's time; `--stored 10000,10000000` measures 10M.\n",
+      );
     console.log(
       "| stored deliveries | insert + analyze | idle pass (mean tick) | ticks | 100 due → 100 sent | mean tick then |",
     );
@@ -699,7 +705,7 @@ try {
       const server = pgBurst.get(`${c}/1`);
       console.log(
         `| ${c} | ${cell(lite)} | ${server ? cell(server) : "(burst not run)"} | ` +
-          `${server ? `${(lite.rate / server.rate).toFixed(2)}×` : "n/a"} |`,
+          `${server ? ratio(lite.rate / server.rate) : "n/a"} |`,
       );
     }
   }
