@@ -56,6 +56,8 @@ export interface ClaimedDelivery {
   late: boolean;
   payload: unknown;
   target: unknown;
+  /** The claim statement's "now" (database clock, or the pinned instant in tests). */
+  db_now: Date;
 }
 
 /**
@@ -100,7 +102,7 @@ where d.id = due.id
   and r.schedule_id = d.schedule_id and r.key = d.reminder_key
 returning d.id, d.delivery_key, d.schedule_id, d.reminder_key, d.occurrence_at, d.due_at,
           d.attempt, d.failures, d.max_attempts, d.channel, d.on_lost_lease,
-          d.lease_expires_at, d.late, s.payload, r.target`;
+          d.lease_expires_at, d.late, s.payload, r.target, ${NOW} as db_now`;
 
 /** Outcome of one send, as the settle statement records it. */
 export interface SettleInput {
@@ -266,4 +268,173 @@ export async function rows<T>(
   params: readonly unknown[],
 ): Promise<T[]> {
   return (await db.query<T>(sql, params)).rows;
+}
+
+/**
+ * DEL-16: renews the leases of rows this worker holds (prefetched, sending, or waiting
+ * for their settle), fenced like the settle: by `id`, `attempt`, `state = 'claimed'` and
+ * owner. A lease that already ran out is never revived: once it has expired, recovery
+ * may judge the row at any moment, so the holder must give it up (the executor aborts
+ * or drops it). Parameters: $1 now, $2 owner, $3 lease ms, $4 ids, $5 attempts.
+ * Returns the rows still held, with their new expiry and the statement's "now".
+ */
+export const RENEW_SQL = `
+update punctual_deliveries d
+set lease_expires_at = ${NOW} + make_interval(secs => $3::double precision / 1000),
+    updated_at = ${NOW}
+from unnest($4::bigint[], $5::int[]) as u(id, attempt)
+where d.id = u.id and d.attempt = u.attempt and d.state = 'claimed'
+  and d.lease_owner is not distinct from $2
+  and d.lease_expires_at > ${NOW}
+returning d.id, d.lease_expires_at, ${NOW} as db_now`;
+
+/**
+ * DEL-16: gives back every row claimed by this owner that it does not hold: the rows of
+ * a claim whose reply was lost with its connection (the statement committed, the worker
+ * never saw the rows). They return to `pending` / `retry` with their attempt restored,
+ * for any worker to claim at once instead of a lease later. The owner id is unique per
+ * process start, so no other process's claim can match. Parameters: $1 now, $2 owner,
+ * $3 ids the worker holds (never touched).
+ */
+export const RELEASE_ORPHANS_SQL = `
+update punctual_deliveries d
+set state = case when d.attempt - 1 = 0 then 'pending' else 'retry' end,
+    attempt = d.attempt - 1,
+    lease_owner = null, lease_expires_at = null, claimed_at = null, updated_at = ${NOW}
+where d.state = 'claimed' and d.lease_owner = $2 and not (d.id = any($3::bigint[]))
+returning d.id`;
+
+/** Parameters of {@link claimDeliveries}. */
+export interface ClaimParams {
+  /** Pinned "now" (tests) or null for the database clock. */
+  now: Date | null;
+  /** Lease owner (`host#pid#nonce`). */
+  owner: string;
+  /** Lease length, ms. */
+  leaseMs: number;
+  /** Most rows to claim. */
+  limit: number;
+  /** Channels this worker can send. */
+  channels: readonly string[];
+}
+
+/** DEL-2: runs {@link CLAIM_SQL}. */
+export async function claimDeliveries(db: Queryable, p: ClaimParams): Promise<ClaimedDelivery[]> {
+  return rows<ClaimedDelivery>(db, CLAIM_SQL, [p.now, p.owner, p.leaseMs, p.limit, p.channels]);
+}
+
+/**
+ * DEL-2 / DEL-14: runs {@link SETTLE_SQL} for a batch. Returns the ids whose outcome was
+ * recorded; any other id of the batch had lost its lease (its attempt is still recorded).
+ */
+export async function settleDeliveries(
+  db: Queryable,
+  now: Date | null,
+  owner: string,
+  batch: readonly SettleInput[],
+): Promise<Set<number>> {
+  const settled = await rows<{ id: number }>(db, SETTLE_SQL, [
+    now,
+    owner,
+    batch.map((b) => b.id),
+    batch.map((b) => b.attempt),
+    batch.map((b) => b.state),
+    batch.map((b) => b.runAt),
+    batch.map((b) => b.reason),
+    batch.map((b) => b.error?.slice(0, 2_000) ?? null),
+    batch.map((b) => b.failure),
+    batch.map((b) => b.startedAt),
+    batch.map((b) => b.outcome),
+    batch.map((b) => b.status),
+    batch.map((b) => b.messageId),
+  ]);
+  return new Set(settled.map((r) => r.id));
+}
+
+/** A row whose lease {@link renewLeases} extended. */
+export interface RenewedLease {
+  id: number;
+  lease_expires_at: Date;
+  db_now: Date;
+}
+
+/** DEL-16: runs {@link RENEW_SQL}; `held` pairs each id with its claim's attempt. */
+export async function renewLeases(
+  db: Queryable,
+  now: Date | null,
+  owner: string,
+  leaseMs: number,
+  held: ReadonlyArray<{ id: number; attempt: number }>,
+): Promise<RenewedLease[]> {
+  if (held.length === 0) return [];
+  return rows<RenewedLease>(db, RENEW_SQL, [
+    now,
+    owner,
+    leaseMs,
+    held.map((h) => h.id),
+    held.map((h) => h.attempt),
+  ]);
+}
+
+/** OPS-6 / DEL-16: runs {@link RELEASE_SQL}: gives back claims this worker will not send. */
+export async function releaseClaims(
+  db: Queryable,
+  now: Date | null,
+  owner: string,
+  held: ReadonlyArray<{ id: number; attempt: number }>,
+): Promise<number[]> {
+  if (held.length === 0) return [];
+  const released = await rows<{ id: number }>(db, RELEASE_SQL, [
+    now,
+    owner,
+    held.map((h) => h.id),
+    held.map((h) => h.attempt),
+  ]);
+  return released.map((r) => r.id);
+}
+
+/** DEL-16: runs {@link RELEASE_ORPHANS_SQL}. Returns the ids given back. */
+export async function releaseOrphans(
+  db: Queryable,
+  now: Date | null,
+  owner: string,
+  heldIds: readonly number[],
+): Promise<number[]> {
+  const released = await rows<{ id: number }>(db, RELEASE_ORPHANS_SQL, [now, owner, heldIds]);
+  return released.map((r) => r.id);
+}
+
+/** A row {@link recoverExpired} moved out of `claimed`. */
+export interface RecoveredRow {
+  id: number;
+  state: "retry" | "in_doubt" | "dead";
+  delivery_key: string;
+  schedule_id: string;
+  channel: string;
+}
+
+/** DEL-6: runs {@link RECOVER_SQL}: at most `limit` expired leases, retry after `retryDelayMs`. */
+export async function recoverExpired(
+  db: Queryable,
+  now: Date | null,
+  limit: number,
+  retryDelayMs: number,
+): Promise<RecoveredRow[]> {
+  return rows<RecoveredRow>(db, RECOVER_SQL, [now, limit, retryDelayMs]);
+}
+
+/** When this worker should next look (see {@link NEXT_WAKE_SQL}). */
+export interface NextWake {
+  next_run_at: Date | null;
+  next_lease_expiry: Date | null;
+  db_now: Date;
+}
+
+/** Runs {@link NEXT_WAKE_SQL}. */
+export async function nextWake(
+  db: Queryable,
+  now: Date | null,
+  channels: readonly string[],
+): Promise<NextWake | null> {
+  return (await rows<NextWake>(db, NEXT_WAKE_SQL, [now, channels]))[0] ?? null;
 }

@@ -4,6 +4,8 @@
  * `$1` is "now" (NULL = database clock) where present.
  */
 
+import type { Queryable } from "./database.js";
+
 const NOW = "coalesce($1::timestamptz, now())";
 
 /** Registers or refreshes an instance. $1 now, $2 id, $3 host, $4 pid, $5 version, $6 role, $7 last tick ms */
@@ -95,3 +97,91 @@ with ins as (
 select value from ins
 union all
 select value from punctual_settings where key = $1 and not exists (select 1 from ins)`;
+
+/** What {@link recordHeartbeat} reads back: the statement's "now" and the live database clock. */
+export interface HeartbeatRow {
+  last_pass_at: Date;
+  db_now: Date;
+  db_clock: Date;
+}
+
+/** Identity of a scheduler instance as {@link HEARTBEAT_SQL} records it. */
+export interface InstanceIdentity {
+  id: string;
+  host: string;
+  pid: number;
+  version: string;
+  role: string;
+}
+
+/** OPS-3: runs {@link HEARTBEAT_SQL}; `lastTickMs` is the duration of the last pass, ms. */
+export async function recordHeartbeat(
+  db: Queryable,
+  now: Date | null,
+  instance: InstanceIdentity,
+  lastTickMs: number | null,
+): Promise<HeartbeatRow | null> {
+  const { rows } = await db.query<HeartbeatRow>(HEARTBEAT_SQL, [
+    now,
+    instance.id,
+    instance.host,
+    instance.pid,
+    instance.version,
+    instance.role,
+    lastTickMs,
+  ]);
+  return rows[0] ?? null;
+}
+
+/** OPS-6: runs {@link INSTANCE_STOPPED_SQL}. */
+export async function markInstanceStopped(
+  db: Queryable,
+  now: Date | null,
+  id: string,
+): Promise<void> {
+  await db.query(INSTANCE_STOPPED_SQL, [now, id]);
+}
+
+/** DEL-8: runs {@link ACQUIRE_LEASE_SQL}; true when `owner` holds `name` for `ttlMs` from now. */
+export async function acquireLease(
+  db: Queryable,
+  now: Date | null,
+  name: string,
+  owner: string,
+  ttlMs: number,
+): Promise<boolean> {
+  const { rows } = await db.query(ACQUIRE_LEASE_SQL, [now, name, owner, ttlMs]);
+  return rows.length > 0;
+}
+
+/** Runs {@link RETENTION_SQL}: deletes at most `limit` finished rows older than `retentionMs`. */
+export async function deleteFinished(
+  db: Queryable,
+  now: Date | null,
+  retentionMs: number,
+  limit: number,
+): Promise<number> {
+  return (await db.query(RETENTION_SQL, [now, retentionMs, limit])).rowCount;
+}
+
+/** Runs {@link VACUUM_SQL} (embedded engine only: it has no autovacuum). */
+export async function vacuumHotTables(db: Queryable): Promise<void> {
+  for (const sql of VACUUM_SQL) await db.query(sql);
+}
+
+/** The cluster gauges {@link GAUGES_SQL} computes. */
+export interface GaugesRow {
+  due_backlog: number;
+  overdue: number;
+  in_doubt: number;
+  dead: number;
+}
+
+/** OPS-3: runs {@link GAUGES_SQL}; `overdueMs` is the overdue threshold. */
+export async function readGauges(
+  db: Queryable,
+  now: Date | null,
+  overdueMs: number,
+): Promise<GaugesRow | null> {
+  return (await db.query<GaugesRow>(GAUGES_SQL, [now, overdueMs])).rows[0] ?? null;
+}
