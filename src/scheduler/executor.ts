@@ -96,7 +96,7 @@ export class Executor {
     while (this.#sending < this.#d.options.concurrency && this.#queue.length > 0) {
       const held = this.#queue.shift() as HeldRow;
       const left = HeldBook.leaseLeft(held, this.#d.clock.now());
-      if (left < margin) {
+      if (left <= margin) {
         // DEL-16: never start a send on a lease that may already belong to someone else.
         this.#d.metrics.claimsReleased.inc({ reason: "lease_low" });
         this.#d.logger.warn(
@@ -120,6 +120,10 @@ export class Executor {
     const margin = leaseMarginMs(this.#d.options);
     const delay = HeldBook.leaseLeft(held, this.#d.clock.now()) - margin;
     const abort = held.abort;
+    if (delay <= 0) {
+      abort.abort(new Error("lease about to end and not renewed: send aborted"));
+      return;
+    }
     held.watchdog = this.#d.clock.setTimer(delay, () => {
       held.watchdog = null;
       abort.abort(new Error("lease about to end and not renewed: send aborted"));

@@ -351,6 +351,11 @@ export class Scheduler {
     return recovered;
   }
 
+  /** DEL-16: renews the lease of every held row now (the keeper also does it on its own). */
+  renewLeases(): Promise<void> {
+    return this.#keeper.renew();
+  }
+
   // ── dispatch ───────────────────────────────────────────────────────────────────────
 
   /**
@@ -496,7 +501,7 @@ export class Scheduler {
    * outcome, and marks the instance stopped.
    */
   async stop(graceMs: number = this.#d.options.shutdownGraceMs): Promise<void> {
-    if (!this.#running) return;
+    if (!this.#running && this.#book.size === 0) return;
     this.#stopping = true;
     this.#producer.stop();
     this.#pollTimer?.();
