@@ -68,12 +68,12 @@ export const DELIVERY_REASONS = [
   "SEND_FAILED",
   "PERMANENT",
   "LEASE_EXPIRED",
-  "SETTLE_FAILED",
   "OUTCOME_UNKNOWN",
   "stale",
   "expired",
   "schedule_cancelled",
   "realigned",
+  "reminder_removed",
   "resolved",
 ] as const;
 export type DeliveryReason = (typeof DELIVERY_REASONS)[number];

@@ -501,9 +501,16 @@ export class Scheduler {
    * outcome, and marks the instance stopped.
    */
   async stop(graceMs: number = this.#d.options.shutdownGraceMs): Promise<void> {
+    // A scheduler driven by tick() (never started) may still hold rows: stop them too.
     if (!this.#running && this.#book.size === 0) return;
     this.#stopping = true;
     this.#producer.stop();
+    // The grace period starts now, before anything is awaited.
+    let cancelGrace: CancelTimer | null = null;
+    const graceOver = new Promise<true>((resolve) => {
+      if (graceMs <= 0) resolve(true);
+      else cancelGrace = this.#d.clock.setTimer(graceMs, () => resolve(true));
+    });
     this.#pollTimer?.();
     this.#pollTimer = null;
     this.#wakeTimer?.();
@@ -514,14 +521,7 @@ export class Scheduler {
     await this.#filling?.catch(() => undefined);
     await this.#releaseQueued();
     if (this.#executor.sending > 0) {
-      let cancel: CancelTimer | null = null;
-      const timedOut = await Promise.race([
-        this.#sendsDone().then(() => false),
-        new Promise<boolean>((resolve) => {
-          cancel = this.#d.clock.setTimer(graceMs, () => resolve(true));
-        }),
-      ]);
-      (cancel as CancelTimer | null)?.();
+      const timedOut = await Promise.race([this.#sendsDone().then(() => false), graceOver]);
       if (timedOut) {
         this.#log.warn(
           { inFlight: this.#executor.sending },
@@ -534,6 +534,7 @@ export class Scheduler {
         ]);
       }
     }
+    (cancelGrace as CancelTimer | null)?.();
     this.#completer.stopRetrying();
     await this.#completer.flush();
     await this.#producer.releaseOrphans().catch(() => undefined);

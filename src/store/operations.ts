@@ -84,9 +84,6 @@ export const PING_SQL = `select 1 as ok`;
 /** Wakes every scheduler listening on `punctual_wake` (PostgreSQL); payload: due instant ISO. */
 export const NOTIFY_WAKE_SQL = `select pg_notify('punctual_wake', $1)`;
 
-/** $1 key */
-export const GET_SETTING_SQL = `select value from punctual_settings where key = $1`;
-
 /** Sets a setting only if absent; returns the stored value either way. $1 key, $2 value (json text) */
 export const INIT_SETTING_SQL = `
 with ins as (

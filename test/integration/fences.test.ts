@@ -91,7 +91,9 @@ describe("fences", () => {
     expect(await row(tp, c!.id)).toMatchObject({ state: "claimed", leaseOwner: "A" });
   });
 
-  it("DEL-2 settle fence `state = 'claimed'`: a second settle of a settled row changes nothing", async () => {
+  it("DEL-2 settle fence `state = 'claimed'` with the owner: a settled row is never settled twice", async () => {
+    // Only `claimed` rows carry an owner (CHECK punctual_deliveries_lease), so the state
+    // clause and the owner clause guard this together; removing both lets it through.
     const tp = await setup(1);
     const [c] = await claim(tp, "A");
     expect((await settleDeliveries(tp.punctual.db, at(1), "A", [sent(c!.id, 1)])).size).toBe(1);
@@ -105,6 +107,13 @@ describe("fences", () => {
     };
     expect((await settleDeliveries(tp.punctual.db, at(2), "A", [again])).size).toBe(0);
     expect(await row(tp, c!.id)).toMatchObject({ state: "sent", failures: 0 });
+    // The CHECK that makes the owner clause imply the state clause.
+    await expect(
+      tp.punctual.db.query(
+        "update punctual_deliveries set lease_owner = 'A', lease_expires_at = now(), claimed_at = now() where id = $1",
+        [c!.id],
+      ),
+    ).rejects.toThrow(/punctual_deliveries_lease/);
   });
 
   it("DEL-2 settle fence `d.id = u.id`: settling one row leaves the others of the same claim alone", async () => {
