@@ -74,7 +74,8 @@ export const SCHEDULE_COUNTS_SQL = `select state, count(*) as count from punctua
 /**
  * Retention: deletes finished rows (sent, skipped, cancelled) older than the retention
  * period, in bounded batches, oldest first (index `punctual_deliveries_finished_at`, so
- * a batch stops at its limit). Dead and in-doubt rows stay until a person acts.
+ * a batch stops at its limit), then deleted by primary key (`= any(array(…))`: never a
+ * join that could read the table). Dead and in-doubt rows stay until a person acts.
  * $1 now, $2 retention ms, $3 limit.
  */
 export const RETENTION_SQL = `
@@ -85,7 +86,7 @@ with old as (
   order by updated_at, id limit $3
   for update skip locked
 )
-delete from punctual_deliveries d using old where d.id = old.id`;
+delete from punctual_deliveries d where d.id = any(array(select id from old))`;
 
 /** PGlite has no autovacuum: the retention sweep runs this on the hot tables. */
 export const VACUUM_SQL = [
