@@ -31,6 +31,56 @@ const RUNS = 7;
 
 class Rollback extends Error {}
 
+interface PlanNode {
+  "Node Type": string;
+  "Relation Name"?: string;
+  "Actual Rows"?: number;
+  "Actual Loops"?: number;
+  "Rows Removed by Filter"?: number;
+  "Rows Removed by Index Recheck"?: number;
+  Plans?: PlanNode[];
+}
+
+/**
+ * Rows of punctual_deliveries the statement's scans produced or filtered out (EXPLAIN
+ * ANALYZE, rolled back): the work it did, whatever the machine's load.
+ */
+async function rowsRead(db: Database, sql: string, params: unknown[]): Promise<number> {
+  let total = 0;
+  try {
+    await db.transaction(async (tx) => {
+      const { rows } = await tx.query<Record<string, unknown>>(
+        `explain (analyze, format json) ${sql}`,
+        params,
+      );
+      let value = Object.values(rows[0]!)[0];
+      if (typeof value === "string") value = JSON.parse(value);
+      const walk = (n: PlanNode): void => {
+        if (n["Relation Name"] === "punctual_deliveries" && /Scan/.test(n["Node Type"])) {
+          const loops = n["Actual Loops"] ?? 1;
+          total +=
+            ((n["Actual Rows"] ?? 0) +
+              (n["Rows Removed by Filter"] ?? 0) +
+              (n["Rows Removed by Index Recheck"] ?? 0)) *
+            loops;
+        }
+        for (const c of n.Plans ?? []) walk(c);
+      };
+      walk((value as Array<{ Plan: PlanNode }>)[0]!.Plan);
+      throw new Rollback();
+    });
+  } catch (err) {
+    if (!(err instanceof Rollback)) throw err;
+  }
+  return total;
+}
+
+/** "12.34 ms, 20000 rows read" for `sql`. */
+async function measure(db: Database, sql: string, params: unknown[]): Promise<string> {
+  const ms = await median(db, sql, params);
+  return `${ms.toFixed(2).padStart(8)} ms  ${String(await rowsRead(db, sql, params)).padStart(6)} rows read`;
+}
+
 /** Median time (ms) of `sql` with `params`, each run rolled back. */
 async function median(db: Database, sql: string, params: unknown[]): Promise<number> {
   const times: number[] = [];
@@ -106,14 +156,14 @@ async function report(label: string, db: Database): Promise<void> {
       await db.query(`alter table ${t} set (autovacuum_enabled = false)`);
   }
   const out: string[] = [];
-  const line = (name: string, ms: number) => out.push(`  ${name.padEnd(58)} ${ms.toFixed(2)} ms`);
+  const line = (name: string, cell: string) => out.push(`  ${name.padEnd(58)} ${cell}`);
   const now = Date.now();
   const schedules = await Promise.all(Array.from({ length: 4 }, () => schedule(db)));
   for (const s of schedules) await deliveries(db, s, DUE / 4, now - 600_000);
   for (const phase of ["before ANALYZE", "after ANALYZE"]) {
     if (phase === "after ANALYZE") await db.query("analyze");
-    line(`claim 8 over ${DUE} due, ${phase}`, await median(db, CLAIM_SQL, claim(8)));
-    line(`claim 100 over ${DUE} due, ${phase}`, await median(db, CLAIM_SQL, claim(100)));
+    line(`claim 8 over ${DUE} due, ${phase}`, await measure(db, CLAIM_SQL, claim(8)));
+    line(`claim 100 over ${DUE} due, ${phase}`, await measure(db, CLAIM_SQL, claim(100)));
   }
   // A paused schedule's due rows beside them, inserted after the last ANALYZE.
   const paused = await schedule(db);
@@ -123,11 +173,11 @@ async function report(label: string, db: Database): Promise<void> {
     if (phase === "after ANALYZE") await db.query("analyze");
     line(
       `claim 8, + ${PAUSED} due of a paused schedule, ${phase}`,
-      await median(db, CLAIM_SQL, claim(8)),
+      await measure(db, CLAIM_SQL, claim(8)),
     );
     line(
       `wake-up, + ${PAUSED} due of a paused schedule, ${phase}`,
-      await median(db, NEXT_WAKE_SQL, [null, ["log"]]),
+      await measure(db, NEXT_WAKE_SQL, [null, ["log"]]),
     );
   }
   console.log(`${label}\n${out.join("\n")}`);
@@ -142,16 +192,20 @@ async function idle(label: string, db: Database, sizes: number[]): Promise<void>
   for (const n of sizes) {
     await finished(db, s, n - stored);
     stored = n;
-    await db.query("analyze");
-    const cells = [
-      ["misfire", await median(db, SELECT_STALE_SQL, [null, 500])],
-      ["wake-up", await median(db, NEXT_WAKE_SQL, [null, ["log"]])],
-      ["recover", await median(db, RECOVER_SQL, [null, 100, 0])],
-      ["claim 100", await median(db, CLAIM_SQL, claim(100))],
-    ] as const;
-    out.push(
-      `  idle pass over ${n} finished rows: ${cells.map(([k, v]) => `${k} ${v.toFixed(2)} ms`).join(", ")}`,
-    );
+    for (const phase of ["stale statistics", "after ANALYZE"]) {
+      if (phase === "after ANALYZE") await db.query("analyze");
+      const cells: string[] = [];
+      for (const [k, sql, params] of [
+        ["misfire", SELECT_STALE_SQL, [null, 500]],
+        ["wake-up", NEXT_WAKE_SQL, [null, ["log"]]],
+        ["recover", RECOVER_SQL, [null, 100, 0]],
+        ["claim 100", CLAIM_SQL, claim(100)],
+      ] as const) {
+        const ms = await median(db, sql, [...params]);
+        cells.push(`${k} ${ms.toFixed(2)} ms / ${await rowsRead(db, sql, [...params])} rows`);
+      }
+      out.push(`  idle pass over ${n} finished rows, ${phase}: ${cells.join(", ")}`);
+    }
   }
   console.log(`${label}\n${out.join("\n")}`);
 }

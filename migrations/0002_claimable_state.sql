@@ -75,18 +75,20 @@ create index punctual_deliveries_finished_at
 -- A claimed row that goes back to waiting (a retry, a recovered lease, a released claim)
 -- lands where its schedule is now: held (`paused`) when the schedule was paused or
 -- quarantined meanwhile, `cancelled` when it was cancelled or the reminder removed; its
--- expiry follows the schedule's. Every such statement gets this, whichever release runs it.
+-- expiry follows the schedule's, and a released never-tried row gets its grace limit back
+-- (the claim cleared it). Every such statement gets this, whichever release runs it.
 create function punctual_deliveries_rewait() returns trigger language plpgsql as $$
 declare
-  schedule_state text;
-  schedule_expiry timestamptz;
+  sched record;
 begin
-  select s.state, s.expires_at into schedule_state, schedule_expiry
+  select s.state, s.expires_at, s.recurring, s.grace_ms into sched
   from punctual_schedules s where s.id = new.schedule_id;
-  new.expires_at := schedule_expiry;
-  if schedule_state in ('paused', 'invalid') then
+  new.expires_at := sched.expires_at;
+  new.stale_at := case when sched.recurring and new.attempt = 0 and not new.late
+    then new.due_at + make_interval(secs => sched.grace_ms::double precision / 1000) end;
+  if sched.state in ('paused', 'invalid') then
     new.state := 'paused';
-  elsif schedule_state is null or schedule_state = 'cancelled' then
+  elsif sched.state is null or sched.state = 'cancelled' then
     new.state := 'cancelled';
     new.reason := 'schedule_cancelled';
     new.finished_at := new.updated_at;

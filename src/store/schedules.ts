@@ -226,6 +226,8 @@ export interface DeliveryRow {
   expires_at: Date | null;
   /** REC-6: past it a never-tried recurring row waits for the misfire sweep; NULL: no limit. */
   stale_at: Date | null;
+  /** `run_at` while `pending` or `retry`, else NULL (generated): the claim index's key. */
+  claimable_at: Date | null;
   created_at: Date;
   updated_at: Date;
 }
