@@ -72,28 +72,39 @@ export interface ClaimedDelivery {
  * $5 channel names this worker can send.
  *
  * Shape: a CTE walks the partial index `punctual_deliveries_claimable` (`claimable_at,
- * id`: `run_at` of the `pending`/`retry` rows, a generated column) in order, filters each row by the row-local
- * {@link ADMISSION_PREDICATE} and the channel, stops at the limit, and locks with
+ * id`; `claimable_at` is `run_at` of a `pending`/`retry` row, a generated column) in
+ * order, filters each row by the row-local {@link ADMISSION_PREDICATE} and the channel
+ * (`coalesce`-wrapped, so its estimate does not shrink to nothing without statistics),
+ * stops at the limit, and locks with
  * `FOR UPDATE SKIP LOCKED`, so concurrent claimers never wait on each other nor take the
  * same row. The UPDATE sets `claimed`, the lease and `attempt = attempt + 1` (the fencing
  * token), clears `stale_at` (a tried row is judged); the outer SELECT returns what the
  * send needs in claim order (oldest first), payload and target from scalar subqueries by
  * primary key, one per claimed row (no join whose plan could depend on statistics).
  *
- * Invariant: the plan is Limit → Index Scan on the claim index (no Sort, no join below
- * the limit) on both engines, before and after ANALYZE (test/integration/claim-plan.test.ts),
+ * Invariant: the plan is Limit → LockRows → Index Scan on the claim index (no Sort, no
+ * join below the limit) on both engines, before and after ANALYZE
+ * (test/integration/claim-plan.test.ts),
  * so a claim costs the rows it takes plus the not-admissible rows ahead of them (stale or
  * expired rows until the misfire sweep judges them; other workers' channels), never the
  * whole due backlog, and never the rows of paused schedules (not in the index).
  *
- * Alternatives measured here (bench/claim-plan.ts, 20k due rows, median of 7):
- * - the previous shape, admission by joining schedules and reminders: the planner, with
- *   stale statistics, sorted every due row before the LIMIT — claim of 8: PGlite 41 ms,
- *   PostgreSQL 55 ms before ANALYZE (9 / 0.5 ms after); 50k due rows of a paused schedule
- *   ahead of the due ones: 89 ms on PGlite even after ANALYZE (the join cannot skip them);
- * - this shape: claim of 8 in 0.3–0.8 ms whatever the statistics (see docs/benchmarks.md).
- * - claiming one row per statement (1–3k rows/s) and SELECT-then-UPDATE in two statements
- *   (a second round trip per batch) lost to the batched form earlier.
+ * Alternatives measured here (bench/claim-plan.ts: 20k due rows, never analyzed, then
+ * analyzed; rows read = rows the scans of punctual_deliveries returned or filtered, from
+ * EXPLAIN ANALYZE; times are medians of 7 on a 2-core machine at load 14–21, noisy):
+ * - admission by joining schedules and reminders (the previous claim): before ANALYZE the
+ *   planner expected one row and sorted every due row before the LIMIT — claim of 8 read
+ *   20,008 rows (PostgreSQL 56 ms, PGlite 297 ms), claim of 100 read 20,100 (82 / 742 ms);
+ *   with 50k due rows of a paused schedule ahead of them, 50,016 rows even after ANALYZE
+ *   (82 / 661 ms), and the wake-up query 50,001 rows (53 / 146 ms);
+ * - a row-local predicate that still names the state (`state in ('pending', 'retry')`,
+ *   plain `is null or` arms): the state filter alone makes the estimate collapse on stale
+ *   statistics, and the plan was again a bitmap scan and a Sort of every due row;
+ * - this shape: claim of 8 reads 16 rows (8 from the index, 8 by primary key), claim of
+ *   100 reads 200, before and after ANALYZE and beside the paused schedule's 50k rows
+ *   (PostgreSQL 1.2–10 ms, PGlite 6–54 ms under that load); the wake-up query reads 1 row;
+ * - earlier: one row per statement (1–3k rows/s) and SELECT-then-UPDATE in two statements
+ *   (a second round trip per batch) lost to the batched form.
  * `late` is set on the first claim when it happens more than 1 s after the due time
  * (the threshold of `applyMisfire`, LATE_THRESHOLD_MS).
  */

@@ -132,7 +132,7 @@ describe(`claimable by the row's own state on ${engine}`, () => {
     await db.query("delete from punctual_deliveries where schedule_id = $1", [id]);
   });
 
-  it("DEL-3: the NULL arms admit: no expiry and no grace limit (a one-off) is claimable once due", async () => {
+  it("DEL-3: the NULL arms admit: no expiry and no grace limit (a one-off) is claimable once due (protects the coalesce(…, true) arms of expires_at and stale_at)", async () => {
     const { db } = t();
     const id = await insertSchedule(db);
     await plan(db, id, [new Date(NOW.getTime() - 3 * HOUR)]);
