@@ -5,6 +5,7 @@
  */
 
 import type { Queryable } from "./database.js";
+import { ADMISSION_PREDICATE } from "./deliveries.js";
 
 const NOW = "coalesce($1::timestamptz, now())";
 
@@ -40,25 +41,42 @@ returning name, owner, expires_at`;
 /** $1 name, $2 owner */
 export const RELEASE_LEASE_SQL = `delete from punctual_leases where name = $1 and owner = $2`;
 
-/** Gauges: $1 now, $2 overdue threshold ms. */
+/**
+ * Gauges: $1 now, $2 overdue threshold ms.
+ * - `due_backlog`, `oldest_due`: rows the claim may take now (the one
+ *   {@link ADMISSION_PREDICATE}, DEL-3), read through the claim index;
+ * - `overdue`: due more than $2 ago and not settled: pending rows (claim index; a pending
+ *   row's `run_at` is its due time), retries (state index) and claimed rows (lease index);
+ *   rows held by a paused schedule are not overdue;
+ * - `in_doubt`, `dead` (open dead letters), `claimed`: through their partial indexes.
+ * Each count reads only the rows it counts, never the finished history.
+ */
 export const GAUGES_SQL = `
 select
-  count(*) filter (where d.state in ('pending', 'retry') and s.state = 'active' and d.run_at <= ${NOW}) as due_backlog,
-  count(*) filter (where d.state in ('pending', 'retry', 'claimed') and s.state = 'active'
-                   and d.due_at < ${NOW} - make_interval(secs => $2::double precision / 1000)) as overdue,
-  count(*) filter (where d.state = 'in_doubt') as in_doubt,
-  count(*) filter (where d.state = 'dead' and d.reason is distinct from 'resolved') as dead,
-  count(*) filter (where d.state = 'claimed') as claimed,
-  min(d.due_at) filter (where d.state in ('pending', 'retry') and s.state = 'active' and d.run_at <= ${NOW}) as oldest_due
-from punctual_deliveries d join punctual_schedules s on s.id = d.schedule_id
-where d.state in ('pending', 'retry', 'claimed', 'in_doubt', 'dead')`;
+  (select count(*) from punctual_deliveries d where ${ADMISSION_PREDICATE}) as due_backlog,
+  (select count(*) from punctual_deliveries d
+    where d.claimable_at < ${NOW} - make_interval(secs => $2::double precision / 1000)
+      and d.state = 'pending')
+  + (select count(*) from punctual_deliveries d
+      where d.state = 'retry'
+        and d.due_at < ${NOW} - make_interval(secs => $2::double precision / 1000))
+  + (select count(*) from punctual_deliveries d
+      where d.state = 'claimed'
+        and d.due_at < ${NOW} - make_interval(secs => $2::double precision / 1000)) as overdue,
+  (select count(*) from punctual_deliveries d where d.state = 'in_doubt') as in_doubt,
+  (select count(*) from punctual_deliveries d
+    where d.state = 'dead' and d.reason is distinct from 'resolved') as dead,
+  (select count(*) from punctual_deliveries d where d.state = 'claimed') as claimed,
+  (select min(d.due_at) from punctual_deliveries d where ${ADMISSION_PREDICATE}) as oldest_due`;
 
 /** Schedules by state. */
 export const SCHEDULE_COUNTS_SQL = `select state, count(*) as count from punctual_schedules group by state`;
 
 /**
  * Retention: deletes finished rows (sent, skipped, cancelled) older than the retention
- * period, in bounded batches. Dead and in-doubt rows stay until a person acts.
+ * period, in bounded batches, oldest first (index `punctual_deliveries_finished_at`, so
+ * a batch stops at its limit), then deleted by primary key (`= any(array(…))`: never a
+ * join that could read the table). Dead and in-doubt rows stay until a person acts.
  * $1 now, $2 retention ms, $3 limit.
  */
 export const RETENTION_SQL = `
@@ -66,10 +84,10 @@ with old as (
   select id from punctual_deliveries
   where state in ('sent', 'skipped', 'cancelled')
     and updated_at < ${NOW} - make_interval(secs => $2::double precision / 1000)
-  order by id limit $3
+  order by updated_at, id limit $3
   for update skip locked
 )
-delete from punctual_deliveries d using old where d.id = old.id`;
+delete from punctual_deliveries d where d.id = any(array(select id from old))`;
 
 /** PGlite has no autovacuum: the retention sweep runs this on the hot tables. */
 export const VACUUM_SQL = [
