@@ -5,8 +5,9 @@
 // Listens on 127.0.0.1 (any free port) and pipes each connection to 127.0.0.1:--target.
 // IPC (process.send): sends { type: "listening", port } once; on { type: "reset" } it
 // destroys every open socket pair with a TCP RST (as a failing network or a restarted
-// load balancer would) and answers { type: "reset", dropped }; on { type: "stop" } closes
-// and exits 0. New connections are accepted again right after a reset.
+// load balancer would) and answers { type: "reset", dropped }; answers { type: "stats" }
+// with { type: "stats", open, accepted } (open now, accepted so far); on { type: "stop" }
+// closes and exits 0. New connections are accepted again right after a reset.
 import { connect, createServer } from "node:net";
 
 const args = process.argv.slice(2);
@@ -19,6 +20,7 @@ if (!Number.isInteger(targetPort) || targetPort <= 0) {
 
 /** Open pairs: client socket → upstream socket. */
 const pairs = new Map();
+let accepted = 0;
 
 function drop(client) {
   const upstream = pairs.get(client);
@@ -33,6 +35,7 @@ function drop(client) {
 const server = createServer((client) => {
   const upstream = connect({ host: "127.0.0.1", port: targetPort });
   pairs.set(client, upstream);
+  accepted += 1;
   client.setNoDelay(true);
   upstream.setNoDelay(true);
   client.pipe(upstream);
@@ -61,6 +64,7 @@ process.on("message", (msg) => {
     for (const client of [...pairs.keys()]) drop(client);
     process.send?.({ type: "reset", dropped });
   }
+  if (msg?.type === "stats") process.send?.({ type: "stats", open: pairs.size, accepted });
   if (msg?.type === "stop") stop();
 });
 process.on("disconnect", stop);

@@ -59,6 +59,11 @@ export interface Findings {
     keysResent: number;
     /** Re-sends that carried an attempt number already seen for that key. */
     resendsSameAttempt: number;
+    /** Keys that arrived twice with one attempt number: each arrival's attempt and time. */
+    sameAttemptSamples: Array<{
+      id: string;
+      arrivals: Array<{ attempt: number | null; recvMs: number }>;
+    }>;
     badSignature: number;
     /** webhook-ids matching no delivery row of the run. */
     unknownIds: number;
@@ -113,7 +118,21 @@ export interface Report extends Findings {
     kills: number;
     pgRestarts: Array<{ atMs: number; mode: string; ms: number; ok: boolean }>;
     proxyResets: Array<{ atMs: number; dropped: number | null }>;
-    pause: { pid: number; slot: number; atMs: number; ms: number } | null;
+    /** Runs a kill was due with fewer than two workers running (none was killed). */
+    killsSkipped: number;
+    pause: {
+      pid: number;
+      slot: number;
+      atMs: number;
+      ms: number;
+      /** The stopped worker's recorded attempts by outcome; null when unreadable. */
+      attempts: Array<{ outcome: string; settled: boolean; n: number }> | null;
+      /**
+       * Its fenced attempts (outcome recorded after its lease ended), how many of them
+       * reached the receiver, and how many arrived after the worker was resumed.
+       */
+      sends: { fenced: number; received: number; receivedAfterResume: number } | null;
+    } | null;
     skew: { seconds: number; slot: number } | null;
     skipped: string[];
   };

@@ -61,7 +61,7 @@ export function analyse({ reminders, rows, arrivals, earlyToleranceMs }) {
       continue;
     }
     if (!attemptsById.has(a.id)) attemptsById.set(a.id, []);
-    attemptsById.get(a.id).push(a.attempt);
+    attemptsById.get(a.id).push({ attempt: a.attempt, recvMs: a.recvMs });
     if (!rowByKey.has(a.id)) unknownIds.add(a.id);
     const n = a.n ?? nBySchedule.get(a.scheduleId);
     const reminder = n === undefined || n === null ? undefined : byN.get(n);
@@ -97,11 +97,16 @@ export function analyse({ reminders, rows, arrivals, earlyToleranceMs }) {
   let resends = 0;
   let keysResent = 0;
   let sameAttempt = 0;
-  for (const attempts of attemptsById.values()) {
-    if (attempts.length < 2) continue;
+  const sameAttemptSamples = [];
+  for (const [id, seen] of attemptsById) {
+    if (seen.length < 2) continue;
     keysResent += 1;
-    resends += attempts.length - 1;
-    sameAttempt += attempts.length - new Set(attempts).size;
+    resends += seen.length - 1;
+    const repeats = seen.length - new Set(seen.map((x) => x.attempt)).size;
+    sameAttempt += repeats;
+    if (repeats > 0 && sameAttemptSamples.length < SAMPLES) {
+      sameAttemptSamples.push({ id, arrivals: seen });
+    }
   }
 
   const secondKeyAtReceiver = [...keysByN].filter(([, keys]) => keys.size > 1);
@@ -159,6 +164,7 @@ export function analyse({ reminders, rows, arrivals, earlyToleranceMs }) {
       resends,
       keysResent,
       resendsSameAttempt: sameAttempt,
+      sameAttemptSamples,
       badSignature: badSignatures.length,
       unknownIds: unknownIds.size,
       dueAtMismatch,
@@ -257,8 +263,25 @@ export function formatReport(r) {
     `${c.kills} SIGKILLs; ${c.pgRestarts.length} PostgreSQL restarts (${c.pgRestarts.map((p) => `${p.mode} ${p.ms} ms`).join(", ") || "none"}); ` +
       `${c.proxyResets.length} proxy resets (${c.proxyResets.map((p) => p.dropped).join(", ") || "none"} connections); ` +
       `pause ${c.pause ? `${c.pause.ms} ms` : "none"}; skew ${c.skew ? `+${c.skew.seconds} s` : "none"}` +
+      (c.killsSkipped ? `; ${c.killsSkipped} kills skipped (fewer than 2 workers running)` : "") +
       (c.skipped.length ? `; did not happen: ${c.skipped.join(", ")}` : ""),
   );
+  if (c.pause?.attempts) {
+    const a = c.pause.attempts;
+    const fenced = a.filter((x) => !x.settled).reduce((sum, x) => sum + x.n, 0);
+    line(
+      "stopped worker's attempts",
+      `${a.reduce((sum, x) => sum + x.n, 0)} recorded, ${fenced} fenced out (lease ended): ` +
+        (a.map((x) => `${x.outcome}${x.settled ? "" : " (fenced)"} ${x.n}`).join(", ") || "none"),
+    );
+  }
+  if (c.pause?.sends) {
+    const p = c.pause.sends;
+    line(
+      "stopped worker's late sends",
+      `${p.received} of its ${p.fenced} fenced attempts reached the receiver, ${p.receivedAfterResume} of them after it resumed`,
+    );
+  }
   line(
     "workers",
     `${r.workers.spawned} started (boot p50 ${r.workers.bootMsP50} ms), ${r.workers.unexpectedExits.length} exited on their own`,

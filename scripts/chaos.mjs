@@ -222,6 +222,8 @@ const state = {
   workers: [],
   stopping: false,
   runDir: null,
+  /** --keep: the run folder stays even on an interrupted run. */
+  keep: false,
 };
 
 /**
@@ -263,6 +265,7 @@ for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"]) {
   process.on(signal, () => {
     process.stderr.write(`chaos: ${signal}: stopping everything\n`);
     cleanupNow();
+    if (state.runDir && !state.keep) rmSync(state.runDir, { recursive: true, force: true });
     process.exit(130);
   });
 }
@@ -409,6 +412,7 @@ async function run(opts) {
   }
 
   state.runDir = mkdtempSync(join(tmpdir(), "punctual-chaos-"));
+  state.keep = opts.keep;
   const runId = randomBytes(4).toString("hex");
   const source = `chaos-${runId}`;
   const secret = `whsec_${randomBytes(32).toString("base64")}`;
@@ -419,7 +423,22 @@ async function run(opts) {
   // 1. PostgreSQL, proxy, receiver.
   const cluster = await startCluster({ bin: pgBin });
   state.cluster = cluster;
-  say(`PostgreSQL on 127.0.0.1:${cluster.port} (${cluster.bin})`);
+  // The throwaway cluster acknowledges commits before writing their WAL
+  // (synchronous_commit=off), so an immediate restart would forget acknowledged claims
+  // and outcomes: duplicates and losses of the harness, not of punctual. Every session
+  // of the run commits durably (a role setting wins over the server's command line;
+  // fsync=off stays harmless, the machine itself does not crash).
+  await withClient(cluster.url, async (c) => {
+    await c.query("alter role postgres set synchronous_commit = on");
+  });
+  const commitMode = await withClient(cluster.url, async (c) => {
+    const { rows } = await c.query("show synchronous_commit");
+    return rows[0]?.synchronous_commit;
+  });
+  if (commitMode !== "on") {
+    throw new SetupError(`synchronous_commit is ${commitMode} after alter role; expected on`);
+  }
+  say(`PostgreSQL on 127.0.0.1:${cluster.port} (${cluster.bin}), synchronous_commit on`);
   const proxy = await forkHelper("chaos-proxy.mjs", ["--target", String(cluster.port)], "proxy");
   state.proxy = proxy.child;
   const receiverLog = join(state.runDir, "receiver.jsonl");
@@ -524,6 +543,7 @@ async function run(opts) {
   // 5. Chaos while they fall due.
   const chaos = {
     kills: [],
+    killsSkipped: 0,
     pgRestarts: [],
     proxyResets: [],
     pause: null,
@@ -568,9 +588,13 @@ async function run(opts) {
     if (now >= nextProgress) {
       nextProgress = now + 5_000;
       const stats = await ask(receiver.child, { type: "stats" }, 1_000);
-      const up = state.workers.filter((w) => alive(w.child)).length;
+      const db = await ask(proxy.child, { type: "stats" }, 1_000);
+      const up = state.workers.filter((w) => alive(w.child));
+      const ready = up.filter((w) => w.readyAt !== null && !w.paused).length;
       say(
-        `t+${((now - tStart) / 1000).toFixed(0)} s: ${stats?.requests ?? "?"} webhooks received, ${up} workers alive, ${chaos.kills.length} killed`,
+        `t+${((now - tStart) / 1000).toFixed(0)} s: ${stats?.requests ?? "?"} webhooks received; ` +
+          `workers ${ready} running, ${up.length - ready} booting or paused; ` +
+          `${db?.open ?? "?"} database connections; ${chaos.kills.length} killed`,
       );
     }
     if (now >= nextKill) {
@@ -580,7 +604,13 @@ async function run(opts) {
         const w = current(slot);
         if (w && alive(w.child) && !w.paused && w.readyAt !== null) candidates.push(w);
       }
-      const victim = candidates[Math.floor(Math.random() * candidates.length)];
+      // Never the last running worker: at least one keeps sending while the others boot
+      // (on a loaded machine a boot can take longer than the kill interval).
+      const victim =
+        candidates.length >= 2
+          ? candidates[Math.floor(Math.random() * candidates.length)]
+          : undefined;
+      if (!victim) chaos.killsSkipped += 1;
       if (victim) {
         victim.expected = true;
         victim.child.kill("SIGKILL");
@@ -728,10 +758,53 @@ async function run(opts) {
     );
     return r;
   });
+  // What the stopped worker's attempts became (the attempt log, DEL-14): `settled: false`
+  // is a send whose outcome was fenced out because its lease had ended meanwhile.
+  let pausedAttempts = null;
+  if (chaos.pause) {
+    pausedAttempts = await withClient(cluster.url, async (c) => {
+      const { rows: r } = await c.query(
+        `select a.outcome, a.settled, count(*)::int as n
+           from punctual_attempts a
+           join punctual_deliveries d on d.id = a.delivery_id
+           join punctual_schedules s on s.id = d.schedule_id
+          where s.source = $1 and a.worker like '%#' || $2 || '#%'
+          group by 1, 2 order by 1, 2`,
+        [source, String(chaos.pause.pid)],
+      );
+      return r;
+    }).catch(() => null);
+  }
   const received = readFileSync(receiverLog, "utf8")
     .split("\n")
     .filter(Boolean)
     .map((line) => JSON.parse(line));
+  // Which of the stopped worker's fenced attempts reached the receiver, and whether the
+  // request arrived after it was resumed (a send started by a worker whose lease had ended).
+  let pausedSends = null;
+  if (chaos.pause) {
+    const fenced = await withClient(cluster.url, async (c) => {
+      const { rows: r } = await c.query(
+        `select d.delivery_key, a.attempt
+           from punctual_attempts a
+           join punctual_deliveries d on d.id = a.delivery_id
+           join punctual_schedules s on s.id = d.schedule_id
+          where s.source = $1 and a.worker like '%#' || $2 || '#%' and not a.settled`,
+        [source, String(chaos.pause.pid)],
+      );
+      return r;
+    }).catch(() => null);
+    if (fenced) {
+      const wanted = new Set(fenced.map((f) => `${f.delivery_key}#${f.attempt}`));
+      const resumedAt = tStart + chaos.pause.atMs + chaos.pause.ms;
+      pausedSends = { fenced: fenced.length, received: 0, receivedAfterResume: 0 };
+      for (const a of received) {
+        if (!a.ok || !wanted.has(`${a.id}#${a.attempt}`)) continue;
+        pausedSends.received += 1;
+        if (a.recvMs >= resumedAt) pausedSends.receivedAfterResume += 1;
+      }
+    }
+  }
 
   return buildReport({
     opts,
@@ -741,6 +814,8 @@ async function run(opts) {
     rows,
     received,
     chaos,
+    pausedAttempts,
+    pausedSends,
     creation,
     timing: {
       createMs: creation.ms,
@@ -755,7 +830,19 @@ async function run(opts) {
 // ---------------------------------------------------------------------------------------
 // The report: the verdict (scripts/chaos-report.mjs) plus what the run did
 
-function buildReport({ opts, runId, dueAt, idByN, rows, received, chaos, creation, timing }) {
+function buildReport({
+  opts,
+  runId,
+  dueAt,
+  idByN,
+  rows,
+  received,
+  chaos,
+  pausedAttempts,
+  pausedSends,
+  creation,
+  timing,
+}) {
   const reminders = [...idByN].map(([n, scheduleId]) => ({ n, scheduleId, dueAtMs: dueAt[n] }));
   const findings = analyse({
     reminders,
@@ -784,7 +871,8 @@ function buildReport({ opts, runId, dueAt, idByN, rows, received, chaos, creatio
       kills: chaos.kills.length,
       pgRestarts: chaos.pgRestarts,
       proxyResets: chaos.proxyResets,
-      pause: chaos.pause,
+      killsSkipped: chaos.killsSkipped,
+      pause: chaos.pause ? { ...chaos.pause, attempts: pausedAttempts, sends: pausedSends } : null,
       skew: chaos.skew,
       skipped: chaos.skipped,
     },
