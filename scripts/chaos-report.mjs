@@ -216,7 +216,7 @@ export function analyse({ reminders, rows, arrivals, earlyToleranceMs }) {
  */
 export function formatReport(r) {
   const out = [];
-  const line = (k, v) => out.push(`  ${k.padEnd(26)} ${v}`);
+  const line = (k, v) => out.push(`  ${k.padEnd(28)} ${v}`);
   out.push("", `chaos report (run ${r.run})`);
   line(
     "created",

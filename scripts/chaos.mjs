@@ -576,6 +576,8 @@ async function run(opts) {
   const pendingActions = [];
   const restartFailures = [];
   let restarting = false;
+  /** Two restarts stay 5 s apart, also when the first one was postponed. */
+  let restartAgainAt = 0;
 
   if (Date.now() < tStart) {
     say(`first reminder due in ${((tStart - Date.now()) / 1000).toFixed(1)} s`);
@@ -604,10 +606,11 @@ async function run(opts) {
         const w = current(slot);
         if (w && alive(w.child) && !w.paused && w.readyAt !== null) candidates.push(w);
       }
-      // Never the last running worker: at least one keeps sending while the others boot
-      // (on a loaded machine a boot can take longer than the kill interval).
+      // Never the last running worker (unless there is only one): at least one keeps
+      // sending while the others boot (on a loaded machine a boot can take longer than
+      // the kill interval).
       const victim =
-        candidates.length >= 2
+        candidates.length >= Math.min(2, opts.workers)
           ? candidates[Math.floor(Math.random() * candidates.length)]
           : undefined;
       if (!victim) chaos.killsSkipped += 1;
@@ -622,7 +625,9 @@ async function run(opts) {
     // A restart waits for the creation to finish (the facade talks to PostgreSQL
     // directly) and for the previous restart.
     const ready = events.findIndex(
-      (e) => now >= e.at && (e.kind !== "pg-restart" || (creation.done && !restarting)),
+      (e) =>
+        now >= e.at &&
+        (e.kind !== "pg-restart" || (creation.done && !restarting && now >= restartAgainAt)),
     );
     const event = ready >= 0 ? events.splice(ready, 1)[0] : undefined;
     if (event) {
@@ -651,6 +656,7 @@ async function run(opts) {
             "60",
           ]).then(({ code, output }) => {
             restarting = false;
+            restartAgainAt = Date.now() + 5_000;
             const ms = Date.now() - began;
             chaos.pgRestarts.push({ atMs: began - tStart, mode: event.mode, ms, ok: code === 0 });
             say(`PostgreSQL: ${code === 0 ? "back" : `restart FAILED (${output})`} after ${ms} ms`);
