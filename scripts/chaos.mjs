@@ -322,8 +322,10 @@ function spawnWorker(slot, ctx) {
     }
   });
   child.on("error", (err) => log.write(`spawn error: ${err.message}\n`));
+  log.on("error", () => undefined);
+  // 'close' comes after the last output: only then is the log complete.
+  child.on("close", (code, signal) => log.end(`\n[exit code=${code} signal=${signal}]\n`));
   child.on("exit", (code, signal) => {
-    log.end(`\n[exit code=${code} signal=${signal}]\n`);
     if (w.expected || state.stopping) return;
     workerEvents.unexpectedExits.push({
       slot,
@@ -492,10 +494,40 @@ async function run(opts) {
   }
   const idByN = new Map();
   const creation = { done: false, ms: 0, createdAfterDue: 0, error: null };
+  // A PostgreSQL restart holds the creation between two batches (the facade talks to the
+  // server directly): `hold` is set while a restart runs, `batchDone` settles when the
+  // batch in flight is stored.
+  const gate = { hold: null, batchDone: Promise.resolve() };
+  /** Stores one batch; after an error, keeps what was committed and retries the rest. */
+  const storeBatch = async (values) => {
+    for (let attempt = 1; values.length > 0; attempt++) {
+      try {
+        const ids = await facade.createSchedulesBulk(values);
+        for (const [externalId, id] of ids) idByN.set(Number(externalId.slice(1)), id);
+        return;
+      } catch (err) {
+        if (attempt >= 5) throw err;
+        say(`creation: batch failed (${err.message}); retrying what was not stored`);
+        await sleep(1_000 * attempt);
+        // The commit may have happened with its reply lost.
+        const stored = await withClient(cluster.url, async (c) => {
+          const { rows } = await c.query(
+            "select id, external_id from punctual_schedules where source = $1 and external_id = any($2)",
+            [source, values.map((v) => v.externalId)],
+          );
+          return rows;
+        }).catch(() => []);
+        for (const r of stored) idByN.set(Number(r.external_id.slice(1)), r.id);
+        const have = new Set(stored.map((r) => r.external_id));
+        values = values.filter((v) => !have.has(v.externalId));
+      }
+    }
+  };
   const createAll = async () => {
     const began = Date.now();
     const BATCH = 1_000;
     for (let first = 0; first < opts.reminders; first += BATCH) {
+      for (let guard = 0; gate.hold && guard < 1_000; guard++) await gate.hold;
       const values = [];
       const last = Math.min(opts.reminders, first + BATCH);
       for (let n = first; n < last; n++) {
@@ -516,8 +548,9 @@ async function run(opts) {
         });
         values.push(value);
       }
-      const ids = await facade.createSchedulesBulk(values);
-      for (const [externalId, id] of ids) idByN.set(Number(externalId.slice(1)), id);
+      const storing = storeBatch(values);
+      gate.batchDone = storing.catch(() => undefined);
+      await storing;
       const doneAt = Date.now();
       for (let n = first; n < last; n++) if (dueAt[n] < doneAt) creation.createdAfterDue += 1;
       // Let the chaos loop run between batches.
@@ -622,12 +655,9 @@ async function run(opts) {
         spawnWorker(victim.slot, ctx);
       }
     }
-    // A restart waits for the creation to finish (the facade talks to PostgreSQL
-    // directly) and for the previous restart.
+    // A restart waits for the previous one, and holds the creation meanwhile.
     const ready = events.findIndex(
-      (e) =>
-        now >= e.at &&
-        (e.kind !== "pg-restart" || (creation.done && !restarting && now >= restartAgainAt)),
+      (e) => now >= e.at && (e.kind !== "pg-restart" || (!restarting && now >= restartAgainAt)),
     );
     const event = ready >= 0 ? events.splice(ready, 1)[0] : undefined;
     if (event) {
@@ -638,30 +668,41 @@ async function run(opts) {
       } else if (event.kind === "pg-restart") {
         say(`PostgreSQL: restart (${event.mode})`);
         restarting = true;
-        const began = Date.now();
+        let began = Date.now();
         const data = join(cluster.dir, "data");
         const log = join(cluster.dir, "postgres.log");
         // Run in the background: kills go on while the server is away.
+        let release = () => undefined;
+        if (!creation.done) gate.hold = new Promise((resolve) => (release = resolve));
         pendingActions.push(
-          runPgTool(cluster.bin, "pg_ctl", [
-            "restart",
-            "-D",
-            data,
-            "-m",
-            event.mode,
-            "-l",
-            log,
-            "-w",
-            "-t",
-            "60",
-          ]).then(({ code, output }) => {
-            restarting = false;
-            restartAgainAt = Date.now() + 5_000;
-            const ms = Date.now() - began;
-            chaos.pgRestarts.push({ atMs: began - tStart, mode: event.mode, ms, ok: code === 0 });
-            say(`PostgreSQL: ${code === 0 ? "back" : `restart FAILED (${output})`} after ${ms} ms`);
-            if (code !== 0) restartFailures.push(output);
-          }),
+          gate.batchDone
+            .then(() => {
+              began = Date.now();
+              return runPgTool(cluster.bin, "pg_ctl", [
+                "restart",
+                "-D",
+                data,
+                "-m",
+                event.mode,
+                "-l",
+                log,
+                "-w",
+                "-t",
+                "60",
+              ]);
+            })
+            .then(({ code, output }) => {
+              gate.hold = null;
+              release();
+              restarting = false;
+              restartAgainAt = Date.now() + 5_000;
+              const ms = Date.now() - began;
+              chaos.pgRestarts.push({ atMs: began - tStart, mode: event.mode, ms, ok: code === 0 });
+              say(
+                `PostgreSQL: ${code === 0 ? "back" : `restart FAILED (${output})`} after ${ms} ms`,
+              );
+              if (code !== 0) restartFailures.push(output);
+            }),
         );
       } else if (event.kind === "pause") {
         const target = current(opts.workers > 1 ? 1 : 0);
@@ -688,7 +729,7 @@ async function run(opts) {
     await sleep(Math.max(20, Math.min(250, nextAt - Date.now())));
   }
   for (const e of events) {
-    say(`${e.kind} did not happen: ${creation.done ? "no time left" : "creation still running"}`);
+    say(`${e.kind} did not happen: no time left`);
   }
   chaos.skipped = events.map((e) => e.kind);
   await creating;
