@@ -33,10 +33,19 @@ export interface ChannelDelivery {
 export interface SendContext {
   /** Equal to `deliveryKey`: pass it to the receiver (webhook-id, Message-ID …). */
   idempotencyKey: string;
-  /** Aborted before the lease ends, and on forced shutdown. */
+  /**
+   * Aborted when the send's budget is spent, a safety margin before a lease that could
+   * not be renewed ends, when the lease is lost, and on forced shutdown.
+   */
   signal: AbortSignal;
-  /** Budget for this send in milliseconds (strictly below the lease). */
+  /** Budget for this send in milliseconds (the channel's `timeoutMs`, else the default). */
   timeoutMs: number;
+  /**
+   * The database clock's estimate of "now", epoch ms (OPS-9): use it for timestamps the
+   * receiver checks (e.g. `webhook-timestamp`), so a worker with a skewed clock still
+   * signs in time. Set by the scheduler; absent when a channel is called directly.
+   */
+  now?: () => number;
 }
 
 /** What a successful send reports. */
@@ -57,6 +66,11 @@ export interface Channel {
    * such deliveries `in_doubt` unless the reminder opts into at-least-once.
    */
   readonly idempotent: boolean;
+  /**
+   * Budget of one send, ms; when absent the scheduler's `sendTimeoutMs` applies. The
+   * lease is renewed while the send runs, so this may exceed the lease (DEL-16).
+   */
+  readonly timeoutMs?: number;
   /**
    * Checks a reminder's target when a schedule is created or edited.
    * @throws ValidationError naming `target.<field>`.

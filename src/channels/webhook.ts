@@ -313,7 +313,7 @@ export function createWebhookChannel(options: WebhookChannelOptions = {}): Webho
     const id = ctx.idempotencyKey || delivery.deliveryKey;
     const body: WebhookBody = { type: WEBHOOK_EVENT_TYPE, ...reminderMessage(delivery) };
     const text = JSON.stringify(body);
-    const timestamp = Math.floor(now() / 1000);
+    const timestamp = Math.floor((ctx.now ?? now)() / 1000);
     const headers = {
       "content-type": "application/json",
       "user-agent": userAgent,

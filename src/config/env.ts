@@ -66,6 +66,18 @@ export const ENV_VARS: ReadonlyArray<{ name: string; path: string; kind: Kind; h
     help: "budget of one send, ms (default 30000)",
   },
   {
+    name: "PUNCTUAL_LEASE_MARGIN_MS",
+    path: "scheduler.leaseMarginMs",
+    kind: "int",
+    help: "no send starts with less lease left; an unrenewed send is aborted this long before its lease ends, ms (default 5000, at most a quarter of the lease)",
+  },
+  {
+    name: "PUNCTUAL_PREFETCH",
+    path: "scheduler.prefetch",
+    kind: "int",
+    help: "claimed rows held beyond the send slots (default 100); a crash strands at most concurrency + prefetch",
+  },
+  {
     name: "PUNCTUAL_POLL_MS",
     path: "scheduler.pollMs",
     kind: "int",

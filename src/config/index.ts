@@ -15,8 +15,17 @@ export const schedulerOptionsSchema = z
   .object({
     /** Lease on a claimed delivery, ms (database clock). Default 60 s. */
     leaseMs: ms(60_000, 1_000),
-    /** Budget of one send, ms; must be below `leaseMs`. Default 30 s. */
+    /**
+     * Budget of one send, ms, for channels without their own timeout. Independent of the
+     * lease: the lease is renewed while a send runs (DEL-16). Default 30 s.
+     */
     sendTimeoutMs: ms(30_000, 100),
+    /**
+     * Safety margin on a lease, ms: no send starts with less lease left, and a send whose
+     * lease could not be renewed is aborted this long before it ends (DEL-16). At most a
+     * quarter of `leaseMs` is used. Default 5 s.
+     */
+    leaseMarginMs: ms(5_000, 0),
     /** Safety-net poll: the longest wait between two ticks, ms. Default 2 s. */
     pollMs: ms(2_000, 10),
     /** How far ahead planning materializes deliveries, ms. Default 1 h. */
@@ -27,6 +36,12 @@ export const schedulerOptionsSchema = z
     concurrency: z.number().int().min(1).max(1_000).default(100),
     /** Most rows one claim statement takes. Default 100. */
     claimBatch: z.number().int().min(1).max(1_000).default(100),
+    /**
+     * Most claimed rows held beyond the send slots, waiting for one (DEL-13): a crash
+     * strands at most `concurrency + prefetch` rows. The producer holds less when sends are
+     * slow (about 100 ms of measured throughput). Default 100.
+     */
+    prefetch: z.number().int().min(0).max(10_000).default(100),
     /** Attempts before a delivery is dead with SEND_FAILED (DEL-4). Default 5. */
     maxAttempts: z.number().int().min(1).max(100).default(5),
     /** First retry delay, ms; doubles per failure. Default 1 s. */
@@ -142,11 +157,6 @@ export function resolveConfig(input: ConfigInput = {}): PunctualConfig {
     throw new ConfigError(`Invalid configuration:\n  ${lines.join("\n  ")}`);
   }
   const config = result.data;
-  if (config.scheduler.sendTimeoutMs >= config.scheduler.leaseMs) {
-    throw new ConfigError(
-      `Invalid configuration:\n  scheduler.sendTimeoutMs (${config.scheduler.sendTimeoutMs}) must be below scheduler.leaseMs (${config.scheduler.leaseMs})`,
-    );
-  }
   return deepFreeze(config);
 }
 

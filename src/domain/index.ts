@@ -18,11 +18,16 @@ import { createHash } from "node:crypto";
 export const SCHEDULE_STATES = ["active", "paused", "cancelled", "invalid"] as const;
 export type ScheduleState = (typeof SCHEDULE_STATES)[number];
 
-/** Lifecycle of a delivery (docs/state-machine.md). */
+/**
+ * Lifecycle of a delivery (docs/architecture.md, "Delivery states"). Waiting states:
+ * `pending` (never tried) and `retry` are claimable once due (DEL-3); `paused` holds the
+ * waiting rows of a paused or quarantined schedule until it resumes (DEL-10).
+ */
 export const DELIVERY_STATES = [
   "pending",
   "claimed",
   "retry",
+  "paused",
   "sent",
   "dead",
   "in_doubt",
@@ -45,14 +50,19 @@ export const FINAL_DELIVERY_STATES: readonly DeliveryState[] = [
  * constraints of the schema tie lease and timestamp columns to each state.
  */
 export const DELIVERY_TRANSITIONS: Readonly<Record<DeliveryState, readonly DeliveryState[]>> = {
-  pending: ["claimed", "skipped", "cancelled"],
-  retry: ["claimed", "skipped", "cancelled"],
-  claimed: ["sent", "retry", "dead", "in_doubt"],
+  pending: ["claimed", "paused", "skipped", "cancelled"],
+  retry: ["claimed", "paused", "skipped", "cancelled"],
+  // Back to waiting: a retry, a recovered lease, a released claim; held or cancelled when
+  // the schedule was paused or cancelled (or the reminder removed) meanwhile.
+  claimed: ["sent", "retry", "pending", "paused", "dead", "in_doubt", "cancelled"],
+  // DEL-10: resume puts held rows back (`pending` if never tried, else `retry`).
+  paused: ["pending", "retry", "cancelled"],
   sent: [],
-  dead: ["pending"],
-  in_doubt: ["pending", "sent", "dead"],
+  dead: ["pending", "paused"],
+  in_doubt: ["pending", "paused", "sent", "dead"],
   skipped: [],
-  cancelled: [],
+  // An edit that brings an occurrence back reopens it; an import that revives its schedule.
+  cancelled: ["retry", "pending"],
 };
 
 /** Whether `from → to` is a legal delivery transition. */
@@ -68,12 +78,13 @@ export const DELIVERY_REASONS = [
   "SEND_FAILED",
   "PERMANENT",
   "LEASE_EXPIRED",
-  "SETTLE_FAILED",
   "OUTCOME_UNKNOWN",
   "stale",
   "expired",
   "schedule_cancelled",
+  "reminder_removed",
   "realigned",
+  "reminder_removed",
   "resolved",
 ] as const;
 export type DeliveryReason = (typeof DELIVERY_REASONS)[number];

@@ -36,6 +36,12 @@ export interface Metrics {
   skipped: Counter<"reason">;
   /** Absolute difference between this process's clock and the database's, seconds. */
   clockSkew: Gauge;
+  /**
+   * Claims given back unsent (DEL-16), by reason: `shutdown` (a stopping process),
+   * `orphan` (a claim whose reply was lost), `lease_low` (too little lease left to start
+   * the send), `lease_lost` (a renewal found the row taken over).
+   */
+  claimsReleased: Counter<"reason">;
 }
 
 /** Creates the metric set on a fresh registry. */
@@ -119,6 +125,12 @@ export function createMetrics(): Metrics {
     clockSkew: new Gauge({
       name: "punctual_clock_skew_seconds",
       help: "Absolute difference between this process's clock and the database clock.",
+      registers: r,
+    }),
+    claimsReleased: new Counter({
+      name: "punctual_claims_released_total",
+      help: "Claimed deliveries this process gave back or dropped without sending, by reason.",
+      labelNames: ["reason"],
       registers: r,
     }),
   };

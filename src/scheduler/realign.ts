@@ -5,7 +5,11 @@
  * rows whose (reminder, occurrence) is no longer in the new set are deleted, rows whose
  * offset changed move their due time, missing rows are created; rows already claimed,
  * sent, dead, in doubt or skipped are never touched. Missed occurrences of the new set
- * then follow the misfire policy (REC-6) like any other.
+ * then follow the misfire policy (REC-6) like any other. Last, the admission columns of
+ * every waiting row are rewritten from the edited schedule (held or not, expiry,
+ * `stale_at` for a changed grace or recurrence), so the claim never needs the schedule
+ * (DEL-3). A reminder removed by the edit has no key in the new set: its waiting rows are
+ * deleted (never tried) or cancelled (with attempts) here.
  */
 import type { Channel } from "../channels/types.js";
 import type { Clock } from "../clock/index.js";
@@ -20,6 +24,7 @@ import {
   REALIGN_MOVE_SQL,
   REMINDERS_OF_SQL,
   SET_WATERMARK_SQL,
+  SYNC_WAITING_SQL,
   type PlanReminderRow,
   type PlanScheduleRow,
 } from "../store/planning.js";
@@ -62,6 +67,7 @@ export async function realignSchedule(
   if (!parsed.ok) {
     // Strict validation ran before; a failure here means nothing can be planned.
     const deleted = await removeWaiting(tx, now, schedule.id, []);
+    await tx.query(SYNC_WAITING_SQL, [now, schedule.id]);
     return { deleted, moved: 0, created: 0 };
   }
   // Where new rows may start: recurring series from now − grace (older occurrences were
@@ -94,6 +100,7 @@ export async function realignSchedule(
   const fresh = plan.deliveries.filter((d) => d.dueAt.getTime() >= insertFrom);
   const created = await insertDeliveries(tx, now, fresh);
   await tx.query(SET_WATERMARK_SQL, [schedule.id, new Date(plan.plannedUntil), plan.complete]);
+  await tx.query(SYNC_WAITING_SQL, [now, schedule.id]);
   if (deleted + moved + created > 0) {
     deps.logger.info({ scheduleId: schedule.id, deleted, moved, created }, "schedule realigned");
   }

@@ -1,51 +1,45 @@
 /**
- * The scheduler loop (OPS-1). Each tick runs its sweeps in a fixed order:
+ * The scheduler (OPS-1): a delivery pipeline plus maintenance services.
  *
- *   heartbeat → recover → plan (+ misfire) → dispatch → retention
+ *   producer ──► executor ──► completer          (src/scheduler/{producer,executor,completer}.ts)
+ *   claims ahead   sends under    settles in
+ *   of need        the limit      batches
+ *        └──── lease keeper renews what is held ────┘   (lease-keeper.ts)
  *
- * Dispatch claims at most the free send slots, starts the sends outside any transaction,
- * and returns; each send settles on its own, fenced by (id, attempt, state, owner), in
- * small batches. Between ticks one timer is armed for the next due row (so a reminder
- * fires within milliseconds of its due time), LISTEN/NOTIFY wakes the loop when another
- * process adds work, and a slow poll remains as a safety net.
+ *   maintenance, every `pollMs` or when woken:
+ *   heartbeat → recover (+ orphaned claims) → plan → misfire → retention (own cadence)
  *
- * Errors on one item never stop the others; a sweep whose database work failed ends the
- * tick (no sweep runs on a rolled-back view); failures are logged per streak (OPS-2)
- * and the loop keeps retrying with backoff while the database is away (OPS-8).
+ * Wake-ups are event-driven and coalesced: a freed send slot refills the producer only
+ * when the held rows fall to half the target; a claim that came back short arms one
+ * timer for the next admissible row or lease expiry (never a zero-delay loop: a due row
+ * that could not be claimed backs off); LISTEN/NOTIFY and new schedules kick the
+ * producer; the poll remains as a safety net.
+ *
+ * Tests drive it step by step with {@link Scheduler.tick} and {@link Scheduler.drain} on
+ * a TestClock; {@link Scheduler.start} runs it on its own.
  */
 import { hostname } from "node:os";
 import { randomBytes } from "node:crypto";
 import type { Clock, CancelTimer } from "../clock/index.js";
-import type { Channel, ChannelDelivery } from "../channels/types.js";
+import type { Channel } from "../channels/types.js";
 import type { SchedulerOptions } from "../config/index.js";
-import { backoffMs } from "../domain/index.js";
-import {
-  PermanentError,
-  RateLimitedError,
-  TransientError,
-  isRetryableDatabaseError,
-} from "../errors/index.js";
+import { isRetryableDatabaseError } from "../errors/index.js";
 import { StreakLogger } from "../observability/error-log.js";
 import type { Logger } from "../observability/logger.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { Database } from "../store/database.js";
-import {
-  CLAIM_SQL,
-  NEXT_WAKE_SQL,
-  RECOVER_SQL,
-  SETTLE_SQL,
-  type ClaimedDelivery,
-  type SettleInput,
-} from "../store/deliveries.js";
-import {
-  ACQUIRE_LEASE_SQL,
-  GAUGES_SQL,
-  HEARTBEAT_SQL,
-  INSTANCE_STOPPED_SQL,
-  RETENTION_SQL,
-  VACUUM_SQL,
-} from "../store/operations.js";
+import { nextWake, releaseClaims } from "../store/deliveries.js";
+import { markInstanceStopped, readGauges } from "../store/operations.js";
+import { Completer } from "./completer.js";
+import { Executor } from "./executor.js";
+import { HeldBook } from "./held.js";
+import { LeaseKeeper } from "./lease-keeper.js";
 import { planSweep, misfireSweep } from "./plan.js";
+import { Producer } from "./producer.js";
+import { heartbeat, type HeartbeatState } from "./services/heartbeat.js";
+import { recover } from "./services/recover.js";
+import { retention } from "./services/retention.js";
+import type { ServiceContext } from "./services/service.js";
 
 /** What one tick did (tests and `punctual status` read it). */
 export interface TickReport {
@@ -79,13 +73,8 @@ export function makeOwnerId(): string {
   return `${hostname()}#${process.pid}#${randomBytes(4).toString("hex")}`;
 }
 
-interface InFlight {
-  row: ClaimedDelivery;
-  promise: Promise<void>;
-  abort: AbortController;
-}
-
-const SETTLE_RETRY_MS = 500;
+/** First back-off when due rows exist that this worker could not claim, ms. */
+const EMPTY_CLAIM_BACKOFF_MS = 10;
 
 /**
  * One scheduler instance. `start()` runs the loop on its own; tests drive it with
@@ -95,32 +84,88 @@ export class Scheduler {
   readonly owner: string;
   readonly #d: SchedulerDeps;
   readonly #log: Logger;
-  readonly #inFlight = new Map<number, InFlight>();
-  #pendingSettles: Array<SettleInput & { leaseExpiresAt: number; channel: string }> = [];
-  #settleScheduled = false;
-  #settling: Promise<void> = Promise.resolve();
+  readonly #ctx: ServiceContext;
+  readonly #book = new HeldBook();
+  readonly #executor: Executor;
+  readonly #completer: Completer;
+  readonly #keeper: LeaseKeeper;
+  readonly #producer: Producer;
+  readonly #heartbeat: HeartbeatState = { skewMs: 0 };
+  readonly #streaks = new Map<string, StreakLogger>();
+  readonly #channelNames: string[];
   #running = false;
   #stopping = false;
-  #tickPromise: Promise<TickReport> | null = null;
-  #wakeRequested = false;
-  #fullRequested = false;
-  /** The last claim filled every free slot: more due rows may be waiting. */
-  #slotBound = false;
-  #lastFullAt = Number.NEGATIVE_INFINITY;
-  #timer: CancelTimer | null = null;
+  #maintaining: Promise<TickReport> | null = null;
+  #maintainAgain = false;
+  #filling: Promise<void> | null = null;
+  #fillAgain = false;
+  #pollTimer: CancelTimer | null = null;
+  #wakeTimer: CancelTimer | null = null;
+  #emptyBackoffMs = 0;
   #unlisten: (() => Promise<void>) | null = null;
-  #lastRetention = 0;
+  #lastRetention = Number.NEGATIVE_INFINITY;
   #dbFailures = 0;
   #lastPassAt: number | null = null;
-  #skewMs = 0;
-  #streaks = new Map<string, StreakLogger>();
-  #channelNames: string[];
+  #lastTickMs: number | null = null;
 
   constructor(deps: SchedulerDeps) {
     this.#d = deps;
     this.owner = makeOwnerId();
     this.#log = deps.logger.child({ component: "scheduler", owner: this.owner });
+    const { db, clock, metrics, options } = deps;
     this.#channelNames = [...deps.channels.keys()];
+    this.#ctx = {
+      db,
+      clock,
+      logger: this.#log,
+      metrics,
+      options,
+      owner: this.owner,
+      version: deps.version,
+      role: deps.role,
+    };
+    this.#completer = new Completer({
+      db,
+      clock,
+      logger: this.#log,
+      metrics,
+      owner: this.owner,
+      book: this.#book,
+      streak: this.#streak("settle"),
+    });
+    this.#executor = new Executor({
+      clock,
+      channels: deps.channels,
+      options,
+      logger: this.#log,
+      metrics,
+      book: this.#book,
+      completer: this.#completer,
+      onSlotFree: () => this.#onSlotFree(),
+    });
+    this.#keeper = new LeaseKeeper({
+      db,
+      clock,
+      options,
+      logger: this.#log,
+      metrics,
+      owner: this.owner,
+      book: this.#book,
+      executor: this.#executor,
+      streak: this.#streak("renew"),
+    });
+    this.#producer = new Producer({
+      db,
+      clock,
+      options,
+      logger: this.#log,
+      metrics,
+      owner: this.owner,
+      channels: this.#channelNames,
+      book: this.#book,
+      executor: this.#executor,
+      keeper: this.#keeper,
+    });
   }
 
   /** Process-clock time of the last completed pass, ms (null before the first). */
@@ -130,12 +175,17 @@ export class Scheduler {
 
   /** Estimated database-clock minus process-clock, ms (OPS-9). */
   get skewMs(): number {
-    return this.#skewMs;
+    return this.#heartbeat.skewMs;
   }
 
   /** Number of sends in flight. */
   get inFlight(): number {
-    return this.#inFlight.size;
+    return this.#executor.sending;
+  }
+
+  /** Rows this process holds: claimed and queued, sending, or waiting for their settle. */
+  get held(): number {
+    return this.#book.size;
   }
 
   /** Whether the loop runs (between start() and stop()). */
@@ -143,22 +193,24 @@ export class Scheduler {
     return this.#running;
   }
 
-  /** Starts the loop: listens for wake-ups and runs the first tick now. */
+  /** Starts the loop: listens for wake-ups and runs the first pass now. */
   async start(): Promise<void> {
     if (this.#running) return;
     this.#running = true;
     this.#stopping = false;
+    this.#producer.resume();
+    this.#keeper.resume();
     await this.#listen();
-    this.wake();
+    this.#requestMaintenance();
   }
 
   async #listen(): Promise<void> {
     try {
       this.#unlisten = await this.#d.db.listen(
         "punctual_wake",
-        () => this.wake(),
+        () => this.wake(false),
         () => {
-          // The listening connection died (database restart): listen again on a later tick.
+          // The listening connection died (database restart): listen again on a later pass.
           this.#unlisten = null;
           this.#log.warn("LISTEN connection lost; relying on timers and the poll until it is back");
         },
@@ -169,90 +221,13 @@ export class Scheduler {
   }
 
   /**
-   * Requests a pass as soon as possible (coalesced with a running one). `full` asks for
-   * every sweep (new schedules, NOTIFY, the poll); otherwise (a send slot came free, a
-   * row fell due) dispatch alone runs, unless the last full tick is older than `pollMs`.
+   * Requests work as soon as possible, coalesced with what runs: the producer claims what
+   * is due; `full` also asks for a maintenance pass (planning, recovery…).
    */
   wake(full = true): void {
     if (!this.#running || this.#stopping) return;
-    if (full) this.#fullRequested = true;
-    if (this.#tickPromise) {
-      this.#wakeRequested = true;
-      return;
-    }
-    this.#cancelTimer();
-    const runFull =
-      this.#fullRequested || this.#d.clock.now() - this.#lastFullAt >= this.#d.options.pollMs;
-    this.#fullRequested = false;
-    const pass: Promise<TickReport> = runFull ? this.tick() : this.#dispatchPass();
-    this.#tickPromise = pass
-      .catch((err) => {
-        this.#log.error({ err }, "tick crashed");
-        return null;
-      })
-      .then((report) => {
-        this.#tickPromise = null;
-        if (!this.#running || this.#stopping) return;
-        if (this.#wakeRequested) {
-          this.#wakeRequested = false;
-          this.wake(false);
-          return;
-        }
-        void this.#armTimer(report);
-      }) as Promise<TickReport>;
-  }
-
-  /** Dispatch alone (a send slot came free, or a planned row fell due). */
-  async #dispatchPass(): Promise<TickReport> {
-    const report = emptyReport();
-    try {
-      report.claimed = await this.dispatch();
-      this.#streak("dispatch").success();
-    } catch (err) {
-      this.#d.metrics.sweepFailures.inc({ sweep: "dispatch" });
-      this.#streak("dispatch").failure(err, { sweep: "dispatch" });
-      report.failedSweep = "dispatch";
-      if (isRetryableDatabaseError(err)) this.#dbFailures++;
-    }
-    return report;
-  }
-
-  #cancelTimer(): void {
-    this.#timer?.();
-    this.#timer = null;
-  }
-
-  /** Arms the timer for the next due row, the next lease expiry, or the poll. */
-  async #armTimer(report: TickReport | null): Promise<void> {
-    const o = this.#d.options;
-    let delay = o.pollMs;
-    if (report?.failedSweep) {
-      // OPS-8: back off while the database is away, up to 30 s.
-      delay = Math.min(30_000, o.pollMs * 2 ** Math.min(this.#dbFailures, 5));
-    } else {
-      try {
-        const { rows } = await this.#d.db.query<{
-          next_run_at: Date | null;
-          next_lease_expiry: Date | null;
-          db_now: Date;
-        }>(NEXT_WAKE_SQL, [this.#d.clock.sqlNow(), this.#channelNames]);
-        const row = rows[0];
-        if (row) {
-          const now = row.db_now.getTime();
-          for (const at of [row.next_run_at, row.next_lease_expiry]) {
-            if (at) delay = Math.min(delay, Math.max(0, at.getTime() - now));
-          }
-        }
-      } catch (err) {
-        this.#streak("wake").failure(err);
-      }
-    }
-    if (!this.#running || this.#stopping || this.#tickPromise) return;
-    this.#cancelTimer();
-    this.#timer = this.#d.clock.setTimer(delay, () => {
-      this.#timer = null;
-      this.wake(false);
-    });
+    this.#kick();
+    if (full) this.#requestMaintenance();
   }
 
   #streak(what: string): StreakLogger {
@@ -264,34 +239,67 @@ export class Scheduler {
     return s;
   }
 
-  /**
-   * Runs one tick: heartbeat → recover → plan → misfire → dispatch → retention.
-   * A sweep whose database work fails ends the tick (OPS-1).
-   */
-  async tick(): Promise<TickReport> {
+  // ── maintenance ────────────────────────────────────────────────────────────────────
+
+  #requestMaintenance(): void {
+    if (!this.#running || this.#stopping) return;
+    if (this.#maintaining) {
+      this.#maintainAgain = true;
+      return;
+    }
+    this.#pollTimer?.();
+    this.#pollTimer = null;
+    this.#maintaining = this.#maintain()
+      .catch((err) => {
+        this.#log.error({ err }, "maintenance pass crashed");
+        const report = emptyReport();
+        report.failedSweep = "maintenance";
+        return report;
+      })
+      .then((report) => {
+        this.#maintaining = null;
+        if (!this.#running || this.#stopping) return report;
+        if (this.#maintainAgain) {
+          this.#maintainAgain = false;
+          this.#requestMaintenance();
+        } else {
+          this.#armPoll(report);
+        }
+        this.#kick();
+        return report;
+      });
+  }
+
+  #armPoll(report: TickReport): void {
+    const o = this.#d.options;
+    // OPS-8: back off while the database is away, up to 30 s.
+    const delay = report.failedSweep
+      ? Math.min(30_000, o.pollMs * 2 ** Math.min(this.#dbFailures, 5))
+      : o.pollMs;
+    this.#pollTimer?.();
+    this.#pollTimer = this.#d.clock.setTimer(delay, () => {
+      this.#pollTimer = null;
+      this.#requestMaintenance();
+    });
+  }
+
+  /** heartbeat → recover → plan → misfire → retention; a failed sweep ends the pass. */
+  async #maintain(): Promise<TickReport> {
     const started = performance.now();
-    this.#lastFullAt = this.#d.clock.now();
     const report = emptyReport();
     const sweeps: Array<[string, () => Promise<void>]> = [
-      ["heartbeat", () => this.#heartbeat(started)],
+      [
+        "heartbeat",
+        () => heartbeat(this.#ctx, this.#heartbeat, this.#lastTickMs, this.#streak("clock-skew")),
+      ],
       ["recover", async () => void (report.recovered = await this.recover())],
-      ["plan", async () => void (report.planned = await this.#plan())],
-      ["misfire", async () => void (report.skipped = await this.#misfire())],
-      ["dispatch", async () => void (report.claimed = await this.dispatch())],
+      ["plan", async () => void (report.planned = await planSweep(this.#planDeps()))],
+      ["misfire", async () => void (report.skipped = await misfireSweep(this.#planDeps()))],
       ["retention", () => this.#retention()],
     ];
     for (const [name, run] of sweeps) {
       if (this.#stopping && name !== "heartbeat") break;
-      try {
-        await run();
-        this.#streak(name).success();
-      } catch (err) {
-        this.#d.metrics.sweepFailures.inc({ sweep: name });
-        this.#streak(name).failure(err, { sweep: name });
-        report.failedSweep = name;
-        if (isRetryableDatabaseError(err)) this.#dbFailures++;
-        break;
-      }
+      if (!(await this.#sweep(name, run, report))) break;
     }
     if (!report.failedSweep) {
       if (this.#running && !this.#stopping && this.#unlisten === null) await this.#listen();
@@ -299,74 +307,26 @@ export class Scheduler {
       this.#lastPassAt = this.#d.clock.now();
       this.#d.metrics.lastPass.set(
         { instance: this.owner },
-        (this.#lastPassAt + this.#skewMs) / 1000,
+        (this.#lastPassAt + this.#heartbeat.skewMs) / 1000,
       );
     }
-    this.#d.metrics.tickDuration.observe((performance.now() - started) / 1000);
+    this.#lastTickMs = performance.now() - started;
+    this.#d.metrics.tickDuration.observe(this.#lastTickMs / 1000);
     return report;
   }
 
-  async #heartbeat(started: number): Promise<void> {
-    const before = this.#d.clock.now();
-    const { rows } = await this.#d.db.query<{ db_now: Date; db_clock: Date }>(HEARTBEAT_SQL, [
-      this.#d.clock.sqlNow(),
-      this.owner,
-      hostname(),
-      process.pid,
-      this.#d.version,
-      this.#d.role,
-      performance.now() - started,
-    ]);
-    const after = this.#d.clock.now();
-    const row = rows[0];
-    if (row && this.#d.clock.sqlNow() === null) {
-      // OPS-9: skew = database clock − midpoint of the round trip on our clock.
-      this.#skewMs = row.db_clock.getTime() - (before + after) / 2;
-      this.#d.metrics.clockSkew.set(Math.abs(this.#skewMs) / 1000);
-      if (Math.abs(this.#skewMs) > this.#d.options.clockSkewWarnMs) {
-        this.#streak("clock-skew").failure(
-          new Error(
-            `process clock differs from the database clock by ${Math.round(this.#skewMs)} ms`,
-          ),
-        );
-      } else {
-        this.#streak("clock-skew").success();
-      }
+  async #sweep(name: string, run: () => Promise<void>, report: TickReport): Promise<boolean> {
+    try {
+      await run();
+      this.#streak(name).success();
+      return true;
+    } catch (err) {
+      this.#d.metrics.sweepFailures.inc({ sweep: name });
+      this.#streak(name).failure(err, { sweep: name });
+      report.failedSweep = name;
+      if (isRetryableDatabaseError(err)) this.#dbFailures++;
+      return false;
     }
-  }
-
-  /** DEL-6: recovers expired leases. Returns how many rows it recovered. */
-  async recover(): Promise<number> {
-    const { rows } = await this.#d.db.query<{
-      id: number;
-      state: string;
-      delivery_key: string;
-      schedule_id: string;
-      channel: string;
-    }>(RECOVER_SQL, [this.#d.clock.sqlNow(), this.#d.options.recoverBatch, 0]);
-    for (const row of rows) {
-      this.#d.metrics.deliveries.inc({ channel: row.channel, outcome: "lease_expired" });
-      const fields = {
-        deliveryId: row.id,
-        deliveryKey: row.delivery_key,
-        scheduleId: row.schedule_id,
-        state: row.state,
-      };
-      if (row.state === "in_doubt") {
-        this.#log.error(
-          fields,
-          "lease expired mid-send: delivery is in doubt (it may or may not have been sent); resolve or redrive it",
-        );
-      } else if (row.state === "dead") {
-        this.#log.error(
-          fields,
-          "lease expired on the last attempt: delivery is dead (SEND_FAILED)",
-        );
-      } else {
-        this.#log.warn(fields, "lease expired mid-send: retrying with the same delivery key");
-      }
-    }
-    return rows.length;
   }
 
   #planDeps() {
@@ -374,370 +334,159 @@ export class Scheduler {
     return { db, clock, logger: this.#log, metrics, options, channels };
   }
 
-  async #plan(): Promise<number> {
-    return planSweep(this.#planDeps());
-  }
-
-  async #misfire(): Promise<number> {
-    return misfireSweep(this.#planDeps());
+  async #retention(): Promise<void> {
+    const now = this.#d.clock.now();
+    if (now - this.#lastRetention < this.#d.options.retentionEveryMs) return;
+    this.#lastRetention = now;
+    await retention(this.#ctx);
   }
 
   /**
-   * DEL-2: claims due rows for the free send slots and starts their sends.
+   * DEL-6: recovers expired leases (any worker's), and gives back this worker's orphaned
+   * claims (DEL-16). Returns how many expired leases it recovered.
+   */
+  async recover(): Promise<number> {
+    const recovered = await recover(this.#ctx);
+    await this.#producer.releaseOrphans();
+    return recovered;
+  }
+
+  /** DEL-16: renews the lease of every held row now (the keeper also does it on its own). */
+  renewLeases(): Promise<void> {
+    return this.#keeper.renew();
+  }
+
+  // ── dispatch ───────────────────────────────────────────────────────────────────────
+
+  /**
+   * DEL-2: claims due rows up to the held target and starts their sends.
    * Returns the number claimed. Sends run on; `drain()` waits for them.
    */
   async dispatch(): Promise<number> {
-    const o = this.#d.options;
-    let total = 0;
-    // Claim again while batches come back full and slots remain.
-    for (;;) {
-      if (this.#stopping) break;
-      const free = Math.min(o.concurrency - this.#inFlight.size, o.claimBatch);
-      if (free <= 0) break;
-      const { rows } = await this.#d.db.query<ClaimedDelivery>(CLAIM_SQL, [
-        this.#d.clock.sqlNow(),
-        this.owner,
-        o.leaseMs,
-        free,
-        this.#channelNames,
-      ]);
-      for (const row of rows) this.#start(row);
-      total += rows.length;
-      this.#slotBound = rows.length === free;
-      if (rows.length < free) break;
+    if (this.#stopping) return 0;
+    return (await this.#producer.fill()).claimed;
+  }
+
+  #onSlotFree(): void {
+    if (!this.#running || this.#stopping) return;
+    if (this.#producer.wantsMore()) this.#kick();
+  }
+
+  /** Coalesced claim: one fill at a time, one follow-up at most. */
+  #kick(): void {
+    if (!this.#running || this.#stopping) return;
+    if (this.#filling) {
+      this.#fillAgain = true;
+      return;
     }
-    if (!this.#stopping && o.concurrency - this.#inFlight.size <= 0) this.#slotBound = true;
-    return total;
-  }
-
-  /** Estimated database "now", ms. */
-  #dbNow(): number {
-    return this.#d.clock.now() + this.#skewMs;
-  }
-
-  #start(row: ClaimedDelivery): void {
-    const abort = new AbortController();
-    const entry: InFlight = { row, abort, promise: Promise.resolve() };
-    this.#inFlight.set(row.id, entry);
-    entry.promise = this.#send(row, abort).finally(() => {
-      this.#inFlight.delete(row.id);
-      // A slot is free: claim again if the last claim was limited by slots.
-      if (this.#running && !this.#stopping && this.#slotBound) this.wake(false);
+    this.#wakeTimer?.();
+    this.#wakeTimer = null;
+    this.#filling = this.#fillOnce().finally(() => {
+      this.#filling = null;
+      if (this.#fillAgain && this.#running && !this.#stopping) {
+        this.#fillAgain = false;
+        this.#kick();
+      }
     });
   }
 
-  async #send(row: ClaimedDelivery, abort: AbortController): Promise<void> {
-    const o = this.#d.options;
-    const channel = this.#d.channels.get(row.channel);
-    const startedAt = this.#dbNow();
-    const leaseLeft = row.lease_expires_at.getTime() - startedAt;
-    // Stop waiting a safety margin before the lease ends, so the settle lands in time.
-    const deadlineMs = Math.max(
-      0,
-      Math.min(o.sendTimeoutMs, leaseLeft - Math.min(5_000, leaseLeft / 4)),
-    );
-    this.#d.metrics.lateness.observe(
-      { channel: row.channel },
-      Math.max(0, startedAt - row.due_at.getTime()) / 1000,
-    );
-    const delivery: ChannelDelivery = {
-      deliveryKey: row.delivery_key,
-      scheduleId: row.schedule_id,
-      reminderKey: row.reminder_key,
-      occurrenceAt: row.occurrence_at,
-      dueAt: row.due_at,
-      attempt: row.attempt,
-      late: row.late,
-      payload: row.payload,
-      target: row.target,
-    };
-    let settle: Omit<SettleInput, "id" | "attempt" | "startedAt">;
-    let cancelDeadline: CancelTimer | null = null;
+  async #fillOnce(): Promise<void> {
     try {
-      if (!channel) throw new PermanentError(`no channel named "${row.channel}" in this process`);
-      const deadline = new Promise<"deadline">((resolve) => {
-        cancelDeadline = this.#d.clock.setTimer(deadlineMs, () => {
-          abort.abort(new Error("send deadline reached"));
-          resolve("deadline");
-        });
-      });
-      const result = await Promise.race([
-        channel.send(delivery, {
-          idempotencyKey: row.delivery_key,
-          signal: abort.signal,
-          timeoutMs: deadlineMs,
-        }),
-        deadline,
-      ]);
-      if (result === "deadline") {
-        settle = this.#unknownOutcome(
-          row,
-          "timeout",
-          `send did not finish within ${deadlineMs} ms`,
-        );
-      } else {
-        settle = {
-          state: "sent",
-          runAt: null,
-          reason: null,
-          error: null,
-          failure: 0,
-          outcome: "sent",
-          status: result.status ?? null,
-          messageId: result.messageId ?? null,
-        };
+      const { claimed, exhausted } = await this.#producer.fill();
+      this.#streak("dispatch").success();
+      if (this.#producer.orphansSuspected) this.#requestMaintenance();
+      if (claimed > 0) this.#emptyBackoffMs = 0;
+      if (exhausted && !this.#fillAgain) await this.#armWake(claimed === 0);
+    } catch (err) {
+      this.#d.metrics.sweepFailures.inc({ sweep: "dispatch" });
+      this.#streak("dispatch").failure(err, { sweep: "dispatch" });
+      if (this.#producer.orphansSuspected) this.#requestMaintenance();
+      this.#setWakeTimer(Math.min(30_000, this.#d.options.pollMs * 2));
+    }
+  }
+
+  /** Arms the timer for the next admissible row or lease expiry (bounded by the poll). */
+  async #armWake(claimedNothing: boolean): Promise<void> {
+    const o = this.#d.options;
+    let delay = o.pollMs;
+    let recoverAt: number | null = null;
+    try {
+      const row = await nextWake(this.#d.db, this.#d.clock.sqlNow(), this.#channelNames);
+      if (row) {
+        const now = row.db_now.getTime();
+        if (row.next_run_at) {
+          const until = row.next_run_at.getTime() - now;
+          if (until > 0) {
+            delay = Math.min(delay, until);
+            this.#emptyBackoffMs = 0;
+          } else if (claimedNothing) {
+            // Due rows this worker could not claim (others hold their locks): back off,
+            // doubling, rather than spin.
+            this.#emptyBackoffMs = Math.min(
+              o.pollMs,
+              Math.max(EMPTY_CLAIM_BACKOFF_MS, this.#emptyBackoffMs * 2),
+            );
+            delay = Math.min(delay, this.#emptyBackoffMs);
+          } else {
+            delay = 0;
+          }
+        }
+        if (row.next_lease_expiry) {
+          recoverAt = Math.max(0, row.next_lease_expiry.getTime() - now);
+        }
       }
     } catch (err) {
-      settle = this.#classifyFailure(row, err, abort.signal.aborted);
-    } finally {
-      (cancelDeadline as CancelTimer | null)?.();
+      this.#streak("wake").failure(err);
     }
-    this.#d.metrics.deliveries.inc({ channel: row.channel, outcome: settle.outcome });
-    await this.#queueSettle({
-      ...settle,
-      id: row.id,
-      attempt: row.attempt,
-      startedAt: new Date(startedAt),
-      leaseExpiresAt: row.lease_expires_at.getTime(),
-      channel: row.channel,
+    if (recoverAt !== null && recoverAt < o.pollMs) {
+      // A lease ends before the next poll: recover it on time (DEL-6).
+      this.#pollTimer?.();
+      this.#pollTimer = this.#d.clock.setTimer(recoverAt, () => {
+        this.#pollTimer = null;
+        this.#requestMaintenance();
+      });
+    }
+    this.#setWakeTimer(delay);
+  }
+
+  #setWakeTimer(delay: number): void {
+    if (!this.#running || this.#stopping) return;
+    this.#wakeTimer?.();
+    this.#wakeTimer = this.#d.clock.setTimer(delay, () => {
+      this.#wakeTimer = null;
+      this.#kick();
     });
   }
 
-  /** The send may or may not have happened (DEL-5): retry only where that is safe. */
-  #unknownOutcome(
-    row: ClaimedDelivery,
-    outcome: "timeout" | "transient",
-    message: string,
-  ): Omit<SettleInput, "id" | "attempt" | "startedAt"> {
-    if (row.on_lost_lease === "in_doubt") {
-      this.#log.error(
-        { deliveryId: row.id, deliveryKey: row.delivery_key, error: message },
-        "send outcome unknown on a channel without idempotency: delivery is in doubt",
-      );
-      return {
-        state: "in_doubt",
-        runAt: null,
-        reason: "OUTCOME_UNKNOWN",
-        error: message,
-        failure: 1,
-        outcome,
-        status: null,
-        messageId: null,
-      };
-    }
-    return this.#retryOrDead(row, message, outcome, null);
-  }
-
-  #retryOrDead(
-    row: ClaimedDelivery,
-    message: string,
-    outcome: "transient" | "timeout",
-    status: number | null,
-  ): Omit<SettleInput, "id" | "attempt" | "startedAt"> {
-    const o = this.#d.options;
-    const failures = row.failures + 1;
-    if (failures >= row.max_attempts) {
-      this.#log.error(
-        { deliveryId: row.id, deliveryKey: row.delivery_key, attempts: failures, error: message },
-        "delivery failed on its last attempt: dead (SEND_FAILED)",
-      );
-      return {
-        state: "dead",
-        runAt: null,
-        reason: "SEND_FAILED",
-        error: message,
-        failure: 1,
-        outcome,
-        status,
-        messageId: null,
-      };
-    }
-    const delay = backoffMs(failures, { baseMs: o.backoffBaseMs, capMs: o.backoffCapMs });
-    this.#log.warn(
-      {
-        deliveryId: row.id,
-        deliveryKey: row.delivery_key,
-        failures,
-        retryInMs: delay,
-        error: message,
-      },
-      "send failed; will retry",
+  /**
+   * Runs one full pass: heartbeat → recover → plan → misfire → retention → dispatch.
+   * A sweep whose database work fails ends the pass (OPS-1).
+   */
+  async tick(): Promise<TickReport> {
+    const report = await this.#maintain();
+    if (report.failedSweep || this.#stopping) return report;
+    await this.#sweep(
+      "dispatch",
+      async () => void (report.claimed = await this.dispatch()),
+      report,
     );
-    return {
-      state: "retry",
-      runAt: new Date(this.#dbNow() + delay),
-      reason: null,
-      error: message,
-      failure: 1,
-      outcome,
-      status,
-      messageId: null,
-    };
+    return report;
   }
 
-  /** DEL-4 / DEL-5 / DEL-13: one failure, classified once, costs at most one attempt. */
-  #classifyFailure(
-    row: ClaimedDelivery,
-    err: unknown,
-    aborted: boolean,
-  ): Omit<SettleInput, "id" | "attempt" | "startedAt"> {
-    const message = err instanceof Error ? err.message : String(err);
-    const status = (err as { status?: unknown })?.status;
-    const statusNum = typeof status === "number" ? status : null;
-    if (err instanceof RateLimitedError) {
-      return {
-        state: "retry",
-        runAt: new Date(this.#dbNow() + err.retryAfterMs),
-        reason: null,
-        error: message,
-        failure: 0,
-        outcome: "rate_limited",
-        status: statusNum,
-        messageId: null,
-      };
-    }
-    if (err instanceof PermanentError) {
-      this.#log.error(
-        { deliveryId: row.id, deliveryKey: row.delivery_key, error: message, code: err.code },
-        "permanent failure: delivery is dead",
-      );
-      return {
-        state: "dead",
-        runAt: null,
-        reason: "PERMANENT",
-        error: message,
-        failure: 1,
-        outcome: "permanent",
-        status: statusNum,
-        messageId: null,
-      };
-    }
-    if (aborted) return this.#unknownOutcome(row, "timeout", message);
-    // DEL-5: a timeout or a connection lost after the request left may have delivered it.
-    if (err instanceof TransientError && err.maybeDelivered) {
-      return this.#unknownOutcome(
-        row,
-        err.code === "SEND_TIMEOUT" ? "timeout" : "transient",
-        message,
-      );
-    }
-    return this.#retryOrDead(row, message, "transient", statusNum);
-  }
-
-  async #queueSettle(
-    item: SettleInput & { leaseExpiresAt: number; channel: string },
-  ): Promise<void> {
-    this.#pendingSettles.push(item);
-    if (!this.#settleScheduled) {
-      this.#settleScheduled = true;
-      // Batch every outcome that completes in this turn of the event loop.
-      this.#settling = new Promise<void>((resolve) => setImmediate(resolve)).then(() =>
-        this.#flushSettles(),
-      );
-    }
-    await this.#settling;
-    // A failed flush leaves items queued; keep trying while their lease lasts.
-    while (this.#pendingSettles.includes(item)) {
-      await new Promise<void>((resolve) => {
-        const cancel = this.#d.clock.setTimer(SETTLE_RETRY_MS, resolve);
-        if (this.#stopping) {
-          cancel();
-          resolve();
-        }
-      });
-      await this.#flushSettles();
-      if (this.#stopping && this.#pendingSettles.includes(item)) break;
-    }
-  }
-
-  async #flushSettles(): Promise<void> {
-    this.#settleScheduled = false;
-    const batch = this.#pendingSettles;
-    if (batch.length === 0) return;
-    this.#pendingSettles = [];
-    const now = this.#dbNow();
-    try {
-      const { rows } = await this.#d.db.query<{ id: number }>(SETTLE_SQL, [
-        this.#d.clock.sqlNow(),
-        this.owner,
-        batch.map((b) => b.id),
-        batch.map((b) => b.attempt),
-        batch.map((b) => b.state),
-        batch.map((b) => b.runAt),
-        batch.map((b) => b.reason),
-        batch.map((b) => b.error?.slice(0, 2_000) ?? null),
-        batch.map((b) => b.failure),
-        batch.map((b) => b.startedAt),
-        batch.map((b) => b.outcome),
-        batch.map((b) => b.status),
-        batch.map((b) => b.messageId),
-      ]);
-      this.#streak("settle").success();
-      const settled = new Set(rows.map((r) => r.id));
-      for (const b of batch) {
-        if (!settled.has(b.id)) {
-          this.#d.metrics.leaseLost.inc();
-          this.#log.warn(
-            { deliveryId: b.id, attempt: b.attempt, outcome: b.outcome },
-            "settle found the lease lost (recovered or reclaimed meanwhile): changed nothing",
-          );
-        }
-      }
-    } catch (err) {
-      this.#streak("settle").failure(err, { batch: batch.length });
-      // DEL-5: the side effect may have happened; keep the outcome while the lease lasts.
-      // After that, recovery decides (retry with the same key, or in doubt), loudly.
-      for (const b of batch) {
-        if (b.leaseExpiresAt > now) this.#pendingSettles.push(b);
-        else
-          this.#log.error(
-            { deliveryId: b.id, attempt: b.attempt, outcome: b.outcome },
-            "could not record the outcome before the lease ended; recovery will retry it with the same key or mark it in doubt",
-          );
-      }
-    }
-  }
-
-  /** Waits until every in-flight send has settled (tests, shutdown). */
+  /** Waits until every held row has been sent and settled (tests, shutdown). */
   async drain(): Promise<void> {
-    while (this.#inFlight.size > 0) {
-      await Promise.allSettled([...this.#inFlight.values()].map((f) => f.promise));
+    while (this.#book.size > 0) {
+      const changed = this.#book.changed();
+      await this.#completer.flush();
+      if (this.#book.size === 0) break;
+      await changed;
     }
-    await this.#settling;
-  }
-
-  async #retention(): Promise<void> {
-    const o = this.#d.options;
-    const now = this.#d.clock.now();
-    if (now - this.#lastRetention < o.retentionEveryMs) return;
-    this.#lastRetention = now;
-    // DEL-8: retention runs once cluster-wide per period: whoever holds the lease.
-    const { rows: held } = await this.#d.db.query(ACQUIRE_LEASE_SQL, [
-      this.#d.clock.sqlNow(),
-      "punctual.retention",
-      this.owner,
-      o.retentionEveryMs,
-    ]);
-    if (held.length === 0) return;
-    await this.#d.db.query(RETENTION_SQL, [
-      this.#d.clock.sqlNow(),
-      o.retentionDays * 86_400_000,
-      10_000,
-    ]);
-    if (this.#d.db.engine === "pglite") {
-      for (const sql of VACUUM_SQL) await this.#d.db.query(sql);
-    }
+    await this.#completer.idle();
   }
 
   /** Refreshes the gauges of /metrics (due backlog, overdue, in doubt, dead). */
   async refreshGauges(): Promise<void> {
-    const { rows } = await this.#d.db.query<{
-      due_backlog: number;
-      overdue: number;
-      in_doubt: number;
-      dead: number;
-    }>(GAUGES_SQL, [this.#d.clock.sqlNow(), 15 * 60_000]);
-    const g = rows[0];
+    const g = await readGauges(this.#d.db, this.#d.clock.sqlNow(), 15 * 60_000);
     if (!g) return;
     this.#d.metrics.dueBacklog.set(g.due_backlog);
     this.#d.metrics.overdue.set(g.overdue);
@@ -746,43 +495,81 @@ export class Scheduler {
   }
 
   /**
-   * OPS-6: stops claiming, lets in-flight sends finish within `graceMs`, then aborts the
-   * rest (their outcome is settled as unknown: retry on idempotent channels, in doubt
-   * otherwise), records every outcome, and marks the instance stopped.
+   * OPS-6, DEL-16: stops claiming, gives back at once the rows it will not send, lets
+   * in-flight sends finish within `graceMs`, then aborts the rest (their outcome is
+   * settled as unknown: retry on idempotent channels, in doubt otherwise), records every
+   * outcome, and marks the instance stopped.
    */
   async stop(graceMs: number = this.#d.options.shutdownGraceMs): Promise<void> {
-    if (!this.#running) return;
+    // A scheduler driven by tick() (never started) may still hold rows: stop them too.
+    if (!this.#running && this.#book.size === 0) return;
     this.#stopping = true;
-    this.#cancelTimer();
+    this.#producer.stop();
+    // The grace period starts now, before anything is awaited.
+    let cancelGrace: CancelTimer | null = null;
+    const graceOver = new Promise<true>((resolve) => {
+      if (graceMs <= 0) resolve(true);
+      else cancelGrace = this.#d.clock.setTimer(graceMs, () => resolve(true));
+    });
+    this.#pollTimer?.();
+    this.#pollTimer = null;
+    this.#wakeTimer?.();
+    this.#wakeTimer = null;
     await this.#unlisten?.().catch(() => undefined);
     this.#unlisten = null;
-    await this.#tickPromise?.catch(() => undefined);
-    if (this.#inFlight.size > 0) {
-      let cancel: CancelTimer | null = null;
-      const timedOut = await Promise.race([
-        this.drain().then(() => false),
-        new Promise<boolean>((resolve) => {
-          cancel = this.#d.clock.setTimer(graceMs, () => resolve(true));
-        }),
-      ]);
-      (cancel as CancelTimer | null)?.();
+    await this.#maintaining?.catch(() => undefined);
+    await this.#filling?.catch(() => undefined);
+    await this.#releaseQueued();
+    if (this.#executor.sending > 0) {
+      const timedOut = await Promise.race([this.#sendsDone().then(() => false), graceOver]);
       if (timedOut) {
         this.#log.warn(
-          { inFlight: this.#inFlight.size },
+          { inFlight: this.#executor.sending },
           "shutdown deadline reached: aborting in-flight sends",
         );
-        for (const f of this.#inFlight.values()) f.abort.abort(new Error("shutting down"));
+        this.#executor.abortAll("shutting down");
         await Promise.race([
-          this.drain(),
+          this.#sendsDone(),
           new Promise<void>((resolve) => setTimeout(resolve, 2_000).unref()),
         ]);
       }
     }
-    await this.#flushSettles().catch(() => undefined);
-    await this.#d.db
-      .query(INSTANCE_STOPPED_SQL, [this.#d.clock.sqlNow(), this.owner])
-      .catch(() => undefined);
+    (cancelGrace as CancelTimer | null)?.();
+    this.#completer.stopRetrying();
+    await this.#completer.flush();
+    await this.#producer.releaseOrphans().catch(() => undefined);
+    this.#keeper.stop();
+    await markInstanceStopped(this.#d.db, this.#d.clock.sqlNow(), this.owner).catch(
+      () => undefined,
+    );
     this.#running = false;
     this.#stopping = false;
+  }
+
+  /** Resolves once no send is in flight. */
+  async #sendsDone(): Promise<void> {
+    while (this.#executor.sending > 0) await this.#book.changed();
+  }
+
+  /** DEL-16: claimed rows that never started go back at once, not a lease later. */
+  async #releaseQueued(): Promise<void> {
+    const queued = this.#executor.takeQueued();
+    if (queued.length === 0) return;
+    try {
+      const released = await releaseClaims(
+        this.#d.db,
+        this.#d.clock.sqlNow(),
+        this.owner,
+        queued.map((h) => ({ id: h.row.id, attempt: h.row.attempt })),
+      );
+      this.#d.metrics.claimsReleased.inc({ reason: "shutdown" }, released.length);
+      this.#log.info({ released: released.length }, "gave back claims not yet started");
+    } catch (err) {
+      this.#log.warn(
+        { err, rows: queued.length },
+        "could not give back unstarted claims; their leases expire and recovery takes them",
+      );
+    }
+    for (const h of queued) this.#book.delete(h.row.id);
   }
 }

@@ -11,33 +11,38 @@ import type { Queryable } from "./database.js";
 const NOW = "coalesce($1::timestamptz, now())";
 
 /**
- * DEL-3: the one admission predicate. A delivery `d` of schedule `s` may be claimed when
- * - the schedule is active (paused, cancelled and invalid schedules send nothing);
- * - the delivery waits (`pending` or `retry`; never `claimed`, `sent`, `dead`,
- *   `in_doubt`, `skipped`, `cancelled`);
- * - no lease holds it (a `pending`/`retry` row has none by CHECK; written defensively);
- * - its due and retry time (`run_at`) has come;
- * - it was not already delivered for this occurrence (`sent_at` is NULL);
- * - its reminder still exists (an edit may have removed it while the row was in flight);
- * - the misfire policy has had its say (REC-6): the schedule has not expired, and a
- *   recurring schedule's row that missed its grace period waits until the misfire sweep
- *   has judged it (marked late to send, or skipped) — so no backlog is sent unjudged.
- * Written NULL-safe: a NULL lease expiry counts as free, and `IS DISTINCT FROM` /
- * `IS NULL` are used where a plain comparison would be NULL (and so false) for NULLs.
- * Used by the claim, the backlog gauge and the next-wake-up query alike.
+ * DEL-3: the one admission predicate, row-local: a delivery `d` may be claimed when
+ * - it waits (`pending` or `retry`). The waiting rows of a paused or quarantined schedule
+ *   are `paused` and those of a cancelled schedule `cancelled`, moved in the transaction
+ *   that changes the schedule (DEL-10); rows of a removed reminder are deleted or
+ *   cancelled by the edit that removes it (DEL-9); a claimed row that comes back to
+ *   waiting lands where its schedule is now (trigger `punctual_deliveries_rewait`);
+ * - its due or retry time (`run_at`) has come;
+ * - its schedule's expiry (`expires_at`, copied onto the row) has not passed;
+ * - the misfire policy has had its say (REC-6): a never-tried row of a recurring schedule
+ *   past its grace period (`stale_at`) waits for the misfire sweep, which marks it late
+ *   (clearing `stale_at`) or skips it, so no backlog is sent unjudged.
+ * NULL-safe: NULL `expires_at` / `stale_at` mean "no limit" (`is null or …`), where a
+ * plain comparison would be NULL and so false. The rest of what DEL-3 lists is implied
+ * by the state through CHECK constraints: a waiting row holds no lease
+ * (`punctual_deliveries_lease`) and was not sent (`punctual_deliveries_sent_at`; one row
+ * per occurrence by the unique key). No join: every term reads the row itself.
+ *
+ * {@link WAITING_PREDICATE} is everything but the due time (the wake-up query looks for
+ * the earliest `run_at` among those); {@link ADMISSION_PREDICATE} adds it. Used by the
+ * claim, the wake-up query and the backlog gauges alike; `d` is the delivery alias and
+ * `$1` "now".
  */
+export const WAITING_PREDICATE = `
+  d.claimable_at is not null
+  and coalesce(d.expires_at > ${NOW}, true)
+  and coalesce(d.stale_at > ${NOW}, true)`;
+
+/** {@link WAITING_PREDICATE} and due now: what the claim may take (DEL-3). */
 export const ADMISSION_PREDICATE = `
-  s.state = 'active'
-  and d.state in ('pending', 'retry')
-  and (d.lease_expires_at is null or d.lease_expires_at <= ${NOW})
-  and d.run_at <= ${NOW}
-  and d.sent_at is null
-  and d.state is distinct from 'sent'
-  and exists (select 1 from punctual_reminders r
-              where r.schedule_id = d.schedule_id and r.key = d.reminder_key)
-  and (s.expires_at is null or s.expires_at > ${NOW})
-  and (not s.recurring or d.late or d.attempt > 0
-       or d.due_at >= ${NOW} - make_interval(secs => s.grace_ms::double precision / 1000))`;
+  d.claimable_at <= ${NOW}
+  and coalesce(d.expires_at > ${NOW}, true)
+  and coalesce(d.stale_at > ${NOW}, true)`;
 
 /** The columns a worker needs to send a claimed delivery. */
 export interface ClaimedDelivery {
@@ -56,22 +61,50 @@ export interface ClaimedDelivery {
   late: boolean;
   payload: unknown;
   target: unknown;
+  /** The statement's "now" (database clock unless pinned): stamp signatures with it (OPS-9). */
+  db_now: Date;
 }
 
 /**
  * DEL-2: claim due deliveries in one statement.
  *
- * Parameters: $1 now, $2 lease owner (`host#pid#nonce`), $3 lease length ms, $4 limit
- * (the worker's free send slots, never more), $5 channel names this worker can send.
+ * Parameters: $1 now, $2 lease owner (`host#pid#nonce`), $3 lease length ms, $4 limit,
+ * $5 channel names this worker can send.
  *
- * Shape and why: a CTE picks admissible rows in a total order (`run_at, id`, served by
- * the partial index `punctual_deliveries_claim`) with `FOR UPDATE OF d SKIP LOCKED`, so
- * concurrent claimers never wait on each other nor take the same row; the UPDATE then
- * sets `claimed`, the lease and `attempt = attempt + 1` (the fencing token) and returns
- * what the send needs, joined from the schedule and reminder, in the same round trip.
- * Alternatives measured on these machines: claiming one row per statement (1–3k rows/s)
- * and SELECT-then-UPDATE in two statements (a second round trip per batch) both lost to
- * this batched form (PGlite 11–18k rows/s, PostgreSQL 20–25k rows/s per worker).
+ * Shape: a CTE walks the partial index `punctual_deliveries_claimable` (`claimable_at,
+ * id`; `claimable_at` is `run_at` of a `pending`/`retry` row, a generated column) in
+ * order, filters each row by the row-local {@link ADMISSION_PREDICATE} and the channel
+ * (`coalesce`-wrapped, so its estimate does not shrink to nothing without statistics),
+ * stops at the limit, and locks with
+ * `FOR UPDATE SKIP LOCKED`, so concurrent claimers never wait on each other nor take the
+ * same row. The UPDATE sets `claimed`, the lease and `attempt = attempt + 1` (the fencing
+ * token), clears `stale_at` (a tried row is judged); the outer SELECT returns what the
+ * send needs in claim order (oldest first), payload and target from scalar subqueries by
+ * primary key, one per claimed row (no join whose plan could depend on statistics).
+ *
+ * Invariant: the plan is Limit → LockRows → Index Scan on the claim index (no Sort, no
+ * join below the limit) on both engines, before and after ANALYZE
+ * (test/integration/claim-plan.test.ts),
+ * so a claim costs the rows it takes plus the not-admissible rows ahead of them (stale or
+ * expired rows until the misfire sweep judges them; other workers' channels), never the
+ * whole due backlog, and never the rows of paused schedules (not in the index).
+ *
+ * Alternatives measured here (bench/claim-plan.ts: 20k due rows, never analyzed, then
+ * analyzed; rows read = rows the scans of punctual_deliveries returned or filtered, from
+ * EXPLAIN ANALYZE; times are medians of 7 on a 2-core machine at load 14–21, noisy):
+ * - admission by joining schedules and reminders (the previous claim): before ANALYZE the
+ *   planner expected one row and sorted every due row before the LIMIT — claim of 8 read
+ *   20,008 rows (PostgreSQL 56 ms, PGlite 297 ms), claim of 100 read 20,100 (82 / 742 ms);
+ *   with 50k due rows of a paused schedule ahead of them, 50,016 rows even after ANALYZE
+ *   (82 / 661 ms), and the wake-up query 50,001 rows (53 / 146 ms);
+ * - a row-local predicate that still names the state (`state in ('pending', 'retry')`,
+ *   plain `is null or` arms): the state filter alone makes the estimate collapse on stale
+ *   statistics, and the plan was again a bitmap scan and a Sort of every due row;
+ * - this shape: claim of 8 reads 16 rows (8 from the index, 8 by primary key), claim of
+ *   100 reads 200, before and after ANALYZE and beside the paused schedule's 50k rows
+ *   (PostgreSQL 1.2–10 ms, PGlite 6–54 ms under that load); the wake-up query reads 1 row;
+ * - earlier: one row per statement (1–3k rows/s) and SELECT-then-UPDATE in two statements
+ *   (a second round trip per batch) lost to the batched form.
  * `late` is set on the first claim when it happens more than 1 s after the due time
  * (the threshold of `applyMisfire`, LATE_THRESHOLD_MS).
  */
@@ -79,28 +112,37 @@ export const CLAIM_SQL = `
 with due as (
   select d.id
   from punctual_deliveries d
-  join punctual_schedules s on s.id = d.schedule_id
   where ${ADMISSION_PREDICATE}
-    and d.channel = any($5::text[])
-  order by d.run_at, d.id
+    and coalesce(d.channel = any($5::text[]), false)
+  order by d.claimable_at, d.id
   limit $4
   for update of d skip locked
+),
+claimed as (
+  update punctual_deliveries d
+  set state = 'claimed',
+      attempt = d.attempt + 1,
+      lease_owner = $2,
+      lease_expires_at = ${NOW} + make_interval(secs => $3::double precision / 1000),
+      claimed_at = ${NOW},
+      late = d.late or (d.attempt = 0 and ${NOW} > d.due_at + interval '1 second'),
+      stale_at = null,
+      updated_at = ${NOW}
+  from due
+  where d.id = due.id
+  returning d.id, d.delivery_key, d.schedule_id, d.reminder_key, d.occurrence_at, d.due_at,
+            d.attempt, d.failures, d.max_attempts, d.channel, d.on_lost_lease,
+            d.lease_expires_at, d.late, d.run_at
 )
-update punctual_deliveries d
-set state = 'claimed',
-    attempt = d.attempt + 1,
-    lease_owner = $2,
-    lease_expires_at = ${NOW} + make_interval(secs => $3::double precision / 1000),
-    claimed_at = ${NOW},
-    late = d.late or (d.attempt = 0 and ${NOW} > d.due_at + interval '1 second'),
-    updated_at = ${NOW}
-from due, punctual_schedules s, punctual_reminders r
-where d.id = due.id
-  and s.id = d.schedule_id
-  and r.schedule_id = d.schedule_id and r.key = d.reminder_key
-returning d.id, d.delivery_key, d.schedule_id, d.reminder_key, d.occurrence_at, d.due_at,
-          d.attempt, d.failures, d.max_attempts, d.channel, d.on_lost_lease,
-          d.lease_expires_at, d.late, s.payload, r.target`;
+select c.id, c.delivery_key, c.schedule_id, c.reminder_key, c.occurrence_at, c.due_at,
+       c.attempt, c.failures, c.max_attempts, c.channel, c.on_lost_lease, c.lease_expires_at,
+       c.late,
+       (select s.payload from punctual_schedules s where s.id = c.schedule_id) as payload,
+       (select r.target from punctual_reminders r
+         where r.schedule_id = c.schedule_id and r.key = c.reminder_key) as target,
+       ${NOW} as db_now
+from claimed c
+order by c.run_at, c.id`;
 
 /** Outcome of one send, as the settle statement records it. */
 export interface SettleInput {
@@ -242,20 +284,16 @@ returning d.id`;
 
 /**
  * When the next delivery falls due (for the wake-up timer): the earliest `run_at` among
- * waiting rows of active schedules (ORDER BY … LIMIT 1 walks the claim index and stops
- * at the first row of an active schedule), and the earliest lease expiry.
- * $1 now, $2 channel names.
+ * waiting rows ({@link WAITING_PREDICATE}: the claim index in order, stopping at the
+ * first row that will be admissible at its time), and the earliest lease expiry (the
+ * lease index). $1 now, $2 channel names.
  */
 export const NEXT_WAKE_SQL = `
 select
-  (select d.run_at from punctual_deliveries d join punctual_schedules s on s.id = d.schedule_id
-    where d.state in ('pending', 'retry') and s.state = 'active' and d.channel = any($2::text[])
-      and exists (select 1 from punctual_reminders r
-                  where r.schedule_id = d.schedule_id and r.key = d.reminder_key)
-      and (s.expires_at is null or s.expires_at > ${NOW})
-      and (not s.recurring or d.late or d.attempt > 0
-           or d.due_at >= ${NOW} - make_interval(secs => s.grace_ms::double precision / 1000))
-    order by d.run_at limit 1) as next_run_at,
+  (select d.claimable_at from punctual_deliveries d
+    where ${WAITING_PREDICATE}
+      and coalesce(d.channel = any($2::text[]), false)
+    order by d.claimable_at, d.id limit 1) as next_run_at,
   (select min(lease_expires_at) from punctual_deliveries where state = 'claimed') as next_lease_expiry,
   ${NOW} as db_now`;
 
@@ -266,4 +304,173 @@ export async function rows<T>(
   params: readonly unknown[],
 ): Promise<T[]> {
   return (await db.query<T>(sql, params)).rows;
+}
+
+/**
+ * DEL-16: renews the leases of rows this worker holds (prefetched, sending, or waiting
+ * for their settle), fenced like the settle: by `id`, `attempt`, `state = 'claimed'` and
+ * owner. A lease that already ran out is never revived: once it has expired, recovery
+ * may judge the row at any moment, so the holder must give it up (the executor aborts
+ * or drops it). Parameters: $1 now, $2 owner, $3 lease ms, $4 ids, $5 attempts.
+ * Returns the rows still held, with their new expiry and the statement's "now".
+ */
+export const RENEW_SQL = `
+update punctual_deliveries d
+set lease_expires_at = ${NOW} + make_interval(secs => $3::double precision / 1000),
+    updated_at = ${NOW}
+from unnest($4::bigint[], $5::int[]) as u(id, attempt)
+where d.id = u.id and d.attempt = u.attempt and d.state = 'claimed'
+  and d.lease_owner is not distinct from $2
+  and d.lease_expires_at > ${NOW}
+returning d.id, d.lease_expires_at, ${NOW} as db_now`;
+
+/**
+ * DEL-16: gives back every row claimed by this owner that it does not hold: the rows of
+ * a claim whose reply was lost with its connection (the statement committed, the worker
+ * never saw the rows). They return to `pending` / `retry` with their attempt restored,
+ * for any worker to claim at once instead of a lease later. The owner id is unique per
+ * process start, so no other process's claim can match. Parameters: $1 now, $2 owner,
+ * $3 ids the worker holds (never touched).
+ */
+export const RELEASE_ORPHANS_SQL = `
+update punctual_deliveries d
+set state = case when d.attempt - 1 = 0 then 'pending' else 'retry' end,
+    attempt = d.attempt - 1,
+    lease_owner = null, lease_expires_at = null, claimed_at = null, updated_at = ${NOW}
+where d.state = 'claimed' and d.lease_owner = $2 and not (d.id = any($3::bigint[]))
+returning d.id`;
+
+/** Parameters of {@link claimDeliveries}. */
+export interface ClaimParams {
+  /** Pinned "now" (tests) or null for the database clock. */
+  now: Date | null;
+  /** Lease owner (`host#pid#nonce`). */
+  owner: string;
+  /** Lease length, ms. */
+  leaseMs: number;
+  /** Most rows to claim. */
+  limit: number;
+  /** Channels this worker can send. */
+  channels: readonly string[];
+}
+
+/** DEL-2: runs {@link CLAIM_SQL}. */
+export async function claimDeliveries(db: Queryable, p: ClaimParams): Promise<ClaimedDelivery[]> {
+  return rows<ClaimedDelivery>(db, CLAIM_SQL, [p.now, p.owner, p.leaseMs, p.limit, p.channels]);
+}
+
+/**
+ * DEL-2 / DEL-14: runs {@link SETTLE_SQL} for a batch. Returns the ids whose outcome was
+ * recorded; any other id of the batch had lost its lease (its attempt is still recorded).
+ */
+export async function settleDeliveries(
+  db: Queryable,
+  now: Date | null,
+  owner: string,
+  batch: readonly SettleInput[],
+): Promise<Set<number>> {
+  const settled = await rows<{ id: number }>(db, SETTLE_SQL, [
+    now,
+    owner,
+    batch.map((b) => b.id),
+    batch.map((b) => b.attempt),
+    batch.map((b) => b.state),
+    batch.map((b) => b.runAt),
+    batch.map((b) => b.reason),
+    batch.map((b) => b.error?.slice(0, 2_000) ?? null),
+    batch.map((b) => b.failure),
+    batch.map((b) => b.startedAt),
+    batch.map((b) => b.outcome),
+    batch.map((b) => b.status),
+    batch.map((b) => b.messageId),
+  ]);
+  return new Set(settled.map((r) => r.id));
+}
+
+/** A row whose lease {@link renewLeases} extended. */
+export interface RenewedLease {
+  id: number;
+  lease_expires_at: Date;
+  db_now: Date;
+}
+
+/** DEL-16: runs {@link RENEW_SQL}; `held` pairs each id with its claim's attempt. */
+export async function renewLeases(
+  db: Queryable,
+  now: Date | null,
+  owner: string,
+  leaseMs: number,
+  held: ReadonlyArray<{ id: number; attempt: number }>,
+): Promise<RenewedLease[]> {
+  if (held.length === 0) return [];
+  return rows<RenewedLease>(db, RENEW_SQL, [
+    now,
+    owner,
+    leaseMs,
+    held.map((h) => h.id),
+    held.map((h) => h.attempt),
+  ]);
+}
+
+/** OPS-6 / DEL-16: runs {@link RELEASE_SQL}: gives back claims this worker will not send. */
+export async function releaseClaims(
+  db: Queryable,
+  now: Date | null,
+  owner: string,
+  held: ReadonlyArray<{ id: number; attempt: number }>,
+): Promise<number[]> {
+  if (held.length === 0) return [];
+  const released = await rows<{ id: number }>(db, RELEASE_SQL, [
+    now,
+    owner,
+    held.map((h) => h.id),
+    held.map((h) => h.attempt),
+  ]);
+  return released.map((r) => r.id);
+}
+
+/** DEL-16: runs {@link RELEASE_ORPHANS_SQL}. Returns the ids given back. */
+export async function releaseOrphans(
+  db: Queryable,
+  now: Date | null,
+  owner: string,
+  heldIds: readonly number[],
+): Promise<number[]> {
+  const released = await rows<{ id: number }>(db, RELEASE_ORPHANS_SQL, [now, owner, heldIds]);
+  return released.map((r) => r.id);
+}
+
+/** A row {@link recoverExpired} moved out of `claimed`. */
+export interface RecoveredRow {
+  id: number;
+  state: "retry" | "in_doubt" | "dead";
+  delivery_key: string;
+  schedule_id: string;
+  channel: string;
+}
+
+/** DEL-6: runs {@link RECOVER_SQL}: at most `limit` expired leases, retry after `retryDelayMs`. */
+export async function recoverExpired(
+  db: Queryable,
+  now: Date | null,
+  limit: number,
+  retryDelayMs: number,
+): Promise<RecoveredRow[]> {
+  return rows<RecoveredRow>(db, RECOVER_SQL, [now, limit, retryDelayMs]);
+}
+
+/** When this worker should next look (see {@link NEXT_WAKE_SQL}). */
+export interface NextWake {
+  next_run_at: Date | null;
+  next_lease_expiry: Date | null;
+  db_now: Date;
+}
+
+/** Runs {@link NEXT_WAKE_SQL}. */
+export async function nextWake(
+  db: Queryable,
+  now: Date | null,
+  channels: readonly string[],
+): Promise<NextWake | null> {
+  return (await rows<NextWake>(db, NEXT_WAKE_SQL, [now, channels]))[0] ?? null;
 }

@@ -4,6 +4,9 @@
  * `$1` is "now" (NULL = database clock) where present.
  */
 
+import type { Queryable } from "./database.js";
+import { ADMISSION_PREDICATE } from "./deliveries.js";
+
 const NOW = "coalesce($1::timestamptz, now())";
 
 /** Registers or refreshes an instance. $1 now, $2 id, $3 host, $4 pid, $5 version, $6 role, $7 last tick ms */
@@ -38,25 +41,42 @@ returning name, owner, expires_at`;
 /** $1 name, $2 owner */
 export const RELEASE_LEASE_SQL = `delete from punctual_leases where name = $1 and owner = $2`;
 
-/** Gauges: $1 now, $2 overdue threshold ms. */
+/**
+ * Gauges: $1 now, $2 overdue threshold ms.
+ * - `due_backlog`, `oldest_due`: rows the claim may take now (the one
+ *   {@link ADMISSION_PREDICATE}, DEL-3), read through the claim index;
+ * - `overdue`: due more than $2 ago and not settled: pending rows (claim index; a pending
+ *   row's `run_at` is its due time), retries (state index) and claimed rows (lease index);
+ *   rows held by a paused schedule are not overdue;
+ * - `in_doubt`, `dead` (open dead letters), `claimed`: through their partial indexes.
+ * Each count reads only the rows it counts, never the finished history.
+ */
 export const GAUGES_SQL = `
 select
-  count(*) filter (where d.state in ('pending', 'retry') and s.state = 'active' and d.run_at <= ${NOW}) as due_backlog,
-  count(*) filter (where d.state in ('pending', 'retry', 'claimed') and s.state = 'active'
-                   and d.due_at < ${NOW} - make_interval(secs => $2::double precision / 1000)) as overdue,
-  count(*) filter (where d.state = 'in_doubt') as in_doubt,
-  count(*) filter (where d.state = 'dead' and d.reason is distinct from 'resolved') as dead,
-  count(*) filter (where d.state = 'claimed') as claimed,
-  min(d.due_at) filter (where d.state in ('pending', 'retry') and s.state = 'active' and d.run_at <= ${NOW}) as oldest_due
-from punctual_deliveries d join punctual_schedules s on s.id = d.schedule_id
-where d.state in ('pending', 'retry', 'claimed', 'in_doubt', 'dead')`;
+  (select count(*) from punctual_deliveries d where ${ADMISSION_PREDICATE}) as due_backlog,
+  (select count(*) from punctual_deliveries d
+    where d.claimable_at < ${NOW} - make_interval(secs => $2::double precision / 1000)
+      and d.state = 'pending')
+  + (select count(*) from punctual_deliveries d
+      where d.state = 'retry'
+        and d.due_at < ${NOW} - make_interval(secs => $2::double precision / 1000))
+  + (select count(*) from punctual_deliveries d
+      where d.state = 'claimed'
+        and d.due_at < ${NOW} - make_interval(secs => $2::double precision / 1000)) as overdue,
+  (select count(*) from punctual_deliveries d where d.state = 'in_doubt') as in_doubt,
+  (select count(*) from punctual_deliveries d
+    where d.state = 'dead' and d.reason is distinct from 'resolved') as dead,
+  (select count(*) from punctual_deliveries d where d.state = 'claimed') as claimed,
+  (select min(d.due_at) from punctual_deliveries d where ${ADMISSION_PREDICATE}) as oldest_due`;
 
 /** Schedules by state. */
 export const SCHEDULE_COUNTS_SQL = `select state, count(*) as count from punctual_schedules group by state`;
 
 /**
  * Retention: deletes finished rows (sent, skipped, cancelled) older than the retention
- * period, in bounded batches. Dead and in-doubt rows stay until a person acts.
+ * period, in bounded batches, oldest first (index `punctual_deliveries_finished_at`, so
+ * a batch stops at its limit), then deleted by primary key (`= any(array(…))`: never a
+ * join that could read the table). Dead and in-doubt rows stay until a person acts.
  * $1 now, $2 retention ms, $3 limit.
  */
 export const RETENTION_SQL = `
@@ -64,10 +84,10 @@ with old as (
   select id from punctual_deliveries
   where state in ('sent', 'skipped', 'cancelled')
     and updated_at < ${NOW} - make_interval(secs => $2::double precision / 1000)
-  order by id limit $3
+  order by updated_at, id limit $3
   for update skip locked
 )
-delete from punctual_deliveries d using old where d.id = old.id`;
+delete from punctual_deliveries d where d.id = any(array(select id from old))`;
 
 /** PGlite has no autovacuum: the retention sweep runs this on the hot tables. */
 export const VACUUM_SQL = [
@@ -82,9 +102,6 @@ export const PING_SQL = `select 1 as ok`;
 /** Wakes every scheduler listening on `punctual_wake` (PostgreSQL); payload: due instant ISO. */
 export const NOTIFY_WAKE_SQL = `select pg_notify('punctual_wake', $1)`;
 
-/** $1 key */
-export const GET_SETTING_SQL = `select value from punctual_settings where key = $1`;
-
 /** Sets a setting only if absent; returns the stored value either way. $1 key, $2 value (json text) */
 export const INIT_SETTING_SQL = `
 with ins as (
@@ -95,3 +112,91 @@ with ins as (
 select value from ins
 union all
 select value from punctual_settings where key = $1 and not exists (select 1 from ins)`;
+
+/** What {@link recordHeartbeat} reads back: the statement's "now" and the live database clock. */
+export interface HeartbeatRow {
+  last_pass_at: Date;
+  db_now: Date;
+  db_clock: Date;
+}
+
+/** Identity of a scheduler instance as {@link HEARTBEAT_SQL} records it. */
+export interface InstanceIdentity {
+  id: string;
+  host: string;
+  pid: number;
+  version: string;
+  role: string;
+}
+
+/** OPS-3: runs {@link HEARTBEAT_SQL}; `lastTickMs` is the duration of the last pass, ms. */
+export async function recordHeartbeat(
+  db: Queryable,
+  now: Date | null,
+  instance: InstanceIdentity,
+  lastTickMs: number | null,
+): Promise<HeartbeatRow | null> {
+  const { rows } = await db.query<HeartbeatRow>(HEARTBEAT_SQL, [
+    now,
+    instance.id,
+    instance.host,
+    instance.pid,
+    instance.version,
+    instance.role,
+    lastTickMs,
+  ]);
+  return rows[0] ?? null;
+}
+
+/** OPS-6: runs {@link INSTANCE_STOPPED_SQL}. */
+export async function markInstanceStopped(
+  db: Queryable,
+  now: Date | null,
+  id: string,
+): Promise<void> {
+  await db.query(INSTANCE_STOPPED_SQL, [now, id]);
+}
+
+/** DEL-8: runs {@link ACQUIRE_LEASE_SQL}; true when `owner` holds `name` for `ttlMs` from now. */
+export async function acquireLease(
+  db: Queryable,
+  now: Date | null,
+  name: string,
+  owner: string,
+  ttlMs: number,
+): Promise<boolean> {
+  const { rows } = await db.query(ACQUIRE_LEASE_SQL, [now, name, owner, ttlMs]);
+  return rows.length > 0;
+}
+
+/** Runs {@link RETENTION_SQL}: deletes at most `limit` finished rows older than `retentionMs`. */
+export async function deleteFinished(
+  db: Queryable,
+  now: Date | null,
+  retentionMs: number,
+  limit: number,
+): Promise<number> {
+  return (await db.query(RETENTION_SQL, [now, retentionMs, limit])).rowCount;
+}
+
+/** Runs {@link VACUUM_SQL} (embedded engine only: it has no autovacuum). */
+export async function vacuumHotTables(db: Queryable): Promise<void> {
+  for (const sql of VACUUM_SQL) await db.query(sql);
+}
+
+/** The cluster gauges {@link GAUGES_SQL} computes. */
+export interface GaugesRow {
+  due_backlog: number;
+  overdue: number;
+  in_doubt: number;
+  dead: number;
+}
+
+/** OPS-3: runs {@link GAUGES_SQL}; `overdueMs` is the overdue threshold. */
+export async function readGauges(
+  db: Queryable,
+  now: Date | null,
+  overdueMs: number,
+): Promise<GaugesRow | null> {
+  return (await db.query<GaugesRow>(GAUGES_SQL, [now, overdueMs])).rows[0] ?? null;
+}

@@ -4,6 +4,7 @@
  * Parameters are listed per statement; `$1` is always "now" (NULL = database clock).
  */
 import type { ScheduleRow } from "./schedules.js";
+import { staleAtSql, syncWaitingSql } from "./waiting.js";
 
 const NOW = "coalesce($1::timestamptz, now())";
 
@@ -70,16 +71,22 @@ order by schedule_id, key`;
  * planners. Parameters: $1 now, then parallel arrays $2 keys, $3 schedule ids,
  * $4 reminder keys, $5 occurrence instants, $6 due instants, $7 channels,
  * $8 lost-lease policies, $9 max attempts.
+ * The admission columns come from the schedule row in the same statement (DEL-3): held
+ * (`paused`) unless the schedule is active, its expiry, and `stale_at` (REC-6). Nothing is
+ * inserted for a cancelled schedule.
  */
 export const INSERT_DELIVERIES_SQL = `
 insert into punctual_deliveries
   (delivery_key, schedule_id, reminder_key, occurrence_at, due_at, run_at, channel,
-   on_lost_lease, max_attempts, created_at, updated_at)
+   on_lost_lease, max_attempts, state, expires_at, stale_at, created_at, updated_at)
 select u.key, u.schedule_id, u.reminder_key, u.occurrence_at, u.due_at, u.due_at, u.channel,
-       u.on_lost_lease, u.max_attempts, ${NOW}, ${NOW}
+       u.on_lost_lease, u.max_attempts,
+       case when s.state = 'active' then 'pending' else 'paused' end,
+       s.expires_at, ${staleAtSql("s", "u.due_at", "0", "false")}, ${NOW}, ${NOW}
 from unnest($2::text[], $3::uuid[], $4::text[], $5::timestamptz[], $6::timestamptz[],
             $7::text[], $8::text[], $9::int[])
   as u(key, schedule_id, reminder_key, occurrence_at, due_at, channel, on_lost_lease, max_attempts)
+join punctual_schedules s on s.id = u.schedule_id and s.state <> 'cancelled'
 on conflict do nothing`;
 
 /**
@@ -96,10 +103,19 @@ from unnest($2::uuid[], $3::timestamptz[], $4::boolean[], $5::boolean[])
   as u(id, planned_until, complete, cap_logged)
 where s.id = u.id`;
 
-/** REC-3: quarantine a schedule whose stored rule no longer parses. $1 now, $2 id, $3 reason. */
+/**
+ * REC-3: quarantine a schedule whose stored rule no longer parses; its waiting rows are
+ * held (`paused`) in the same statement, so nothing of it is claimed (DEL-3).
+ * $1 now, $2 id, $3 reason.
+ */
 export const QUARANTINE_SQL = `
-update punctual_schedules set state = 'invalid', invalid_reason = $3, updated_at = ${NOW}
-where id = $2 and state = 'active'`;
+with quarantined as (
+  update punctual_schedules set state = 'invalid', invalid_reason = $3, updated_at = ${NOW}
+  where id = $2 and state = 'active'
+  returning id, state, expires_at, recurring, grace_ms
+)
+update punctual_deliveries d
+${syncWaitingSql("q", "quarantined q")}`;
 
 /** A planned row that missed its time, as the misfire policy sees it. */
 export interface StaleRow {
@@ -115,40 +131,65 @@ export interface StaleRow {
 }
 
 /**
- * REC-6: pending rows that missed their time and were not yet judged: of recurring
- * schedules, due more than the grace ago (for `latest`, everything already due, so the
- * policy can tell whether an occurrence inside the grace period supersedes the missed
- * ones); of any schedule, past its expiry.
- * Parameters: $1 now, $2 limit. Ordered so one (schedule, reminder) is contiguous.
+ * REC-6: the rows the misfire policy must judge now, whole (schedule, reminder) groups
+ * at a time so the policy sees each group's missed rows together:
+ * - groups are found through two partial indexes, in the order rows became due for
+ *   judgement, at most $2 rows from each: never-tried rows of recurring schedules past
+ *   their grace (`stale_at <= now`, index `punctual_deliveries_stale`) and waiting rows
+ *   past their schedule's expiry (`expires_at <= now`, index `punctual_deliveries_expiry`,
+ *   due or not: nothing of an expired schedule is ever sent);
+ * - for each group, every waiting row that is stale or expired, and for `latest` also
+ *   the unjudged rows already due inside the grace period (then nothing missed is sent).
+ * An idle pass reads two empty index ranges, whatever the table holds.
+ * Parameters: $1 now, $2 limit per index. Ordered so one (schedule, reminder) is
+ * contiguous, oldest first.
  */
 export const SELECT_STALE_SQL = `
-select d.id, d.schedule_id, d.reminder_key, d.occurrence_at, d.due_at, s.misfire, s.grace_ms,
-       s.recurring, s.expires_at, ${NOW} as db_now
-from punctual_deliveries d
-join punctual_schedules s on s.id = d.schedule_id
-where d.state = 'pending' and d.attempt = 0 and not d.late and s.state = 'active'
-  and d.run_at <= ${NOW}
-  and ((s.recurring and d.due_at < ${NOW} - make_interval(secs => s.grace_ms::double precision / 1000))
-       -- 'latest' must also see what is due inside the grace period: then nothing missed is sent.
-       or (s.recurring and s.misfire = 'latest' and d.due_at <= ${NOW})
-       or (s.expires_at is not null and s.expires_at <= ${NOW}))
-order by d.schedule_id, d.reminder_key, d.due_at, d.id
-limit $2`;
+with picked as (
+  (select d.schedule_id, d.reminder_key from punctual_deliveries d
+    where d.state = 'pending' and d.stale_at is not null and d.stale_at <= ${NOW}
+    order by d.stale_at, d.id
+    limit $2)
+  union all
+  (select d.schedule_id, d.reminder_key from punctual_deliveries d
+    where d.state in ('pending', 'retry') and d.expires_at is not null and d.expires_at <= ${NOW}
+    order by d.expires_at, d.id
+    limit $2)
+),
+grp as (select distinct schedule_id, reminder_key from picked)
+select x.id, x.schedule_id, x.reminder_key, x.occurrence_at, x.due_at, s.misfire, s.grace_ms,
+       s.recurring, x.expires_at, ${NOW} as db_now
+from grp g
+join punctual_schedules s on s.id = g.schedule_id
+cross join lateral (
+  select d.id, d.schedule_id, d.reminder_key, d.occurrence_at, d.due_at, d.expires_at
+  from punctual_deliveries d
+  where d.schedule_id = g.schedule_id and d.state in ('pending', 'retry')
+    and d.reminder_key = g.reminder_key
+    and (d.expires_at <= ${NOW}
+         or (d.state = 'pending' and d.stale_at <= ${NOW})
+         -- 'latest' must also see what is due inside the grace period.
+         or (s.misfire = 'latest' and d.state = 'pending' and d.stale_at is not null
+             and d.due_at <= ${NOW}))
+) x
+order by x.schedule_id, x.reminder_key, x.due_at, x.id`;
 
 /**
  * Applies misfire decisions. Parameters: $1 now, $2 ids to skip, $3 their reasons,
- * $4 ids to send late. Only touches rows still `pending`.
+ * $4 ids to send late. Only touches rows still waiting; a row kept and late is judged:
+ * `stale_at` is cleared, so it is admissible again (DEL-3).
  */
 export const APPLY_MISFIRE_SQL = `
 with skipped as (
   update punctual_deliveries d
-  set state = 'skipped', reason = u.reason, finished_at = ${NOW}, updated_at = ${NOW}
+  set state = 'skipped', reason = u.reason, stale_at = null, finished_at = ${NOW},
+      updated_at = ${NOW}
   from unnest($2::bigint[], $3::text[]) as u(id, reason)
-  where d.id = u.id and d.state = 'pending'
+  where d.id = u.id and d.state in ('pending', 'retry')
   returning d.id
 ),
 late as (
-  update punctual_deliveries d set late = true, updated_at = ${NOW}
+  update punctual_deliveries d set late = true, stale_at = null, updated_at = ${NOW}
   where d.id = any($4::bigint[]) and d.state = 'pending'
   returning d.id
 )
@@ -164,10 +205,10 @@ for update`;
 /** Oldest waiting delivery of a schedule (realign checks membership from there). $1 schedule id */
 export const OLDEST_WAITING_SQL = `
 select min(due_at) as oldest from punctual_deliveries
-where schedule_id = $1 and state in ('pending', 'retry')`;
+where schedule_id = $1 and state in ('pending', 'retry', 'paused')`;
 
 /**
- * DEL-9: removes waiting rows (`pending`, `retry`) of a schedule whose key is not in the
+ * DEL-9: removes waiting rows (`pending`, `retry`, `paused`) of a schedule whose key is not in the
  * new set: never-tried rows are deleted; rows with attempts are kept for their history
  * (DEL-14) and become `cancelled`, reason `realigned`. Claimed, sent, dead, in-doubt and
  * skipped rows are untouched. $1 now, $2 schedule id, $3 keys of the new set.
@@ -178,20 +219,20 @@ with gone as (
   -- Locked, so a claim that commits first is seen (and the row then skipped below):
   -- an edit never deletes or cancels a row a worker has just claimed.
   select id, attempt from punctual_deliveries
-  where schedule_id = $2 and state in ('pending', 'retry')
+  where schedule_id = $2 and state in ('pending', 'retry', 'paused')
     and not (delivery_key = any($3::text[]))
   for update
 ),
 deleted as (
   delete from punctual_deliveries d using gone g
-  where d.id = g.id and g.attempt = 0 and d.state in ('pending', 'retry')
+  where d.id = g.id and g.attempt = 0 and d.state in ('pending', 'retry', 'paused')
   returning d.id
 ),
 cancelled as (
   update punctual_deliveries d
   set state = 'cancelled', reason = 'realigned', finished_at = ${NOW}, updated_at = ${NOW}
   from gone g
-  where d.id = g.id and g.attempt > 0 and d.state in ('pending', 'retry')
+  where d.id = g.id and g.attempt > 0 and d.state in ('pending', 'retry', 'paused')
   returning d.id
 )
 select (select count(*) from deleted) + (select count(*) from cancelled) as removed`;
@@ -204,6 +245,8 @@ select (select count(*) from deleted) + (select count(*) from cancelled) as remo
  * `retry`, with their history. $1 now, then parallel arrays $2 keys, $3 due instants,
  * $4 channels, $5 lost-lease policies, $6 max attempts, and $7 the earliest due instant
  * a reopened row may have (older ones stay cancelled; NULL: no limit).
+ * Admission columns (held state, expiry, `stale_at` of a moved row) are rewritten by
+ * {@link SYNC_WAITING_SQL} afterwards, in the same transaction.
  */
 export const REALIGN_MOVE_SQL = `
 with u as (
@@ -228,7 +271,7 @@ moved as (
       channel = u.channel, on_lost_lease = u.on_lost_lease, max_attempts = u.max_attempts,
       updated_at = ${NOW}
   from u
-  where d.delivery_key = u.key and d.state in ('pending', 'retry')
+  where d.delivery_key = u.key and d.state in ('pending', 'retry', 'paused')
     and (d.due_at, d.channel, d.on_lost_lease, d.max_attempts)
         is distinct from (u.due_at, u.channel, u.on_lost_lease, u.max_attempts)
   returning d.id
@@ -238,3 +281,18 @@ select (select count(*) from reopened) + (select count(*) from moved) as moved`;
 /** Sets the watermark after a realign (may move it back). $1 id, $2 watermark, $3 complete */
 export const SET_WATERMARK_SQL = `
 update punctual_schedules set planned_until = $2, plan_complete = $3 where id = $1`;
+
+/**
+ * DEL-3 / DEL-9 / DEL-10: rewrites the admission columns of a schedule's waiting rows
+ * from the schedule as it is now (held or not, expiry, `stale_at` for its grace and
+ * recurrence). Run by an edit after the schedule row and the rows moved, in the same
+ * transaction. $1 now, $2 schedule id. Returns `synced`.
+ */
+export const SYNC_WAITING_SQL = `
+with synced as (
+  update punctual_deliveries d
+  ${syncWaitingSql("s", "punctual_schedules s")}
+    and s.id = $2
+  returning d.id
+)
+select count(*) as synced from synced`;

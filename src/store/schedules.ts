@@ -3,6 +3,7 @@
  * resume. Parameters are listed per statement; `$1` is "now" where present.
  */
 import type { DeliveryView, ReminderView, ScheduleView, AttemptView } from "../contracts/index.js";
+import { staleAtSql, syncWaitingSql } from "./waiting.js";
 
 const NOW = "coalesce($1::timestamptz, now())";
 
@@ -97,9 +98,9 @@ limit $5`;
 
 /**
  * DEL-10: cancel, in one statement with its deliveries: the schedule becomes `cancelled`
- * and every waiting delivery (`pending`, `retry`) becomes `cancelled`. A `claimed`
- * delivery is in flight: its send finishes and is recorded; nothing new starts, because
- * the admission predicate requires an active schedule.
+ * and every waiting delivery (`pending`, `retry`, `paused`) becomes `cancelled`. A
+ * `claimed` delivery is in flight: its send finishes and is recorded; nothing new starts:
+ * a retry of it ends `cancelled` (SETTLE_SQL, trigger `punctual_deliveries_rewait`).
  * Parameters: $1 now, $2 tenant, $3 id, $4 who ('user' | 'import').
  * Returns the schedule row (absent: not found).
  */
@@ -116,20 +117,34 @@ stopped as (
   update punctual_deliveries d
   set state = 'cancelled', reason = 'schedule_cancelled', finished_at = ${NOW}, updated_at = ${NOW}
   from cancelled c
-  where d.schedule_id = c.id and d.state in ('pending', 'retry')
+  where d.schedule_id = c.id and d.state in ('pending', 'retry', 'paused')
   returning d.id
 )
 select c.*, (select count(*) from stopped) as cancelled_deliveries from cancelled c`;
 
 /**
- * Pause or resume. Parameters: $1 now, $2 tenant, $3 id, $4 from state, $5 to state.
+ * DEL-10: pause or resume, in one statement with the waiting deliveries. Pausing holds
+ * every `pending`/`retry` row (state `paused`: out of the claim index, never claimed);
+ * resuming puts them back (`pending` when never tried, else `retry`), with their
+ * `stale_at`, so the misfire sweep judges what was missed meanwhile (REC-6) before any of
+ * it is claimed. A `claimed` row finishes its send; if it must retry it comes back held
+ * (trigger `punctual_deliveries_rewait`).
+ * Parameters: $1 now, $2 tenant, $3 id, $4 from state, $5 to state.
  * Returns the row when the transition happened.
  */
 export const SET_SCHEDULE_STATE_SQL = `
-update punctual_schedules
-set state = $5, version = version + 1, updated_at = ${NOW}
-where tenant = $2 and id = $3 and state = $4
-returning *`;
+with changed as (
+  update punctual_schedules
+  set state = $5, version = version + 1, updated_at = ${NOW}
+  where tenant = $2 and id = $3 and state = $4
+  returning *
+),
+held as (
+  update punctual_deliveries d
+  ${syncWaitingSql("c", "changed c")}
+  returning d.id
+)
+select c.*, (select count(*) from held) as moved_deliveries from changed c`;
 
 /** Deliveries page: $1 tenant, $2 schedule id or NULL, $3 state or NULL, $4 after id or NULL, $5 limit */
 export const LIST_DELIVERIES_SQL = `
@@ -153,12 +168,15 @@ export const ATTEMPTS_SQL = `select * from punctual_attempts where delivery_id =
  * DEL-12: redrive a dead or in-doubt delivery with the same key: back to `pending`, due now,
  * failures reset (attempt keeps counting: it is the fencing token). Only while its
  * schedule is not cancelled and its reminder still exists (else nothing could send it).
+ * Of a paused schedule it is held (`paused`) until the schedule resumes. A redrive is an
+ * operator's decision: no grace applies (`stale_at` NULL), the expiry does.
  * Parameters: $1 now, $2 tenant, $3 delivery id.
  */
 export const REDRIVE_SQL = `
 update punctual_deliveries d
-set state = 'pending', run_at = ${NOW}, failures = 0, finished_at = null, reason = null,
-    sent_at = null, updated_at = ${NOW}
+set state = case when s.state = 'active' then 'pending' else 'paused' end,
+    run_at = ${NOW}, failures = 0, finished_at = null, reason = null,
+    sent_at = null, expires_at = s.expires_at, stale_at = null, updated_at = ${NOW}
 from punctual_schedules s
 where s.id = d.schedule_id and s.tenant = $2 and d.id = $3 and d.state in ('dead', 'in_doubt')
   and s.state <> 'cancelled'
@@ -204,6 +222,12 @@ export interface DeliveryRow {
   reason: string | null;
   last_error: string | null;
   late: boolean;
+  /** The schedule's expiry, copied for admission (DEL-3); meaningful on waiting rows. */
+  expires_at: Date | null;
+  /** REC-6: past it a never-tried recurring row waits for the misfire sweep; NULL: no limit. */
+  stale_at: Date | null;
+  /** `run_at` while `pending` or `retry`, else NULL (generated): the claim index's key. */
+  claimable_at: Date | null;
   created_at: Date;
   updated_at: Date;
 }
@@ -383,10 +407,11 @@ with revived as (
   update punctual_schedules
   set state = 'active', cancelled_at = null, cancelled_by = null, updated_at = ${NOW}
   where id = $2 and state = 'cancelled' and cancelled_by = 'import'
-  returning id, grace_ms
+  returning id, grace_ms, recurring, expires_at
 )
 update punctual_deliveries d
-set state = 'pending', finished_at = null, reason = null, updated_at = ${NOW}
+set state = 'pending', finished_at = null, reason = null, expires_at = r.expires_at,
+    stale_at = ${staleAtSql("r")}, updated_at = ${NOW}
 from revived r
 where d.schedule_id = r.id and d.state = 'cancelled' and d.reason = 'schedule_cancelled'
   and d.due_at >= ${NOW} - make_interval(secs => r.grace_ms::double precision / 1000)`;

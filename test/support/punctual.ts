@@ -7,6 +7,7 @@ import type { Channel } from "../../src/channels/types.js";
 import { TestClock } from "../../src/clock/index.js";
 import type { ConfigInput } from "../../src/config/index.js";
 import { memoryLogger } from "../../src/observability/logger.js";
+import type { Database, QueryResult } from "../../src/store/database.js";
 import { openTestDatabase } from "./db.js";
 import { ScriptedChannel } from "./channels.js";
 
@@ -25,6 +26,8 @@ export async function testPunctual(
     scheduler?: NonNullable<ConfigInput["scheduler"]>;
     channels?: Channel[];
     idempotent?: boolean;
+    /** Wraps the test database (e.g. with {@link faultyDatabase}) before punctual sees it. */
+    wrapDb?: (db: Database) => Database;
   } = {},
 ): Promise<TestPunctual> {
   const clock = new TestClock(options.start ?? "2027-01-04T08:00:00Z");
@@ -32,7 +35,7 @@ export async function testPunctual(
   const { logger, lines } = memoryLogger("debug");
   const handle = await openTestDatabase();
   const punctual = await createPunctual({
-    database: handle.db,
+    database: options.wrapDb ? options.wrapDb(handle.db) : handle.db,
     clock,
     logger,
     channels: [channel, ...(options.channels ?? [])],
@@ -94,4 +97,33 @@ export async function peer(
     scheduler: options.scheduler,
   });
   return { punctual, clock, channel, close: () => punctual.close(0) };
+}
+
+/**
+ * A database whose statements fail on demand: while `failWhen(sql)` is true the statement
+ * rejects with a connection-style error before reaching the engine. Models a database that
+ * is away for some statements only (e.g. lease renewals), without real time passing.
+ */
+export function faultyDatabase(db: Database): Database & {
+  failWhen: ((sql: string) => boolean) | null;
+} {
+  const wrapped = {
+    failWhen: null as ((sql: string) => boolean) | null,
+    get engine() {
+      return db.engine;
+    },
+    get description() {
+      return db.description;
+    },
+    async query<T>(sql: string, params?: readonly unknown[]): Promise<QueryResult<T>> {
+      if (wrapped.failWhen?.(sql)) {
+        throw Object.assign(new Error("connection terminated unexpectedly"), { code: "57P01" });
+      }
+      return db.query<T>(sql, params);
+    },
+    transaction: db.transaction.bind(db),
+    listen: db.listen.bind(db),
+    close: db.close.bind(db),
+  };
+  return wrapped as Database & { failWhen: ((sql: string) => boolean) | null };
 }

@@ -73,9 +73,11 @@ describe("configuration", () => {
       /leaseMS: unknown option \(did you mean "leaseMs"\?\)/,
     );
     expect(() => resolveConfig({ scheduler: { leaseMs: 10 } })).toThrow(ConfigError);
-    expect(() => resolveConfig({ scheduler: { leaseMs: 5_000, sendTimeoutMs: 5_000 } })).toThrow(
-      /sendTimeoutMs \(5000\) must be below scheduler.leaseMs/,
-    );
+    // DEL-16: the send timeout is independent of the lease (renewed while a send runs).
+    expect(
+      resolveConfig({ scheduler: { leaseMs: 5_000, sendTimeoutMs: 45_000 } }).scheduler
+        .sendTimeoutMs,
+    ).toBe(45_000);
   });
   it("OPS-5: environment variables map onto options and bad ones name the variable", () => {
     const input = configFromEnv({

@@ -1,0 +1,247 @@
+/**
+ * The executor: sends claimed rows under the concurrency limit (DEL-2, DEL-16, CH-4).
+ *
+ * Rows arrive from the producer in claim order and wait in a local queue for a free
+ * slot. Immediately before each send the executor checks the lease left on the row
+ * (database clock, see {@link HeldBook}); below the safety margin it never starts the
+ * send — a worker that wakes from a stall after its lease ran out must not re-send what
+ * another worker may already have sent — and drops the row for recovery to judge.
+ *
+ * While a send runs, the lease keeper renews its lease; a watchdog aborts the send a
+ * safety margin before the lease it knows of ends (renewals push the watchdog back), so a
+ * slow but healthy send is sent once and a send whose lease cannot be renewed stops
+ * before another worker may take it. The send's own budget is the channel's timeout,
+ * independent of the lease. The result goes through the pure {@link decideOutcome} and
+ * on to the completer.
+ */
+import type { Clock } from "../clock/index.js";
+import type { Channel, ChannelDelivery } from "../channels/types.js";
+import type { SchedulerOptions } from "../config/index.js";
+import { PermanentError } from "../errors/index.js";
+import type { Logger } from "../observability/logger.js";
+import type { Metrics } from "../observability/metrics.js";
+import { HeldBook, type HeldRow } from "./held.js";
+import type { Completer } from "./completer.js";
+import { decideOutcome, type SendResult } from "./outcome.js";
+
+export interface ExecutorDeps {
+  clock: Clock;
+  channels: ReadonlyMap<string, Channel>;
+  options: SchedulerOptions;
+  logger: Logger;
+  metrics: Metrics;
+  book: HeldBook;
+  completer: Completer;
+  /** Called whenever a send slot frees (the producer may refill). */
+  onSlotFree: () => void;
+}
+
+/** Safety margin kept on a lease before a send starts or while it runs, ms. */
+export function leaseMarginMs(options: SchedulerOptions): number {
+  return Math.min(options.leaseMarginMs, Math.floor(options.leaseMs / 4));
+}
+
+export class Executor {
+  readonly #d: ExecutorDeps;
+  readonly #queue: HeldRow[] = [];
+  #sending = 0;
+  #completions = 0;
+  #rateWindowStart: number | null = null;
+  #ratePerMs: number | null = null;
+
+  constructor(deps: ExecutorDeps) {
+    this.#d = deps;
+  }
+
+  /** Rows claimed and waiting for a slot. */
+  get queued(): number {
+    return this.#queue.length;
+  }
+
+  /** Sends in flight. */
+  get sending(): number {
+    return this.#sending;
+  }
+
+  /**
+   * Recent completion rate, sends per ms (null until measured). The producer sizes its
+   * prefetch from it, so a claimed row waits about one prefetch window, never a lease.
+   */
+  get ratePerMs(): number | null {
+    return this.#ratePerMs;
+  }
+
+  /** Queues claimed rows and starts as many as slots allow. */
+  enqueue(rows: readonly HeldRow[]): void {
+    this.#queue.push(...rows);
+    this.pump();
+  }
+
+  /** Takes every row that has not started (shutdown: they are released, not sent). */
+  takeQueued(): HeldRow[] {
+    return this.#queue.splice(0, this.#queue.length);
+  }
+
+  /** Removes one queued row (its lease was lost). Returns whether it was queued. */
+  unqueue(held: HeldRow): boolean {
+    const i = this.#queue.indexOf(held);
+    if (i < 0) return false;
+    this.#queue.splice(i, 1);
+    return true;
+  }
+
+  /** Starts queued rows while slots are free. */
+  pump(): void {
+    const margin = leaseMarginMs(this.#d.options);
+    while (this.#sending < this.#d.options.concurrency && this.#queue.length > 0) {
+      const held = this.#queue.shift() as HeldRow;
+      const left = HeldBook.leaseLeft(held, this.#d.clock.now());
+      if (left <= margin) {
+        // DEL-16: never start a send on a lease that may already belong to someone else.
+        this.#d.metrics.claimsReleased.inc({ reason: "lease_low" });
+        this.#d.logger.warn(
+          { deliveryId: held.row.id, attempt: held.row.attempt, leaseLeftMs: Math.round(left) },
+          "too little lease left to start the send (this worker stalled or lost the database): left for recovery",
+        );
+        this.#d.book.delete(held.row.id);
+        continue;
+      }
+      this.#start(held);
+    }
+  }
+
+  /**
+   * (Re)arms the watchdog of a sending row from the lease it knows of: the send is
+   * aborted a safety margin before the lease ends, unless a renewal moves it first.
+   */
+  armWatchdog(held: HeldRow): void {
+    if (held.phase !== "sending" || !held.abort) return;
+    held.watchdog?.();
+    const margin = leaseMarginMs(this.#d.options);
+    const delay = HeldBook.leaseLeft(held, this.#d.clock.now()) - margin;
+    const abort = held.abort;
+    if (delay <= 0) {
+      abort.abort(new Error("lease about to end and not renewed: send aborted"));
+      return;
+    }
+    held.watchdog = this.#d.clock.setTimer(delay, () => {
+      held.watchdog = null;
+      abort.abort(new Error("lease about to end and not renewed: send aborted"));
+    });
+  }
+
+  #start(held: HeldRow): void {
+    held.phase = "sending";
+    held.abort = new AbortController();
+    this.#sending++;
+    this.armWatchdog(held);
+    void this.#send(held).finally(() => {
+      this.#sending--;
+      this.#countCompletion();
+      this.pump();
+      this.#d.onSlotFree();
+    });
+  }
+
+  #countCompletion(): void {
+    const now = this.#d.clock.now();
+    this.#completions++;
+    if (this.#rateWindowStart === null) {
+      this.#rateWindowStart = now;
+      this.#completions = 0;
+      return;
+    }
+    const elapsed = now - this.#rateWindowStart;
+    if (elapsed >= 250) {
+      const rate = this.#completions / elapsed;
+      this.#ratePerMs = this.#ratePerMs === null ? rate : 0.5 * this.#ratePerMs + 0.5 * rate;
+      this.#rateWindowStart = now;
+      this.#completions = 0;
+    }
+  }
+
+  async #send(held: HeldRow): Promise<void> {
+    const { row } = held;
+    const o = this.#d.options;
+    const clock = this.#d.clock;
+    const abort = held.abort as AbortController;
+    const channel = this.#d.channels.get(row.channel);
+    const startedAt = HeldBook.dbNow(held, clock.now());
+    this.#d.metrics.lateness.observe(
+      { channel: row.channel },
+      Math.max(0, startedAt - row.due_at.getTime()) / 1000,
+    );
+    const delivery: ChannelDelivery = {
+      deliveryKey: row.delivery_key,
+      scheduleId: row.schedule_id,
+      reminderKey: row.reminder_key,
+      occurrenceAt: row.occurrence_at,
+      dueAt: row.due_at,
+      attempt: row.attempt,
+      late: row.late,
+      payload: row.payload,
+      target: row.target,
+    };
+    const timeoutMs = channel?.timeoutMs ?? o.sendTimeoutMs;
+    let result: SendResult;
+    let cancelDeadline: (() => void) | null = null;
+    try {
+      if (!channel) throw new PermanentError(`no channel named "${row.channel}" in this process`);
+      const deadline = new Promise<"deadline">((resolve) => {
+        cancelDeadline = clock.setTimer(timeoutMs, () => {
+          abort.abort(new Error("send deadline reached"));
+          resolve("deadline");
+        });
+      });
+      const sent = await Promise.race([
+        channel.send(delivery, {
+          idempotencyKey: row.delivery_key,
+          signal: abort.signal,
+          timeoutMs,
+          // OPS-9: timestamps the receiver checks (webhook-timestamp) come from the database clock.
+          now: () => HeldBook.dbNow(held, clock.now()),
+        }),
+        deadline,
+      ]);
+      result =
+        sent === "deadline"
+          ? { kind: "deadline", message: `send did not finish within ${timeoutMs} ms` }
+          : { kind: "sent", status: sent.status ?? null, messageId: sent.messageId ?? null };
+    } catch (err) {
+      result = { kind: "failed", error: err, aborted: abort.signal.aborted };
+    } finally {
+      (cancelDeadline as (() => void) | null)?.();
+      held.watchdog?.();
+      held.watchdog = null;
+    }
+    const decision = decideOutcome(
+      result,
+      { failures: row.failures, maxAttempts: row.max_attempts, onLostLease: row.on_lost_lease },
+      { backoffBaseMs: o.backoffBaseMs, backoffCapMs: o.backoffCapMs },
+      HeldBook.dbNow(held, clock.now()),
+    );
+    if (decision.log) {
+      this.#d.logger[decision.log.level](
+        { deliveryId: row.id, deliveryKey: row.delivery_key, ...decision.log.fields },
+        decision.log.message,
+      );
+    }
+    this.#d.metrics.deliveries.inc({ channel: row.channel, outcome: decision.outcome });
+    held.phase = "settling";
+    held.abort = null;
+    const { log: _log, ...fields } = decision;
+    this.#d.completer.add({
+      ...fields,
+      id: row.id,
+      attempt: row.attempt,
+      startedAt: new Date(startedAt),
+    });
+  }
+
+  /** Aborts every send in flight (forced shutdown). */
+  abortAll(reason: string): void {
+    for (const held of this.#d.book.all()) {
+      if (held.phase === "sending") held.abort?.abort(new Error(reason));
+    }
+  }
+}

@@ -1,0 +1,162 @@
+/**
+ * The producer: claims due rows in batches ahead of need (DEL-2, DEL-13, DEL-16).
+ *
+ * It keeps up to `concurrency + prefetch target` rows held (queued or sending) and
+ * refills when that falls to half, so a freed slot never claims alone and the executor
+ * never waits on a round trip. The prefetch target follows the executor's measured
+ * completion rate: about {@link PREFETCH_WINDOW_MS} of work, at most
+ * `options.prefetch`, and `min(prefetch, concurrency)` before a rate is known. So the
+ * most a crash can strand is `concurrency + prefetch` rows (what is sending plus what
+ * is queued), and a queued row waits about one prefetch window, far below its lease.
+ *
+ * Claims are serialized: one claim statement at a time, coalesced requests. When a claim
+ * fails with a connection error its reply may have been lost after the statement
+ * committed; the next {@link releaseOrphans} (run by the recover service every pass,
+ * and at once after such a failure) gives those rows back for others to claim.
+ */
+import type { Clock } from "../clock/index.js";
+import type { SchedulerOptions } from "../config/index.js";
+import { isRetryableDatabaseError } from "../errors/index.js";
+import type { Logger } from "../observability/logger.js";
+import type { Metrics } from "../observability/metrics.js";
+import type { Database } from "../store/database.js";
+import { claimDeliveries, releaseOrphans } from "../store/deliveries.js";
+import type { Executor } from "./executor.js";
+import type { HeldBook } from "./held.js";
+import type { LeaseKeeper } from "./lease-keeper.js";
+
+/** How much work, in ms of measured throughput, the prefetch aims to hold. */
+export const PREFETCH_WINDOW_MS = 100;
+
+export interface ProducerDeps {
+  db: Database;
+  clock: Clock;
+  options: SchedulerOptions;
+  logger: Logger;
+  metrics: Metrics;
+  owner: string;
+  channels: readonly string[];
+  book: HeldBook;
+  executor: Executor;
+  keeper: LeaseKeeper;
+}
+
+/** What one {@link Producer.fill} did. */
+export interface FillResult {
+  claimed: number;
+  /** The last claim came back short: nothing more is admissible right now. */
+  exhausted: boolean;
+}
+
+export class Producer {
+  readonly #d: ProducerDeps;
+  #serial: Promise<unknown> = Promise.resolve();
+  #stopped = false;
+  /** A claim failed in a way that may have lost its reply: release orphans soon. */
+  orphansSuspected = false;
+
+  constructor(deps: ProducerDeps) {
+    this.#d = deps;
+  }
+
+  /** Rows this process aims to hold beyond its send slots. */
+  prefetchTarget(): number {
+    const o = this.#d.options;
+    const rate = this.#d.executor.ratePerMs;
+    if (rate === null) return Math.min(o.prefetch, o.concurrency);
+    return Math.min(o.prefetch, Math.ceil(rate * PREFETCH_WINDOW_MS));
+  }
+
+  /** Rows held that have not finished sending (queued + sending). */
+  #active(): number {
+    return this.#d.executor.queued + this.#d.executor.sending;
+  }
+
+  /** Whether a claim now would be worth its round trip. */
+  wantsMore(): boolean {
+    if (this.#stopped) return false;
+    const target = this.#d.options.concurrency + this.prefetchTarget();
+    const active = this.#active();
+    return active === 0 || target - active >= Math.max(1, Math.floor(target / 2));
+  }
+
+  /** Stops claiming (shutdown). */
+  stop(): void {
+    this.#stopped = true;
+  }
+
+  /** Allows claiming again after {@link stop}. */
+  resume(): void {
+    this.#stopped = false;
+  }
+
+  #serialized<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.#serial.then(fn, fn);
+    this.#serial = run.catch(() => undefined);
+    return run;
+  }
+
+  /**
+   * Claims until the held target is reached or a claim comes back short, handing each
+   * batch to the executor. Throws the database error of a failed claim.
+   */
+  fill(): Promise<FillResult> {
+    return this.#serialized(() => this.#fill());
+  }
+
+  async #fill(): Promise<FillResult> {
+    const o = this.#d.options;
+    let claimed = 0;
+    for (;;) {
+      if (this.#stopped) return { claimed, exhausted: false };
+      const target = o.concurrency + this.prefetchTarget();
+      const want = Math.min(o.claimBatch, target - this.#active());
+      if (want <= 0) return { claimed, exhausted: false };
+      let rows;
+      try {
+        rows = await claimDeliveries(this.#d.db, {
+          now: this.#d.clock.sqlNow(),
+          owner: this.#d.owner,
+          leaseMs: o.leaseMs,
+          limit: want,
+          channels: this.#d.channels,
+        });
+      } catch (err) {
+        if (isRetryableDatabaseError(err)) this.orphansSuspected = true;
+        throw err;
+      }
+      if (rows.length > 0) {
+        const held = this.#d.book.add(rows, this.#d.clock.now());
+        this.#d.executor.enqueue(held);
+        this.#d.keeper.ensure();
+      }
+      claimed += rows.length;
+      if (rows.length < want) return { claimed, exhausted: true };
+    }
+  }
+
+  /**
+   * DEL-16: gives back rows claimed under this owner that this process does not hold
+   * (a claim whose reply was lost). Serialized with claims, so a claim in flight is never
+   * mistaken for an orphan. Returns how many were given back.
+   */
+  releaseOrphans(): Promise<number> {
+    return this.#serialized(async () => {
+      const released = await releaseOrphans(
+        this.#d.db,
+        this.#d.clock.sqlNow(),
+        this.#d.owner,
+        this.#d.book.ids(),
+      );
+      this.orphansSuspected = false;
+      if (released.length > 0) {
+        this.#d.metrics.claimsReleased.inc({ reason: "orphan" }, released.length);
+        this.#d.logger.warn(
+          { released: released.length },
+          "gave back claims whose reply was lost with the connection",
+        );
+      }
+      return released.length;
+    });
+  }
+}

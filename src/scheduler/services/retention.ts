@@ -1,0 +1,32 @@
+/**
+ * Retention service: deletes finished rows (sent, skipped, cancelled) older than
+ * `retentionDays`, once per `retentionEveryMs` cluster-wide — whoever holds the database
+ * lease `punctual.retention` does it (DEL-8) — and vacuums on the embedded engine, which
+ * has no autovacuum.
+ */
+import { acquireLease, deleteFinished, vacuumHotTables } from "../../store/operations.js";
+import type { ServiceContext } from "./service.js";
+
+/** Most rows one retention pass deletes. */
+const RETENTION_BATCH = 10_000;
+
+/** Runs retention if this instance wins the lease. Returns rows deleted. */
+export async function retention(ctx: ServiceContext): Promise<number> {
+  const { db, clock, options } = ctx;
+  const held = await acquireLease(
+    db,
+    clock.sqlNow(),
+    "punctual.retention",
+    ctx.owner,
+    options.retentionEveryMs,
+  );
+  if (!held) return 0;
+  const deleted = await deleteFinished(
+    db,
+    clock.sqlNow(),
+    options.retentionDays * 86_400_000,
+    RETENTION_BATCH,
+  );
+  if (db.engine === "pglite") await vacuumHotTables(db);
+  return deleted;
+}

@@ -1,0 +1,138 @@
+/**
+ * The claim, the wake-up query and every sweep read an index, with a plan that does not
+ * depend on statistics: checked with EXPLAIN (FORMAT JSON) on a table filled faster than
+ * ANALYZE runs (20k due rows, 50k finished rows, never analyzed), then again after
+ * ANALYZE. On both engines (PGlite has no autovacuum; on PostgreSQL it is turned off for
+ * these tables so "before ANALYZE" holds).
+ */
+import { beforeAll, describe, expect, it } from "vitest";
+import { CLAIM_SQL, NEXT_WAKE_SQL, RECOVER_SQL } from "../../src/store/deliveries.js";
+import { GAUGES_SQL, RETENTION_SQL } from "../../src/store/operations.js";
+import { APPLY_MISFIRE_SQL, SELECT_STALE_SQL } from "../../src/store/planning.js";
+import { engineName, useTestDatabase } from "../support/db.js";
+import { HOUR, instants, insertSchedule, NOW, plan } from "../support/rows.js";
+import {
+  cte,
+  explain,
+  JOIN_NODES,
+  nodes,
+  outline,
+  tableScans,
+  type PlanNode,
+} from "../support/plans.js";
+
+const engine = engineName();
+const DUE = 20_000;
+const FINISHED = 50_000;
+
+/** Asserts the claim's admission (the `due` CTE) reads only the claim index, in order. */
+function expectIndexOrderedClaim(plan: PlanNode): void {
+  const due = cte(plan, "due");
+  const shape = outline(due);
+  const inDue = nodes(due);
+  expect(
+    inDue.some(
+      (n) => n["Node Type"] === "Index Scan" && n["Index Name"] === "punctual_deliveries_claimable",
+    ),
+    shape,
+  ).toBe(true);
+  expect(
+    inDue.filter((n) => n["Node Type"] === "Sort" || n["Node Type"] === "Incremental Sort"),
+    shape,
+  ).toEqual([]);
+  expect(
+    inDue.filter((n) => JOIN_NODES.includes(n["Node Type"])),
+    shape,
+  ).toEqual([]);
+  expect(
+    inDue.filter((n) => n["Node Type"].startsWith("Bitmap")),
+    shape,
+  ).toEqual([]);
+  expect([...new Set(inDue.map((n) => n["Relation Name"]).filter(Boolean))], shape).toEqual([
+    "punctual_deliveries",
+  ]);
+}
+
+const claimParams = (limit: number) => [NOW, "w#1#x", 60_000, limit, ["log"]];
+
+describe(`claim and sweep plans on ${engine}, before and after ANALYZE`, () => {
+  const t = useTestDatabase();
+
+  beforeAll(async () => {
+    const { db } = t();
+    for (const table of ["punctual_deliveries", "punctual_schedules", "punctual_reminders"]) {
+      await db.query(`alter table ${table} set (autovacuum_enabled = false)`);
+    }
+    // The morning burst: 20k one-offs due in the last ten minutes.
+    const burst = await insertSchedule(db);
+    await plan(db, burst, instants(DUE, NOW.getTime() - 600_000, 20));
+    // A series with rows past their grace (stale) and rows to come.
+    const series = await insertSchedule(db, { recurring: true });
+    await plan(db, series, instants(6, NOW.getTime() - 2 * HOUR, 600_000));
+    await plan(db, series, instants(6, NOW.getTime() + 600_000, 600_000));
+    // A schedule that expired with rows still waiting.
+    const expired = await insertSchedule(db, { expiresAt: new Date(NOW.getTime() - HOUR) });
+    await plan(db, expired, instants(3, NOW.getTime() - 2 * HOUR, 60_000));
+    // The history: many finished rows.
+    const old = await insertSchedule(db);
+    await db.query(
+      `insert into punctual_deliveries
+         (delivery_key, schedule_id, reminder_key, occurrence_at, due_at, run_at, state, attempt,
+          channel, on_lost_lease, sent_at, created_at, updated_at)
+       select 'dk_old_' || g, $1, 'r', x.t, x.t, x.t, 'sent', 1, 'log', 'retry', x.t, x.t, x.t
+       from generate_series(1, $2::int) g,
+            lateral (select $3::timestamptz - g * interval '1 minute' as t) x`,
+      [old, FINISHED, NOW],
+    );
+  });
+
+  for (const phase of ["before ANALYZE", "after ANALYZE"] as const) {
+    describe(phase, () => {
+      beforeAll(async () => {
+        if (phase === "after ANALYZE") await t().db.query("analyze");
+      });
+
+      for (const limit of [8, 100]) {
+        it(`DEL-2/DEL-3: a claim of ${limit} over ${DUE} due rows walks the claim index in order: no Sort, no join in the admission`, async () => {
+          expectIndexOrderedClaim(await explain(t().db, CLAIM_SQL, claimParams(limit)));
+        });
+      }
+
+      it("DEL-3: the wake-up query walks the claim index in order and stops at the first row", async () => {
+        const plan = await explain(t().db, NEXT_WAKE_SQL, [NOW, ["log"]]);
+        const shape = outline(plan);
+        expect(
+          nodes(plan).some(
+            (n) =>
+              n["Node Type"] === "Index Scan" &&
+              n["Index Name"] === "punctual_deliveries_claimable",
+          ),
+          shape,
+        ).toBe(true);
+        expect(
+          nodes(plan).filter((n) => n["Node Type"] === "Sort"),
+          shape,
+        ).toEqual([]);
+        expect(tableScans(plan, "punctual_deliveries"), shape).toEqual([]);
+      });
+
+      const sweeps: Array<[string, string, unknown[]]> = [
+        ["REC-6 misfire (stale and expired rows)", SELECT_STALE_SQL, [NOW, 5_000]],
+        [
+          "REC-6 apply misfire decisions",
+          APPLY_MISFIRE_SQL,
+          [NOW, [1, 2], ["stale", "stale"], [3]],
+        ],
+        ["DEL-6 recover expired leases", RECOVER_SQL, [NOW, 100, 0]],
+        ["retention", RETENTION_SQL, [NOW, 7 * 86_400_000, 1_000]],
+        ["OPS-3 gauges", GAUGES_SQL, [NOW, 15 * 60_000]],
+      ];
+      for (const [name, sql, params] of sweeps) {
+        it(`${name}: reads indexes, never the table of ${FINISHED} finished rows`, async () => {
+          const plan = await explain(t().db, sql, params);
+          expect(tableScans(plan, "punctual_deliveries"), outline(plan)).toEqual([]);
+        });
+      }
+    });
+  }
+});
