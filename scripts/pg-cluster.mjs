@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // A throwaway PostgreSQL cluster for tests and CI: initdb in a temp folder, trust auth,
-// fsync off, a free port on 127.0.0.1 (never 5432), its socket in the same folder.
+// fsync off (unless `durable: true`, for benchmarks), a free port on 127.0.0.1 (never 5432),
+// its socket in the same folder.
 // PostgreSQL refuses to run as root, so as root every server command runs through
 // `runuser -u postgres --` and the folder is handed to that user.
 //
@@ -97,7 +98,9 @@ function postgresIds() {
 
 /**
  * Starts a cluster. Resolves to `{ url, port, dir, bin, stop() }`; `url` is
- * `postgres://postgres@127.0.0.1:PORT/postgres`.
+ * `postgres://postgres@127.0.0.1:PORT/postgres`. Tests get `fsync=off`,
+ * `synchronous_commit=off` and `full_page_writes=off`; `options.durable: true` keeps
+ * PostgreSQL's durable defaults (fsync on), as benchmarks need.
  * @throws when no PostgreSQL binaries are found (install postgresql-15) or start fails.
  */
 export async function startCluster(options = {}) {
@@ -138,9 +141,9 @@ export async function startCluster(options = {}) {
         `-p ${port}`,
         "-h 127.0.0.1",
         `-k '${dir}'`,
-        "-c fsync=off",
-        "-c synchronous_commit=off",
-        "-c full_page_writes=off",
+        ...(options.durable
+          ? ["-c fsync=on", "-c synchronous_commit=on", "-c full_page_writes=on"]
+          : ["-c fsync=off", "-c synchronous_commit=off", "-c full_page_writes=off"]),
         "-c max_connections=200",
       ].join(" ");
       try {
