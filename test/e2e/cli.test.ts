@@ -9,6 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
+import { until } from "../support/processes.js";
 
 const root = fileURLToPath(new URL("../../", import.meta.url));
 const main = join(root, "src/cli/main.ts");
@@ -184,8 +185,8 @@ describe("API-3 start, schedules, deliveries, shutdown", () => {
     expect(bad.code).toBe(1);
     expect(bad.stderr).toContain("tzid");
 
-    // A reminder due now is planned and sent by the server's own loop: poll the CLI a
-    // bounded number of times until the delivery shows.
+    // A reminder due now is planned by the server's own loop: poll the API until its
+    // delivery shows (an outcome, not a timer), then list it once through the CLI.
     const now = await cli([
       "schedules",
       "add",
@@ -199,20 +200,14 @@ describe("API-3 start, schedules, deliveries, shutdown", () => {
     ]);
     expect(now.code).toBe(0);
     const nowId = (JSON.parse(now.stdout) as { id: string }).id;
-    let listed: Array<{ scheduleId: string; state: string }> = [];
-    for (let i = 0; i < 40 && !listed.some((d) => d.scheduleId === nowId); i++) {
-      const list = await cli([
-        "deliveries",
-        "list",
-        "--url",
-        url,
-        "--schedule-id",
-        nowId,
-        "--json",
-      ]);
-      expect(list.code).toBe(0);
-      listed = (JSON.parse(list.stdout) as { items: typeof listed }).items;
-    }
+    await until(async () => {
+      const res = await fetch(`${url}/v1/deliveries?scheduleId=${nowId}`);
+      const body = (await res.json()) as { items: unknown[] };
+      return res.ok && body.items.length > 0;
+    }, "the due schedule's delivery");
+    const list = await cli(["deliveries", "list", "--url", url, "--schedule-id", nowId, "--json"]);
+    expect(list.code).toBe(0);
+    const listed = (JSON.parse(list.stdout) as { items: Array<{ scheduleId: string }> }).items;
     expect(listed.find((d) => d.scheduleId === nowId)).toBeDefined();
 
     const health = await cli(["healthcheck", "--url", url]);
