@@ -5,12 +5,24 @@ import { defineConfig } from "vitest/config";
 // - integration: against a real engine; PUNCTUAL_TEST_ENGINE=pglite|postgres picks it
 //   (scripts/test.mjs runs it once per engine).
 // - concurrency: real worker processes racing on PostgreSQL (skipped, saying why, without it).
+//
+// Timeouts are set here once per project and nowhere in the test files. They are
+// generous on purpose: the suite must stay green on a loaded 2-core machine running a
+// second suite beside it, so a timeout only turns a hang into a failure. No test asserts
+// how long anything took (that is what bench/ measures); waits poll an outcome.
 export default defineConfig({
   test: {
     projects: [
       {
         extends: true,
-        test: { name: "unit", include: ["test/unit/**/*.test.ts"] },
+        test: {
+          name: "unit",
+          include: ["test/unit/**/*.test.ts"],
+          // Property tests and the large real calendars take seconds when the machine is
+          // idle; a loaded one may stretch that many times.
+          testTimeout: 120_000,
+          hookTimeout: 120_000,
+        },
       },
       {
         extends: true,
@@ -19,8 +31,9 @@ export default defineConfig({
           include: ["test/integration/**/*.test.ts", "test/e2e/**/*.test.ts"],
           // Builds the PGlite templates once per run (test/support/db.ts loads them).
           globalSetup: ["test/global-setup.ts"],
-          testTimeout: 60_000,
-          hookTimeout: 120_000,
+          // The end-to-end tests spawn a dozen CLI processes each (every one loads tsx).
+          testTimeout: 240_000,
+          hookTimeout: 240_000,
         },
       },
       {
@@ -29,8 +42,9 @@ export default defineConfig({
           name: "concurrency",
           include: ["test/concurrency/**/*.test.ts"],
           globalSetup: ["test/global-setup.ts"],
-          testTimeout: 180_000,
-          hookTimeout: 180_000,
+          // Above OUTCOME_WAIT_MS (test/support/processes.ts), whose message names the wait.
+          testTimeout: 300_000,
+          hookTimeout: 300_000,
           fileParallelism: false,
         },
       },

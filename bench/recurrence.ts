@@ -10,6 +10,9 @@
  *    (2026-11-30T12:00:00Z). Parsing is timed separately from the next-occurrence calls.
  * 2. A year of minutely expansion: FREQ=MINUTELY from 2027-01-01T00:00 Europe/Berlin,
  *    every occurrence in [2027-01-01, 2028-01-01).
+ * 3. Worst-case input (REC-3, punctual only): the rules whose work is capped by a step
+ *    budget, and 1 KB strings of noise. The tests bound this work in steps; here it is
+ *    timed, so a slow step or a parser that stopped being linear shows as time per call.
  *
  * Peers get a time budget per task (`--peer-seconds`); a peer that runs out is reported
  * with the share it finished. ical.js has no IANA zone data of its own (it needs VTIMEZONE
@@ -19,7 +22,13 @@ import ICAL from "ical.js";
 import rrulePkg from "rrule";
 import { RRuleTemporal } from "rrule-temporal";
 import { Temporal } from "temporal-polyfill";
-import { validateRule, type Recurrence } from "../src/recurrence/index.js";
+import { measureWork } from "../src/recurrence/expand.js";
+import {
+  parseRule,
+  validateRule,
+  type Recurrence,
+  type RecurrenceInput,
+} from "../src/recurrence/index.js";
 
 const { RRule } = rrulePkg;
 
@@ -232,6 +241,54 @@ timed("ical.js 2.2.1", "year of MINUTELY (floating)", [0], Infinity, () => {
   peerCount = n;
 });
 
+// --- worst-case input (REC-3): steps counted by the engine, time measured here
+interface WorstRow {
+  input: string;
+  calls: number;
+  steps: number;
+  maxMs: number;
+  totalMs: number;
+}
+const worst: WorstRow[] = [];
+function worstCase(input: string, calls: Array<() => unknown>): void {
+  let steps = 0;
+  let maxMs = 0;
+  let totalMs = 0;
+  for (const call of calls) {
+    const t = performance.now();
+    steps += measureWork(call).steps;
+    const ms = performance.now() - t;
+    maxMs = Math.max(maxMs, ms);
+    totalMs += ms;
+  }
+  worst.push({ input, calls: calls.length, steps, maxMs, totalMs });
+}
+const parsed = (input: RecurrenceInput): Recurrence => {
+  const r = parseRule(input);
+  if (!r.ok) throw r.error;
+  return r.recurrence;
+};
+const noSecondHour = { dtstart: "2027-01-01T01:00:00", rrule: "FREQ=HOURLY;INTERVAL=2;BYHOUR=2" };
+worstCase("parse: no occurrence within the search budget", [() => parseRule(noSecondHour)]);
+const rare = parsed({
+  dtstart: "2027-01-01T00:00:00",
+  rrule: "FREQ=SECONDLY;BYMONTH=2;BYMONTHDAY=29;BYDAY=MO;BYHOUR=3;BYMINUTE=7;BYSECOND=9",
+});
+worstCase("between: rare SECONDLY rule to year 9999 (step cap)", [
+  () => rare.between(0, Number.MAX_SAFE_INTEGER, 1_000_000),
+]);
+const noise = prng(7);
+const noiseInputs = Array.from({ length: 2_000 }, () => {
+  const chars = "FREQ=DAILYWEEKLYBYDAYMOTUWE;,=-+0123456789TZ:RRULE ";
+  let text = "";
+  for (let i = 0; i < 1024; i++) text += chars[Math.floor(noise() * chars.length)];
+  return text;
+});
+worstCase(
+  "parse: 1 KB of rule-like noise",
+  noiseInputs.map((rrule) => () => parseRule({ dtstart: "2027-01-04T09:00:00", rrule })),
+);
+
 const fmt = (n: number) => Math.round(n).toLocaleString("en-US");
 console.log(
   `node ${process.version} ${process.arch}, ${RULES} rules, now = ${nowDate.toISOString()}`,
@@ -262,5 +319,14 @@ for (const r of rows) {
   const units = r.done * (r.unitsPerItem ?? 1);
   console.log(
     `| ${r.library} | ${r.task} | ${share} | ${fmt(r.ms)} | ${fmt((units / r.ms) * 1000)} | ${errors} |`,
+  );
+}
+
+console.log("");
+console.log("| worst-case input (punctual) | calls | steps | max per call (ms) | steps per ms |");
+console.log("|---|---:|---:|---:|---:|");
+for (const w of worst) {
+  console.log(
+    `| ${w.input} | ${fmt(w.calls)} | ${fmt(w.steps)} | ${w.maxMs.toFixed(1)} | ${fmt(w.steps / w.totalMs)} |`,
   );
 }

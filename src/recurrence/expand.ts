@@ -37,11 +37,60 @@ export interface Budget {
   periods: number;
   /** Set when a cap stopped the iteration. */
   exhausted: boolean;
+  /** Steps granted when the budget was created. */
+  readonly granted: number;
 }
 
-/** Creates a budget. */
+/** Budgets created while {@link measureWork} runs; `null` when nothing measures. */
+let metered: Budget[] | null = null;
+
+/** Creates a budget of `steps` (and at most `periods` periods). */
 export function budget(steps: number, periods = Infinity): Budget {
-  return { steps, periods, exhausted: false };
+  const b: Budget = { steps, periods, exhausted: false, granted: steps };
+  metered?.push(b);
+  return b;
+}
+
+/** Expansion work spent by one call, as counted by {@link measureWork}. */
+export interface WorkReport<T> {
+  /** What the measured function returned. */
+  result: T;
+  /** Steps spent over every budget created during the call (granted − remaining, summed). */
+  steps: number;
+  /** The most any one of those budgets spent. */
+  maxStepsPerBudget: number;
+  /** How many budgets the call created. */
+  budgets: number;
+}
+
+/**
+ * Runs `fn` synchronously and reports the expansion work it spent, counted in the same
+ * steps the loops charge to their {@link Budget} (periods, days and candidates visited).
+ * Bounding work by steps instead of elapsed time keeps a check independent of the
+ * machine's speed and load. Expansions left suspended when `fn` returns (a generator
+ * not yet drained) count what they had spent by then. Not re-entrant: nested calls
+ * throw.
+ *
+ * @throws Error when called from inside another `measureWork`.
+ */
+export function measureWork<T>(fn: () => T): WorkReport<T> {
+  if (metered !== null) throw new Error("measureWork is not re-entrant");
+  const budgets: Budget[] = [];
+  metered = budgets;
+  let result: T;
+  try {
+    result = fn();
+  } finally {
+    metered = null;
+  }
+  let steps = 0;
+  let maxStepsPerBudget = 0;
+  for (const b of budgets) {
+    const spent = b.granted - b.steps;
+    steps += spent;
+    maxStepsPerBudget = Math.max(maxStepsPerBudget, spent);
+  }
+  return { result, steps, maxStepsPerBudget, budgets: budgets.length };
 }
 
 /** A rule with the DTSTART-derived defaults of RFC 5545 §3.3.10 filled in. */

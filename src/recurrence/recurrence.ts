@@ -35,7 +35,7 @@ export const MAX_DATE_LIST = 1000;
 
 const DAY_MS = DAY_SECONDS * 1000;
 /** Work spent looking for a first occurrence when validating (about 30 ms). */
-const NO_OCCURRENCE_SEARCH_STEPS = 60_000;
+export const NO_OCCURRENCE_SEARCH_STEPS = 60_000;
 /** Periods that cover one full cycle of the Gregorian calendar (400 years), per FREQ. */
 const CYCLE_PERIODS = [400, 4800, 20_871, 146_097];
 

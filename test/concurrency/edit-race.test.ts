@@ -5,7 +5,7 @@
  */
 import { afterEach, describe, expect, it } from "vitest";
 import { hasPostgres } from "../support/db.js";
-import { exited, raceSetup, startWorker } from "../support/processes.js";
+import { exited, raceSetup, startWorker, until } from "../support/processes.js";
 
 const needs = hasPostgres()
   ? ""
@@ -50,8 +50,16 @@ describe("edits racing claims", () => {
         version = res.schedule.version;
       }
       if (!on) await lib.updateSchedule(created.schedule.id, { rdate: rdates }, { version });
-      const expected = 9 * 40;
-      await receiver.waitFor(() => receiver.counts.size >= expected, 60_000).catch(() => undefined);
+      // Every occurrence is due by now: wait until each of the 9 × 40 deliveries has its
+      // row again and none is waiting or in flight.
+      await until(async () => {
+        const { rows } = await lib.db.query<{ keys: number; waiting: number }>(
+          `select count(distinct delivery_key) as keys,
+                  count(*) filter (where state in ('pending', 'retry', 'claimed')) as waiting
+           from punctual_deliveries`,
+        );
+        return rows[0]!.keys === 9 * 40 && rows[0]!.waiting === 0;
+      }, "all 360 deliveries settled");
       for (const w of workers) w.kill("SIGTERM");
       await Promise.all(workers.map(exited));
       const twice = [...receiver.counts.entries()].filter(([, n]) => n > 1);

@@ -22,7 +22,38 @@ export interface Receiver {
   onRequest: (id: string, req: IncomingMessage, res: ServerResponse) => boolean;
   held: ServerResponse[];
   server: Server;
-  waitFor(predicate: () => boolean, timeoutMs: number): Promise<void>;
+  /**
+   * Resolves once `predicate` holds, re-checked on every request and at least every
+   * 100 ms; rejects naming `what` after `timeoutMs` (default {@link OUTCOME_WAIT_MS}).
+   */
+  waitFor(predicate: () => boolean, what: string, timeoutMs?: number): Promise<void>;
+}
+
+/**
+ * Deadline of a wait on an outcome (a request arriving, a row settling). Generous on
+ * purpose: it only turns a hang into a failure that names what was awaited, and stays
+ * below the concurrency project's test timeout (vitest.config.ts) so that message wins.
+ * Waits poll the outcome; none of them measures how long it took.
+ */
+export const OUTCOME_WAIT_MS = 240_000;
+
+/** Re-check cadence of {@link until}: a poll interval, not a budget. */
+const POLL_MS = 100;
+
+/**
+ * Polls `check` (e.g. a query) until it returns true.
+ * @throws Error naming `what` when it is still false after `timeoutMs`.
+ */
+export async function until(
+  check: () => boolean | Promise<boolean>,
+  what: string,
+  timeoutMs = OUTCOME_WAIT_MS,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`still waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, POLL_MS));
+  }
 }
 
 export async function startReceiver(): Promise<Receiver> {
@@ -46,13 +77,13 @@ export async function startReceiver(): Promise<Receiver> {
         for (const w of waiters.splice(0)) w();
       });
     }),
-    async waitFor(predicate, timeoutMs) {
+    async waitFor(predicate, what, timeoutMs = OUTCOME_WAIT_MS) {
       const deadline = Date.now() + timeoutMs;
       while (!predicate()) {
-        if (Date.now() > deadline) throw new Error("receiver wait timed out");
-        // Wake on the next request, or re-check every 100 ms (state may change in the DB).
+        if (Date.now() > deadline) throw new Error(`receiver still waiting for ${what}`);
+        // Wake on the next request, or re-check every POLL_MS (state may change in the DB).
         await new Promise<void>((resolve) => {
-          const timer = setTimeout(resolve, 100);
+          const timer = setTimeout(resolve, POLL_MS);
           waiters.push(() => {
             clearTimeout(timer);
             resolve();

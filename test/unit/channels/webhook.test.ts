@@ -1,5 +1,5 @@
 import { createHmac } from "node:crypto";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import {
   PermanentError,
   RateLimitedError,
@@ -240,17 +240,39 @@ describe("webhook channel: outcome classification", () => {
   });
 
   it("CH-1: a receiver that never answers times out as transient after ctx.timeoutMs", async () => {
-    const ch = channel();
-    receiver.respond = () => {
-      /* never answer */
-    };
-    const started = Date.now();
-    const err = await sendError(ch, delivery(receiver.url), ctx({ timeoutMs: 200 }));
-    expect(err).toBeInstanceOf(TransientError);
-    expect((err as TransientError).code).toBe("SEND_TIMEOUT");
-    // DEL-5: the request reached the receiver, so it may have been acted on.
-    expect((err as TransientError).maybeDelivered).toBe(true);
-    expect(Date.now() - started).toBeLessThan(3_000);
+    // The channel's timer runs on the test clock: the send is cut when that clock reaches
+    // ctx.timeoutMs (below the channel's own cap), however slow the machine is.
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
+    try {
+      const ch = channel({ timeoutMs: 60_000 });
+      let connectionClosed = false;
+      receiver.respond = (_req, res) => {
+        res.on("close", () => (connectionClosed = true));
+        /* never answer */
+      };
+      let settled = false;
+      const pending = sendError(ch, delivery(receiver.url), ctx({ timeoutMs: 200 })).finally(
+        () => (settled = true),
+      );
+      while (receiver.requests.length === 0) await new Promise((r) => setImmediate(r));
+      await vi.advanceTimersByTimeAsync(199);
+      expect(settled).toBe(false);
+      await vi.advanceTimersByTimeAsync(1);
+      // The abort settles the send within a few turns of the event loop (bounded by count).
+      for (let turn = 0; turn < 10_000 && !settled; turn++)
+        await new Promise((r) => setImmediate(r));
+      expect(settled).toBe(true);
+      const err = await pending;
+      expect(err).toBeInstanceOf(TransientError);
+      expect((err as TransientError).code).toBe("SEND_TIMEOUT");
+      expect((err as Error).message).toContain("after 200 ms");
+      // DEL-5: the request reached the receiver, so it may have been acted on.
+      expect((err as TransientError).maybeDelivered).toBe(true);
+      // The abort reached the socket: the receiver saw the connection go away.
+      while (!connectionClosed) await new Promise((r) => setImmediate(r));
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it("CH-1: an aborted ctx.signal stops the send as transient", async () => {

@@ -25,7 +25,6 @@ const why = exists ? "" : " (skipped: ../shared/data/ics not present)";
 describe("API-5: real exported calendars", () => {
   it.skipIf(!exists)(
     `API-5: every real calendar imports and dry-runs without throwing${why}`,
-    { timeout: 120_000 },
     () => {
       expect(files.length).toBeGreaterThan(0);
       for (const file of files) {
@@ -47,7 +46,6 @@ describe("API-5: real exported calendars", () => {
 
   it.skipIf(!exists)(
     `API-5: the 4,778-event Google export parses and maps with progress reports${why}`,
-    { timeout: 120_000 },
     () => {
       const text = readFileSync(`${folder}google_large_4778_events.ics`, "utf8");
       const progress: number[] = [];

@@ -29,3 +29,10 @@ export function range(from: number, to: number, step = 1): number[] {
   for (let i = from; i <= to; i += step) out.push(i);
   return out;
 }
+
+/**
+ * Most steps one period of an expansion can charge after its budget's last check: the
+ * period itself, its days (a year of 366) and one day's candidate times (24 × 60 × 60).
+ * A budget of `n` steps never spends more than `n + ONE_PERIOD`.
+ */
+export const ONE_PERIOD = 1 + 366 + 24 * 60 * 60;
