@@ -36,6 +36,7 @@ import { HeldBook } from "./held.js";
 import { LeaseKeeper } from "./lease-keeper.js";
 import { planSweep, misfireSweep } from "./plan.js";
 import { Producer } from "./producer.js";
+import { SingleFlight } from "./single-flight.js";
 import { heartbeat, type HeartbeatState } from "./services/heartbeat.js";
 import { recover } from "./services/recover.js";
 import { retention } from "./services/retention.js";
@@ -95,10 +96,8 @@ export class Scheduler {
   readonly #channelNames: string[];
   #running = false;
   #stopping = false;
-  #maintaining: Promise<TickReport> | null = null;
-  #maintainAgain = false;
-  #filling: Promise<void> | null = null;
-  #fillAgain = false;
+  readonly #maintenance: SingleFlight;
+  readonly #claims: SingleFlight;
   #pollTimer: CancelTimer | null = null;
   #wakeTimer: CancelTimer | null = null;
   #emptyBackoffMs = 0;
@@ -110,6 +109,23 @@ export class Scheduler {
 
   constructor(deps: SchedulerDeps) {
     this.#d = deps;
+    const live = () => this.#running && !this.#stopping;
+    this.#maintenance = new SingleFlight(
+      () => this.#maintainOnce(),
+      live,
+      () => {
+        this.#pollTimer?.();
+        this.#pollTimer = null;
+      },
+    );
+    this.#claims = new SingleFlight(
+      () => this.#fillOnce(),
+      live,
+      () => {
+        this.#wakeTimer?.();
+        this.#wakeTimer = null;
+      },
+    );
     this.owner = makeOwnerId();
     this.#log = deps.logger.child({ component: "scheduler", owner: this.owner });
     const { db, clock, metrics, options } = deps;
@@ -242,32 +258,22 @@ export class Scheduler {
   // ── maintenance ────────────────────────────────────────────────────────────────────
 
   #requestMaintenance(): void {
-    if (!this.#running || this.#stopping) return;
-    if (this.#maintaining) {
-      this.#maintainAgain = true;
-      return;
+    this.#maintenance.request();
+  }
+
+  /** One maintenance pass of the running loop, then the poll timer and a claim. */
+  async #maintainOnce(): Promise<void> {
+    let report: TickReport;
+    try {
+      report = await this.#maintain();
+    } catch (err) {
+      this.#log.error({ err }, "maintenance pass crashed");
+      report = emptyReport();
+      report.failedSweep = "maintenance";
     }
-    this.#pollTimer?.();
-    this.#pollTimer = null;
-    this.#maintaining = this.#maintain()
-      .catch((err) => {
-        this.#log.error({ err }, "maintenance pass crashed");
-        const report = emptyReport();
-        report.failedSweep = "maintenance";
-        return report;
-      })
-      .then((report) => {
-        this.#maintaining = null;
-        if (!this.#running || this.#stopping) return report;
-        if (this.#maintainAgain) {
-          this.#maintainAgain = false;
-          this.#requestMaintenance();
-        } else {
-          this.#armPoll(report);
-        }
-        this.#kick();
-        return report;
-      });
+    if (!this.#running || this.#stopping) return;
+    if (!this.#maintenance.pending) this.#armPoll(report);
+    this.#kick();
   }
 
   #armPoll(report: TickReport): void {
@@ -374,20 +380,7 @@ export class Scheduler {
 
   /** Coalesced claim: one fill at a time, one follow-up at most. */
   #kick(): void {
-    if (!this.#running || this.#stopping) return;
-    if (this.#filling) {
-      this.#fillAgain = true;
-      return;
-    }
-    this.#wakeTimer?.();
-    this.#wakeTimer = null;
-    this.#filling = this.#fillOnce().finally(() => {
-      this.#filling = null;
-      if (this.#fillAgain && this.#running && !this.#stopping) {
-        this.#fillAgain = false;
-        this.#kick();
-      }
-    });
+    this.#claims.request();
   }
 
   async #fillOnce(): Promise<void> {
@@ -396,7 +389,7 @@ export class Scheduler {
       this.#streak("dispatch").success();
       if (this.#producer.orphansSuspected) this.#requestMaintenance();
       if (claimed > 0) this.#emptyBackoffMs = 0;
-      if (exhausted && !this.#fillAgain) await this.#armWake(claimed === 0);
+      if (exhausted && !this.#claims.pending) await this.#armWake(claimed === 0);
     } catch (err) {
       this.#d.metrics.sweepFailures.inc({ sweep: "dispatch" });
       this.#streak("dispatch").failure(err, { sweep: "dispatch" });
@@ -517,8 +510,8 @@ export class Scheduler {
     this.#wakeTimer = null;
     await this.#unlisten?.().catch(() => undefined);
     this.#unlisten = null;
-    await this.#maintaining?.catch(() => undefined);
-    await this.#filling?.catch(() => undefined);
+    await this.#maintenance.current;
+    await this.#claims.current;
     await this.#releaseQueued();
     if (this.#executor.sending > 0) {
       const timedOut = await Promise.race([this.#sendsDone().then(() => false), graceOver]);
