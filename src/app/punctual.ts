@@ -32,40 +32,39 @@ import { createMetrics, type Metrics } from "../observability/metrics.js";
 import { parseOffset, validateRule } from "../recurrence/index.js";
 import type { Database, Queryable } from "../store/database.js";
 import { assertSchemaCurrent, migrate, schemaVersion, expectedVersion } from "../store/migrator.js";
-import { INIT_SETTING_SQL, NOTIFY_WAKE_SQL, PING_SQL } from "../store/operations.js";
+import { initSetting, notifyWake, ping } from "../store/operations.js";
 import { openPglite } from "../store/pglite.js";
 import { openPostgres } from "../store/postgres.js";
 import {
-  ATTEMPTS_SQL,
-  CANCEL_SCHEDULE_SQL,
-  DELIVERY_BY_ID_SQL,
-  INSERT_REMINDERS_SQL,
-  INSERT_SCHEDULE_SQL,
-  LIST_DELIVERIES_SQL,
-  LIST_SCHEDULES_SQL,
-  REDRIVE_SQL,
-  REMINDERS_SQL,
-  RESOLVE_SQL,
-  SCHEDULE_BY_ID_SQL,
-  SCHEDULE_BY_IDEMPOTENCY_KEY_SQL,
-  SET_SCHEDULE_STATE_SQL,
-  DELETE_REMINDERS_SQL,
-  INSERT_REMINDERS_BULK_SQL,
-  INSERT_SCHEDULES_BULK_SQL,
-  REVIVE_SCHEDULE_SQL,
-  UPDATE_SCHEDULE_SQL,
+  attemptsOf,
+  cancelScheduleRow,
+  deleteReminders,
+  deliveryById,
+  insertReminders,
+  insertRemindersBulk,
+  insertSchedule,
+  insertSchedulesBulk,
+  listDeliveryRows,
+  listScheduleRows,
+  redriveDeliveryRow,
+  remindersOfSchedules,
+  resolveDeliveryRow,
+  reviveSchedule,
+  scheduleById,
+  scheduleByIdempotencyKey,
+  setScheduleState,
   toAttemptView,
   toDeliveryView,
   toScheduleView,
-  type AttemptRow,
-  type DeliveryRow,
+  updateScheduleDefinition,
   type ReminderRow,
-  type ScheduleRow,
+  type ReminderToInsert,
+  type ScheduleDefinition,
 } from "../store/schedules.js";
 import { Scheduler } from "../scheduler/scheduler.js";
 import { realignSchedule, type RealignReport } from "../scheduler/realign.js";
 import { planLocked } from "../scheduler/plan.js";
-import { LOCK_SCHEDULE_FOR_EDIT_SQL, type PlanScheduleRow } from "../store/planning.js";
+import { lockScheduleForEdit } from "../store/planning.js";
 
 /** Release version (from package.json). */
 export const VERSION: string = (() => {
@@ -197,27 +196,40 @@ export function definitionHash(
   return createHash("sha256").update(canonicalJson(normalized)).digest("hex");
 }
 
-/**
- * The definition columns of a schedule, in the order INSERT_SCHEDULE_SQL and
- * UPDATE_SCHEDULE_SQL take them (dtstart … payload).
- */
-function definitionParams(value: z.output<typeof createScheduleSchema>): unknown[] {
-  return [
-    value.dtstart,
-    value.tzid,
-    value.rrule ?? null,
-    value.rdate,
-    value.exdate,
-    Boolean(value.rrule) || value.rdate.length > 0,
-    value.endsAt ?? null,
-    value.expiresAt ?? null,
-    value.dst?.gap ?? "shift",
-    value.dst?.overlap ?? "earlier",
-    value.misfire,
-    value.graceMs,
-    value.perpetual,
-    JSON.stringify(value.payload ?? null),
-  ];
+/** The definition columns of a validated schedule, as the store writes them. */
+function definitionOf(value: z.output<typeof createScheduleSchema>): ScheduleDefinition {
+  return {
+    dtstart: value.dtstart,
+    tzid: value.tzid,
+    rrule: value.rrule ?? null,
+    rdate: value.rdate,
+    exdate: value.exdate,
+    recurring: Boolean(value.rrule) || value.rdate.length > 0,
+    endsAt: value.endsAt ?? null,
+    expiresAt: value.expiresAt ?? null,
+    dstGap: value.dst?.gap ?? "shift",
+    dstOverlap: value.dst?.overlap ?? "earlier",
+    misfire: value.misfire,
+    graceMs: value.graceMs,
+    perpetual: value.perpetual,
+    payloadJson: JSON.stringify(value.payload ?? null),
+  };
+}
+
+/** The reminders of a validated schedule, as the store writes them. */
+function remindersOf(
+  reminders: z.output<typeof createScheduleSchema>["reminders"],
+  defaultMaxAttempts: number,
+): ReminderToInsert[] {
+  return reminders.map((r) => ({
+    key: r.key,
+    offset: r.offset,
+    channel: r.channel,
+    targetJson: JSON.stringify(r.target ?? {}),
+    onLostLease:
+      r.delivery === "at-least-once" ? "retry" : r.delivery === "at-most-once" ? "in_doubt" : null,
+    maxAttempts: r.maxAttempts ?? defaultMaxAttempts,
+  }));
 }
 
 /** The running punctual: store, scheduler, channels, and the operations on them. */
@@ -287,9 +299,9 @@ export class Punctual {
   #wake(): void {
     this.scheduler.wake();
     if (this.db.engine === "postgres") {
-      this.db
-        .query(NOTIFY_WAKE_SQL, [""])
-        .catch((err) => this.logger.warn({ err }, "NOTIFY failed"));
+      notifyWake(this.db, { payload: "" }).catch((err) =>
+        this.logger.warn({ err }, "NOTIFY failed"),
+      );
     }
   }
 
@@ -380,22 +392,21 @@ export class Punctual {
     const hash = definitionHash(value, this.config.scheduler.maxAttempts);
     const idem = options.idempotencyKey ?? null;
     const result = await this.db.transaction(async (tx) => {
-      const { rows } = await tx.query<ScheduleRow>(INSERT_SCHEDULE_SQL, [
-        this.#now(),
+      const row = await insertSchedule(tx, {
+        now: this.#now(),
         tenant,
-        idem,
-        hash,
-        ...definitionParams(value),
-        value.source ?? null,
-        value.externalId ?? null,
-      ]);
-      const row = rows[0];
+        idempotencyKey: idem,
+        requestHash: hash,
+        definition: definitionOf(value),
+        source: value.source ?? null,
+        externalId: value.externalId ?? null,
+      });
       if (!row) return null;
       await this.#insertReminders(tx, row.id, value.reminders);
       // Plan the first window in the same transaction: the deliveries exist the moment
       // the schedule does (DEL-1), and a reminder due in seconds needs no planning pass.
-      await planLocked(tx, [row as unknown as PlanScheduleRow], this.#planDeps());
-      const { rows: reminders } = await tx.query<ReminderRow>(REMINDERS_SQL, [[row.id]]);
+      await planLocked(tx, [row], this.#planDeps());
+      const reminders = await remindersOfSchedules(tx, { scheduleIds: [row.id] });
       return toScheduleView(row, reminders);
     });
     if (result) {
@@ -403,11 +414,7 @@ export class Punctual {
       return { schedule: result, created: true, warnings };
     }
     // The idempotency key was used before: same body → the same schedule; else a conflict.
-    const { rows } = await this.db.query<ScheduleRow>(SCHEDULE_BY_IDEMPOTENCY_KEY_SQL, [
-      tenant,
-      idem,
-    ]);
-    const existing = rows[0];
+    const existing = await scheduleByIdempotencyKey(this.db, { tenant, idempotencyKey: idem });
     if (!existing) throw new ConflictError("idempotency key collision; retry the request");
     if (existing.request_hash !== hash) {
       throw new ConflictError(
@@ -459,7 +466,7 @@ export class Punctual {
     const keepReminders = (patch as { reminders?: unknown } | null)?.reminders === undefined;
     if (keepReminders) {
       // Reminder targets are stored unredacted: read them back for validation.
-      const { rows } = await this.db.query<ReminderRow>(REMINDERS_SQL, [[id]]);
+      const rows = await remindersOfSchedules(this.db, { scheduleIds: [id] });
       merged.reminders = rows.map((r) => ({
         key: r.key,
         offset: r.offset_duration,
@@ -474,12 +481,7 @@ export class Punctual {
     const { value, warnings } = this.validateSchedule(merged);
     const hash = definitionHash(value, this.config.scheduler.maxAttempts);
     const realigned = await this.db.transaction(async (tx) => {
-      const { rows } = await tx.query<ScheduleRow>(LOCK_SCHEDULE_FOR_EDIT_SQL, [
-        this.#now(),
-        tenant,
-        id,
-      ]);
-      const locked = rows[0];
+      const locked = await lockScheduleForEdit(tx, { now: this.#now(), tenant, id });
       if (!locked) throw new NotFoundError("schedule", id);
       if (options.version !== undefined && options.version !== locked.version) {
         throw new ConflictError(
@@ -490,15 +492,17 @@ export class Punctual {
       if (locked.state === "cancelled") {
         if (!options.revive)
           throw new ConflictError(`schedule ${id} is cancelled; create a new one`);
-        await tx.query(REVIVE_SCHEDULE_SQL, [this.#now(), id]);
+        await reviveSchedule(tx, { now: this.#now(), id });
       }
-      const { rows: updated } = await tx.query<PlanScheduleRow & { state: string }>(
-        UPDATE_SCHEDULE_SQL,
-        [this.#now(), id, ...definitionParams(value), hash],
-      );
-      await tx.query(DELETE_REMINDERS_SQL, [id]);
+      const updated = await updateScheduleDefinition(tx, {
+        now: this.#now(),
+        id,
+        definition: definitionOf(value),
+        requestHash: hash,
+      });
+      await deleteReminders(tx, { scheduleId: id });
       await this.#insertReminders(tx, id, value.reminders);
-      return realignSchedule(tx, updated[0]!, this.#planDeps());
+      return realignSchedule(tx, updated!, this.#planDeps());
     });
     this.#wake();
     return { schedule: await this.getSchedule(id, options), realigned, warnings };
@@ -523,21 +527,10 @@ export class Punctual {
     scheduleId: string,
     reminders: z.output<typeof createScheduleSchema>["reminders"],
   ): Promise<void> {
-    await tx.query(INSERT_REMINDERS_SQL, [
+    await insertReminders(tx, {
       scheduleId,
-      reminders.map((r) => r.key),
-      reminders.map((r) => r.offset),
-      reminders.map((r) => r.channel),
-      reminders.map((r) => JSON.stringify(r.target ?? {})),
-      reminders.map((r) =>
-        r.delivery === "at-least-once"
-          ? "retry"
-          : r.delivery === "at-most-once"
-            ? "in_doubt"
-            : null,
-      ),
-      reminders.map((r) => r.maxAttempts ?? this.config.scheduler.maxAttempts),
-    ]);
+      reminders: remindersOf(reminders, this.config.scheduler.maxAttempts),
+    });
   }
 
   /**
@@ -552,49 +545,25 @@ export class Punctual {
     const ids = new Map<string, string>();
     if (values.length === 0) return ids;
     await this.db.transaction(async (tx) => {
-      const { rows } = await tx.query<PlanScheduleRow & { external_id: string }>(
-        INSERT_SCHEDULES_BULK_SQL,
-        [
-          this.#now(),
-          ctx.tenant ?? DEFAULT_TENANT,
-          values.map((v) => definitionHash(v, this.config.scheduler.maxAttempts)),
-          values.map((v) => v.dtstart),
-          values.map((v) => v.tzid),
-          values.map((v) => v.rrule ?? null),
-          values.map((v) => JSON.stringify(v.rdate)),
-          values.map((v) => JSON.stringify(v.exdate)),
-          values.map((v) => Boolean(v.rrule) || v.rdate.length > 0),
-          values.map((v) => v.endsAt ?? null),
-          values.map((v) => v.expiresAt ?? null),
-          values.map((v) => v.dst?.gap ?? "shift"),
-          values.map((v) => v.dst?.overlap ?? "earlier"),
-          values.map((v) => v.misfire),
-          values.map((v) => v.graceMs),
-          values.map((v) => v.perpetual),
-          values.map((v) => JSON.stringify(v.payload ?? null)),
-          values.map((v) => v.source ?? null),
-          values.map((v) => v.externalId ?? null),
-        ],
-      );
-      for (const row of rows) ids.set(row.external_id, row.id);
+      const rows = await insertSchedulesBulk(tx, {
+        now: this.#now(),
+        tenant: ctx.tenant ?? DEFAULT_TENANT,
+        schedules: values.map((v) => ({
+          requestHash: definitionHash(v, this.config.scheduler.maxAttempts),
+          definition: definitionOf(v),
+          source: v.source ?? null,
+          externalId: v.externalId ?? null,
+        })),
+      });
+      // Every schedule of a bulk create carries an external id (imports).
+      for (const row of rows) ids.set(row.external_id as string, row.id);
       const reminders = values.flatMap((v) =>
-        v.reminders.map((r) => ({ id: ids.get(v.externalId ?? "")!, r })),
+        remindersOf(v.reminders, this.config.scheduler.maxAttempts).map((r) => ({
+          ...r,
+          scheduleId: ids.get(v.externalId ?? "")!,
+        })),
       );
-      await tx.query(INSERT_REMINDERS_BULK_SQL, [
-        reminders.map((x) => x.id),
-        reminders.map((x) => x.r.key),
-        reminders.map((x) => x.r.offset),
-        reminders.map((x) => x.r.channel),
-        reminders.map((x) => JSON.stringify(x.r.target ?? {})),
-        reminders.map((x) =>
-          x.r.delivery === "at-least-once"
-            ? "retry"
-            : x.r.delivery === "at-most-once"
-              ? "in_doubt"
-              : null,
-        ),
-        reminders.map((x) => x.r.maxAttempts ?? this.config.scheduler.maxAttempts),
-      ]);
+      await insertRemindersBulk(tx, { reminders });
       await planLocked(tx, rows, this.#planDeps());
     });
     this.#wake();
@@ -604,13 +573,9 @@ export class Punctual {
   /** @throws NotFoundError */
   async getSchedule(id: string, ctx: CallContext = {}): Promise<ScheduleView> {
     if (!z.uuid().safeParse(id).success) throw new NotFoundError("schedule", id);
-    const { rows } = await this.db.query<ScheduleRow>(SCHEDULE_BY_ID_SQL, [
-      ctx.tenant ?? DEFAULT_TENANT,
-      id,
-    ]);
-    const row = rows[0];
+    const row = await scheduleById(this.db, { tenant: ctx.tenant ?? DEFAULT_TENANT, id });
     if (!row) throw new NotFoundError("schedule", id);
-    const { rows: reminders } = await this.db.query<ReminderRow>(REMINDERS_SQL, [[id]]);
+    const reminders = await remindersOfSchedules(this.db, { scheduleIds: [id] });
     return toScheduleView(row, reminders);
   }
 
@@ -634,13 +599,16 @@ export class Punctual {
       afterAt = at;
       afterId = id;
     }
-    const { rows } = await this.db.query<ScheduleRow & { created_at_cursor: string }>(
-      LIST_SCHEDULES_SQL,
-      [ctx.tenant ?? DEFAULT_TENANT, q.state ?? null, afterAt, afterId, q.limit],
-    );
-    const { rows: reminders } = rows.length
-      ? await this.db.query<ReminderRow>(REMINDERS_SQL, [rows.map((r) => r.id)])
-      : { rows: [] as ReminderRow[] };
+    const rows = await listScheduleRows(this.db, {
+      tenant: ctx.tenant ?? DEFAULT_TENANT,
+      state: q.state ?? null,
+      afterCreatedAt: afterAt,
+      afterId,
+      limit: q.limit,
+    });
+    const reminders: ReminderRow[] = rows.length
+      ? await remindersOfSchedules(this.db, { scheduleIds: rows.map((r) => r.id) })
+      : [];
     const last = rows[rows.length - 1];
     return {
       items: rows.map((r) => toScheduleView(r, reminders)),
@@ -661,13 +629,14 @@ export class Punctual {
     ctx: CallContext & { by?: "user" | "import" } = {},
   ): Promise<ScheduleView & { cancelledDeliveries: number }> {
     if (!z.uuid().safeParse(id).success) throw new NotFoundError("schedule", id);
-    const { rows } = await this.db.query<ScheduleRow & { cancelled_deliveries: number }>(
-      CANCEL_SCHEDULE_SQL,
-      [this.#now(), ctx.tenant ?? DEFAULT_TENANT, id, ctx.by ?? "user"],
-    );
-    const row = rows[0];
+    const row = await cancelScheduleRow(this.db, {
+      now: this.#now(),
+      tenant: ctx.tenant ?? DEFAULT_TENANT,
+      id,
+      by: ctx.by ?? "user",
+    });
     if (!row) throw new NotFoundError("schedule", id);
-    const { rows: reminders } = await this.db.query<ReminderRow>(REMINDERS_SQL, [[id]]);
+    const reminders = await remindersOfSchedules(this.db, { scheduleIds: [id] });
     return {
       ...toScheduleView(row, reminders),
       cancelledDeliveries: Number(row.cancelled_deliveries),
@@ -677,14 +646,14 @@ export class Punctual {
   async #transition(id: string, from: string, to: string, ctx: CallContext): Promise<ScheduleView> {
     const current = await this.getSchedule(id, ctx);
     if (current.state === to) return current;
-    const { rows } = await this.db.query<ScheduleRow>(SET_SCHEDULE_STATE_SQL, [
-      this.#now(),
-      ctx.tenant ?? DEFAULT_TENANT,
+    const changed = await setScheduleState(this.db, {
+      now: this.#now(),
+      tenant: ctx.tenant ?? DEFAULT_TENANT,
       id,
       from,
       to,
-    ]);
-    if (!rows[0])
+    });
+    if (!changed)
       throw new ConflictError(`schedule ${id} is ${current.state}; cannot move it to ${to}`);
     if (to === "active") this.#wake();
     return this.getSchedule(id, ctx);
@@ -706,13 +675,13 @@ export class Punctual {
     ctx: CallContext = {},
   ): Promise<{ items: DeliveryView[]; nextAfter: number | null }> {
     const q = parseInput(listDeliveriesQuerySchema, query);
-    const { rows } = await this.db.query<DeliveryRow>(LIST_DELIVERIES_SQL, [
-      ctx.tenant ?? DEFAULT_TENANT,
-      q.scheduleId ?? null,
-      q.state ?? null,
-      q.after ?? null,
-      q.limit,
-    ]);
+    const rows = await listDeliveryRows(this.db, {
+      tenant: ctx.tenant ?? DEFAULT_TENANT,
+      scheduleId: q.scheduleId ?? null,
+      state: q.state ?? null,
+      afterId: q.after ?? null,
+      limit: q.limit,
+    });
     const last = rows[rows.length - 1];
     return {
       items: rows.map(toDeliveryView),
@@ -725,24 +694,20 @@ export class Punctual {
     id: number,
     ctx: CallContext = {},
   ): Promise<DeliveryView & { attempts: AttemptView[] }> {
-    const { rows } = await this.db.query<DeliveryRow>(DELIVERY_BY_ID_SQL, [
-      ctx.tenant ?? DEFAULT_TENANT,
-      id,
-    ]);
-    const row = rows[0];
+    const row = await deliveryById(this.db, { tenant: ctx.tenant ?? DEFAULT_TENANT, id });
     if (!row) throw new NotFoundError("delivery", String(id));
-    const { rows: attempts } = await this.db.query<AttemptRow>(ATTEMPTS_SQL, [id]);
+    const attempts = await attemptsOf(this.db, { deliveryId: id });
     return { ...toDeliveryView(row), attempts: attempts.map(toAttemptView) };
   }
 
   /** DEL-12: sends a dead or in-doubt delivery again, with the same delivery key. */
   async redriveDelivery(id: number, ctx: CallContext = {}): Promise<DeliveryView> {
-    const { rows } = await this.db.query<DeliveryRow>(REDRIVE_SQL, [
-      this.#now(),
-      ctx.tenant ?? DEFAULT_TENANT,
+    const row = await redriveDeliveryRow(this.db, {
+      now: this.#now(),
+      tenant: ctx.tenant ?? DEFAULT_TENANT,
       id,
-    ]);
-    if (!rows[0]) {
+    });
+    if (!row) {
       const current = await this.getDelivery(id, ctx);
       throw new ConflictError(
         current.state === "dead" || current.state === "in_doubt"
@@ -751,7 +716,7 @@ export class Punctual {
       );
     }
     this.#wake();
-    return toDeliveryView(rows[0]);
+    return toDeliveryView(row);
   }
 
   /** DEL-12: an operator settles an in-doubt delivery as `sent` or `dead`. */
@@ -760,19 +725,19 @@ export class Punctual {
     outcome: "sent" | "dead",
     ctx: CallContext = {},
   ): Promise<DeliveryView> {
-    const { rows } = await this.db.query<DeliveryRow>(RESOLVE_SQL, [
-      this.#now(),
-      ctx.tenant ?? DEFAULT_TENANT,
+    const row = await resolveDeliveryRow(this.db, {
+      now: this.#now(),
+      tenant: ctx.tenant ?? DEFAULT_TENANT,
       id,
       outcome,
-    ]);
-    if (!rows[0]) {
+    });
+    if (!row) {
       const current = await this.getDelivery(id, ctx);
       throw new ConflictError(
         `delivery ${id} is ${current.state}; only in_doubt deliveries and open dead letters can be resolved`,
       );
     }
-    return toDeliveryView(rows[0]);
+    return toDeliveryView(row);
   }
 
   /** OPS-4: liveness and readiness (database reachable, schema current, last pass fresh). */
@@ -781,7 +746,7 @@ export class Punctual {
     let database = false;
     let schema = false;
     try {
-      await this.db.query(PING_SQL);
+      await ping(this.db);
       database = true;
       const version = await schemaVersion(this.db);
       schema = version === expectedVersion();
@@ -887,11 +852,7 @@ export const createScheduler = createPunctual;
  */
 async function sharedWebhookSecret(db: Database, logger: Logger): Promise<string> {
   const fresh = `whsec_${randomBytes(24).toString("base64")}`;
-  const { rows } = await db.query<{ value: unknown }>(INIT_SETTING_SQL, [
-    "webhook_secret",
-    JSON.stringify(fresh),
-  ]);
-  const value = rows[0]?.value;
+  const value = await initSetting(db, { key: "webhook_secret", valueJson: JSON.stringify(fresh) });
   if (typeof value !== "string")
     throw new PunctualError("SETTINGS", "webhook_secret setting is not a string");
   if (value === fresh) {
