@@ -4,7 +4,7 @@
  * Parameters are listed per statement; `$1` is always "now" (NULL = database clock).
  */
 import type { Queryable } from "./database.js";
-import { SCHEDULE_AT_COLUMNS, type ScheduleRow, type ScheduleRowAt } from "./schedules.js";
+import { SCHEDULE_AT_ROW_KEYS, type ScheduleRow, type ScheduleRowAt } from "./schedules.js";
 import { columnsOf, execute, firstRow, rows } from "./statement.js";
 import { staleAtSql, syncWaitingSql } from "./waiting.js";
 
@@ -262,7 +262,7 @@ where s.tenant = $2 and s.id = $3
 for update`;
 
 /** Result columns of {@link LOCK_SCHEDULE_FOR_EDIT_SQL}. */
-export const LOCK_SCHEDULE_FOR_EDIT_COLUMNS = SCHEDULE_AT_COLUMNS;
+export const LOCK_SCHEDULE_FOR_EDIT_COLUMNS = SCHEDULE_AT_ROW_KEYS;
 
 /** The earliest due time among a schedule's waiting rows (NULL: none). */
 export interface OldestWaitingRow {

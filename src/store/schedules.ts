@@ -46,8 +46,8 @@ export interface ScheduleRow {
   cancelled_by: "user" | "import" | null;
 }
 
-/** Result columns of the statements that return `punctual_schedules` rows whole. */
-export const SCHEDULE_COLUMNS = columnsOf<ScheduleRow>()([
+/** The keys of {@link ScheduleRow}: the columns of `punctual_schedules`, for statements that return its rows whole. */
+export const SCHEDULE_ROW_KEYS = columnsOf<ScheduleRow>()([
   "id",
   "tenant",
   "source",
@@ -83,8 +83,8 @@ export const SCHEDULE_COLUMNS = columnsOf<ScheduleRow>()([
 /** A schedule row with the "now" of the statement that wrote or locked it (ready to plan). */
 export type ScheduleRowAt = ScheduleRow & { db_now: Date };
 
-/** Result columns of the statements that return {@link ScheduleRowAt}. */
-export const SCHEDULE_AT_COLUMNS = columnsOf<ScheduleRowAt>()([...SCHEDULE_COLUMNS, "db_now"]);
+/** The keys of {@link ScheduleRowAt}. */
+export const SCHEDULE_AT_ROW_KEYS = columnsOf<ScheduleRowAt>()([...SCHEDULE_ROW_KEYS, "db_now"]);
 
 /** A row of `punctual_reminders`, every column. */
 export interface ReminderRow {
@@ -98,7 +98,7 @@ export interface ReminderRow {
 }
 
 /** Result columns of {@link REMINDERS_SQL}. */
-export const REMINDER_COLUMNS = columnsOf<ReminderRow>()([
+export const REMINDERS_COLUMNS = columnsOf<ReminderRow>()([
   "schedule_id",
   "key",
   "offset_duration",
@@ -309,8 +309,8 @@ export interface AttemptRow {
   error: string | null;
 }
 
-/** Result columns of the statements that return `punctual_deliveries` rows whole. */
-export const DELIVERY_COLUMNS = columnsOf<DeliveryRow>()([
+/** The keys of {@link DeliveryRow}: the columns of `punctual_deliveries`. */
+export const DELIVERY_ROW_KEYS = columnsOf<DeliveryRow>()([
   "id",
   "delivery_key",
   "schedule_id",
@@ -340,7 +340,7 @@ export const DELIVERY_COLUMNS = columnsOf<DeliveryRow>()([
 ]);
 
 /** Result columns of {@link ATTEMPTS_SQL}. */
-export const ATTEMPT_COLUMNS = columnsOf<AttemptRow>()([
+export const ATTEMPTS_COLUMNS = columnsOf<AttemptRow>()([
   "id",
   "delivery_id",
   "attempt",
@@ -354,6 +354,27 @@ export const ATTEMPT_COLUMNS = columnsOf<AttemptRow>()([
   "error",
 ]);
 
+/** Result columns of {@link SCHEDULE_BY_IDEMPOTENCY_KEY_SQL}. */
+export const SCHEDULE_BY_IDEMPOTENCY_KEY_COLUMNS = SCHEDULE_ROW_KEYS;
+/** Result columns of {@link SCHEDULE_BY_ID_SQL}. */
+export const SCHEDULE_BY_ID_COLUMNS = SCHEDULE_ROW_KEYS;
+/** Result columns of {@link SCHEDULES_OF_SOURCE_SQL}. */
+export const SCHEDULES_OF_SOURCE_COLUMNS = SCHEDULE_ROW_KEYS;
+/** Result columns of {@link INSERT_SCHEDULE_SQL}. */
+export const INSERT_SCHEDULE_COLUMNS = SCHEDULE_AT_ROW_KEYS;
+/** Result columns of {@link UPDATE_SCHEDULE_SQL}. */
+export const UPDATE_SCHEDULE_COLUMNS = SCHEDULE_AT_ROW_KEYS;
+/** Result columns of {@link INSERT_SCHEDULES_BULK_SQL}. */
+export const INSERT_SCHEDULES_BULK_COLUMNS = SCHEDULE_AT_ROW_KEYS;
+/** Result columns of {@link LIST_DELIVERIES_SQL}. */
+export const LIST_DELIVERIES_COLUMNS = DELIVERY_ROW_KEYS;
+/** Result columns of {@link DELIVERY_BY_ID_SQL}. */
+export const DELIVERY_BY_ID_COLUMNS = DELIVERY_ROW_KEYS;
+/** Result columns of {@link REDRIVE_SQL}. */
+export const REDRIVE_COLUMNS = DELIVERY_ROW_KEYS;
+/** Result columns of {@link RESOLVE_SQL}. */
+export const RESOLVE_COLUMNS = DELIVERY_ROW_KEYS;
+
 /** A schedule of a {@link LIST_SCHEDULES_SQL} page, with its keyset cursor. */
 export type ListedScheduleRow = ScheduleRow & {
   /** `created_at` at full (microsecond) precision, ISO 8601 UTC. */
@@ -362,7 +383,7 @@ export type ListedScheduleRow = ScheduleRow & {
 
 /** Result columns of {@link LIST_SCHEDULES_SQL}. */
 export const LIST_SCHEDULES_COLUMNS = columnsOf<ListedScheduleRow>()([
-  ...SCHEDULE_COLUMNS,
+  ...SCHEDULE_ROW_KEYS,
   "created_at_cursor",
 ]);
 
@@ -371,7 +392,7 @@ export type CancelledScheduleRow = ScheduleRow & { cancelled_deliveries: number 
 
 /** Result columns of {@link CANCEL_SCHEDULE_SQL}. */
 export const CANCEL_SCHEDULE_COLUMNS = columnsOf<CancelledScheduleRow>()([
-  ...SCHEDULE_COLUMNS,
+  ...SCHEDULE_ROW_KEYS,
   "cancelled_deliveries",
 ]);
 
@@ -380,7 +401,7 @@ export type TransitionedScheduleRow = ScheduleRow & { moved_deliveries: number }
 
 /** Result columns of {@link SET_SCHEDULE_STATE_SQL}. */
 export const SET_SCHEDULE_STATE_COLUMNS = columnsOf<TransitionedScheduleRow>()([
-  ...SCHEDULE_COLUMNS,
+  ...SCHEDULE_ROW_KEYS,
   "moved_deliveries",
 ]);
 
