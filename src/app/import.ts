@@ -17,7 +17,9 @@ import { ValidationError } from "../errors/index.js";
 import { toInstant } from "../recurrence/index.js";
 import type { ImportedEvent } from "../ical/index.js";
 import { schedulesOfSource } from "../store/schedules.js";
-import { DEFAULT_TENANT, definitionHash, type Punctual } from "./punctual.js";
+import { DEFAULT_TENANT } from "./context.js";
+import type { Punctual } from "./punctual.js";
+import { definitionHash } from "./schedules.js";
 
 /** What happened to one event. */
 export interface ImportedScheduleResult {
