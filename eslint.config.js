@@ -56,4 +56,21 @@ export default tseslint.config(
     files: ["src/index.ts"],
     rules: { "import-x/no-restricted-paths": "off" },
   },
+  {
+    // All SQL has one home (docs/architecture.md, decision 2): outside src/store/ a module
+    // calls the store's typed functions, never `.query(` itself. Tests, bench and scripts
+    // are exempt (they probe statements directly).
+    files: ["src/**/*.ts"],
+    ignores: ["src/store/**"],
+    rules: {
+      "no-restricted-syntax": [
+        "error",
+        {
+          selector: "CallExpression[callee.property.name='query']",
+          message:
+            "No .query( outside src/store/: add a typed function (parameters object, declared row type, TSDoc naming the statement and the requirement) in src/store/ and call it.",
+        },
+      ],
+    },
+  },
 );

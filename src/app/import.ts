@@ -16,8 +16,10 @@ import {
 import { ValidationError } from "../errors/index.js";
 import { toInstant } from "../recurrence/index.js";
 import type { ImportedEvent } from "../ical/index.js";
-import { SCHEDULES_OF_SOURCE_SQL, type ScheduleRow } from "../store/schedules.js";
-import { DEFAULT_TENANT, definitionHash, type Punctual } from "./punctual.js";
+import { schedulesOfSource } from "../store/schedules.js";
+import { DEFAULT_TENANT } from "./context.js";
+import type { Punctual } from "./punctual.js";
+import { definitionHash } from "./schedules.js";
 
 /** What happened to one event. */
 export interface ImportedScheduleResult {
@@ -61,10 +63,7 @@ export async function importCalendar(
     ...options,
     defaultTzid: options.defaultTzid,
   });
-  const { rows } = await punctual.db.query<ScheduleRow>(SCHEDULES_OF_SOURCE_SQL, [
-    tenant,
-    options.source,
-  ]);
+  const rows = await schedulesOfSource(punctual.db, { tenant, source: options.source });
   const existing = new Map(rows.map((r) => [r.external_id ?? "", r]));
   const summary: ImportSummary = {
     source: options.source,

@@ -1,71 +1,45 @@
 /**
  * `createPunctual()` / `createScheduler()` (API-4): wires the store, the scheduler loop
  * and the channels into one object, the facade the HTTP API and the CLI are built on.
+ * The operations live by concern beside it — schedules.ts, deliveries.ts, health.ts,
+ * import.ts (iCalendar) — and take the {@link AppContext} this class builds.
  */
-import { createHash, randomBytes } from "node:crypto";
+import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
-import { z } from "zod";
+import type { z } from "zod";
 import type { Channel } from "../channels/types.js";
 import { ChannelRegistry, createLogChannel, createWebhookChannel } from "../channels/index.js";
 import { SystemClock, type Clock } from "../clock/index.js";
 import { resolveConfig, type ConfigInput, type PunctualConfig } from "../config/index.js";
-import {
+import type {
+  AttemptView,
+  CreateScheduleInput,
+  DeliveryView,
+  ScheduleView,
+  UpdateScheduleInput,
   createScheduleSchema,
-  updateScheduleSchema,
-  type UpdateScheduleInput,
-  listDeliveriesQuerySchema,
-  listSchedulesQuerySchema,
-  type AttemptView,
-  type CreateScheduleInput,
-  type DeliveryView,
-  type ScheduleView,
 } from "../contracts/index.js";
-import {
-  ConflictError,
-  NotFoundError,
-  PunctualError,
-  ValidationError,
-  type FieldIssue,
-} from "../errors/index.js";
+import { PunctualError } from "../errors/index.js";
 import { createLogger, type Logger } from "../observability/logger.js";
 import { createMetrics, type Metrics } from "../observability/metrics.js";
-import { parseOffset, validateRule } from "../recurrence/index.js";
-import type { Database, Queryable } from "../store/database.js";
-import { assertSchemaCurrent, migrate, schemaVersion, expectedVersion } from "../store/migrator.js";
-import { INIT_SETTING_SQL, NOTIFY_WAKE_SQL, PING_SQL } from "../store/operations.js";
+import type { RealignReport } from "../scheduler/realign.js";
+import { Scheduler } from "../scheduler/scheduler.js";
+import type { Database } from "../store/database.js";
+import { assertSchemaCurrent, migrate } from "../store/migrator.js";
+import { initSetting, notifyWake } from "../store/operations.js";
 import { openPglite } from "../store/pglite.js";
 import { openPostgres } from "../store/postgres.js";
-import {
-  ATTEMPTS_SQL,
-  CANCEL_SCHEDULE_SQL,
-  DELIVERY_BY_ID_SQL,
-  INSERT_REMINDERS_SQL,
-  INSERT_SCHEDULE_SQL,
-  LIST_DELIVERIES_SQL,
-  LIST_SCHEDULES_SQL,
-  REDRIVE_SQL,
-  REMINDERS_SQL,
-  RESOLVE_SQL,
-  SCHEDULE_BY_ID_SQL,
-  SCHEDULE_BY_IDEMPOTENCY_KEY_SQL,
-  SET_SCHEDULE_STATE_SQL,
-  DELETE_REMINDERS_SQL,
-  INSERT_REMINDERS_BULK_SQL,
-  INSERT_SCHEDULES_BULK_SQL,
-  REVIVE_SCHEDULE_SQL,
-  UPDATE_SCHEDULE_SQL,
-  toAttemptView,
-  toDeliveryView,
-  toScheduleView,
-  type AttemptRow,
-  type DeliveryRow,
-  type ReminderRow,
-  type ScheduleRow,
-} from "../store/schedules.js";
-import { Scheduler } from "../scheduler/scheduler.js";
-import { realignSchedule, type RealignReport } from "../scheduler/realign.js";
-import { planLocked } from "../scheduler/plan.js";
-import { LOCK_SCHEDULE_FOR_EDIT_SQL, type PlanScheduleRow } from "../store/planning.js";
+import { channelMap, type AppContext, type CallContext } from "./context.js";
+import * as deliveries from "./deliveries.js";
+import * as health from "./health.js";
+import type { Health } from "./health.js";
+import * as schedules from "./schedules.js";
+import type { CreateResult } from "./schedules.js";
+
+export { DEFAULT_TENANT, type CallContext } from "./context.js";
+export type { Health } from "./health.js";
+export { issuesFromZod, parseInput } from "./input.js";
+export { definitionHash, type CreateResult } from "./schedules.js";
 
 /** Release version (from package.json). */
 export const VERSION: string = (() => {
@@ -91,133 +65,16 @@ export interface PunctualOptions extends ConfigInput {
   role?: string;
 }
 
-/** Tenant used when the API runs without keys. */
-export const DEFAULT_TENANT = "default";
-
-/** Who is calling: every query is scoped to a tenant (API-2). */
-export interface CallContext {
-  tenant?: string;
-}
-
-/** Result of a create: `created` is false when an Idempotency-Key replay returned the existing one. */
-export interface CreateResult {
-  schedule: ScheduleView;
-  created: boolean;
-  warnings: string[];
-}
-
-/** Health of this process (OPS-4). */
-export interface Health {
-  live: boolean;
-  ready: boolean;
-  checks: { database: boolean; schema: boolean; heartbeat: boolean };
-  lastPassAt: string | null;
-  detail: string[];
-}
-
-/** zod issues as field issues (`reminders.0.offset`), naming short scalar values from `input`. */
-export function issuesFromZod(error: z.ZodError, prefix = "", input?: unknown): FieldIssue[] {
-  return error.issues.map((issue) => {
-    const field = [prefix, ...issue.path.map(String)].filter(Boolean).join(".") || "(body)";
-    if (issue.code === "unrecognized_keys") {
-      return { field, message: `unknown field(s): ${issue.keys.join(", ")}` };
-    }
-    // Name the offending value when it is a short scalar.
-    let value: unknown = input;
-    for (const key of issue.path) {
-      value =
-        value && typeof value === "object"
-          ? (value as Record<PropertyKey, unknown>)[key]
-          : undefined;
-    }
-    const shown =
-      (typeof value === "string" && value.length <= 200) ||
-      typeof value === "number" ||
-      typeof value === "boolean";
-    return shown ? { field, message: issue.message, value } : { field, message: issue.message };
-  });
-}
-
-/** Parses with a zod schema, or throws ValidationError naming every bad field. */
-export function parseInput<T extends z.ZodType>(
-  schema: T,
-  input: unknown,
-  prefix = "",
-): z.output<T> {
-  const result = schema.safeParse(input);
-  if (!result.success) throw new ValidationError(issuesFromZod(result.error, prefix, input));
-  return result.data;
-}
-
-function prefixIssues(err: unknown, prefix: string): FieldIssue[] {
-  if (err instanceof ValidationError) {
-    return err.issues.map((i) => ({ ...i, field: `${prefix}.${i.field}` }));
-  }
-  return [{ field: prefix, message: err instanceof Error ? err.message : String(err) }];
-}
-
-function canonicalJson(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`;
-  if (value && typeof value === "object") {
-    return `{${Object.keys(value)
-      .sort()
-      .map((k) => `${JSON.stringify(k)}:${canonicalJson((value as Record<string, unknown>)[k])}`)
-      .join(",")}}`;
-  }
-  return JSON.stringify(value) ?? "null";
-}
-
-/**
- * Hash of a schedule's validated definition (everything but where it came from): equal
- * hashes mean an idempotent replay, or an unchanged event on re-import.
- */
-export function definitionHash(
-  value: z.output<typeof createScheduleSchema>,
-  defaultMaxAttempts = 5,
-): string {
-  const { source: _source, externalId: _externalId, ...definition } = value;
-  // Absent and default values hash alike, so an edit that spells out a default (or an
-  // import that leaves one out) is not a change.
-  const normalized = {
-    ...definition,
-    rrule: definition.rrule ?? null,
-    endsAt: definition.endsAt ?? null,
-    expiresAt: definition.expiresAt ?? null,
-    dst: { gap: definition.dst?.gap ?? "shift", overlap: definition.dst?.overlap ?? "earlier" },
-    payload: definition.payload ?? null,
-    reminders: definition.reminders.map((r) => ({
-      key: r.key,
-      offset: r.offset,
-      channel: r.channel,
-      target: r.target ?? {},
-      delivery: r.delivery ?? null,
-      maxAttempts: r.maxAttempts ?? defaultMaxAttempts,
-    })),
-  };
-  return createHash("sha256").update(canonicalJson(normalized)).digest("hex");
-}
-
-/**
- * The definition columns of a schedule, in the order INSERT_SCHEDULE_SQL and
- * UPDATE_SCHEDULE_SQL take them (dtstart … payload).
- */
-function definitionParams(value: z.output<typeof createScheduleSchema>): unknown[] {
-  return [
-    value.dtstart,
-    value.tzid,
-    value.rrule ?? null,
-    value.rdate,
-    value.exdate,
-    Boolean(value.rrule) || value.rdate.length > 0,
-    value.endsAt ?? null,
-    value.expiresAt ?? null,
-    value.dst?.gap ?? "shift",
-    value.dst?.overlap ?? "earlier",
-    value.misfire,
-    value.graceMs,
-    value.perpetual,
-    JSON.stringify(value.payload ?? null),
-  ];
+/** Options of {@link createPunctual}: the configuration plus what code can inject. */
+export interface PunctualOptions extends ConfigInput {
+  /** Bring your own database (tests, embedding); otherwise opened from the configuration. */
+  database?: Database;
+  /** Extra channels (handler functions, e-mail …), beside the built-in webhook and log. */
+  channels?: Channel[];
+  clock?: Clock;
+  logger?: Logger;
+  /** `start` (API + scheduler) or `worker`; recorded in the instances table. */
+  role?: string;
 }
 
 /** The running punctual: store, scheduler, channels, and the operations on them. */
@@ -233,6 +90,8 @@ export class Punctual {
   readonly webhookSecret: { secret: string; source: "configured" | "generated" };
   #closed = false;
   #closers: Array<() => Promise<void> | void> = [];
+  /** What the operation modules work with. */
+  readonly #app: AppContext;
 
   /** @internal use {@link createPunctual}. */
   constructor(parts: {
@@ -254,17 +113,34 @@ export class Punctual {
     this.metrics = parts.metrics;
     this.channels = parts.channels;
     this.#closers = parts.closers;
-    const map = new Map(parts.channels.names().map((n) => [n, parts.channels.get(n)]));
     this.scheduler = new Scheduler({
       db: parts.db,
       clock: parts.clock,
       logger: parts.logger,
       metrics: parts.metrics,
-      channels: map,
+      channels: channelMap(parts.channels),
       options: parts.config.scheduler,
       version: VERSION,
       role: parts.role,
     });
+    const scheduler = this.scheduler;
+    const { db, clock, logger } = parts;
+    this.#app = {
+      config: parts.config,
+      db,
+      clock,
+      logger,
+      metrics: parts.metrics,
+      channels: parts.channels,
+      scheduler,
+      now: () => clock.sqlNow(),
+      wake: () => {
+        scheduler.wake();
+        if (db.engine === "postgres") {
+          notifyWake(db, { payload: "" }).catch((err) => logger.warn({ err }, "NOTIFY failed"));
+        }
+      },
+    };
   }
 
   /** Starts the scheduler loop. */
@@ -280,19 +156,6 @@ export class Punctual {
     for (const close of this.#closers) await close();
   }
 
-  #now(): Date | null {
-    return this.clock.sqlNow();
-  }
-
-  #wake(): void {
-    this.scheduler.wake();
-    if (this.db.engine === "postgres") {
-      this.db
-        .query(NOTIFY_WAKE_SQL, [""])
-        .catch((err) => this.logger.warn({ err }, "NOTIFY failed"));
-    }
-  }
-
   /**
    * Validates a create request strictly (REC-3 strict posture, DEL-11 channels, CH-1
    * targets). Returns the parsed input and warnings.
@@ -302,67 +165,7 @@ export class Punctual {
     value: z.output<typeof createScheduleSchema>;
     warnings: string[];
   } {
-    const value = parseInput(createScheduleSchema, input);
-    const issues: FieldIssue[] = [];
-    const warnings: string[] = [];
-    try {
-      const recurrence = validateRule({
-        dtstart: value.dtstart,
-        tzid: value.tzid,
-        rrule: value.rrule ?? null,
-        rdate: value.rdate,
-        exdate: value.exdate,
-        endsAt: value.endsAt ?? null,
-        dst: value.dst,
-      });
-      if (value.expiresAt && Date.parse(value.expiresAt) <= recurrence.first.instant) {
-        issues.push({
-          field: "expiresAt",
-          message: "is at or before the first occurrence: nothing could ever be sent",
-          value: value.expiresAt,
-        });
-      }
-      if (!recurrence.bounded && !value.perpetual) {
-        warnings.push(
-          `unbounded series: planned for ${this.config.scheduler.maxExpansionDays} days, then stopped (logged at ERROR); add COUNT/UNTIL or endsAt, or set perpetual: true`,
-        );
-      }
-    } catch (err) {
-      if (err instanceof ValidationError) issues.push(...err.issues);
-      else throw err;
-    }
-    const keys = new Set<string>();
-    value.reminders.forEach((reminder, i) => {
-      const at = `reminders.${i}`;
-      if (keys.has(reminder.key))
-        issues.push({ field: `${at}.key`, message: "duplicate reminder key", value: reminder.key });
-      keys.add(reminder.key);
-      try {
-        parseOffset(reminder.offset);
-      } catch (err) {
-        issues.push(...prefixIssues(err, `${at}`).map((x) => ({ ...x, field: `${at}.offset` })));
-      }
-      if (!this.channels.has(reminder.channel)) {
-        issues.push({
-          field: `${at}.channel`,
-          message: `unknown channel; known: ${this.channels.names().join(", ")}`,
-          value: reminder.channel,
-        });
-        return;
-      }
-      try {
-        this.channels.get(reminder.channel).validateTarget(reminder.target);
-      } catch (err) {
-        issues.push(
-          ...prefixIssues(err, at).map((x) => ({
-            ...x,
-            field: x.field.replace(`${at}.target.target`, `${at}.target`),
-          })),
-        );
-      }
-    });
-    if (issues.length > 0) throw new ValidationError(issues);
-    return { value, warnings };
+    return schedules.validateSchedule(this.#app, input);
   }
 
   /**
@@ -371,51 +174,11 @@ export class Punctual {
    * the same key with a different body is a ConflictError.
    * @throws ValidationError, ConflictError
    */
-  async createSchedule(
+  createSchedule(
     input: CreateScheduleInput | unknown,
     options: CallContext & { idempotencyKey?: string } = {},
   ): Promise<CreateResult> {
-    const tenant = options.tenant ?? DEFAULT_TENANT;
-    const { value, warnings } = this.validateSchedule(input);
-    const hash = definitionHash(value, this.config.scheduler.maxAttempts);
-    const idem = options.idempotencyKey ?? null;
-    const result = await this.db.transaction(async (tx) => {
-      const { rows } = await tx.query<ScheduleRow>(INSERT_SCHEDULE_SQL, [
-        this.#now(),
-        tenant,
-        idem,
-        hash,
-        ...definitionParams(value),
-        value.source ?? null,
-        value.externalId ?? null,
-      ]);
-      const row = rows[0];
-      if (!row) return null;
-      await this.#insertReminders(tx, row.id, value.reminders);
-      // Plan the first window in the same transaction: the deliveries exist the moment
-      // the schedule does (DEL-1), and a reminder due in seconds needs no planning pass.
-      await planLocked(tx, [row as unknown as PlanScheduleRow], this.#planDeps());
-      const { rows: reminders } = await tx.query<ReminderRow>(REMINDERS_SQL, [[row.id]]);
-      return toScheduleView(row, reminders);
-    });
-    if (result) {
-      this.#wake();
-      return { schedule: result, created: true, warnings };
-    }
-    // The idempotency key was used before: same body → the same schedule; else a conflict.
-    const { rows } = await this.db.query<ScheduleRow>(SCHEDULE_BY_IDEMPOTENCY_KEY_SQL, [
-      tenant,
-      idem,
-    ]);
-    const existing = rows[0];
-    if (!existing) throw new ConflictError("idempotency key collision; retry the request");
-    if (existing.request_hash !== hash) {
-      throw new ConflictError(
-        `Idempotency-Key "${idem}" was already used with a different request body (schedule ${existing.id})`,
-        "IDEMPOTENCY_KEY_REUSED",
-      );
-    }
-    return { schedule: await this.getSchedule(existing.id, options), created: false, warnings };
+    return schedules.createSchedule(this.#app, input, options);
   }
 
   /**
@@ -427,117 +190,12 @@ export class Punctual {
    * @throws ValidationError, NotFoundError, ConflictError (`STALE_VERSION` when `version`
    * is not the current one; `CONFLICT` for a cancelled schedule without `revive`)
    */
-  async updateSchedule(
+  updateSchedule(
     id: string,
     patch: UpdateScheduleInput | unknown,
     options: CallContext & { version?: number; revive?: boolean } = {},
   ): Promise<{ schedule: ScheduleView; realigned: RealignReport; warnings: string[] }> {
-    const tenant = options.tenant ?? DEFAULT_TENANT;
-    const changes = parseInput(updateScheduleSchema, patch);
-    const current = await this.getSchedule(id, options);
-    const merged = {
-      dtstart: current.dtstart,
-      tzid: current.tzid,
-      rrule: current.rrule,
-      rdate: current.rdate,
-      exdate: current.exdate,
-      endsAt: current.endsAt,
-      expiresAt: current.expiresAt,
-      dst: current.dst,
-      misfire: current.misfire,
-      graceMs: current.graceMs,
-      perpetual: current.perpetual,
-      payload: current.payload,
-      reminders: undefined as unknown,
-      // Only the fields the caller sent (zod fills defaults for absent optional fields).
-      ...Object.fromEntries(
-        Object.entries(changes).filter(
-          ([k, v]) => v !== undefined && Object.prototype.hasOwnProperty.call(patch, k),
-        ),
-      ),
-    };
-    const keepReminders = (patch as { reminders?: unknown } | null)?.reminders === undefined;
-    if (keepReminders) {
-      // Reminder targets are stored unredacted: read them back for validation.
-      const { rows } = await this.db.query<ReminderRow>(REMINDERS_SQL, [[id]]);
-      merged.reminders = rows.map((r) => ({
-        key: r.key,
-        offset: r.offset_duration,
-        channel: r.channel,
-        target: r.target,
-        ...(r.on_lost_lease
-          ? { delivery: r.on_lost_lease === "retry" ? "at-least-once" : "at-most-once" }
-          : {}),
-        maxAttempts: r.max_attempts,
-      }));
-    }
-    const { value, warnings } = this.validateSchedule(merged);
-    const hash = definitionHash(value, this.config.scheduler.maxAttempts);
-    const realigned = await this.db.transaction(async (tx) => {
-      const { rows } = await tx.query<ScheduleRow>(LOCK_SCHEDULE_FOR_EDIT_SQL, [
-        this.#now(),
-        tenant,
-        id,
-      ]);
-      const locked = rows[0];
-      if (!locked) throw new NotFoundError("schedule", id);
-      if (options.version !== undefined && options.version !== locked.version) {
-        throw new ConflictError(
-          `schedule ${id} is at version ${locked.version}, not ${options.version}: read it again and retry`,
-          "STALE_VERSION",
-        );
-      }
-      if (locked.state === "cancelled") {
-        if (!options.revive)
-          throw new ConflictError(`schedule ${id} is cancelled; create a new one`);
-        await tx.query(REVIVE_SCHEDULE_SQL, [this.#now(), id]);
-      }
-      const { rows: updated } = await tx.query<PlanScheduleRow & { state: string }>(
-        UPDATE_SCHEDULE_SQL,
-        [this.#now(), id, ...definitionParams(value), hash],
-      );
-      await tx.query(DELETE_REMINDERS_SQL, [id]);
-      await this.#insertReminders(tx, id, value.reminders);
-      return realignSchedule(tx, updated[0]!, this.#planDeps());
-    });
-    this.#wake();
-    return { schedule: await this.getSchedule(id, options), realigned, warnings };
-  }
-
-  #planDeps() {
-    return {
-      clock: this.clock,
-      logger: this.logger,
-      metrics: this.metrics,
-      options: this.config.scheduler,
-      channels: this.#channelMap(),
-    };
-  }
-
-  #channelMap(): ReadonlyMap<string, Channel> {
-    return new Map(this.channels.names().map((n) => [n, this.channels.get(n)]));
-  }
-
-  async #insertReminders(
-    tx: Queryable,
-    scheduleId: string,
-    reminders: z.output<typeof createScheduleSchema>["reminders"],
-  ): Promise<void> {
-    await tx.query(INSERT_REMINDERS_SQL, [
-      scheduleId,
-      reminders.map((r) => r.key),
-      reminders.map((r) => r.offset),
-      reminders.map((r) => r.channel),
-      reminders.map((r) => JSON.stringify(r.target ?? {})),
-      reminders.map((r) =>
-        r.delivery === "at-least-once"
-          ? "retry"
-          : r.delivery === "at-most-once"
-            ? "in_doubt"
-            : null,
-      ),
-      reminders.map((r) => r.maxAttempts ?? this.config.scheduler.maxAttempts),
-    ]);
+    return schedules.updateSchedule(this.#app, id, patch, options);
   }
 
   /**
@@ -545,110 +203,24 @@ export class Punctual {
    * `source` and an `externalId`). Two statements whatever the count.
    * @returns the new ids by external id.
    */
-  async createSchedulesBulk(
+  createSchedulesBulk(
     values: Array<z.output<typeof createScheduleSchema>>,
     ctx: CallContext = {},
   ): Promise<Map<string, string>> {
-    const ids = new Map<string, string>();
-    if (values.length === 0) return ids;
-    await this.db.transaction(async (tx) => {
-      const { rows } = await tx.query<PlanScheduleRow & { external_id: string }>(
-        INSERT_SCHEDULES_BULK_SQL,
-        [
-          this.#now(),
-          ctx.tenant ?? DEFAULT_TENANT,
-          values.map((v) => definitionHash(v, this.config.scheduler.maxAttempts)),
-          values.map((v) => v.dtstart),
-          values.map((v) => v.tzid),
-          values.map((v) => v.rrule ?? null),
-          values.map((v) => JSON.stringify(v.rdate)),
-          values.map((v) => JSON.stringify(v.exdate)),
-          values.map((v) => Boolean(v.rrule) || v.rdate.length > 0),
-          values.map((v) => v.endsAt ?? null),
-          values.map((v) => v.expiresAt ?? null),
-          values.map((v) => v.dst?.gap ?? "shift"),
-          values.map((v) => v.dst?.overlap ?? "earlier"),
-          values.map((v) => v.misfire),
-          values.map((v) => v.graceMs),
-          values.map((v) => v.perpetual),
-          values.map((v) => JSON.stringify(v.payload ?? null)),
-          values.map((v) => v.source ?? null),
-          values.map((v) => v.externalId ?? null),
-        ],
-      );
-      for (const row of rows) ids.set(row.external_id, row.id);
-      const reminders = values.flatMap((v) =>
-        v.reminders.map((r) => ({ id: ids.get(v.externalId ?? "")!, r })),
-      );
-      await tx.query(INSERT_REMINDERS_BULK_SQL, [
-        reminders.map((x) => x.id),
-        reminders.map((x) => x.r.key),
-        reminders.map((x) => x.r.offset),
-        reminders.map((x) => x.r.channel),
-        reminders.map((x) => JSON.stringify(x.r.target ?? {})),
-        reminders.map((x) =>
-          x.r.delivery === "at-least-once"
-            ? "retry"
-            : x.r.delivery === "at-most-once"
-              ? "in_doubt"
-              : null,
-        ),
-        reminders.map((x) => x.r.maxAttempts ?? this.config.scheduler.maxAttempts),
-      ]);
-      await planLocked(tx, rows, this.#planDeps());
-    });
-    this.#wake();
-    return ids;
+    return schedules.createSchedulesBulk(this.#app, values, ctx);
   }
 
   /** @throws NotFoundError */
-  async getSchedule(id: string, ctx: CallContext = {}): Promise<ScheduleView> {
-    if (!z.uuid().safeParse(id).success) throw new NotFoundError("schedule", id);
-    const { rows } = await this.db.query<ScheduleRow>(SCHEDULE_BY_ID_SQL, [
-      ctx.tenant ?? DEFAULT_TENANT,
-      id,
-    ]);
-    const row = rows[0];
-    if (!row) throw new NotFoundError("schedule", id);
-    const { rows: reminders } = await this.db.query<ReminderRow>(REMINDERS_SQL, [[id]]);
-    return toScheduleView(row, reminders);
+  getSchedule(id: string, ctx: CallContext = {}): Promise<ScheduleView> {
+    return schedules.getSchedule(this.#app, id, ctx);
   }
 
   /** Lists schedules, oldest first, with a keyset cursor. */
-  async listSchedules(
+  listSchedules(
     query: unknown = {},
     ctx: CallContext = {},
   ): Promise<{ items: ScheduleView[]; nextCursor: string | null }> {
-    const q = parseInput(listSchedulesQuerySchema, query);
-    let afterAt: string | null = null;
-    let afterId: string | null = null;
-    if (q.cursor) {
-      const [at, id] = Buffer.from(q.cursor, "base64url").toString("utf8").split("|");
-      if (!at || !id || !z.uuid().safeParse(id).success || Number.isNaN(Date.parse(at))) {
-        throw new ValidationError({
-          field: "cursor",
-          message: "not a cursor from a previous page",
-          value: q.cursor,
-        });
-      }
-      afterAt = at;
-      afterId = id;
-    }
-    const { rows } = await this.db.query<ScheduleRow & { created_at_cursor: string }>(
-      LIST_SCHEDULES_SQL,
-      [ctx.tenant ?? DEFAULT_TENANT, q.state ?? null, afterAt, afterId, q.limit],
-    );
-    const { rows: reminders } = rows.length
-      ? await this.db.query<ReminderRow>(REMINDERS_SQL, [rows.map((r) => r.id)])
-      : { rows: [] as ReminderRow[] };
-    const last = rows[rows.length - 1];
-    return {
-      items: rows.map((r) => toScheduleView(r, reminders)),
-      nextCursor:
-        last && rows.length === q.limit
-          ? Buffer.from(`${last.created_at_cursor}|${last.id}`).toString("base64url")
-          : null,
-    };
+    return schedules.listSchedules(this.#app, query, ctx);
   }
 
   /**
@@ -656,166 +228,61 @@ export class Punctual {
    * sends finish and are recorded; nothing new starts. Idempotent.
    * @throws NotFoundError
    */
-  async cancelSchedule(
+  cancelSchedule(
     id: string,
     ctx: CallContext & { by?: "user" | "import" } = {},
   ): Promise<ScheduleView & { cancelledDeliveries: number }> {
-    if (!z.uuid().safeParse(id).success) throw new NotFoundError("schedule", id);
-    const { rows } = await this.db.query<ScheduleRow & { cancelled_deliveries: number }>(
-      CANCEL_SCHEDULE_SQL,
-      [this.#now(), ctx.tenant ?? DEFAULT_TENANT, id, ctx.by ?? "user"],
-    );
-    const row = rows[0];
-    if (!row) throw new NotFoundError("schedule", id);
-    const { rows: reminders } = await this.db.query<ReminderRow>(REMINDERS_SQL, [[id]]);
-    return {
-      ...toScheduleView(row, reminders),
-      cancelledDeliveries: Number(row.cancelled_deliveries),
-    };
-  }
-
-  async #transition(id: string, from: string, to: string, ctx: CallContext): Promise<ScheduleView> {
-    const current = await this.getSchedule(id, ctx);
-    if (current.state === to) return current;
-    const { rows } = await this.db.query<ScheduleRow>(SET_SCHEDULE_STATE_SQL, [
-      this.#now(),
-      ctx.tenant ?? DEFAULT_TENANT,
-      id,
-      from,
-      to,
-    ]);
-    if (!rows[0])
-      throw new ConflictError(`schedule ${id} is ${current.state}; cannot move it to ${to}`);
-    if (to === "active") this.#wake();
-    return this.getSchedule(id, ctx);
+    return schedules.cancelSchedule(this.#app, id, ctx);
   }
 
   /** DEL-10: pauses a schedule (nothing is claimed meanwhile). @throws NotFoundError, ConflictError */
   pauseSchedule(id: string, ctx: CallContext = {}): Promise<ScheduleView> {
-    return this.#transition(id, "active", "paused", ctx);
+    return schedules.pauseSchedule(this.#app, id, ctx);
   }
 
   /** DEL-10: resumes a paused schedule; missed occurrences follow its misfire policy (REC-6). */
   resumeSchedule(id: string, ctx: CallContext = {}): Promise<ScheduleView> {
-    return this.#transition(id, "paused", "active", ctx);
+    return schedules.resumeSchedule(this.#app, id, ctx);
   }
 
   /** Lists deliveries (DEL-1), by id, with keyset pagination (`after`). */
-  async listDeliveries(
+  listDeliveries(
     query: unknown = {},
     ctx: CallContext = {},
   ): Promise<{ items: DeliveryView[]; nextAfter: number | null }> {
-    const q = parseInput(listDeliveriesQuerySchema, query);
-    const { rows } = await this.db.query<DeliveryRow>(LIST_DELIVERIES_SQL, [
-      ctx.tenant ?? DEFAULT_TENANT,
-      q.scheduleId ?? null,
-      q.state ?? null,
-      q.after ?? null,
-      q.limit,
-    ]);
-    const last = rows[rows.length - 1];
-    return {
-      items: rows.map(toDeliveryView),
-      nextAfter: last && rows.length === q.limit ? last.id : null,
-    };
+    return deliveries.listDeliveries(this.#app, query, ctx);
   }
 
   /** A delivery with its attempt history (DEL-12, DEL-14). @throws NotFoundError */
-  async getDelivery(
+  getDelivery(
     id: number,
     ctx: CallContext = {},
   ): Promise<DeliveryView & { attempts: AttemptView[] }> {
-    const { rows } = await this.db.query<DeliveryRow>(DELIVERY_BY_ID_SQL, [
-      ctx.tenant ?? DEFAULT_TENANT,
-      id,
-    ]);
-    const row = rows[0];
-    if (!row) throw new NotFoundError("delivery", String(id));
-    const { rows: attempts } = await this.db.query<AttemptRow>(ATTEMPTS_SQL, [id]);
-    return { ...toDeliveryView(row), attempts: attempts.map(toAttemptView) };
+    return deliveries.getDelivery(this.#app, id, ctx);
   }
 
   /** DEL-12: sends a dead or in-doubt delivery again, with the same delivery key. */
-  async redriveDelivery(id: number, ctx: CallContext = {}): Promise<DeliveryView> {
-    const { rows } = await this.db.query<DeliveryRow>(REDRIVE_SQL, [
-      this.#now(),
-      ctx.tenant ?? DEFAULT_TENANT,
-      id,
-    ]);
-    if (!rows[0]) {
-      const current = await this.getDelivery(id, ctx);
-      throw new ConflictError(
-        current.state === "dead" || current.state === "in_doubt"
-          ? `delivery ${id} cannot be redriven: its schedule is cancelled or its reminder "${current.reminderKey}" was removed`
-          : `delivery ${id} is ${current.state}; only dead or in_doubt deliveries can be redriven`,
-      );
-    }
-    this.#wake();
-    return toDeliveryView(rows[0]);
+  redriveDelivery(id: number, ctx: CallContext = {}): Promise<DeliveryView> {
+    return deliveries.redriveDelivery(this.#app, id, ctx);
   }
 
   /** DEL-12: an operator settles an in-doubt delivery as `sent` or `dead`. */
-  async resolveDelivery(
+  resolveDelivery(
     id: number,
     outcome: "sent" | "dead",
     ctx: CallContext = {},
   ): Promise<DeliveryView> {
-    const { rows } = await this.db.query<DeliveryRow>(RESOLVE_SQL, [
-      this.#now(),
-      ctx.tenant ?? DEFAULT_TENANT,
-      id,
-      outcome,
-    ]);
-    if (!rows[0]) {
-      const current = await this.getDelivery(id, ctx);
-      throw new ConflictError(
-        `delivery ${id} is ${current.state}; only in_doubt deliveries and open dead letters can be resolved`,
-      );
-    }
-    return toDeliveryView(rows[0]);
+    return deliveries.resolveDelivery(this.#app, id, outcome, ctx);
   }
 
   /** OPS-4: liveness and readiness (database reachable, schema current, last pass fresh). */
-  async health(): Promise<Health> {
-    const detail: string[] = [];
-    let database = false;
-    let schema = false;
-    try {
-      await this.db.query(PING_SQL);
-      database = true;
-      const version = await schemaVersion(this.db);
-      schema = version === expectedVersion();
-      if (!schema) detail.push(`schema version ${version}, expected ${expectedVersion()}`);
-    } catch (err) {
-      detail.push(`database unreachable: ${err instanceof Error ? err.message : String(err)}`);
-    }
-    const last = this.scheduler.lastPassAt;
-    const heartbeat =
-      last !== null &&
-      this.clock.now() - last <= this.config.scheduler.heartbeatStaleMs &&
-      this.scheduler.running;
-    if (!heartbeat)
-      detail.push(last === null ? "no scheduler pass yet" : "last scheduler pass is stale");
-    return {
-      live: true,
-      ready: database && schema && heartbeat,
-      checks: { database, schema, heartbeat },
-      lastPassAt: last === null ? null : new Date(last).toISOString(),
-      detail,
-    };
+  health(): Promise<Health> {
+    return health.health(this.#app);
   }
 
   /** Prometheus text exposition, with gauges refreshed from the database. */
-  async metricsText(): Promise<{ contentType: string; body: string }> {
-    try {
-      await this.scheduler.refreshGauges();
-    } catch (err) {
-      this.logger.warn({ err }, "could not refresh gauges");
-    }
-    return {
-      contentType: this.metrics.registry.contentType,
-      body: await this.metrics.registry.metrics(),
-    };
+  metricsText(): Promise<{ contentType: string; body: string }> {
+    return health.metricsText(this.#app);
   }
 }
 
@@ -887,11 +354,7 @@ export const createScheduler = createPunctual;
  */
 async function sharedWebhookSecret(db: Database, logger: Logger): Promise<string> {
   const fresh = `whsec_${randomBytes(24).toString("base64")}`;
-  const { rows } = await db.query<{ value: unknown }>(INIT_SETTING_SQL, [
-    "webhook_secret",
-    JSON.stringify(fresh),
-  ]);
-  const value = rows[0]?.value;
+  const value = await initSetting(db, { key: "webhook_secret", valueJson: JSON.stringify(fresh) });
   if (typeof value !== "string")
     throw new PunctualError("SETTINGS", "webhook_secret setting is not a string");
   if (value === fresh) {

@@ -10,7 +10,7 @@ import { resolveConfig, type ConfigInput } from "../config/index.js";
 import { configFromEnv, mergeConfig } from "../config/env.js";
 import type { Database } from "../store/database.js";
 import { migrate, schemaVersion } from "../store/migrator.js";
-import { LIST_INSTANCES_SQL } from "../store/operations.js";
+import { listInstances, type InstanceRow } from "../store/operations.js";
 import { createLogger, silentLogger, type LogLevel } from "../observability/logger.js";
 import { CliError, EXIT_FAILURE, EXIT_STARTUP, reportError } from "./errors.js";
 import { jsonText, table } from "./format.js";
@@ -205,15 +205,6 @@ export async function runMigrate(flags: DatabaseFlags & { json?: boolean }, io: 
   }
 }
 
-interface InstanceRow {
-  id: string;
-  host: string;
-  pid: number;
-  role: string;
-  last_pass_at: Date | null;
-  stopped_at: Date | null;
-}
-
 /**
  * `punctual healthcheck --database-url …` (OPS-4), for processes that serve no HTTP:
  * healthy when a running scheduler instance (on this host only with `thisHost`) passed
@@ -230,7 +221,7 @@ export async function healthcheckDatabase(
   try {
     let rows: InstanceRow[];
     try {
-      ({ rows } = await db.query<InstanceRow>(LIST_INSTANCES_SQL, [null, 0]));
+      rows = await listInstances(db, { now: null, windowMs: 0 });
     } catch (err) {
       io.err(
         `unhealthy: cannot read heartbeats from ${db.description}: ${err instanceof Error ? err.message : String(err)}\n`,

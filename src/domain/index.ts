@@ -84,7 +84,6 @@ export const DELIVERY_REASONS = [
   "schedule_cancelled",
   "reminder_removed",
   "realigned",
-  "reminder_removed",
   "resolved",
 ] as const;
 export type DeliveryReason = (typeof DELIVERY_REASONS)[number];

@@ -27,13 +27,13 @@ import {
 import type { Recurrence, RecurrenceInput } from "../recurrence/types.js";
 import type { Database, Queryable } from "../store/database.js";
 import {
-  ADVANCE_WATERMARK_SQL,
-  APPLY_MISFIRE_SQL,
-  INSERT_DELIVERIES_SQL,
-  LOCK_SCHEDULES_TO_PLAN_SQL,
-  QUARANTINE_SQL,
-  REMINDERS_OF_SQL,
-  SELECT_STALE_SQL,
+  advanceWatermarks,
+  insertPlannedDeliveries,
+  lockSchedulesToPlan,
+  quarantineSchedule,
+  recordMisfire,
+  remindersOf,
+  selectStale,
   type PlanReminderRow,
   type PlanScheduleRow,
   type StaleRow,
@@ -196,18 +196,7 @@ export async function insertDeliveries(
   let inserted = 0;
   for (let i = 0; i < rows.length; i += 5_000) {
     const chunk = rows.slice(i, i + 5_000);
-    const result = await tx.query(INSERT_DELIVERIES_SQL, [
-      now,
-      chunk.map((r) => r.key),
-      chunk.map((r) => r.scheduleId),
-      chunk.map((r) => r.reminderKey),
-      chunk.map((r) => r.occurrenceAt),
-      chunk.map((r) => r.dueAt),
-      chunk.map((r) => r.channel),
-      chunk.map((r) => r.onLostLease),
-      chunk.map((r) => r.maxAttempts),
-    ]);
-    inserted += result.rowCount;
+    inserted += await insertPlannedDeliveries(tx, { now, deliveries: chunk });
   }
   return inserted;
 }
@@ -223,9 +212,7 @@ export async function planLocked(
   deps: Omit<PlanDeps, "db">,
 ): Promise<number> {
   if (schedules.length === 0) return 0;
-  const { rows: reminders } = await tx.query<PlanReminderRow>(REMINDERS_OF_SQL, [
-    schedules.map((s) => s.id),
-  ]);
+  const reminders = await remindersOf(tx, { scheduleIds: schedules.map((s) => s.id) });
   const now = deps.clock.sqlNow();
   const planned: PlannedDelivery[] = [];
   const marks: Array<{ id: string; until: Date; complete: boolean; capLogged: boolean }> = [];
@@ -233,7 +220,11 @@ export async function planLocked(
     try {
       const parsed = parseRule(recurrenceInputOf(schedule));
       if (!parsed.ok) {
-        await tx.query(QUARANTINE_SQL, [now, schedule.id, parsed.error.message.slice(0, 1_000)]);
+        await quarantineSchedule(tx, {
+          now,
+          scheduleId: schedule.id,
+          reason: parsed.error.message.slice(0, 1_000),
+        });
         deps.metrics.quarantined.inc();
         deps.logger.error(
           { scheduleId: schedule.id, reason: parsed.error.message },
@@ -271,13 +262,7 @@ export async function planLocked(
   }
   const inserted = await insertDeliveries(tx, now, planned);
   if (marks.length > 0) {
-    await tx.query(ADVANCE_WATERMARK_SQL, [
-      now,
-      marks.map((m) => m.id),
-      marks.map((m) => m.until),
-      marks.map((m) => m.complete),
-      marks.map((m) => m.capLogged),
-    ]);
+    await advanceWatermarks(tx, { now, marks });
   }
   return inserted;
 }
@@ -290,11 +275,11 @@ export async function planSweep(deps: PlanDeps): Promise<number> {
   const started = performance.now();
   while (performance.now() - started < deps.options.planBudgetMs) {
     const { inserted, full } = await deps.db.transaction(async (tx) => {
-      const { rows } = await tx.query<PlanScheduleRow>(LOCK_SCHEDULES_TO_PLAN_SQL, [
-        deps.clock.sqlNow(),
-        deps.options.planAheadMs / 2,
-        deps.options.planBatch,
-      ]);
+      const rows = await lockSchedulesToPlan(tx, {
+        now: deps.clock.sqlNow(),
+        aheadMs: deps.options.planAheadMs / 2,
+        limit: deps.options.planBatch,
+      });
       return {
         inserted: await planLocked(tx, rows, deps),
         full: rows.length >= deps.options.planBatch,
@@ -326,14 +311,10 @@ async function misfireBatch(
   deps: Omit<PlanDeps, "channels">,
 ): Promise<{ skipped: number; full: boolean }> {
   const now = deps.clock.sqlNow();
-  const { rows } = await deps.db.query<StaleRow & { db_now: Date }>(SELECT_STALE_SQL, [
-    now,
-    deps.options.misfireBatch,
-  ]);
+  const rows = await selectStale(deps.db, { now, limitPerIndex: deps.options.misfireBatch });
   if (rows.length === 0) return { skipped: 0, full: false };
   const nowMs = rows[0]!.db_now.getTime();
-  const skipIds: number[] = [];
-  const skipReasons: string[] = [];
+  const skip: Array<{ id: number; reason: string }> = [];
   const lateIds: number[] = [];
   // Rows arrive grouped by (schedule, reminder), oldest first.
   let group: StaleRow[] = [];
@@ -354,8 +335,7 @@ async function misfireBatch(
     decisions.forEach((d, i) => {
       const row = group[i]!;
       if (d.action === "skip") {
-        skipIds.push(row.id);
-        skipReasons.push(d.reason ?? "stale");
+        skip.push({ id: row.id, reason: d.reason ?? "stale" });
         deps.metrics.skipped.inc({ reason: d.reason ?? "stale" });
       } else if (d.late) {
         // Kept and late: marked, so the next sweep does not judge it again.
@@ -371,16 +351,16 @@ async function misfireBatch(
     group.push(row);
   }
   judge();
-  await deps.db.query(APPLY_MISFIRE_SQL, [now, skipIds, skipReasons, lateIds]);
-  if (skipIds.length > 0) {
+  await recordMisfire(deps.db, { now, skip, lateIds });
+  if (skip.length > 0) {
     deps.logger.info(
-      { skipped: skipIds.length, late: lateIds.length },
+      { skipped: skip.length, late: lateIds.length },
       "misfire policy: missed occurrences recorded as skipped",
     );
   }
   // A full batch in which nothing changed would repeat forever: stop there.
   return {
-    skipped: skipIds.length,
-    full: rows.length >= deps.options.misfireBatch && skipIds.length + lateIds.length > 0,
+    skipped: skip.length,
+    full: rows.length >= deps.options.misfireBatch && skip.length + lateIds.length > 0,
   };
 }

@@ -19,13 +19,12 @@ import type { Metrics } from "../observability/metrics.js";
 import { parseRule } from "../recurrence/index.js";
 import type { Queryable } from "../store/database.js";
 import {
-  OLDEST_WAITING_SQL,
-  REALIGN_DELETE_SQL,
-  REALIGN_MOVE_SQL,
-  REMINDERS_OF_SQL,
-  SET_WATERMARK_SQL,
-  SYNC_WAITING_SQL,
-  type PlanReminderRow,
+  oldestWaiting,
+  realignWaiting,
+  remindersOf,
+  removeWaitingNotIn,
+  setWatermark,
+  syncWaiting,
   type PlanScheduleRow,
 } from "../store/planning.js";
 import { insertDeliveries, planSchedule, recurrenceInputOf } from "./plan.js";
@@ -45,12 +44,6 @@ export interface RealignReport {
   created: number;
 }
 
-/** Removes the waiting rows not in `keys` (see REALIGN_DELETE_SQL). @returns how many. */
-async function removeWaiting(tx: Queryable, now: Date | null, scheduleId: string, keys: string[]) {
-  const { rows } = await tx.query<{ removed: number }>(REALIGN_DELETE_SQL, [now, scheduleId, keys]);
-  return Number(rows[0]?.removed ?? 0);
-}
-
 /**
  * Realigns one schedule (already updated and locked in `tx`).
  * @param schedule the updated row, with `db_now`.
@@ -63,20 +56,17 @@ export async function realignSchedule(
   const now = deps.clock.sqlNow();
   const nowMs = schedule.db_now.getTime();
   const parsed = parseRule(recurrenceInputOf(schedule));
-  const { rows: reminders } = await tx.query<PlanReminderRow>(REMINDERS_OF_SQL, [[schedule.id]]);
+  const reminders = await remindersOf(tx, { scheduleIds: [schedule.id] });
   if (!parsed.ok) {
     // Strict validation ran before; a failure here means nothing can be planned.
-    const deleted = await removeWaiting(tx, now, schedule.id, []);
-    await tx.query(SYNC_WAITING_SQL, [now, schedule.id]);
+    const deleted = await removeWaitingNotIn(tx, { now, scheduleId: schedule.id, keys: [] });
+    await syncWaiting(tx, { now, scheduleId: schedule.id });
     return { deleted, moved: 0, created: 0 };
   }
   // Where new rows may start: recurring series from now − grace (older occurrences were
   // not missed: they were not in the schedule), one-offs from the beginning (sent late).
   const insertFrom = schedule.recurring ? nowMs - schedule.grace_ms : -8.64e15;
-  const { rows: oldestRows } = await tx.query<{ oldest: Date | null }>(OLDEST_WAITING_SQL, [
-    schedule.id,
-  ]);
-  const oldest = oldestRows[0]?.oldest?.getTime() ?? insertFrom;
+  const oldest = (await oldestWaiting(tx, { scheduleId: schedule.id }))?.getTime() ?? insertFrom;
   const checkFrom = Math.min(insertFrom, oldest);
   const plan = planSchedule(
     { ...schedule, planned_until: new Date(checkFrom) },
@@ -86,21 +76,20 @@ export async function realignSchedule(
     deps.options,
   );
   const keys = plan.deliveries.map((d) => d.key);
-  const deleted = await removeWaiting(tx, now, schedule.id, keys);
-  const { rows: movedRows } = await tx.query<{ moved: number }>(REALIGN_MOVE_SQL, [
+  const deleted = await removeWaitingNotIn(tx, { now, scheduleId: schedule.id, keys });
+  const moved = await realignWaiting(tx, {
     now,
-    keys,
-    plan.deliveries.map((d) => d.dueAt),
-    plan.deliveries.map((d) => d.channel),
-    plan.deliveries.map((d) => d.onLostLease),
-    plan.deliveries.map((d) => d.maxAttempts),
-    insertFrom > -8e15 ? new Date(insertFrom) : null,
-  ]);
-  const moved = Number(movedRows[0]?.moved ?? 0);
+    deliveries: plan.deliveries,
+    reopenFrom: insertFrom > -8e15 ? new Date(insertFrom) : null,
+  });
   const fresh = plan.deliveries.filter((d) => d.dueAt.getTime() >= insertFrom);
   const created = await insertDeliveries(tx, now, fresh);
-  await tx.query(SET_WATERMARK_SQL, [schedule.id, new Date(plan.plannedUntil), plan.complete]);
-  await tx.query(SYNC_WAITING_SQL, [now, schedule.id]);
+  await setWatermark(tx, {
+    scheduleId: schedule.id,
+    plannedUntil: new Date(plan.plannedUntil),
+    complete: plan.complete,
+  });
+  await syncWaiting(tx, { now, scheduleId: schedule.id });
   if (deleted + moved + created > 0) {
     deps.logger.info({ scheduleId: schedule.id, deleted, moved, created }, "schedule realigned");
   }

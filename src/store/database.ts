@@ -4,10 +4,16 @@
  * identical: int8 as JS number, timestamptz as `Date`, jsonb parsed.
  */
 
-/** Rows and the number of rows a statement touched. */
+/** Rows, the number of rows a statement touched, and the names of its result columns. */
 export interface QueryResult<T> {
   rows: T[];
   rowCount: number;
+  /**
+   * Names of the result columns, in order, as the engine reports them (empty for a
+   * statement that returns no rows). Read by the test that checks each statement's
+   * columns against its declared row type.
+   */
+  fields: string[];
 }
 
 /** Something that runs parameterized SQL: the database itself or an open transaction. */

@@ -6,6 +6,7 @@
  * it by passing an instant.
  */
 import type { Queryable } from "./database.js";
+import { columnsOf, rows } from "./statement.js";
 
 /** SQL for "now": the pinned instant `$1`, or the database clock. */
 const NOW = "coalesce($1::timestamptz, now())";
@@ -64,6 +65,34 @@ export interface ClaimedDelivery {
   /** The statement's "now" (database clock unless pinned): stamp signatures with it (OPS-9). */
   db_now: Date;
 }
+
+/** Result columns of {@link CLAIM_SQL}. */
+export const CLAIM_COLUMNS = columnsOf<ClaimedDelivery>()([
+  "id",
+  "delivery_key",
+  "schedule_id",
+  "reminder_key",
+  "occurrence_at",
+  "due_at",
+  "attempt",
+  "failures",
+  "max_attempts",
+  "channel",
+  "on_lost_lease",
+  "lease_expires_at",
+  "late",
+  "payload",
+  "target",
+  "db_now",
+]);
+
+/** A row named by its id: what the settle and the releases return. */
+export interface IdRow {
+  id: number;
+}
+
+/** Result columns of {@link IdRow} statements. */
+const ID_COLUMNS = columnsOf<IdRow>()(["id"]);
 
 /**
  * DEL-2: claim due deliveries in one statement.
@@ -221,6 +250,9 @@ recorded as (
 )
 select id from settled`;
 
+/** Result columns of {@link SETTLE_SQL}. */
+export const SETTLE_COLUMNS = ID_COLUMNS;
+
 /**
  * DEL-6: recover claims whose lease expired before they settled (a crashed or paused
  * worker). Parameters: $1 now, $2 limit, $3 retry delay ms.
@@ -270,6 +302,15 @@ recorded as (
 )
 select id, state, delivery_key, schedule_id, channel from recovered`;
 
+/** Result columns of {@link RECOVER_SQL}. */
+export const RECOVER_COLUMNS = columnsOf<RecoveredRow>()([
+  "id",
+  "state",
+  "delivery_key",
+  "schedule_id",
+  "channel",
+]);
+
 /** Release claims this worker never started (graceful shutdown, OPS-6). $1 now, $2 owner, $3 ids, $4 attempts. */
 export const RELEASE_SQL = `
 update punctual_deliveries d
@@ -279,6 +320,9 @@ set state = case when d.attempt - 1 = 0 then 'pending' else 'retry' end,
 from unnest($3::bigint[], $4::int[]) as u(id, attempt)
 where d.id = u.id and d.attempt = u.attempt and d.state = 'claimed' and d.lease_owner is not distinct from $2
 returning d.id`;
+
+/** Result columns of {@link RELEASE_SQL}. */
+export const RELEASE_COLUMNS = ID_COLUMNS;
 
 /**
  * When the next delivery falls due (for the wake-up timer): the earliest `run_at` among
@@ -295,14 +339,12 @@ select
   (select min(lease_expires_at) from punctual_deliveries where state = 'claimed') as next_lease_expiry,
   ${NOW} as db_now`;
 
-/** Typed wrapper: runs a statement and returns its rows. */
-export async function rows<T>(
-  db: Queryable,
-  sql: string,
-  params: readonly unknown[],
-): Promise<T[]> {
-  return (await db.query<T>(sql, params)).rows;
-}
+/** Result columns of {@link NEXT_WAKE_SQL}. */
+export const NEXT_WAKE_COLUMNS = columnsOf<NextWake>()([
+  "next_run_at",
+  "next_lease_expiry",
+  "db_now",
+]);
 
 /**
  * DEL-16: renews the leases of rows this worker holds (prefetched, sending, or waiting
@@ -322,6 +364,9 @@ where d.id = u.id and d.attempt = u.attempt and d.state = 'claimed'
   and d.lease_expires_at > ${NOW}
 returning d.id, d.lease_expires_at, ${NOW} as db_now`;
 
+/** Result columns of {@link RENEW_SQL}. */
+export const RENEW_COLUMNS = columnsOf<RenewedLease>()(["id", "lease_expires_at", "db_now"]);
+
 /**
  * DEL-16: gives back every row claimed by this owner that it does not hold: the rows of
  * a claim whose reply was lost with its connection (the statement committed, the worker
@@ -337,6 +382,9 @@ set state = case when d.attempt - 1 = 0 then 'pending' else 'retry' end,
     lease_owner = null, lease_expires_at = null, claimed_at = null, updated_at = ${NOW}
 where d.state = 'claimed' and d.lease_owner = $2 and not (d.id = any($3::bigint[]))
 returning d.id`;
+
+/** Result columns of {@link RELEASE_ORPHANS_SQL}. */
+export const RELEASE_ORPHANS_COLUMNS = ID_COLUMNS;
 
 /** Parameters of {@link claimDeliveries}. */
 export interface ClaimParams {
@@ -367,7 +415,7 @@ export async function settleDeliveries(
   owner: string,
   batch: readonly SettleInput[],
 ): Promise<Set<number>> {
-  const settled = await rows<{ id: number }>(db, SETTLE_SQL, [
+  const settled = await rows<IdRow>(db, SETTLE_SQL, [
     now,
     owner,
     batch.map((b) => b.id),
@@ -418,7 +466,7 @@ export async function releaseClaims(
   held: ReadonlyArray<{ id: number; attempt: number }>,
 ): Promise<number[]> {
   if (held.length === 0) return [];
-  const released = await rows<{ id: number }>(db, RELEASE_SQL, [
+  const released = await rows<IdRow>(db, RELEASE_SQL, [
     now,
     owner,
     held.map((h) => h.id),
@@ -434,7 +482,7 @@ export async function releaseOrphans(
   owner: string,
   heldIds: readonly number[],
 ): Promise<number[]> {
-  const released = await rows<{ id: number }>(db, RELEASE_ORPHANS_SQL, [now, owner, heldIds]);
+  const released = await rows<IdRow>(db, RELEASE_ORPHANS_SQL, [now, owner, heldIds]);
   return released.map((r) => r.id);
 }
 

@@ -6,6 +6,7 @@
 
 import type { Queryable } from "./database.js";
 import { ADMISSION_PREDICATE } from "./deliveries.js";
+import { columnsOf, execute, firstRow, rows } from "./statement.js";
 
 const NOW = "coalesce($1::timestamptz, now())";
 
@@ -26,6 +27,33 @@ from punctual_instances
 where stopped_at is null or stopped_at > ${NOW} - make_interval(secs => $2::double precision / 1000)
 order by started_at`;
 
+/** A scheduler instance as {@link LIST_INSTANCES_SQL} returns it. */
+export interface InstanceRow {
+  id: string;
+  host: string;
+  pid: number;
+  version: string;
+  role: string;
+  started_at: Date;
+  last_pass_at: Date | null;
+  /** Duration of its last pass, ms. */
+  last_tick_ms: number | null;
+  stopped_at: Date | null;
+}
+
+/** Result columns of {@link LIST_INSTANCES_SQL}. */
+export const LIST_INSTANCES_COLUMNS = columnsOf<InstanceRow>()([
+  "id",
+  "host",
+  "pid",
+  "version",
+  "role",
+  "started_at",
+  "last_pass_at",
+  "last_tick_ms",
+  "stopped_at",
+]);
+
 /**
  * Takes or renews a named lease if it is free, expired, or already ours.
  * $1 now, $2 name, $3 owner, $4 ttl ms. Returns a row when the caller holds the lease.
@@ -38,8 +66,15 @@ on conflict (name) do update
   where punctual_leases.expires_at <= ${NOW} or punctual_leases.owner = excluded.owner
 returning name, owner, expires_at`;
 
-/** $1 name, $2 owner */
-export const RELEASE_LEASE_SQL = `delete from punctual_leases where name = $1 and owner = $2`;
+/** A cluster-wide lease as {@link ACQUIRE_LEASE_SQL} returns it (to its holder only). */
+export interface LeaseRow {
+  name: string;
+  owner: string;
+  expires_at: Date;
+}
+
+/** Result columns of {@link ACQUIRE_LEASE_SQL}. */
+export const ACQUIRE_LEASE_COLUMNS = columnsOf<LeaseRow>()(["name", "owner", "expires_at"]);
 
 /**
  * Gauges: $1 now, $2 overdue threshold ms.
@@ -72,6 +107,15 @@ select
 /** Schedules by state. */
 export const SCHEDULE_COUNTS_SQL = `select state, count(*) as count from punctual_schedules group by state`;
 
+/** One line of {@link SCHEDULE_COUNTS_SQL}. */
+export interface ScheduleCountRow {
+  state: string;
+  count: number;
+}
+
+/** Result columns of {@link SCHEDULE_COUNTS_SQL}. */
+export const SCHEDULE_COUNTS_COLUMNS = columnsOf<ScheduleCountRow>()(["state", "count"]);
+
 /**
  * Retention: deletes finished rows (sent, skipped, cancelled) older than the retention
  * period, in bounded batches, oldest first (index `punctual_deliveries_finished_at`, so
@@ -96,11 +140,27 @@ export const VACUUM_SQL = [
   "vacuum (analyze) punctual_schedules",
 ];
 
-/** Readiness probe: $1 none. */
+/** Readiness probe: no parameters. */
 export const PING_SQL = `select 1 as ok`;
 
-/** Wakes every scheduler listening on `punctual_wake` (PostgreSQL); payload: due instant ISO. */
+/** What {@link PING_SQL} returns. */
+export interface PingRow {
+  ok: number;
+}
+
+/** Result columns of {@link PING_SQL}. */
+export const PING_COLUMNS = columnsOf<PingRow>()(["ok"]);
+
+/** Wakes every scheduler listening on `punctual_wake` (PostgreSQL); $1 payload. */
 export const NOTIFY_WAKE_SQL = `select pg_notify('punctual_wake', $1)`;
+
+/** What {@link NOTIFY_WAKE_SQL} returns: one column, the void result of `pg_notify`. */
+export interface NotifyRow {
+  pg_notify: unknown;
+}
+
+/** Result columns of {@link NOTIFY_WAKE_SQL}. */
+export const NOTIFY_WAKE_COLUMNS = columnsOf<NotifyRow>()(["pg_notify"]);
 
 /** Sets a setting only if absent; returns the stored value either way. $1 key, $2 value (json text) */
 export const INIT_SETTING_SQL = `
@@ -113,12 +173,23 @@ select value from ins
 union all
 select value from punctual_settings where key = $1 and not exists (select 1 from ins)`;
 
+/** A stored setting's value (jsonb, parsed). */
+export interface SettingRow {
+  value: unknown;
+}
+
+/** Result columns of {@link INIT_SETTING_SQL}. */
+export const INIT_SETTING_COLUMNS = columnsOf<SettingRow>()(["value"]);
+
 /** What {@link recordHeartbeat} reads back: the statement's "now" and the live database clock. */
 export interface HeartbeatRow {
   last_pass_at: Date;
   db_now: Date;
   db_clock: Date;
 }
+
+/** Result columns of {@link HEARTBEAT_SQL}. */
+export const HEARTBEAT_COLUMNS = columnsOf<HeartbeatRow>()(["last_pass_at", "db_now", "db_clock"]);
 
 /** Identity of a scheduler instance as {@link HEARTBEAT_SQL} records it. */
 export interface InstanceIdentity {
@@ -136,7 +207,7 @@ export async function recordHeartbeat(
   instance: InstanceIdentity,
   lastTickMs: number | null,
 ): Promise<HeartbeatRow | null> {
-  const { rows } = await db.query<HeartbeatRow>(HEARTBEAT_SQL, [
+  return firstRow<HeartbeatRow>(db, HEARTBEAT_SQL, [
     now,
     instance.id,
     instance.host,
@@ -145,7 +216,6 @@ export async function recordHeartbeat(
     instance.role,
     lastTickMs,
   ]);
-  return rows[0] ?? null;
 }
 
 /** OPS-6: runs {@link INSTANCE_STOPPED_SQL}. */
@@ -154,7 +224,7 @@ export async function markInstanceStopped(
   now: Date | null,
   id: string,
 ): Promise<void> {
-  await db.query(INSTANCE_STOPPED_SQL, [now, id]);
+  await execute(db, INSTANCE_STOPPED_SQL, [now, id]);
 }
 
 /** DEL-8: runs {@link ACQUIRE_LEASE_SQL}; true when `owner` holds `name` for `ttlMs` from now. */
@@ -165,8 +235,7 @@ export async function acquireLease(
   owner: string,
   ttlMs: number,
 ): Promise<boolean> {
-  const { rows } = await db.query(ACQUIRE_LEASE_SQL, [now, name, owner, ttlMs]);
-  return rows.length > 0;
+  return (await rows<LeaseRow>(db, ACQUIRE_LEASE_SQL, [now, name, owner, ttlMs])).length > 0;
 }
 
 /** Runs {@link RETENTION_SQL}: deletes at most `limit` finished rows older than `retentionMs`. */
@@ -176,21 +245,33 @@ export async function deleteFinished(
   retentionMs: number,
   limit: number,
 ): Promise<number> {
-  return (await db.query(RETENTION_SQL, [now, retentionMs, limit])).rowCount;
+  return execute(db, RETENTION_SQL, [now, retentionMs, limit]);
 }
 
 /** Runs {@link VACUUM_SQL} (embedded engine only: it has no autovacuum). */
 export async function vacuumHotTables(db: Queryable): Promise<void> {
-  for (const sql of VACUUM_SQL) await db.query(sql);
+  for (const sql of VACUUM_SQL) await execute(db, sql);
 }
 
-/** The cluster gauges {@link GAUGES_SQL} computes. */
+/** The cluster gauges {@link GAUGES_SQL} computes (counts; `oldest_due` NULL when none is due). */
 export interface GaugesRow {
   due_backlog: number;
   overdue: number;
   in_doubt: number;
   dead: number;
+  claimed: number;
+  oldest_due: Date | null;
 }
+
+/** Result columns of {@link GAUGES_SQL}. */
+export const GAUGES_COLUMNS = columnsOf<GaugesRow>()([
+  "due_backlog",
+  "overdue",
+  "in_doubt",
+  "dead",
+  "claimed",
+  "oldest_due",
+]);
 
 /** OPS-3: runs {@link GAUGES_SQL}; `overdueMs` is the overdue threshold. */
 export async function readGauges(
@@ -198,5 +279,54 @@ export async function readGauges(
   now: Date | null,
   overdueMs: number,
 ): Promise<GaugesRow | null> {
-  return (await db.query<GaugesRow>(GAUGES_SQL, [now, overdueMs])).rows[0] ?? null;
+  return firstRow<GaugesRow>(db, GAUGES_SQL, [now, overdueMs]);
+}
+
+/** Parameters of {@link listInstances}. */
+export interface ListInstancesParams {
+  /** Pinned "now" (tests) or null for the database clock. */
+  now: Date | null;
+  /** Instances stopped longer ago than this are left out, ms. */
+  windowMs: number;
+}
+
+/** OPS-3 / OPS-4: runs {@link LIST_INSTANCES_SQL}: running instances and those stopped within the window, oldest start first. */
+export function listInstances(db: Queryable, p: ListInstancesParams): Promise<InstanceRow[]> {
+  return rows<InstanceRow>(db, LIST_INSTANCES_SQL, [p.now, p.windowMs]);
+}
+
+/** OPS-3: runs {@link SCHEDULE_COUNTS_SQL}: how many schedules are in each state. */
+export function countSchedulesByState(db: Queryable): Promise<ScheduleCountRow[]> {
+  return rows<ScheduleCountRow>(db, SCHEDULE_COUNTS_SQL);
+}
+
+/** OPS-4: runs {@link PING_SQL}; rejects when the database is unreachable. */
+export async function ping(db: Queryable): Promise<void> {
+  await rows<PingRow>(db, PING_SQL);
+}
+
+/** Parameters of {@link notifyWake}. */
+export interface NotifyWakeParams {
+  /** Payload of the notification (listeners ignore it today). */
+  payload: string;
+}
+
+/** DEL-2: runs {@link NOTIFY_WAKE_SQL}: wakes the schedulers listening on `punctual_wake` (PostgreSQL). */
+export async function notifyWake(db: Queryable, p: NotifyWakeParams): Promise<void> {
+  await rows<NotifyRow>(db, NOTIFY_WAKE_SQL, [p.payload]);
+}
+
+/** Parameters of {@link initSetting}. */
+export interface InitSettingParams {
+  key: string;
+  /** The value to store when the key is absent, as JSON text. */
+  valueJson: string;
+}
+
+/**
+ * Runs {@link INIT_SETTING_SQL}: stores the setting unless present. Returns the stored
+ * value either way (parsed JSON), or `undefined` when the statement returned no row.
+ */
+export async function initSetting(db: Queryable, p: InitSettingParams): Promise<unknown> {
+  return (await firstRow<SettingRow>(db, INIT_SETTING_SQL, [p.key, p.valueJson]))?.value;
 }

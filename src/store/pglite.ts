@@ -22,8 +22,16 @@ export interface PgliteOptions {
   loadDataDir?: Blob;
 }
 
-function adapt<T>(result: { rows: unknown[]; affectedRows?: number }): QueryResult<T> {
-  return { rows: result.rows as T[], rowCount: result.affectedRows ?? result.rows.length };
+function adapt<T>(result: {
+  rows: unknown[];
+  affectedRows?: number;
+  fields: ReadonlyArray<{ name: string }>;
+}): QueryResult<T> {
+  return {
+    rows: result.rows as T[],
+    rowCount: result.affectedRows ?? result.rows.length,
+    fields: result.fields.map((f) => f.name),
+  };
 }
 
 /**

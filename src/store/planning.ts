@@ -3,7 +3,9 @@
  * deliveries are inserted, how the watermark advances, and how stale rows are found.
  * Parameters are listed per statement; `$1` is always "now" (NULL = database clock).
  */
-import type { ScheduleRow } from "./schedules.js";
+import type { Queryable } from "./database.js";
+import { SCHEDULE_AT_ROW_KEYS, type ScheduleRow, type ScheduleRowAt } from "./schedules.js";
+import { columnsOf, execute, firstRow, rows } from "./statement.js";
 import { staleAtSql, syncWaitingSql } from "./waiting.js";
 
 const NOW = "coalesce($1::timestamptz, now())";
@@ -42,6 +44,38 @@ export interface PlanReminderRow {
   on_lost_lease: "retry" | "in_doubt" | null;
   max_attempts: number;
 }
+
+/** Result columns of {@link LOCK_SCHEDULES_TO_PLAN_SQL}. */
+export const LOCK_SCHEDULES_TO_PLAN_COLUMNS = columnsOf<PlanScheduleRow>()([
+  "id",
+  "version",
+  "dtstart",
+  "tzid",
+  "rrule",
+  "rdate",
+  "exdate",
+  "recurring",
+  "ends_at",
+  "expires_at",
+  "dst_gap",
+  "dst_overlap",
+  "grace_ms",
+  "perpetual",
+  "planned_until",
+  "cap_logged_at",
+  "created_at",
+  "db_now",
+]);
+
+/** Result columns of {@link REMINDERS_OF_SQL}. */
+export const REMINDERS_OF_COLUMNS = columnsOf<PlanReminderRow>()([
+  "schedule_id",
+  "key",
+  "offset_duration",
+  "channel",
+  "on_lost_lease",
+  "max_attempts",
+]);
 
 /**
  * Locks a batch of active schedules whose watermark is within `$2` ms of now + plan-ahead.
@@ -128,7 +162,23 @@ export interface StaleRow {
   grace_ms: number;
   recurring: boolean;
   expires_at: Date | null;
+  /** "Now" of the statement: the instant the misfire policy judges against. */
+  db_now: Date;
 }
+
+/** Result columns of {@link SELECT_STALE_SQL}. */
+export const SELECT_STALE_COLUMNS = columnsOf<StaleRow>()([
+  "id",
+  "schedule_id",
+  "reminder_key",
+  "occurrence_at",
+  "due_at",
+  "misfire",
+  "grace_ms",
+  "recurring",
+  "expires_at",
+  "db_now",
+]);
 
 /**
  * REC-6: the rows the misfire policy must judge now, whole (schedule, reminder) groups
@@ -195,12 +245,29 @@ late as (
 )
 select (select count(*) from skipped) as skipped, (select count(*) from late) as late`;
 
+/** What {@link APPLY_MISFIRE_SQL} changed. */
+export interface MisfireCountsRow {
+  skipped: number;
+  late: number;
+}
+
+/** Result columns of {@link APPLY_MISFIRE_SQL}. */
+export const APPLY_MISFIRE_COLUMNS = columnsOf<MisfireCountsRow>()(["skipped", "late"]);
+
 /** Locks one schedule for an edit. $1 now, $2 tenant, $3 id. */
 export const LOCK_SCHEDULE_FOR_EDIT_SQL = `
 select s.*, ${NOW} as db_now
 from punctual_schedules s
 where s.tenant = $2 and s.id = $3
 for update`;
+
+/** Result columns of {@link LOCK_SCHEDULE_FOR_EDIT_SQL}. */
+export const LOCK_SCHEDULE_FOR_EDIT_COLUMNS = SCHEDULE_AT_ROW_KEYS;
+
+/** The earliest due time among a schedule's waiting rows (NULL: none). */
+export interface OldestWaitingRow {
+  oldest: Date | null;
+}
 
 /** Oldest waiting delivery of a schedule (realign checks membership from there). $1 schedule id */
 export const OLDEST_WAITING_SQL = `
@@ -236,6 +303,11 @@ cancelled as (
   returning d.id
 )
 select (select count(*) from deleted) + (select count(*) from cancelled) as removed`;
+
+/** What {@link REALIGN_DELETE_SQL} removed. */
+export interface RemovedRow {
+  removed: number;
+}
 
 /**
  * DEL-9: brings waiting rows of the new set in line with it: due time (a changed
@@ -278,6 +350,11 @@ moved as (
 )
 select (select count(*) from reopened) + (select count(*) from moved) as moved`;
 
+/** What {@link REALIGN_MOVE_SQL} moved or reopened. */
+export interface MovedRow {
+  moved: number;
+}
+
 /** Sets the watermark after a realign (may move it back). $1 id, $2 watermark, $3 complete */
 export const SET_WATERMARK_SQL = `
 update punctual_schedules set planned_until = $2, plan_complete = $3 where id = $1`;
@@ -296,3 +373,242 @@ with synced as (
   returning d.id
 )
 select count(*) as synced from synced`;
+
+/** What {@link SYNC_WAITING_SQL} rewrote. */
+export interface SyncedRow {
+  synced: number;
+}
+
+/** Result columns of {@link OLDEST_WAITING_SQL}. */
+export const OLDEST_WAITING_COLUMNS = columnsOf<OldestWaitingRow>()(["oldest"]);
+/** Result columns of {@link REALIGN_DELETE_SQL}. */
+export const REALIGN_DELETE_COLUMNS = columnsOf<RemovedRow>()(["removed"]);
+/** Result columns of {@link REALIGN_MOVE_SQL}. */
+export const REALIGN_MOVE_COLUMNS = columnsOf<MovedRow>()(["moved"]);
+/** Result columns of {@link SYNC_WAITING_SQL}. */
+export const SYNC_WAITING_COLUMNS = columnsOf<SyncedRow>()(["synced"]);
+
+// ---------------------------------------------------------------------------------------
+// One typed function per statement.
+
+/** Parameters of {@link lockSchedulesToPlan}. */
+export interface LockSchedulesToPlanParams {
+  /** Pinned "now" (tests) or null for the database clock. */
+  now: Date | null;
+  /** Schedules whose watermark is within this many ms of now must be planned. */
+  aheadMs: number;
+  /** Most schedules to lock. */
+  limit: number;
+}
+
+/** DEL-7: runs {@link LOCK_SCHEDULES_TO_PLAN_SQL} (row locks held until `tx` ends). */
+export function lockSchedulesToPlan(
+  tx: Queryable,
+  p: LockSchedulesToPlanParams,
+): Promise<PlanScheduleRow[]> {
+  return rows<PlanScheduleRow>(tx, LOCK_SCHEDULES_TO_PLAN_SQL, [p.now, p.aheadMs, p.limit]);
+}
+
+/** DEL-7 / DEL-9: runs {@link REMINDERS_OF_SQL}: the reminders of `scheduleIds`, by schedule and key. */
+export function remindersOf(
+  db: Queryable,
+  p: { scheduleIds: readonly string[] },
+): Promise<PlanReminderRow[]> {
+  return rows<PlanReminderRow>(db, REMINDERS_OF_SQL, [p.scheduleIds]);
+}
+
+/** A delivery to insert, as {@link insertPlannedDeliveries} takes it. */
+export interface DeliveryToInsert {
+  key: string;
+  scheduleId: string;
+  reminderKey: string;
+  occurrenceAt: Date;
+  dueAt: Date;
+  channel: string;
+  onLostLease: "retry" | "in_doubt";
+  maxAttempts: number;
+}
+
+/** Parameters of {@link insertPlannedDeliveries}. */
+export interface InsertDeliveriesParams {
+  /** Pinned "now" (tests) or null for the database clock. */
+  now: Date | null;
+  deliveries: readonly DeliveryToInsert[];
+}
+
+/**
+ * DEL-1 / DEL-7: runs {@link INSERT_DELIVERIES_SQL} for one batch (the caller chunks).
+ * @returns the rows created (existing ones are left as they are).
+ */
+export function insertPlannedDeliveries(tx: Queryable, p: InsertDeliveriesParams): Promise<number> {
+  const d = p.deliveries;
+  return execute(tx, INSERT_DELIVERIES_SQL, [
+    p.now,
+    d.map((r) => r.key),
+    d.map((r) => r.scheduleId),
+    d.map((r) => r.reminderKey),
+    d.map((r) => r.occurrenceAt),
+    d.map((r) => r.dueAt),
+    d.map((r) => r.channel),
+    d.map((r) => r.onLostLease),
+    d.map((r) => r.maxAttempts),
+  ]);
+}
+
+/** A watermark to advance, as {@link advanceWatermarks} takes it. */
+export interface WatermarkMark {
+  id: string;
+  /** New watermark: everything due before it is planned. */
+  until: Date;
+  /** No occurrence left after it. */
+  complete: boolean;
+  /** REC-5: the expansion cap was logged by this pass. */
+  capLogged: boolean;
+}
+
+/** DEL-7 / REC-5: runs {@link ADVANCE_WATERMARK_SQL} (forward only). */
+export async function advanceWatermarks(
+  tx: Queryable,
+  p: { now: Date | null; marks: readonly WatermarkMark[] },
+): Promise<void> {
+  await execute(tx, ADVANCE_WATERMARK_SQL, [
+    p.now,
+    p.marks.map((m) => m.id),
+    p.marks.map((m) => m.until),
+    p.marks.map((m) => m.complete),
+    p.marks.map((m) => m.capLogged),
+  ]);
+}
+
+/** Parameters of {@link quarantineSchedule}. */
+export interface QuarantineParams {
+  now: Date | null;
+  scheduleId: string;
+  /** Why its stored rule no longer parses (kept as `invalid_reason`). */
+  reason: string;
+}
+
+/** REC-3: runs {@link QUARANTINE_SQL}: the schedule becomes `invalid`, its waiting rows held. */
+export async function quarantineSchedule(tx: Queryable, p: QuarantineParams): Promise<void> {
+  await execute(tx, QUARANTINE_SQL, [p.now, p.scheduleId, p.reason]);
+}
+
+/** REC-6: runs {@link SELECT_STALE_SQL}: at most `limitPerIndex` rows from each index, whole groups. */
+export function selectStale(
+  db: Queryable,
+  p: { now: Date | null; limitPerIndex: number },
+): Promise<StaleRow[]> {
+  return rows<StaleRow>(db, SELECT_STALE_SQL, [p.now, p.limitPerIndex]);
+}
+
+/** Parameters of {@link recordMisfire}. */
+export interface RecordMisfireParams {
+  now: Date | null;
+  /** Rows to skip, with the reason of each (`stale`, `expired`). */
+  skip: ReadonlyArray<{ id: number; reason: string }>;
+  /** Rows kept and sent late. */
+  lateIds: readonly number[];
+}
+
+/** REC-6: runs {@link APPLY_MISFIRE_SQL}: records the misfire policy's decisions. */
+export async function recordMisfire(
+  db: Queryable,
+  p: RecordMisfireParams,
+): Promise<MisfireCountsRow | null> {
+  return firstRow<MisfireCountsRow>(db, APPLY_MISFIRE_SQL, [
+    p.now,
+    p.skip.map((s) => s.id),
+    p.skip.map((s) => s.reason),
+    p.lateIds,
+  ]);
+}
+
+/** Parameters of {@link lockScheduleForEdit}. */
+export interface LockScheduleForEditParams {
+  now: Date | null;
+  tenant: string;
+  id: string;
+}
+
+/** DEL-9: runs {@link LOCK_SCHEDULE_FOR_EDIT_SQL}; `null` when the tenant has no such schedule. */
+export function lockScheduleForEdit(
+  tx: Queryable,
+  p: LockScheduleForEditParams,
+): Promise<ScheduleRowAt | null> {
+  return firstRow<ScheduleRowAt>(tx, LOCK_SCHEDULE_FOR_EDIT_SQL, [p.now, p.tenant, p.id]);
+}
+
+/** DEL-9: runs {@link OLDEST_WAITING_SQL}: the earliest due time of the schedule's waiting rows, or null. */
+export async function oldestWaiting(
+  tx: Queryable,
+  p: { scheduleId: string },
+): Promise<Date | null> {
+  return (await firstRow<OldestWaitingRow>(tx, OLDEST_WAITING_SQL, [p.scheduleId]))?.oldest ?? null;
+}
+
+/** Parameters of {@link removeWaitingNotIn}. */
+export interface RemoveWaitingParams {
+  now: Date | null;
+  scheduleId: string;
+  /** Delivery keys of the new set: waiting rows with any other key go. */
+  keys: readonly string[];
+}
+
+/** DEL-9: runs {@link REALIGN_DELETE_SQL}. @returns how many rows were deleted or cancelled. */
+export async function removeWaitingNotIn(tx: Queryable, p: RemoveWaitingParams): Promise<number> {
+  const row = await firstRow<RemovedRow>(tx, REALIGN_DELETE_SQL, [p.now, p.scheduleId, p.keys]);
+  return Number(row?.removed ?? 0);
+}
+
+/** A delivery of the new set, as {@link realignWaiting} takes it. */
+export interface RealignedDelivery {
+  key: string;
+  dueAt: Date;
+  channel: string;
+  onLostLease: "retry" | "in_doubt";
+  maxAttempts: number;
+}
+
+/** Parameters of {@link realignWaiting}. */
+export interface RealignWaitingParams {
+  now: Date | null;
+  deliveries: readonly RealignedDelivery[];
+  /** The earliest due time a reopened row may have; null: no limit. */
+  reopenFrom: Date | null;
+}
+
+/** DEL-9: runs {@link REALIGN_MOVE_SQL}. @returns how many rows moved or reopened. */
+export async function realignWaiting(tx: Queryable, p: RealignWaitingParams): Promise<number> {
+  const d = p.deliveries;
+  const row = await firstRow<MovedRow>(tx, REALIGN_MOVE_SQL, [
+    p.now,
+    d.map((x) => x.key),
+    d.map((x) => x.dueAt),
+    d.map((x) => x.channel),
+    d.map((x) => x.onLostLease),
+    d.map((x) => x.maxAttempts),
+    p.reopenFrom,
+  ]);
+  return Number(row?.moved ?? 0);
+}
+
+/** Parameters of {@link setWatermark}. */
+export interface SetWatermarkParams {
+  scheduleId: string;
+  plannedUntil: Date;
+  complete: boolean;
+}
+
+/** DEL-9: runs {@link SET_WATERMARK_SQL} (may move the watermark back). */
+export async function setWatermark(tx: Queryable, p: SetWatermarkParams): Promise<void> {
+  await execute(tx, SET_WATERMARK_SQL, [p.scheduleId, p.plannedUntil, p.complete]);
+}
+
+/** DEL-3 / DEL-9 / DEL-10: runs {@link SYNC_WAITING_SQL}. @returns how many rows were rewritten. */
+export async function syncWaiting(
+  tx: Queryable,
+  p: { now: Date | null; scheduleId: string },
+): Promise<number> {
+  const row = await firstRow<SyncedRow>(tx, SYNC_WAITING_SQL, [p.now, p.scheduleId]);
+  return Number(row?.synced ?? 0);
+}

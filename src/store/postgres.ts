@@ -57,6 +57,7 @@ export function openPostgres(options: PostgresOptions): Database & { pool: pg.Po
     return {
       rows: result.rows as T[],
       rowCount: result.rowCount ?? result.rows.length,
+      fields: (result.fields ?? []).map((f) => f.name),
     } satisfies QueryResult<T>;
   };
   return {

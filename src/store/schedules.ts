@@ -3,10 +3,13 @@
  * resume. Parameters are listed per statement; `$1` is "now" where present.
  */
 import type { DeliveryView, ReminderView, ScheduleView, AttemptView } from "../contracts/index.js";
+import type { Queryable } from "./database.js";
+import { columnsOf, execute, firstRow, rows } from "./statement.js";
 import { staleAtSql, syncWaitingSql } from "./waiting.js";
 
 const NOW = "coalesce($1::timestamptz, now())";
 
+/** A row of `punctual_schedules`, every column (what `select *` returns). */
 export interface ScheduleRow {
   id: string;
   tenant: string;
@@ -31,12 +34,59 @@ export interface ScheduleRow {
   grace_ms: number;
   perpetual: boolean;
   payload: unknown;
+  /** Planning watermark: deliveries due before it exist (DEL-7). */
+  planned_until: Date | null;
+  /** No occurrence left after the watermark. */
+  plan_complete: boolean;
+  /** REC-5: when the expansion cap was logged. */
+  cap_logged_at: Date | null;
   created_at: Date;
   updated_at: Date;
   cancelled_at: Date | null;
   cancelled_by: "user" | "import" | null;
 }
 
+/** The keys of {@link ScheduleRow}: the columns of `punctual_schedules`, for statements that return its rows whole. */
+export const SCHEDULE_ROW_KEYS = columnsOf<ScheduleRow>()([
+  "id",
+  "tenant",
+  "source",
+  "external_id",
+  "idempotency_key",
+  "request_hash",
+  "state",
+  "invalid_reason",
+  "version",
+  "dtstart",
+  "tzid",
+  "rrule",
+  "rdate",
+  "exdate",
+  "recurring",
+  "ends_at",
+  "expires_at",
+  "dst_gap",
+  "dst_overlap",
+  "misfire",
+  "grace_ms",
+  "perpetual",
+  "payload",
+  "planned_until",
+  "plan_complete",
+  "cap_logged_at",
+  "created_at",
+  "updated_at",
+  "cancelled_at",
+  "cancelled_by",
+]);
+
+/** A schedule row with the "now" of the statement that wrote or locked it (ready to plan). */
+export type ScheduleRowAt = ScheduleRow & { db_now: Date };
+
+/** The keys of {@link ScheduleRowAt}. */
+export const SCHEDULE_AT_ROW_KEYS = columnsOf<ScheduleRowAt>()([...SCHEDULE_ROW_KEYS, "db_now"]);
+
+/** A row of `punctual_reminders`, every column. */
 export interface ReminderRow {
   schedule_id: string;
   key: string;
@@ -46,6 +96,17 @@ export interface ReminderRow {
   on_lost_lease: "retry" | "in_doubt" | null;
   max_attempts: number;
 }
+
+/** Result columns of {@link REMINDERS_SQL}. */
+export const REMINDERS_COLUMNS = columnsOf<ReminderRow>()([
+  "schedule_id",
+  "key",
+  "offset_duration",
+  "channel",
+  "target",
+  "on_lost_lease",
+  "max_attempts",
+]);
 
 /**
  * Inserts a schedule unless one with the same (tenant, idempotency key) exists.
@@ -200,6 +261,7 @@ where s.id = d.schedule_id and s.tenant = $2 and d.id = $3
   and (d.state = 'in_doubt' or (d.state = 'dead' and d.reason is distinct from 'resolved'))
 returning d.*`;
 
+/** A row of `punctual_deliveries`, every column. */
 export interface DeliveryRow {
   id: number;
   delivery_key: string;
@@ -232,7 +294,10 @@ export interface DeliveryRow {
   updated_at: Date;
 }
 
+/** A row of `punctual_attempts`, every column (DEL-14). */
 export interface AttemptRow {
+  id: number;
+  delivery_id: number;
   attempt: number;
   worker: string;
   started_at: Date;
@@ -243,6 +308,102 @@ export interface AttemptRow {
   message_id: string | null;
   error: string | null;
 }
+
+/** The keys of {@link DeliveryRow}: the columns of `punctual_deliveries`. */
+export const DELIVERY_ROW_KEYS = columnsOf<DeliveryRow>()([
+  "id",
+  "delivery_key",
+  "schedule_id",
+  "reminder_key",
+  "occurrence_at",
+  "due_at",
+  "run_at",
+  "state",
+  "attempt",
+  "failures",
+  "max_attempts",
+  "channel",
+  "on_lost_lease",
+  "lease_owner",
+  "lease_expires_at",
+  "claimed_at",
+  "sent_at",
+  "finished_at",
+  "reason",
+  "last_error",
+  "late",
+  "created_at",
+  "updated_at",
+  "expires_at",
+  "stale_at",
+  "claimable_at",
+]);
+
+/** Result columns of {@link ATTEMPTS_SQL}. */
+export const ATTEMPTS_COLUMNS = columnsOf<AttemptRow>()([
+  "id",
+  "delivery_id",
+  "attempt",
+  "worker",
+  "started_at",
+  "ended_at",
+  "outcome",
+  "settled",
+  "status",
+  "message_id",
+  "error",
+]);
+
+/** Result columns of {@link SCHEDULE_BY_IDEMPOTENCY_KEY_SQL}. */
+export const SCHEDULE_BY_IDEMPOTENCY_KEY_COLUMNS = SCHEDULE_ROW_KEYS;
+/** Result columns of {@link SCHEDULE_BY_ID_SQL}. */
+export const SCHEDULE_BY_ID_COLUMNS = SCHEDULE_ROW_KEYS;
+/** Result columns of {@link SCHEDULES_OF_SOURCE_SQL}. */
+export const SCHEDULES_OF_SOURCE_COLUMNS = SCHEDULE_ROW_KEYS;
+/** Result columns of {@link INSERT_SCHEDULE_SQL}. */
+export const INSERT_SCHEDULE_COLUMNS = SCHEDULE_AT_ROW_KEYS;
+/** Result columns of {@link UPDATE_SCHEDULE_SQL}. */
+export const UPDATE_SCHEDULE_COLUMNS = SCHEDULE_AT_ROW_KEYS;
+/** Result columns of {@link INSERT_SCHEDULES_BULK_SQL}. */
+export const INSERT_SCHEDULES_BULK_COLUMNS = SCHEDULE_AT_ROW_KEYS;
+/** Result columns of {@link LIST_DELIVERIES_SQL}. */
+export const LIST_DELIVERIES_COLUMNS = DELIVERY_ROW_KEYS;
+/** Result columns of {@link DELIVERY_BY_ID_SQL}. */
+export const DELIVERY_BY_ID_COLUMNS = DELIVERY_ROW_KEYS;
+/** Result columns of {@link REDRIVE_SQL}. */
+export const REDRIVE_COLUMNS = DELIVERY_ROW_KEYS;
+/** Result columns of {@link RESOLVE_SQL}. */
+export const RESOLVE_COLUMNS = DELIVERY_ROW_KEYS;
+
+/** A schedule of a {@link LIST_SCHEDULES_SQL} page, with its keyset cursor. */
+export type ListedScheduleRow = ScheduleRow & {
+  /** `created_at` at full (microsecond) precision, ISO 8601 UTC. */
+  created_at_cursor: string;
+};
+
+/** Result columns of {@link LIST_SCHEDULES_SQL}. */
+export const LIST_SCHEDULES_COLUMNS = columnsOf<ListedScheduleRow>()([
+  ...SCHEDULE_ROW_KEYS,
+  "created_at_cursor",
+]);
+
+/** What {@link CANCEL_SCHEDULE_SQL} returns: the schedule and how many waiting rows it cancelled. */
+export type CancelledScheduleRow = ScheduleRow & { cancelled_deliveries: number };
+
+/** Result columns of {@link CANCEL_SCHEDULE_SQL}. */
+export const CANCEL_SCHEDULE_COLUMNS = columnsOf<CancelledScheduleRow>()([
+  ...SCHEDULE_ROW_KEYS,
+  "cancelled_deliveries",
+]);
+
+/** What {@link SET_SCHEDULE_STATE_SQL} returns: the schedule and how many waiting rows it moved. */
+export type TransitionedScheduleRow = ScheduleRow & { moved_deliveries: number };
+
+/** Result columns of {@link SET_SCHEDULE_STATE_SQL}. */
+export const SET_SCHEDULE_STATE_COLUMNS = columnsOf<TransitionedScheduleRow>()([
+  ...SCHEDULE_ROW_KEYS,
+  "moved_deliveries",
+]);
 
 const iso = (d: Date | null): string | null => (d ? d.toISOString() : null);
 
@@ -415,3 +576,342 @@ set state = 'pending', finished_at = null, reason = null, expires_at = r.expires
 from revived r
 where d.schedule_id = r.id and d.state = 'cancelled' and d.reason = 'schedule_cancelled'
   and d.due_at >= ${NOW} - make_interval(secs => r.grace_ms::double precision / 1000)`;
+
+// ---------------------------------------------------------------------------------------
+// One typed function per statement.
+
+/** The definition columns of a schedule, as {@link insertSchedule} and {@link updateScheduleDefinition} write them. */
+export interface ScheduleDefinition {
+  dtstart: string;
+  tzid: string;
+  rrule: string | null;
+  rdate: readonly string[];
+  exdate: readonly string[];
+  /** Whether it has more than one occurrence (a rule or RDATEs). */
+  recurring: boolean;
+  /** ISO 8601 instants or null. */
+  endsAt: string | null;
+  expiresAt: string | null;
+  dstGap: "shift" | "skip";
+  dstOverlap: "earlier" | "later";
+  misfire: "skip" | "latest" | "all";
+  graceMs: number;
+  perpetual: boolean;
+  /** The payload as JSON text. */
+  payloadJson: string;
+}
+
+/** The definition in the order the statements take it ($n … $n+13). */
+function definitionParams(d: ScheduleDefinition): unknown[] {
+  return [
+    d.dtstart,
+    d.tzid,
+    d.rrule,
+    d.rdate,
+    d.exdate,
+    d.recurring,
+    d.endsAt,
+    d.expiresAt,
+    d.dstGap,
+    d.dstOverlap,
+    d.misfire,
+    d.graceMs,
+    d.perpetual,
+    d.payloadJson,
+  ];
+}
+
+/** Parameters of {@link insertSchedule}. */
+export interface InsertScheduleParams {
+  /** Pinned "now" (tests) or null for the database clock. */
+  now: Date | null;
+  tenant: string;
+  idempotencyKey: string | null;
+  /** Hash of the validated definition (idempotent replays compare it). */
+  requestHash: string;
+  definition: ScheduleDefinition;
+  source: string | null;
+  externalId: string | null;
+}
+
+/**
+ * API-1: runs {@link INSERT_SCHEDULE_SQL}. Returns the new row, or `null` when the
+ * idempotency key was already used by this tenant.
+ */
+export function insertSchedule(
+  tx: Queryable,
+  p: InsertScheduleParams,
+): Promise<ScheduleRowAt | null> {
+  return firstRow<ScheduleRowAt>(tx, INSERT_SCHEDULE_SQL, [
+    p.now,
+    p.tenant,
+    p.idempotencyKey,
+    p.requestHash,
+    ...definitionParams(p.definition),
+    p.source,
+    p.externalId,
+  ]);
+}
+
+/** A reminder to insert, as {@link insertReminders} and {@link insertRemindersBulk} take it. */
+export interface ReminderToInsert {
+  key: string;
+  /** ISO 8601 duration, signed. */
+  offset: string;
+  channel: string;
+  /** The target as JSON text. */
+  targetJson: string;
+  /** DEL-6 override; null: the channel decides. */
+  onLostLease: "retry" | "in_doubt" | null;
+  maxAttempts: number;
+}
+
+/** API-1 / DEL-9: runs {@link INSERT_REMINDERS_SQL}: the reminders of one schedule. */
+export async function insertReminders(
+  tx: Queryable,
+  p: { scheduleId: string; reminders: readonly ReminderToInsert[] },
+): Promise<void> {
+  const r = p.reminders;
+  await execute(tx, INSERT_REMINDERS_SQL, [
+    p.scheduleId,
+    r.map((x) => x.key),
+    r.map((x) => x.offset),
+    r.map((x) => x.channel),
+    r.map((x) => x.targetJson),
+    r.map((x) => x.onLostLease),
+    r.map((x) => x.maxAttempts),
+  ]);
+}
+
+/** API-1: runs {@link SCHEDULE_BY_IDEMPOTENCY_KEY_SQL}; null when the key is unused. */
+export function scheduleByIdempotencyKey(
+  db: Queryable,
+  p: { tenant: string; idempotencyKey: string | null },
+): Promise<ScheduleRow | null> {
+  return firstRow<ScheduleRow>(db, SCHEDULE_BY_IDEMPOTENCY_KEY_SQL, [p.tenant, p.idempotencyKey]);
+}
+
+/** API-2: runs {@link SCHEDULE_BY_ID_SQL}; null when the tenant has no such schedule. */
+export function scheduleById(
+  db: Queryable,
+  p: { tenant: string; id: string },
+): Promise<ScheduleRow | null> {
+  return firstRow<ScheduleRow>(db, SCHEDULE_BY_ID_SQL, [p.tenant, p.id]);
+}
+
+/** API-1: runs {@link REMINDERS_SQL}: the reminders of `scheduleIds`, by schedule and key. */
+export function remindersOfSchedules(
+  db: Queryable,
+  p: { scheduleIds: readonly string[] },
+): Promise<ReminderRow[]> {
+  return rows<ReminderRow>(db, REMINDERS_SQL, [p.scheduleIds]);
+}
+
+/** Parameters of {@link listScheduleRows}. */
+export interface ListSchedulesParams {
+  tenant: string;
+  state: string | null;
+  /** Keyset cursor: `created_at` (full precision, ISO) and id of the last row seen, or null. */
+  afterCreatedAt: string | null;
+  afterId: string | null;
+  limit: number;
+}
+
+/** API-1: runs {@link LIST_SCHEDULES_SQL}: one page, oldest first. */
+export function listScheduleRows(
+  db: Queryable,
+  p: ListSchedulesParams,
+): Promise<ListedScheduleRow[]> {
+  return rows<ListedScheduleRow>(db, LIST_SCHEDULES_SQL, [
+    p.tenant,
+    p.state,
+    p.afterCreatedAt,
+    p.afterId,
+    p.limit,
+  ]);
+}
+
+/** Parameters of {@link cancelScheduleRow}. */
+export interface CancelScheduleParams {
+  now: Date | null;
+  tenant: string;
+  id: string;
+  by: "user" | "import";
+}
+
+/** DEL-10: runs {@link CANCEL_SCHEDULE_SQL}; null when the tenant has no such schedule. */
+export function cancelScheduleRow(
+  db: Queryable,
+  p: CancelScheduleParams,
+): Promise<CancelledScheduleRow | null> {
+  return firstRow<CancelledScheduleRow>(db, CANCEL_SCHEDULE_SQL, [p.now, p.tenant, p.id, p.by]);
+}
+
+/** Parameters of {@link setScheduleState}. */
+export interface SetScheduleStateParams {
+  now: Date | null;
+  tenant: string;
+  id: string;
+  from: string;
+  to: string;
+}
+
+/** DEL-10: runs {@link SET_SCHEDULE_STATE_SQL}; null when the schedule was not in state `from`. */
+export function setScheduleState(
+  db: Queryable,
+  p: SetScheduleStateParams,
+): Promise<TransitionedScheduleRow | null> {
+  return firstRow<TransitionedScheduleRow>(db, SET_SCHEDULE_STATE_SQL, [
+    p.now,
+    p.tenant,
+    p.id,
+    p.from,
+    p.to,
+  ]);
+}
+
+/** Parameters of {@link listDeliveryRows}. */
+export interface ListDeliveriesParams {
+  tenant: string;
+  scheduleId: string | null;
+  state: string | null;
+  /** Keyset: only ids above it; null from the start. */
+  afterId: number | null;
+  limit: number;
+}
+
+/** DEL-1: runs {@link LIST_DELIVERIES_SQL}: one page, by id. */
+export function listDeliveryRows(db: Queryable, p: ListDeliveriesParams): Promise<DeliveryRow[]> {
+  return rows<DeliveryRow>(db, LIST_DELIVERIES_SQL, [
+    p.tenant,
+    p.scheduleId,
+    p.state,
+    p.afterId,
+    p.limit,
+  ]);
+}
+
+/** DEL-12: runs {@link DELIVERY_BY_ID_SQL}; null when the tenant has no such delivery. */
+export function deliveryById(
+  db: Queryable,
+  p: { tenant: string; id: number },
+): Promise<DeliveryRow | null> {
+  return firstRow<DeliveryRow>(db, DELIVERY_BY_ID_SQL, [p.tenant, p.id]);
+}
+
+/** DEL-14: runs {@link ATTEMPTS_SQL}: a delivery's attempts, oldest first. */
+export function attemptsOf(db: Queryable, p: { deliveryId: number }): Promise<AttemptRow[]> {
+  return rows<AttemptRow>(db, ATTEMPTS_SQL, [p.deliveryId]);
+}
+
+/** DEL-12: runs {@link REDRIVE_SQL}; null when the delivery cannot be redriven. */
+export function redriveDeliveryRow(
+  db: Queryable,
+  p: { now: Date | null; tenant: string; id: number },
+): Promise<DeliveryRow | null> {
+  return firstRow<DeliveryRow>(db, REDRIVE_SQL, [p.now, p.tenant, p.id]);
+}
+
+/** DEL-12: runs {@link RESOLVE_SQL}; null when the delivery is not in doubt nor an open dead letter. */
+export function resolveDeliveryRow(
+  db: Queryable,
+  p: { now: Date | null; tenant: string; id: number; outcome: "sent" | "dead" },
+): Promise<DeliveryRow | null> {
+  return firstRow<DeliveryRow>(db, RESOLVE_SQL, [p.now, p.tenant, p.id, p.outcome]);
+}
+
+/** Parameters of {@link updateScheduleDefinition}. */
+export interface UpdateScheduleParams {
+  now: Date | null;
+  id: string;
+  definition: ScheduleDefinition;
+  requestHash: string;
+}
+
+/** DEL-9: runs {@link UPDATE_SCHEDULE_SQL}; null when there is no such schedule. */
+export function updateScheduleDefinition(
+  tx: Queryable,
+  p: UpdateScheduleParams,
+): Promise<ScheduleRowAt | null> {
+  return firstRow<ScheduleRowAt>(tx, UPDATE_SCHEDULE_SQL, [
+    p.now,
+    p.id,
+    ...definitionParams(p.definition),
+    p.requestHash,
+  ]);
+}
+
+/** DEL-9: runs {@link DELETE_REMINDERS_SQL}: every reminder of the schedule. */
+export async function deleteReminders(tx: Queryable, p: { scheduleId: string }): Promise<void> {
+  await execute(tx, DELETE_REMINDERS_SQL, [p.scheduleId]);
+}
+
+/** API-5: runs {@link SCHEDULES_OF_SOURCE_SQL}: the schedules an import source made, by external id. */
+export function schedulesOfSource(
+  db: Queryable,
+  p: { tenant: string; source: string },
+): Promise<ScheduleRow[]> {
+  return rows<ScheduleRow>(db, SCHEDULES_OF_SOURCE_SQL, [p.tenant, p.source]);
+}
+
+/** A schedule to create in bulk, as {@link insertSchedulesBulk} takes it. */
+export interface ScheduleToInsert {
+  requestHash: string;
+  definition: ScheduleDefinition;
+  source: string | null;
+  externalId: string | null;
+}
+
+/** API-5: runs {@link INSERT_SCHEDULES_BULK_SQL}: many schedules in one statement. */
+export function insertSchedulesBulk(
+  tx: Queryable,
+  p: { now: Date | null; tenant: string; schedules: readonly ScheduleToInsert[] },
+): Promise<ScheduleRowAt[]> {
+  const s = p.schedules;
+  return rows<ScheduleRowAt>(tx, INSERT_SCHEDULES_BULK_SQL, [
+    p.now,
+    p.tenant,
+    s.map((x) => x.requestHash),
+    s.map((x) => x.definition.dtstart),
+    s.map((x) => x.definition.tzid),
+    s.map((x) => x.definition.rrule),
+    s.map((x) => JSON.stringify(x.definition.rdate)),
+    s.map((x) => JSON.stringify(x.definition.exdate)),
+    s.map((x) => x.definition.recurring),
+    s.map((x) => x.definition.endsAt),
+    s.map((x) => x.definition.expiresAt),
+    s.map((x) => x.definition.dstGap),
+    s.map((x) => x.definition.dstOverlap),
+    s.map((x) => x.definition.misfire),
+    s.map((x) => x.definition.graceMs),
+    s.map((x) => x.definition.perpetual),
+    s.map((x) => x.definition.payloadJson),
+    s.map((x) => x.source),
+    s.map((x) => x.externalId),
+  ]);
+}
+
+/** API-5: runs {@link INSERT_REMINDERS_BULK_SQL}: the reminders of many schedules. */
+export async function insertRemindersBulk(
+  tx: Queryable,
+  p: { reminders: ReadonlyArray<ReminderToInsert & { scheduleId: string }> },
+): Promise<void> {
+  const r = p.reminders;
+  await execute(tx, INSERT_REMINDERS_BULK_SQL, [
+    r.map((x) => x.scheduleId),
+    r.map((x) => x.key),
+    r.map((x) => x.offset),
+    r.map((x) => x.channel),
+    r.map((x) => x.targetJson),
+    r.map((x) => x.onLostLease),
+    r.map((x) => x.maxAttempts),
+  ]);
+}
+
+/** API-5 / DEL-10: runs {@link REVIVE_SCHEDULE_SQL}: a schedule cancelled by an import becomes active again. */
+export async function reviveSchedule(
+  tx: Queryable,
+  p: { now: Date | null; id: string },
+): Promise<void> {
+  await execute(tx, REVIVE_SCHEDULE_SQL, [p.now, p.id]);
+}

@@ -1,0 +1,54 @@
+/**
+ * What every application operation works with: the wired parts of a running punctual
+ * (configuration, store, clock, logs, metrics, channels, scheduler) and the two actions
+ * they share ("now" for SQL, waking the schedulers). Built once by `Punctual`; the
+ * operation modules (schedules, deliveries, health) take it as their first argument.
+ */
+import type { Channel } from "../channels/types.js";
+import type { ChannelRegistry } from "../channels/index.js";
+import type { Clock } from "../clock/index.js";
+import type { PunctualConfig } from "../config/index.js";
+import type { Logger } from "../observability/logger.js";
+import type { Metrics } from "../observability/metrics.js";
+import type { Scheduler } from "../scheduler/scheduler.js";
+import type { PlanDeps } from "../scheduler/plan.js";
+import type { Database } from "../store/database.js";
+
+/** Tenant used when the API runs without keys. */
+export const DEFAULT_TENANT = "default";
+
+/** Who is calling: every query is scoped to a tenant (API-2). */
+export interface CallContext {
+  tenant?: string;
+}
+
+/** The parts of a running punctual that the operations use. */
+export interface AppContext {
+  readonly config: PunctualConfig;
+  readonly db: Database;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly metrics: Metrics;
+  readonly channels: ChannelRegistry;
+  readonly scheduler: Scheduler;
+  /** "Now" for SQL: the pinned instant of a test clock, or null for the database clock (OPS-9). */
+  now(): Date | null;
+  /** Wakes this process's scheduler and, on PostgreSQL, every other one (NOTIFY). */
+  wake(): void;
+}
+
+/** The channels by name, as the planner and the scheduler take them. */
+export function channelMap(channels: ChannelRegistry): ReadonlyMap<string, Channel> {
+  return new Map(channels.names().map((n) => [n, channels.get(n)]));
+}
+
+/** What planning inside an operation's transaction needs (DEL-7, DEL-9). */
+export function planDeps(app: AppContext): Omit<PlanDeps, "db"> {
+  return {
+    clock: app.clock,
+    logger: app.logger,
+    metrics: app.metrics,
+    options: app.config.scheduler,
+    channels: channelMap(app.channels),
+  };
+}

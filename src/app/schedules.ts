@@ -1,0 +1,503 @@
+/**
+ * Schedules (API-1, DEL-9, DEL-10): validate, create (one or many), edit with realign,
+ * read, list, cancel, pause and resume. Each operation takes the {@link AppContext} of a
+ * running punctual; `Punctual` exposes them as methods.
+ */
+import { createHash } from "node:crypto";
+import { z } from "zod";
+import {
+  createScheduleSchema,
+  listSchedulesQuerySchema,
+  updateScheduleSchema,
+  type CreateScheduleInput,
+  type ScheduleView,
+  type UpdateScheduleInput,
+} from "../contracts/index.js";
+import { ConflictError, NotFoundError, ValidationError, type FieldIssue } from "../errors/index.js";
+import { parseOffset, validateRule } from "../recurrence/index.js";
+import { planLocked } from "../scheduler/plan.js";
+import { realignSchedule, type RealignReport } from "../scheduler/realign.js";
+import type { Queryable } from "../store/database.js";
+import { lockScheduleForEdit } from "../store/planning.js";
+import {
+  cancelScheduleRow,
+  deleteReminders,
+  insertReminders,
+  insertRemindersBulk,
+  insertSchedule,
+  insertSchedulesBulk,
+  listScheduleRows,
+  remindersOfSchedules,
+  reviveSchedule,
+  scheduleById,
+  scheduleByIdempotencyKey,
+  setScheduleState,
+  toScheduleView,
+  updateScheduleDefinition,
+  type ReminderRow,
+  type ReminderToInsert,
+  type ScheduleDefinition,
+} from "../store/schedules.js";
+import { DEFAULT_TENANT, planDeps, type AppContext, type CallContext } from "./context.js";
+import { parseInput, prefixIssues } from "./input.js";
+
+/** Result of a create: `created` is false when an Idempotency-Key replay returned the existing one. */
+export interface CreateResult {
+  schedule: ScheduleView;
+  created: boolean;
+  warnings: string[];
+}
+
+function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`;
+  if (value && typeof value === "object") {
+    return `{${Object.keys(value)
+      .sort()
+      .map((k) => `${JSON.stringify(k)}:${canonicalJson((value as Record<string, unknown>)[k])}`)
+      .join(",")}}`;
+  }
+  return JSON.stringify(value) ?? "null";
+}
+
+/**
+ * Hash of a schedule's validated definition (everything but where it came from): equal
+ * hashes mean an idempotent replay, or an unchanged event on re-import.
+ */
+export function definitionHash(
+  value: z.output<typeof createScheduleSchema>,
+  defaultMaxAttempts = 5,
+): string {
+  const { source: _source, externalId: _externalId, ...definition } = value;
+  // Absent and default values hash alike, so an edit that spells out a default (or an
+  // import that leaves one out) is not a change.
+  const normalized = {
+    ...definition,
+    rrule: definition.rrule ?? null,
+    endsAt: definition.endsAt ?? null,
+    expiresAt: definition.expiresAt ?? null,
+    dst: { gap: definition.dst?.gap ?? "shift", overlap: definition.dst?.overlap ?? "earlier" },
+    payload: definition.payload ?? null,
+    reminders: definition.reminders.map((r) => ({
+      key: r.key,
+      offset: r.offset,
+      channel: r.channel,
+      target: r.target ?? {},
+      delivery: r.delivery ?? null,
+      maxAttempts: r.maxAttempts ?? defaultMaxAttempts,
+    })),
+  };
+  return createHash("sha256").update(canonicalJson(normalized)).digest("hex");
+}
+
+/** The definition columns of a validated schedule, as the store writes them. */
+function definitionOf(value: z.output<typeof createScheduleSchema>): ScheduleDefinition {
+  return {
+    dtstart: value.dtstart,
+    tzid: value.tzid,
+    rrule: value.rrule ?? null,
+    rdate: value.rdate,
+    exdate: value.exdate,
+    recurring: Boolean(value.rrule) || value.rdate.length > 0,
+    endsAt: value.endsAt ?? null,
+    expiresAt: value.expiresAt ?? null,
+    dstGap: value.dst?.gap ?? "shift",
+    dstOverlap: value.dst?.overlap ?? "earlier",
+    misfire: value.misfire,
+    graceMs: value.graceMs,
+    perpetual: value.perpetual,
+    payloadJson: JSON.stringify(value.payload ?? null),
+  };
+}
+
+/** The reminders of a validated schedule, as the store writes them. */
+function remindersOf(
+  reminders: z.output<typeof createScheduleSchema>["reminders"],
+  defaultMaxAttempts: number,
+): ReminderToInsert[] {
+  return reminders.map((r) => ({
+    key: r.key,
+    offset: r.offset,
+    channel: r.channel,
+    targetJson: JSON.stringify(r.target ?? {}),
+    onLostLease:
+      r.delivery === "at-least-once" ? "retry" : r.delivery === "at-most-once" ? "in_doubt" : null,
+    maxAttempts: r.maxAttempts ?? defaultMaxAttempts,
+  }));
+}
+
+/**
+ * Validates a create request strictly (REC-3 strict posture, DEL-11 channels, CH-1
+ * targets). Returns the parsed input and warnings.
+ * @throws ValidationError naming every bad field.
+ */
+export function validateSchedule(
+  app: AppContext,
+  input: unknown,
+): {
+  value: z.output<typeof createScheduleSchema>;
+  warnings: string[];
+} {
+  const value = parseInput(createScheduleSchema, input);
+  const issues: FieldIssue[] = [];
+  const warnings: string[] = [];
+  try {
+    const recurrence = validateRule({
+      dtstart: value.dtstart,
+      tzid: value.tzid,
+      rrule: value.rrule ?? null,
+      rdate: value.rdate,
+      exdate: value.exdate,
+      endsAt: value.endsAt ?? null,
+      dst: value.dst,
+    });
+    if (value.expiresAt && Date.parse(value.expiresAt) <= recurrence.first.instant) {
+      issues.push({
+        field: "expiresAt",
+        message: "is at or before the first occurrence: nothing could ever be sent",
+        value: value.expiresAt,
+      });
+    }
+    if (!recurrence.bounded && !value.perpetual) {
+      warnings.push(
+        `unbounded series: planned for ${app.config.scheduler.maxExpansionDays} days, then stopped (logged at ERROR); add COUNT/UNTIL or endsAt, or set perpetual: true`,
+      );
+    }
+  } catch (err) {
+    if (err instanceof ValidationError) issues.push(...err.issues);
+    else throw err;
+  }
+  const keys = new Set<string>();
+  value.reminders.forEach((reminder, i) => {
+    const at = `reminders.${i}`;
+    if (keys.has(reminder.key))
+      issues.push({ field: `${at}.key`, message: "duplicate reminder key", value: reminder.key });
+    keys.add(reminder.key);
+    try {
+      parseOffset(reminder.offset);
+    } catch (err) {
+      issues.push(...prefixIssues(err, `${at}`).map((x) => ({ ...x, field: `${at}.offset` })));
+    }
+    if (!app.channels.has(reminder.channel)) {
+      issues.push({
+        field: `${at}.channel`,
+        message: `unknown channel; known: ${app.channels.names().join(", ")}`,
+        value: reminder.channel,
+      });
+      return;
+    }
+    try {
+      app.channels.get(reminder.channel).validateTarget(reminder.target);
+    } catch (err) {
+      issues.push(
+        ...prefixIssues(err, at).map((x) => ({
+          ...x,
+          field: x.field.replace(`${at}.target.target`, `${at}.target`),
+        })),
+      );
+    }
+  });
+  if (issues.length > 0) throw new ValidationError(issues);
+  return { value, warnings };
+}
+
+/**
+ * Creates a schedule with its reminders in one transaction (API-1). With an
+ * idempotency key, a retried create returns the first schedule (`created: false`);
+ * the same key with a different body is a ConflictError.
+ * @throws ValidationError, ConflictError
+ */
+export async function createSchedule(
+  app: AppContext,
+  input: CreateScheduleInput | unknown,
+  options: CallContext & { idempotencyKey?: string } = {},
+): Promise<CreateResult> {
+  const tenant = options.tenant ?? DEFAULT_TENANT;
+  const { value, warnings } = validateSchedule(app, input);
+  const hash = definitionHash(value, app.config.scheduler.maxAttempts);
+  const idem = options.idempotencyKey ?? null;
+  const result = await app.db.transaction(async (tx) => {
+    const row = await insertSchedule(tx, {
+      now: app.now(),
+      tenant,
+      idempotencyKey: idem,
+      requestHash: hash,
+      definition: definitionOf(value),
+      source: value.source ?? null,
+      externalId: value.externalId ?? null,
+    });
+    if (!row) return null;
+    await insertScheduleReminders(app, tx, row.id, value.reminders);
+    // Plan the first window in the same transaction: the deliveries exist the moment
+    // the schedule does (DEL-1), and a reminder due in seconds needs no planning pass.
+    await planLocked(tx, [row], planDeps(app));
+    const reminders = await remindersOfSchedules(tx, { scheduleIds: [row.id] });
+    return toScheduleView(row, reminders);
+  });
+  if (result) {
+    app.wake();
+    return { schedule: result, created: true, warnings };
+  }
+  // The idempotency key was used before: same body → the same schedule; else a conflict.
+  const existing = await scheduleByIdempotencyKey(app.db, { tenant, idempotencyKey: idem });
+  if (!existing) throw new ConflictError("idempotency key collision; retry the request");
+  if (existing.request_hash !== hash) {
+    throw new ConflictError(
+      `Idempotency-Key "${idem}" was already used with a different request body (schedule ${existing.id})`,
+      "IDEMPOTENCY_KEY_REUSED",
+    );
+  }
+  return { schedule: await getSchedule(app, existing.id, options), created: false, warnings };
+}
+
+/**
+ * DEL-9: edits a schedule at `version` (optimistic concurrency) and realigns its waiting
+ * deliveries in the same transaction. Fields left out keep their value; `reminders`, when
+ * given, replaces the whole list.
+ * With `revive`, a cancelled schedule becomes active again (imports: an event that came
+ * back to its calendar).
+ * @throws ValidationError, NotFoundError, ConflictError (`STALE_VERSION` when `version`
+ * is not the current one; `CONFLICT` for a cancelled schedule without `revive`)
+ */
+export async function updateSchedule(
+  app: AppContext,
+  id: string,
+  patch: UpdateScheduleInput | unknown,
+  options: CallContext & { version?: number; revive?: boolean } = {},
+): Promise<{ schedule: ScheduleView; realigned: RealignReport; warnings: string[] }> {
+  const tenant = options.tenant ?? DEFAULT_TENANT;
+  const changes = parseInput(updateScheduleSchema, patch);
+  const current = await getSchedule(app, id, options);
+  const merged = {
+    dtstart: current.dtstart,
+    tzid: current.tzid,
+    rrule: current.rrule,
+    rdate: current.rdate,
+    exdate: current.exdate,
+    endsAt: current.endsAt,
+    expiresAt: current.expiresAt,
+    dst: current.dst,
+    misfire: current.misfire,
+    graceMs: current.graceMs,
+    perpetual: current.perpetual,
+    payload: current.payload,
+    reminders: undefined as unknown,
+    // Only the fields the caller sent (zod fills defaults for absent optional fields).
+    ...Object.fromEntries(
+      Object.entries(changes).filter(
+        ([k, v]) => v !== undefined && Object.prototype.hasOwnProperty.call(patch, k),
+      ),
+    ),
+  };
+  const keepReminders = (patch as { reminders?: unknown } | null)?.reminders === undefined;
+  if (keepReminders) {
+    // Reminder targets are stored unredacted: read them back for validation.
+    const rows = await remindersOfSchedules(app.db, { scheduleIds: [id] });
+    merged.reminders = rows.map((r) => ({
+      key: r.key,
+      offset: r.offset_duration,
+      channel: r.channel,
+      target: r.target,
+      ...(r.on_lost_lease
+        ? { delivery: r.on_lost_lease === "retry" ? "at-least-once" : "at-most-once" }
+        : {}),
+      maxAttempts: r.max_attempts,
+    }));
+  }
+  const { value, warnings } = validateSchedule(app, merged);
+  const hash = definitionHash(value, app.config.scheduler.maxAttempts);
+  const realigned = await app.db.transaction(async (tx) => {
+    const locked = await lockScheduleForEdit(tx, { now: app.now(), tenant, id });
+    if (!locked) throw new NotFoundError("schedule", id);
+    if (options.version !== undefined && options.version !== locked.version) {
+      throw new ConflictError(
+        `schedule ${id} is at version ${locked.version}, not ${options.version}: read it again and retry`,
+        "STALE_VERSION",
+      );
+    }
+    if (locked.state === "cancelled") {
+      if (!options.revive) throw new ConflictError(`schedule ${id} is cancelled; create a new one`);
+      await reviveSchedule(tx, { now: app.now(), id });
+    }
+    const updated = await updateScheduleDefinition(tx, {
+      now: app.now(),
+      id,
+      definition: definitionOf(value),
+      requestHash: hash,
+    });
+    await deleteReminders(tx, { scheduleId: id });
+    await insertScheduleReminders(app, tx, id, value.reminders);
+    return realignSchedule(tx, updated!, planDeps(app));
+  });
+  app.wake();
+  return { schedule: await getSchedule(app, id, options), realigned, warnings };
+}
+
+/** Writes the reminders of one schedule (API-1, DEL-9). */
+async function insertScheduleReminders(
+  app: AppContext,
+  tx: Queryable,
+  scheduleId: string,
+  reminders: z.output<typeof createScheduleSchema>["reminders"],
+): Promise<void> {
+  await insertReminders(tx, {
+    scheduleId,
+    reminders: remindersOf(reminders, app.config.scheduler.maxAttempts),
+  });
+}
+
+/**
+ * Creates many already-validated schedules in one transaction (imports: each carries a
+ * `source` and an `externalId`). Two statements whatever the count.
+ * @returns the new ids by external id.
+ */
+export async function createSchedulesBulk(
+  app: AppContext,
+  values: Array<z.output<typeof createScheduleSchema>>,
+  ctx: CallContext = {},
+): Promise<Map<string, string>> {
+  const ids = new Map<string, string>();
+  if (values.length === 0) return ids;
+  await app.db.transaction(async (tx) => {
+    const rows = await insertSchedulesBulk(tx, {
+      now: app.now(),
+      tenant: ctx.tenant ?? DEFAULT_TENANT,
+      schedules: values.map((v) => ({
+        requestHash: definitionHash(v, app.config.scheduler.maxAttempts),
+        definition: definitionOf(v),
+        source: v.source ?? null,
+        externalId: v.externalId ?? null,
+      })),
+    });
+    // Every schedule of a bulk create carries an external id (imports).
+    for (const row of rows) ids.set(row.external_id as string, row.id);
+    const reminders = values.flatMap((v) =>
+      remindersOf(v.reminders, app.config.scheduler.maxAttempts).map((r) => ({
+        ...r,
+        scheduleId: ids.get(v.externalId ?? "")!,
+      })),
+    );
+    await insertRemindersBulk(tx, { reminders });
+    await planLocked(tx, rows, planDeps(app));
+  });
+  app.wake();
+  return ids;
+}
+
+/** @throws NotFoundError */
+export async function getSchedule(
+  app: AppContext,
+  id: string,
+  ctx: CallContext = {},
+): Promise<ScheduleView> {
+  if (!z.uuid().safeParse(id).success) throw new NotFoundError("schedule", id);
+  const row = await scheduleById(app.db, { tenant: ctx.tenant ?? DEFAULT_TENANT, id });
+  if (!row) throw new NotFoundError("schedule", id);
+  const reminders = await remindersOfSchedules(app.db, { scheduleIds: [id] });
+  return toScheduleView(row, reminders);
+}
+
+/** Lists schedules, oldest first, with a keyset cursor. */
+export async function listSchedules(
+  app: AppContext,
+  query: unknown = {},
+  ctx: CallContext = {},
+): Promise<{ items: ScheduleView[]; nextCursor: string | null }> {
+  const q = parseInput(listSchedulesQuerySchema, query);
+  let afterAt: string | null = null;
+  let afterId: string | null = null;
+  if (q.cursor) {
+    const [at, id] = Buffer.from(q.cursor, "base64url").toString("utf8").split("|");
+    if (!at || !id || !z.uuid().safeParse(id).success || Number.isNaN(Date.parse(at))) {
+      throw new ValidationError({
+        field: "cursor",
+        message: "not a cursor from a previous page",
+        value: q.cursor,
+      });
+    }
+    afterAt = at;
+    afterId = id;
+  }
+  const rows = await listScheduleRows(app.db, {
+    tenant: ctx.tenant ?? DEFAULT_TENANT,
+    state: q.state ?? null,
+    afterCreatedAt: afterAt,
+    afterId,
+    limit: q.limit,
+  });
+  const reminders: ReminderRow[] = rows.length
+    ? await remindersOfSchedules(app.db, { scheduleIds: rows.map((r) => r.id) })
+    : [];
+  const last = rows[rows.length - 1];
+  return {
+    items: rows.map((r) => toScheduleView(r, reminders)),
+    nextCursor:
+      last && rows.length === q.limit
+        ? Buffer.from(`${last.created_at_cursor}|${last.id}`).toString("base64url")
+        : null,
+  };
+}
+
+/**
+ * DEL-10: cancels a schedule and every waiting delivery in one statement. In-flight
+ * sends finish and are recorded; nothing new starts. Idempotent.
+ * @throws NotFoundError
+ */
+export async function cancelSchedule(
+  app: AppContext,
+  id: string,
+  ctx: CallContext & { by?: "user" | "import" } = {},
+): Promise<ScheduleView & { cancelledDeliveries: number }> {
+  if (!z.uuid().safeParse(id).success) throw new NotFoundError("schedule", id);
+  const row = await cancelScheduleRow(app.db, {
+    now: app.now(),
+    tenant: ctx.tenant ?? DEFAULT_TENANT,
+    id,
+    by: ctx.by ?? "user",
+  });
+  if (!row) throw new NotFoundError("schedule", id);
+  const reminders = await remindersOfSchedules(app.db, { scheduleIds: [id] });
+  return {
+    ...toScheduleView(row, reminders),
+    cancelledDeliveries: Number(row.cancelled_deliveries),
+  };
+}
+
+async function transition(
+  app: AppContext,
+  id: string,
+  from: string,
+  to: string,
+  ctx: CallContext,
+): Promise<ScheduleView> {
+  const current = await getSchedule(app, id, ctx);
+  if (current.state === to) return current;
+  const changed = await setScheduleState(app.db, {
+    now: app.now(),
+    tenant: ctx.tenant ?? DEFAULT_TENANT,
+    id,
+    from,
+    to,
+  });
+  if (!changed)
+    throw new ConflictError(`schedule ${id} is ${current.state}; cannot move it to ${to}`);
+  if (to === "active") app.wake();
+  return getSchedule(app, id, ctx);
+}
+
+/** DEL-10: pauses a schedule (nothing is claimed meanwhile). @throws NotFoundError, ConflictError */
+export function pauseSchedule(
+  app: AppContext,
+  id: string,
+  ctx: CallContext = {},
+): Promise<ScheduleView> {
+  return transition(app, id, "active", "paused", ctx);
+}
+
+/** DEL-10: resumes a paused schedule; missed occurrences follow its misfire policy (REC-6). */
+export function resumeSchedule(
+  app: AppContext,
+  id: string,
+  ctx: CallContext = {},
+): Promise<ScheduleView> {
+  return transition(app, id, "paused", "active", ctx);
+}

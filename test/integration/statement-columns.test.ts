@@ -1,0 +1,216 @@
+/**
+ * Every statement of the store returns exactly the columns its row type declares, on the
+ * engine of this run (npm test runs the file on PGlite and on PostgreSQL).
+ *
+ * Row types are erased at run time, so each statement `X_SQL` that returns rows declares
+ * `X_COLUMNS` (src/store/statement.ts: `columnsOf<Row>()`, checked at compile time to list
+ * exactly the keys of `Row`). Here each statement runs once, in a transaction that is
+ * rolled back, with parameters that make it valid (NULL arrays for `unnest`-based
+ * statements, a small sample for the others), and the column names the engine reports
+ * are compared with the declared list. A statement without `X_COLUMNS` must return no
+ * columns at all. A statement that gains, loses or renames a column fails here; so does a
+ * new statement left out of the table below.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Database, QueryResult } from "../../src/store/database.js";
+import * as deliveries from "../../src/store/deliveries.js";
+import * as operations from "../../src/store/operations.js";
+import * as planning from "../../src/store/planning.js";
+import * as schedules from "../../src/store/schedules.js";
+import { openTestDatabase, type TestDatabase } from "../support/db.js";
+
+const MODULES = { deliveries, operations, planning, schedules } as const;
+
+const ID = "00000000-0000-4000-8000-000000000000";
+/** A valid schedule definition in statement order ($n … $n+13). */
+const DEFINITION = [
+  "2027-01-04T09:00:00",
+  "UTC",
+  null,
+  [],
+  [],
+  false,
+  null,
+  null,
+  "shift",
+  "earlier",
+  "skip",
+  0,
+  false,
+  "null",
+];
+const nulls = (n: number) => Array.from({ length: n }, () => null);
+
+/** Parameters that make each statement valid; `$1` "now" is NULL (the database clock). */
+const PARAMS: Record<string, readonly unknown[]> = {
+  // deliveries.ts
+  CLAIM_SQL: [null, "owner", 1_000, 1, ["log"]],
+  SETTLE_SQL: [null, "owner", ...nulls(11)],
+  RECOVER_SQL: [null, 1, 0],
+  RELEASE_SQL: [null, "owner", null, null],
+  NEXT_WAKE_SQL: [null, ["log"]],
+  RENEW_SQL: [null, "owner", 1_000, null, null],
+  RELEASE_ORPHANS_SQL: [null, "owner", []],
+  // operations.ts
+  HEARTBEAT_SQL: [null, "instance", "host", 1, "0.0.0", "test", null],
+  INSTANCE_STOPPED_SQL: [null, "instance"],
+  LIST_INSTANCES_SQL: [null, 0],
+  ACQUIRE_LEASE_SQL: [null, "task", "owner", 1_000],
+  GAUGES_SQL: [null, 1_000],
+  SCHEDULE_COUNTS_SQL: [],
+  RETENTION_SQL: [null, 1_000, 1],
+  PING_SQL: [],
+  NOTIFY_WAKE_SQL: [""],
+  INIT_SETTING_SQL: ["column_test", '"value"'],
+  // planning.ts
+  LOCK_SCHEDULES_TO_PLAN_SQL: [null, 1_000, 1],
+  REMINDERS_OF_SQL: [[]],
+  INSERT_DELIVERIES_SQL: [null, ...nulls(8)],
+  ADVANCE_WATERMARK_SQL: [null, ...nulls(4)],
+  QUARANTINE_SQL: [null, ID, "reason"],
+  SELECT_STALE_SQL: [null, 1],
+  APPLY_MISFIRE_SQL: [null, null, null, null],
+  LOCK_SCHEDULE_FOR_EDIT_SQL: [null, "default", ID],
+  OLDEST_WAITING_SQL: [ID],
+  REALIGN_DELETE_SQL: [null, ID, []],
+  REALIGN_MOVE_SQL: [null, ...nulls(6)],
+  SET_WATERMARK_SQL: [ID, new Date(0), false],
+  SYNC_WAITING_SQL: [null, ID],
+  // schedules.ts
+  INSERT_SCHEDULE_SQL: [null, "default", null, "hash", ...DEFINITION, null, null],
+  INSERT_REMINDERS_SQL: [ID, ...nulls(6)],
+  SCHEDULE_BY_IDEMPOTENCY_KEY_SQL: ["default", "key"],
+  SCHEDULE_BY_ID_SQL: ["default", ID],
+  REMINDERS_SQL: [[]],
+  LIST_SCHEDULES_SQL: ["default", null, null, null, 1],
+  CANCEL_SCHEDULE_SQL: [null, "default", ID, "user"],
+  SET_SCHEDULE_STATE_SQL: [null, "default", ID, "active", "paused"],
+  LIST_DELIVERIES_SQL: ["default", null, null, null, 1],
+  DELIVERY_BY_ID_SQL: ["default", 1],
+  ATTEMPTS_SQL: [1],
+  REDRIVE_SQL: [null, "default", 1],
+  RESOLVE_SQL: [null, "default", 1, "sent"],
+  UPDATE_SCHEDULE_SQL: [null, ID, ...DEFINITION, "hash"],
+  DELETE_REMINDERS_SQL: [ID],
+  SCHEDULES_OF_SOURCE_SQL: ["default", "source"],
+  INSERT_SCHEDULES_BULK_SQL: [null, "default", ...nulls(17)],
+  INSERT_REMINDERS_BULK_SQL: nulls(7),
+  REVIVE_SCHEDULE_SQL: [null, ID],
+};
+
+/** Statements that cannot run in a transaction block (VACUUM): run on their own. */
+const OUTSIDE_TRANSACTION = new Set(["VACUUM_SQL"]);
+
+interface Case {
+  name: string;
+  module: string;
+  sql: string;
+  /** Declared result columns, or null: the statement returns no rows. */
+  columns: readonly string[] | null;
+}
+
+/** Every `X_SQL` export of the store modules, with its `X_COLUMNS` when declared. */
+function statements(): Case[] {
+  const cases: Case[] = [];
+  for (const [module, exports] of Object.entries(MODULES)) {
+    const named = exports as Record<string, unknown>;
+    for (const [name, value] of Object.entries(named)) {
+      if (!name.endsWith("_SQL")) continue;
+      const columns = named[`${name.slice(0, -4)}_COLUMNS`];
+      const sqls = Array.isArray(value) ? (value as string[]) : [value as string];
+      sqls.forEach((sql, i) =>
+        cases.push({
+          name: sqls.length > 1 ? `${name}[${i}]` : name,
+          module,
+          sql,
+          columns: Array.isArray(columns) ? (columns as string[]) : null,
+        }),
+      );
+    }
+  }
+  return cases;
+}
+
+class Rollback extends Error {}
+
+/** Runs `sql` with `params` and returns the engine's result, leaving the database unchanged. */
+async function runRolledBack(
+  db: Database,
+  sql: string,
+  params: readonly unknown[],
+): Promise<QueryResult<unknown>> {
+  let result: QueryResult<unknown> | null = null;
+  try {
+    await db.transaction(async (tx) => {
+      result = await tx.query(sql, params);
+      throw new Rollback();
+    });
+  } catch (err) {
+    if (!(err instanceof Rollback)) throw err;
+  }
+  return result!;
+}
+
+/** What the engine returned beside what the row type declares, sorted for comparison. */
+function compare(fields: readonly string[], declared: readonly string[] | null) {
+  return { returned: [...fields].sort(), declared: [...(declared ?? [])].sort() };
+}
+
+let t: TestDatabase;
+beforeAll(async () => {
+  t = await openTestDatabase();
+});
+afterAll(async () => {
+  await t?.close();
+});
+
+const cases = statements();
+
+describe("store statements: result columns match their row types", () => {
+  it("OPS-10: every store statement is in this test, and every declared column list names a statement", () => {
+    const names = cases.map((c) => c.name.replace(/\[\d+\]$/, ""));
+    const untested = names.filter((n) => !(n in PARAMS) && !OUTSIDE_TRANSACTION.has(n));
+    expect(untested).toEqual([]);
+    expect(Object.keys(PARAMS).filter((n) => !names.includes(n))).toEqual([]);
+    const orphanColumns = Object.values(MODULES).flatMap((m) =>
+      Object.keys(m).filter(
+        (k) => k.endsWith("_COLUMNS") && !(`${k.slice(0, -8)}_SQL` in (m as object)),
+      ),
+    );
+    expect(orphanColumns).toEqual([]);
+  });
+
+  for (const c of cases) {
+    const what = c.columns ? `${c.columns.length} declared columns` : "no rows";
+    it(`OPS-10: ${c.module}.${c.name} returns ${what}`, async () => {
+      const base = c.name.replace(/\[\d+\]$/, "");
+      const result = OUTSIDE_TRANSACTION.has(base)
+        ? await t.db.query(c.sql)
+        : await runRolledBack(t.db, c.sql, PARAMS[base] ?? []);
+      expect(new Set(result.fields).size, "duplicate column names").toBe(result.fields.length);
+      const { returned, declared } = compare(result.fields, c.columns);
+      expect(returned).toEqual(declared);
+    });
+  }
+
+  it("OPS-10: the comparison notices a renamed, a missing and an extra column", async () => {
+    const sql = operations.LIST_INSTANCES_SQL;
+    const declared = operations.LIST_INSTANCES_COLUMNS;
+    const params = PARAMS.LIST_INSTANCES_SQL!;
+    const same = await runRolledBack(t.db, sql, params);
+    expect(compare(same.fields, declared).returned).toEqual(
+      compare(same.fields, declared).declared,
+    );
+    const variants = [
+      sql.replace("last_tick_ms,", "last_tick_ms as tick_ms,"),
+      sql.replace("last_tick_ms,", ""),
+      sql.replace("last_tick_ms,", "last_tick_ms, 1 as extra,"),
+    ];
+    for (const variant of variants) {
+      expect(variant).not.toBe(sql);
+      const r = await runRolledBack(t.db, variant, params);
+      const { returned, declared: d } = compare(r.fields, declared);
+      expect(returned).not.toEqual(d);
+    }
+  });
+});
