@@ -36,10 +36,49 @@ export function jsonDepth(value: unknown): number {
   return max;
 }
 
-/** Any JSON value, nested at most {@link MAX_PAYLOAD_DEPTH} levels. */
-export const payloadSchema = z.unknown().refine((v) => jsonDepth(v) <= MAX_PAYLOAD_DEPTH, {
-  message: `must not nest objects or arrays deeper than ${MAX_PAYLOAD_DEPTH} levels`,
-});
+/** A NUL, or a UTF-16 surrogate without its pair: text PostgreSQL cannot store. */
+const UNSTORABLE = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+
+/** Whether `text` holds a character PostgreSQL's text and jsonb types refuse. */
+export function isUnstorableText(text: string): boolean {
+  return UNSTORABLE.test(text);
+}
+
+/**
+ * Whether any string of a JSON value, key or value, holds a character PostgreSQL refuses
+ * (NUL, unpaired surrogate). Walks without recursion (safe on hostile input); call it
+ * after the depth check.
+ */
+export function hasUnstorableText(value: unknown): boolean {
+  const stack: unknown[] = [value];
+  while (stack.length > 0) {
+    const v = stack.pop();
+    if (typeof v === "string") {
+      if (isUnstorableText(v)) return true;
+    } else if (v !== null && typeof v === "object") {
+      for (const [k, child] of Object.entries(v)) {
+        if (isUnstorableText(k)) return true;
+        stack.push(child);
+      }
+    }
+  }
+  return false;
+}
+
+const UNSTORABLE_MESSAGE =
+  "must not contain NUL characters or unpaired UTF-16 surrogates (they cannot be stored)";
+
+/** A string PostgreSQL can store (no NUL, no unpaired surrogate). */
+const storableText = () => z.string().refine((v) => !isUnstorableText(v), UNSTORABLE_MESSAGE);
+
+/** Any JSON value, nested at most {@link MAX_PAYLOAD_DEPTH} levels, with storable text only. */
+export const payloadSchema = z
+  .unknown()
+  .refine((v) => jsonDepth(v) <= MAX_PAYLOAD_DEPTH, {
+    message: `must not nest objects or arrays deeper than ${MAX_PAYLOAD_DEPTH} levels`,
+    abort: true,
+  })
+  .refine((v) => !hasUnstorableText(v), UNSTORABLE_MESSAGE);
 
 /** DTSTART: local date-time (`2027-01-04T09:00:00`, read in `tzid`), a date, or an instant. */
 export const dtstartSchema = z
@@ -66,7 +105,14 @@ export const reminderInputSchema = z
     offset: offsetSchema.default("PT0S"),
     channel: z.string().min(1).max(64).default("webhook"),
     /** Channel target, e.g. `{ url, secret? }` for `webhook`; checked by the channel. */
-    target: z.record(z.string(), z.unknown()).optional(),
+    target: z
+      .record(z.string(), z.unknown())
+      .refine((v) => jsonDepth(v) <= MAX_PAYLOAD_DEPTH, {
+        message: `must not nest objects or arrays deeper than ${MAX_PAYLOAD_DEPTH} levels`,
+        abort: true,
+      })
+      .refine((v) => !hasUnstorableText(v), UNSTORABLE_MESSAGE)
+      .optional(),
     /**
      * DEL-6: after a crash mid-send, `at-most-once` (default for channels that do not
      * de-duplicate) makes the delivery `in_doubt`; `at-least-once` retries it.
@@ -87,8 +133,8 @@ export const dstSchema = z
 export const createScheduleSchema = z
   .object({
     dtstart: dtstartSchema,
-    tzid: z.string().min(1).max(64).default("UTC"),
-    rrule: z.string().min(1).max(2_048).nullable().optional(),
+    tzid: storableText().min(1).max(64).default("UTC"),
+    rrule: storableText().min(1).max(2_048).nullable().optional(),
     rdate: z.array(dtstartSchema).max(1_000).default([]),
     exdate: z.array(dtstartSchema).max(10_000).default([]),
     endsAt: instant.nullable().optional(),
@@ -100,8 +146,8 @@ export const createScheduleSchema = z
     payload: payloadSchema.optional(),
     reminders: z.array(reminderInputSchema).min(1).max(50),
     /** For imports: the calendar/source and the event UID. */
-    source: z.string().min(1).max(200).optional(),
-    externalId: z.string().min(1).max(1_000).optional(),
+    source: storableText().min(1).max(200).optional(),
+    externalId: storableText().min(1).max(1_000).optional(),
   })
   .strict();
 

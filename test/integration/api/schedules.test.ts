@@ -95,6 +95,23 @@ describe("API-1 create a schedule", () => {
       "reminders.0.target.url",
     ],
     ["an unknown field", { colour: "blue" }, "(body)"],
+    ["a NUL in the payload", { payload: { note: "a\u0000b" } }, "payload"],
+    ["an unpaired surrogate in a payload key", { payload: { "\udc00": 1 } }, "payload"],
+    ["an unpaired surrogate in a payload value", { payload: ["ok", "\ud800"] }, "payload"],
+    [
+      "a NUL in a webhook secret",
+      {
+        reminders: [
+          {
+            key: "r1",
+            channel: "webhook",
+            target: { url: "https://example.com/h", secret: "a\u0000" },
+          },
+        ],
+      },
+      "reminders.0.target",
+    ],
+    ["a NUL in the source", { source: "cal\u0000" }, "source"],
   ])("API-1: 400 names the bad field for %s", async (_what, patch, field) => {
     const res = await post("/v1/schedules", { ...validBody, ...patch });
     expect(res.status).toBe(400);
