@@ -29,6 +29,7 @@ import type { Database, Queryable } from "../store/database.js";
 import {
   advanceWatermarks,
   insertPlannedDeliveries,
+  type DeliveryToInsert,
   lockSchedulesToPlan,
   quarantineSchedule,
   recordMisfire,
@@ -54,17 +55,8 @@ export interface PlanDeps {
   channels: ReadonlyMap<string, Channel>;
 }
 
-/** A delivery the planner wants to exist. */
-export interface PlannedDelivery {
-  key: string;
-  scheduleId: string;
-  reminderKey: string;
-  occurrenceAt: Date;
-  dueAt: Date;
-  channel: string;
-  onLostLease: "retry" | "in_doubt";
-  maxAttempts: number;
-}
+/** A delivery the planner wants to exist: the row {@link insertPlannedDeliveries} inserts. */
+export type PlannedDelivery = DeliveryToInsert;
 
 /** Result of planning one schedule over a window. */
 export interface SchedulePlan {
