@@ -6,6 +6,7 @@ import { Command, InvalidArgumentError, Option } from "commander";
 import { VERSION } from "../app/punctual.js";
 import { DELIVERY_STATE_VALUES, SCHEDULE_STATE_VALUES } from "../contracts/index.js";
 import { MAX_PREVIEW_COUNT } from "../recurrence/index.js";
+import { ENV_VARS } from "../config/env.js";
 import { LOG_LEVELS } from "../observability/logger.js";
 import { DRY_RUN_DAYS, runImport, type ImportFlags } from "./calendar.js";
 import { runPreview, runValidate, type PreviewFlags } from "./local.js";
@@ -71,6 +72,11 @@ const instant = (value: string): number => {
   return ms;
 };
 
+/** The scheduler's environment variables (lease, prefetch, concurrency, …), one per line. */
+const schedulerEnvHelp = (): string =>
+  ENV_VARS.filter((v) => v.path.startsWith("scheduler."))
+    .map((v) => `  ${v.name.padEnd(36)} ${v.help}\n`)
+    .join("");
 const example = (lines: string[]) => `\nExample:\n${lines.map((l) => `  $ ${l}`).join("\n")}\n`;
 
 /** Flags of commands that open the database. */
@@ -167,6 +173,7 @@ export function buildProgram(io: Io): Command {
         "  PUNCTUAL_API_KEY                     bearer token required on /v1/* and /metrics (16+ characters)\n" +
         "  PUNCTUAL_WEBHOOK_SECRET              default webhook signing secret (whsec_…)\n" +
         "  PUNCTUAL_ALLOW_PRIVATE_TARGETS=true  allow webhook targets on private/loopback addresses\n" +
+        schedulerEnvHelp() +
         example([
           "punctual start",
           "PUNCTUAL_API_KEY=$(openssl rand -hex 24) punctual start --host 0.0.0.0 --port 8080",
@@ -186,6 +193,8 @@ export function buildProgram(io: Io): Command {
     .addHelpText(
       "after",
       "\nEmbedded mode allows one process per data folder: extra workers need --database-url.\n" +
+        "\nEnvironment:\n" +
+        schedulerEnvHelp() +
         example(["DATABASE_URL=postgres://punctual@db:5432/punctual punctual worker"]),
     )
     .action((flags: DatabaseFlags) => runWorker(flags, io));

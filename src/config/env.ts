@@ -63,19 +63,19 @@ export const ENV_VARS: ReadonlyArray<{ name: string; path: string; kind: Kind; h
     name: "PUNCTUAL_SEND_TIMEOUT_MS",
     path: "scheduler.sendTimeoutMs",
     kind: "int",
-    help: "budget of one send, ms (default 30000)",
+    help: "budget of one send, ms; may exceed the lease (default 30000)",
   },
   {
     name: "PUNCTUAL_LEASE_MARGIN_MS",
     path: "scheduler.leaseMarginMs",
     kind: "int",
-    help: "no send starts with less lease left; an unrenewed send is aborted this long before its lease ends, ms (default 5000, at most a quarter of the lease)",
+    help: "lease safety margin before a send, ms (default 5000, ≤ lease/4)",
   },
   {
     name: "PUNCTUAL_PREFETCH",
     path: "scheduler.prefetch",
     kind: "int",
-    help: "claimed rows held beyond the send slots (default 100); a crash strands at most concurrency + prefetch",
+    help: "claimed rows held beyond the send slots (default 100)",
   },
   {
     name: "PUNCTUAL_POLL_MS",
