@@ -36,11 +36,6 @@ export function describeUrl(url: string): string {
   }
 }
 
-/** Sets `synchronous_commit = local` on a session whose server default is `off`. */
-export const DURABLE_COMMIT_SQL = `
-select set_config('synchronous_commit', 'local', false)
-where current_setting('synchronous_commit') = 'off'`;
-
 /** Opens a pool. Connections are made lazily; the first query proves reachability. */
 export function openPostgres(options: PostgresOptions): Database & { pool: pg.Pool } {
   const pool = new pg.Pool({
@@ -52,14 +47,6 @@ export function openPostgres(options: PostgresOptions): Database & { pool: pg.Po
     application_name: "punctual",
   });
   pool.on("error", (err) => options.onError?.(err));
-  // DEL-1 / DEL-2: a claim or settle the server acknowledged must survive its crash, or a
-  // restart can bring back rows that were already claimed or sent and send them again.
-  // A server configured with asynchronous commit gets durable local commits on our own
-  // sessions; any stronger setting (remote_write, remote_apply, on) is kept. The query is
-  // queued on the new connection before anything else runs on it.
-  pool.on("connect", (client) => {
-    client.query(DURABLE_COMMIT_SQL).catch((err: Error) => options.onError?.(err));
-  });
   let closed = false;
   const run = async <T>(
     client: pg.Pool | pg.PoolClient,

@@ -211,22 +211,6 @@ describe(`store on ${engine}: CHECK constraints refuse impossible delivery rows`
     expect(await rejection(insertDelivery(db, row))).toMatchObject({ code: "23514" });
   });
 
-  it.skipIf(engine !== "postgres")(
-    "DEL-1: commits are durable on punctual's sessions even when the server commits asynchronously (skipped on PGlite: one in-process session, no server setting)",
-    async () => {
-      const db = t().db;
-      // The test cluster runs with synchronous_commit = off; every pooled session overrides it.
-      const seen = new Set<string>();
-      for (let i = 0; i < 5; i++) {
-        const { rows } = await db.query<{ sc: string }>(
-          "select current_setting('synchronous_commit') as sc",
-        );
-        seen.add(rows[0]!.sc);
-      }
-      expect([...seen].every((v) => v !== "off")).toBe(true);
-    },
-  );
-
   it("DEL-1: one delivery key, one row (unique delivery key)", async () => {
     const { db } = t();
     const scheduleId = await insertSchedule(db);
