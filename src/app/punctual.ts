@@ -26,6 +26,7 @@ import type { RealignReport } from "../scheduler/realign.js";
 import { Scheduler } from "../scheduler/scheduler.js";
 import type { Database } from "../store/database.js";
 import { assertSchemaCurrent, migrate } from "../store/migrator.js";
+import { nonDurableSettings } from "../store/durability.js";
 import { initSetting, notifyWake } from "../store/operations.js";
 import { openPglite } from "../store/pglite.js";
 import { openPostgres } from "../store/postgres.js";
@@ -301,6 +302,22 @@ export async function openDatabase(config: PunctualConfig, logger: Logger): Prom
 }
 
 /**
+ * Warns at start when the server's settings let an acknowledged commit be lost in a crash
+ * of PostgreSQL (`fsync = off`, `synchronous_commit = off`): a forgotten claim or settle
+ * comes back claimable and is sent again. See docs/operations.md, "Durable commits".
+ */
+async function warnIfNotDurable(db: Database, logger: Logger): Promise<void> {
+  const settings = await nonDurableSettings(db);
+  if (settings.length === 0) return;
+  logger.warn(
+    { settings, database: db.description },
+    `commits are not durable (${settings.join(", ")}): after a crash of PostgreSQL, ` +
+      "claims and settles it acknowledged can be forgotten and their deliveries sent again; " +
+      "set fsync = on and synchronous_commit = on (docs/operations.md, Durable commits)",
+  );
+}
+
+/**
  * Builds a running-ready punctual: validates configuration (OPS-5), opens the database,
  * migrates it when embedded (or when `migrate: true`), refuses an unmigrated or newer
  * schema, and wires the channels. Call `start()` to run the scheduler loop.
@@ -319,6 +336,7 @@ export async function createPunctual(options: PunctualOptions = {}): Promise<Pun
       if (applied.length) logger.info({ applied, database: db.description }, "migrations applied");
     }
     await assertSchemaCurrent(db);
+    if (db.engine === "postgres") await warnIfNotDurable(db, logger);
     const secret = config.webhookSecret ?? (await sharedWebhookSecret(db, logger));
     const webhook = createWebhookChannel({
       secret,

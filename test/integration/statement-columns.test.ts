@@ -14,12 +14,13 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Database, QueryResult } from "../../src/store/database.js";
 import * as deliveries from "../../src/store/deliveries.js";
+import * as durability from "../../src/store/durability.js";
 import * as operations from "../../src/store/operations.js";
 import * as planning from "../../src/store/planning.js";
 import * as schedules from "../../src/store/schedules.js";
 import { openTestDatabase, type TestDatabase } from "../support/db.js";
 
-const MODULES = { deliveries, operations, planning, schedules } as const;
+const MODULES = { deliveries, durability, operations, planning, schedules } as const;
 
 const ID = "00000000-0000-4000-8000-000000000000";
 /** A valid schedule definition in statement order ($n … $n+13). */
@@ -51,6 +52,8 @@ const PARAMS: Record<string, readonly unknown[]> = {
   NEXT_WAKE_SQL: [null, ["log"]],
   RENEW_SQL: [null, "owner", 1_000, null, null],
   RELEASE_ORPHANS_SQL: [null, "owner", []],
+  // durability.ts
+  DURABILITY_SQL: [],
   // operations.ts
   HEARTBEAT_SQL: [null, "instance", "host", 1, "0.0.0", "test", null],
   INSTANCE_STOPPED_SQL: [null, "instance"],
