@@ -34,6 +34,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { until } from "../support/processes.js";
 
 const root = fileURLToPath(new URL("../../", import.meta.url));
 const guard = pathToFileURL(join(root, "test/support/loopback-only.mjs")).href;
@@ -254,6 +255,15 @@ describe.skipIf(engine !== "pglite")(
         });
         server?.on("exit", (code) => reject(new Error(`punctual start exited ${code}: ${stderr}`)));
       });
+      // Examples may read /readyz: wait for the first scheduler pass (an outcome, not a time).
+      await until(
+        async () => {
+          const res = await fetch(`${url}/readyz`).catch(() => null);
+          return res?.status === 200;
+        },
+        "the documentation server's first scheduler pass (/readyz 200)",
+        120_000,
+      );
       // The server ignores a bearer token when it requires none; examples may name one.
       env = { ...env, PUNCTUAL_URL: url, PUNCTUAL_API_KEY: "docs-example-key-not-required" };
     });
