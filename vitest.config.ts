@@ -31,7 +31,8 @@ export default defineConfig({
           include: ["test/integration/**/*.test.ts", "test/e2e/**/*.test.ts"],
           // Builds the PGlite templates once per run (test/support/db.ts loads them).
           globalSetup: ["test/global-setup.ts"],
-          // The end-to-end tests spawn a dozen CLI processes each (every one loads tsx).
+          // The end-to-end tests spawn a dozen CLI processes each (every one loads tsx);
+          // the documentation test builds the package and starts a server in its hook.
           testTimeout: 240_000,
           hookTimeout: 240_000,
         },

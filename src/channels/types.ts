@@ -21,7 +21,10 @@ export interface ChannelDelivery {
   dueAt: Date;
   /** Claim number of this try, 1-based; the same number fences the settle. */
   attempt: number;
-  /** True when sent after its due time by more than the grace of the misfire policy. */
+  /**
+   * True when the first attempt started more than 1 s after the due time (set at the first
+   * claim, or by the misfire sweep when it keeps a missed occurrence); a retry does not set it.
+   */
   late: boolean;
   /** The schedule's payload (any JSON). */
   payload: unknown;

@@ -1,7 +1,7 @@
 /**
  * Configuration from environment variables (the CLI layers its flags on top).
  * Every variable is listed in {@link ENV_VARS} with the option it sets, so `--help` and
- * docs/configuration.md name the same things.
+ * the README's configuration table name the same things.
  */
 import { ConfigError } from "../errors/index.js";
 import type { ConfigInput } from "./index.js";
