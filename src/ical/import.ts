@@ -697,7 +697,7 @@ class Importer {
   private buildSeries(master: ParsedEvent, overrides: ParsedEvent[]): void {
     const tz = master.tzid;
     const dateOnly = master.start.dateOnly;
-    const isInstance = this.instanceTest(master);
+    const isInstance = overrides.length === 0 ? null : this.instanceTest(master);
     const ridMemo = new Map<ParsedEvent, When>();
     const ridOf = (o: ParsedEvent): When => {
       const hit = ridMemo.get(o);
