@@ -361,13 +361,11 @@ function build(input: RecurrenceInput, mode: Mode): Recurrence {
   const tzid = input.tzid ?? "UTC";
   if (typeof tzid !== "string") invalid("tzid", "must be an IANA time zone name", tzid);
   let zone: Zone;
-  if (!mode.lenient && isOffsetZone(tzid)) {
+  if (isOffsetZone(tzid)) {
     // A fixed offset has no DST rules: "+01:00" is not Berlin in summer.
-    invalid(
-      "tzid",
-      "is a UTC offset, not a time zone: use an IANA name such as Europe/Berlin (or UTC)",
-      tzid,
-    );
+    const msg = "is a UTC offset, not a time zone: use an IANA name such as Europe/Berlin (or UTC)";
+    if (!mode.lenient) invalid("tzid", msg, tzid);
+    mode.warnings.push(`tzid: ${msg}; read as the fixed offset ${tzid}`);
   }
   try {
     zone = getZone(tzid);
