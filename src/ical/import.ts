@@ -4,7 +4,13 @@
  */
 import { createHash } from "node:crypto";
 import { ValidationError } from "../errors/index.js";
-import { parseOffset, toInstant, validateRule, type Recurrence } from "../recurrence/index.js";
+import {
+  isOffsetZone,
+  parseOffset,
+  toInstant,
+  validateRule,
+  type Recurrence,
+} from "../recurrence/index.js";
 import { prop, props, readComponents, unescapeText, type IcalComponent } from "./lexer.js";
 import type {
   CalendarImport,
@@ -111,6 +117,13 @@ function readOptions(options: IcalImportOptions): {
       value: options.source,
     });
   const defaultTzid = options.defaultTzid ?? "UTC";
+  if (typeof defaultTzid === "string" && isOffsetZone(defaultTzid)) {
+    throw new ValidationError({
+      field: "tzid",
+      message: "is a UTC offset, not a time zone: use an IANA name such as Europe/Berlin (or UTC)",
+      value: defaultTzid,
+    });
+  }
   try {
     toInstant("2000-01-01", defaultTzid);
   } catch {
@@ -533,7 +546,7 @@ class Importer {
     const rr = props(comp, "RRULE");
     if (rr.length > 1) this.warn("event(s) with more than one RRULE: only the first is used");
     const rawRule = rr[0]?.value.trim() ?? "";
-    if (rawRule !== "") rrule = this.tidyRule(rawRule, dateOnly, tzid);
+    if (rawRule !== "") rrule = this.tidyRule(rawRule, dateOnly, tzid, start.floating);
 
     const rdate = this.list(comp, "RDATE", dateOnly, tzid);
     const exdate = this.list(comp, "EXDATE", dateOnly, tzid);
@@ -579,7 +592,12 @@ class Importer {
     };
   }
 
-  private tidyRule(raw: string, dateOnly: boolean, tzid: string): string | null {
+  /**
+   * The RRULE in the engine's strict notation: parts trimmed and upper-cased, UNTIL of the
+   * same value type as DTSTART and, for a date-time series, in UTC (§3.3.10). A local UNTIL is
+   * read in the series' zone (with a warning when DTSTART was zoned, where the RFC wants UTC).
+   */
+  private tidyRule(raw: string, dateOnly: boolean, tzid: string, floating: boolean): string | null {
     const parts = raw
       .replace(/^RRULE:/i, "")
       .split(";")
@@ -603,6 +621,15 @@ class Importer {
       }
       if (!dateOnly && u.kind === "date") {
         const ms = this.instant(`${u.date}T23:59:59`, tzid, "RRULE UNTIL");
+        return `UNTIL=${compactLocal(isoZ(ms).slice(0, 19))}Z`;
+      }
+      if (!dateOnly && u.kind === "local") {
+        if (!floating) {
+          this.warn(
+            `event(s) whose RRULE UNTIL is a local time while DTSTART has a zone (RFC 5545 §3.3.10 wants UTC): UNTIL read in the event's zone`,
+          );
+        }
+        const ms = this.instant(u.local, tzid, "RRULE UNTIL");
         return `UNTIL=${compactLocal(isoZ(ms).slice(0, 19))}Z`;
       }
       return `${key}=${value.toUpperCase()}`;
@@ -670,8 +697,21 @@ class Importer {
   private buildSeries(master: ParsedEvent, overrides: ParsedEvent[]): void {
     const tz = master.tzid;
     const dateOnly = master.start.dateOnly;
-    const ridOf = (o: ParsedEvent): When =>
-      this.inSeries((o.rid as NonNullable<ParsedEvent["rid"]>).when, dateOnly, tz);
+    const isInstance = overrides.length === 0 ? null : this.instanceTest(master);
+    const ridMemo = new Map<ParsedEvent, When>();
+    const ridOf = (o: ParsedEvent): When => {
+      const hit = ridMemo.get(o);
+      if (hit !== undefined) return hit;
+      const rid = o.rid as NonNullable<ParsedEvent["rid"]>;
+      const w = this.overrideTarget(rid.when, dateOnly, tz, isInstance);
+      if (isInstance !== null && !isInstance(w.ms)) {
+        this.warn(
+          `event "${master.uid}" (line ${o.line}): RECURRENCE-ID ${rid.raw} names no instance of its series; the override is added as an extra occurrence`,
+        );
+      }
+      ridMemo.set(o, w);
+      return w;
+    };
     // Latest SEQUENCE wins among overrides of the same instance.
     const byRid = new Map<number, ParsedEvent>();
     for (const o of overrides) {
@@ -737,6 +777,56 @@ class Importer {
       const externalId = k === 0 ? master.uid : `${master.uid}#${head.rid?.raw}`;
       this.emit(head, part, externalId, k === 0 ? undefined : head.rid?.raw, recurrenceIds, master);
     }
+  }
+
+  /**
+   * Whether an instant is an instance of the series as written (DTSTART, RRULE, RDATE; before
+   * EXDATE), or null when the series cannot be expanded here (the check is then skipped).
+   */
+  private instanceTest(master: ParsedEvent): ((ms: number) => boolean) | null {
+    let rec: Recurrence;
+    try {
+      rec = validateRule({
+        dtstart: master.start.text,
+        tzid: master.tzid,
+        rrule: master.rrule,
+        rdate: master.rdate.map((w) => w.text),
+      });
+    } catch {
+      return null;
+    }
+    return (ms) => rec.between(ms, ms + 1, 1).length > 0;
+  }
+
+  /**
+   * The original instance an override's RECURRENCE-ID names (§3.8.4.4), in the series'
+   * notation. For an all-day series whose RECURRENCE-ID is a date-time (Exchange writes the
+   * local midnight of the day, `TZID=W. Europe Standard Time:20260226T000000`, others the
+   * same midnight in UTC), the DATE instance of that day: the day as written, else the
+   * nearest local midnight, whichever is an instance of the series.
+   */
+  private overrideTarget(
+    rid: When,
+    dateOnly: boolean,
+    tz: string,
+    isInstance: ((ms: number) => boolean) | null,
+  ): When {
+    const plain = this.inSeries(rid, dateOnly, tz);
+    if (!dateOnly || rid.dateOnly || isInstance === null || isInstance(plain.ms)) return plain;
+    const walls =
+      rid.floating || rid.tzid !== null
+        ? [rid.text]
+        : [wallOf(this.allDayHint, rid.ms), wallOf(tz, rid.ms), isoZ(rid.ms).slice(0, 19)];
+    const dates: string[] = [];
+    for (const wall of walls) {
+      // The wall time's own day, then the day of the nearest midnight.
+      dates.push(wall.slice(0, 10), addWallSeconds(wall, 12 * 3600).slice(0, 10));
+    }
+    for (const date of dates) {
+      const ms = this.instant(date, tz, "RECURRENCE-ID");
+      if (isInstance(ms)) return { text: date, ms, dateOnly: true, tzid: null, floating: false };
+    }
+    return plain;
   }
 
   /** Number of RRULE instances (before RDATE/EXDATE) of the master before each instant, for COUNT. */
@@ -1026,7 +1116,18 @@ class Importer {
     if (this.opts.useAlarms) {
       const recurring = part.rrule !== null || part.rdate.length > 0;
       owner.alarms.forEach((alarm, i) => {
-        for (const d of this.alarmOffsets(alarm, i, part, recurring, recurrence)) {
+        let durations: Duration[];
+        try {
+          durations = this.alarmOffsets(alarm, i, part, recurring, recurrence);
+        } catch (err) {
+          if (!(err instanceof EventError)) throw err;
+          // One bad VALARM costs only itself: the event and its other reminders stay.
+          this.warn(
+            `event "${owner.uid}" (line ${owner.line}): ${err.message}; that alarm skipped`,
+          );
+          return;
+        }
+        for (const d of durations) {
           const offset = formatOffset(d);
           if (offsets.has(offset)) continue;
           offsets.add(offset);

@@ -32,6 +32,8 @@ export interface Metrics {
   quarantined: Counter;
   /** Unbounded, non-perpetual series capped at the expansion limit (REC-5). */
   seriesTruncated: Counter;
+  /** Stored rules read with lenient repairs, once per schedule and rule per process (REC-3). */
+  ruleRepairs: Counter;
   /** Deliveries skipped by the misfire policy, by reason (stale, expired). */
   skipped: Counter<"reason">;
   /** Absolute difference between this process's clock and the database's, seconds. */
@@ -114,6 +116,11 @@ export function createMetrics(): Metrics {
     seriesTruncated: new Counter({
       name: "punctual_series_truncated_total",
       help: "Unbounded, non-perpetual series capped at the expansion limit.",
+      registers: r,
+    }),
+    ruleRepairs: new Counter({
+      name: "punctual_rule_repairs_total",
+      help: "Stored rules read with repairs (logged once per schedule and rule per process).",
       registers: r,
     }),
     skipped: new Counter({

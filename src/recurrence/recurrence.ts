@@ -16,7 +16,7 @@ import {
 } from "./expand.js";
 import { DAILY, parseRuleText, type RuleSpec } from "./rule.js";
 import type { DstPolicy, Occurrence, ParseResult, Recurrence, RecurrenceInput } from "./types.js";
-import { getZone, type Zone } from "./zone.js";
+import { getZone, isOffsetZone, type Zone } from "./zone.js";
 
 /** Default DST policy (REC-2): shift out of gaps, take the earlier instant of an overlap. */
 export const DEFAULT_DST_POLICY: Readonly<DstPolicy> = Object.freeze({
@@ -361,6 +361,12 @@ function build(input: RecurrenceInput, mode: Mode): Recurrence {
   const tzid = input.tzid ?? "UTC";
   if (typeof tzid !== "string") invalid("tzid", "must be an IANA time zone name", tzid);
   let zone: Zone;
+  if (isOffsetZone(tzid)) {
+    // A fixed offset has no DST rules: "+01:00" is not Berlin in summer.
+    const msg = "is a UTC offset, not a time zone: use an IANA name such as Europe/Berlin (or UTC)";
+    if (!mode.lenient) invalid("tzid", msg, tzid);
+    mode.warnings.push(`tzid: ${msg}; read as the fixed offset ${tzid}`);
+  }
   try {
     zone = getZone(tzid);
   } catch {
@@ -421,6 +427,11 @@ function build(input: RecurrenceInput, mode: Mode): Recurrence {
           : "must be a DATE-TIME when DTSTART is a date-time";
         if (!mode.lenient) invalid("rrule.UNTIL", `${msg} (RFC 5545 §3.3.10)`, input.rrule);
         mode.warnings.push(`rrule.UNTIL: ${msg}; read it as the end of that day`);
+      } else if (u.kind === "local" && (start.kind === "instant" || zone.id !== "UTC")) {
+        // §3.3.10: with a UTC or zoned DTSTART, UNTIL MUST be a UTC date-time.
+        const msg = "must be a UTC date-time (…Z) when DTSTART is in a time zone";
+        if (!mode.lenient) invalid("rrule.UNTIL", `${msg} (RFC 5545 §3.3.10)`, input.rrule);
+        mode.warnings.push(`rrule.UNTIL: ${msg}; read it in ${zone.id}`);
       }
       // A DATE UNTIL on a date-time series includes the whole day.
       const ms =

@@ -88,17 +88,15 @@ function parseInteger(
   max: number,
   allowZero = true,
 ): number {
-  if (!/^[+-]?\d{1,9}$/.test(text)) fail(part, "must be an integer", text);
+  const range =
+    min < 0 ? `must be between -${max} and ${max}, not 0` : `must be between ${min} and ${max}`;
+  if (!/^[+-]?\d+$/.test(text)) fail(part, `must be an integer ${range.slice(8)}`, text);
+  // Digits beyond any range are out of range, not "not an integer" (COUNT=1000000000).
+  if (text.replace(/^[+-]?0*/, "").length > 9) fail(part, range, text);
   const n = Number(text);
   const abs = Math.abs(n);
   if (!allowZero && n === 0) fail(part, "must not be 0", text);
-  if (min < 0 ? abs > max : n < min || n > max) {
-    fail(
-      part,
-      min < 0 ? `must be between -${max} and ${max}, not 0` : `must be between ${min} and ${max}`,
-      text,
-    );
-  }
+  if (min < 0 ? abs > max : n < min || n > max) fail(part, range, text);
   return n;
 }
 
@@ -119,7 +117,7 @@ function parseWeekday(part: string, text: string): number {
 function parseByDay(text: string): WeekdaySpec[] {
   const seen = new Map<string, WeekdaySpec>();
   for (const item of text.split(",")) {
-    const m = /^([+-]?\d{1,2})?([A-Za-z]{2})$/.exec(item);
+    const m = /^([+-]?\d+)?([A-Za-z]{2})$/.exec(item);
     if (m === null) fail("BYDAY", "must be a list of [±n]MO…SU", item);
     const weekday = parseWeekday("BYDAY", m[2] as string);
     const ordinal = m[1] === undefined ? 0 : Number(m[1]);

@@ -111,6 +111,15 @@ export class Zone {
 const zones = new Map<string, Zone>();
 
 /**
+ * Whether `tzid` is a UTC offset (`+05:00`, `-0800`, `+05`) rather than a zone name. Such
+ * offsets are read by {@link getZone} (stored rules keep working) but are refused from
+ * people: an offset has no DST rules, so a series in one drifts from local time.
+ */
+export function isOffsetZone(tzid: string): boolean {
+  return /^[+-]\d/.test(tzid);
+}
+
+/**
  * The zone for an IANA name (or a fixed offset such as `+05:30`), case-insensitive.
  * Throws `RangeError` for an unknown zone.
  */

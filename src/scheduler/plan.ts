@@ -55,6 +55,40 @@ export interface PlanDeps {
   channels: ReadonlyMap<string, Channel>;
 }
 
+/** Most (schedule, rule) pairs remembered per process as already logged for repairs. */
+const MAX_REPAIRS_REMEMBERED = 10_000;
+/** Per metrics registry (one per app): schedule id → the rule whose repairs were logged. */
+const repairsLogged = new WeakMap<Metrics, Map<string, string>>();
+
+/**
+ * REC-3: logs, once per schedule and stored rule (per process), the repairs `parseRule` made
+ * to read it (a duplicate UNTIL, a local UNTIL with a zoned DTSTART, …), at WARN with the
+ * schedule id, and counts it in `punctual_rule_repairs_total`. The rule is planned as
+ * repaired either way; logging again after a restart or an edit is intended.
+ */
+function logRepairs(
+  schedule: PlanScheduleRow,
+  warnings: readonly string[],
+  deps: Pick<PlanDeps, "logger" | "metrics">,
+): void {
+  if (warnings.length === 0) return;
+  let seen = repairsLogged.get(deps.metrics);
+  if (seen === undefined) {
+    seen = new Map();
+    repairsLogged.set(deps.metrics, seen);
+  }
+  const signature = JSON.stringify([schedule.dtstart, schedule.tzid, schedule.rrule, warnings]);
+  if (seen.get(schedule.id) === signature) return;
+  seen.delete(schedule.id);
+  if (seen.size >= MAX_REPAIRS_REMEMBERED) seen.delete(seen.keys().next().value as string);
+  seen.set(schedule.id, signature);
+  deps.metrics.ruleRepairs.inc();
+  deps.logger.warn(
+    { scheduleId: schedule.id, rrule: schedule.rrule, repairs: warnings.slice(0, 10) },
+    "stored rule read with repairs (strict validation would refuse it); planned as repaired",
+  );
+}
+
 /** A delivery the planner wants to exist: the row {@link insertPlannedDeliveries} inserts. */
 export type PlannedDelivery = DeliveryToInsert;
 
@@ -224,6 +258,7 @@ export async function planLocked(
         );
         continue;
       }
+      logRepairs(schedule, parsed.warnings, deps);
       const plan = planSchedule(
         schedule,
         parsed.recurrence,

@@ -312,7 +312,12 @@ describe("iCalendar import: malformed input", () => {
   const reason = (uid: string) => result.skipped.find((s) => s.uid === uid);
 
   it("API-5: one bad event is skipped with its UID, line and reason; the rest imports", () => {
-    expect(result.events.map((e) => e.uid).sort()).toEqual(["good-one", "lowercase-and-unclosed"]);
+    // An invalid VALARM costs only that alarm: the event keeps its `remind` reminder.
+    expect(result.events.map((e) => e.uid).sort()).toEqual([
+      "good-one",
+      "invalid-trigger",
+      "lowercase-and-unclosed",
+    ]);
     expect(reason("bad-rrule")).toMatchObject({ line: 12, reason: expect.stringMatching(/UNTL/) });
     expect(reason("end-before-start")).toMatchObject({
       line: 18,
@@ -320,7 +325,10 @@ describe("iCalendar import: malformed input", () => {
     });
     expect(reason("unknown-zone")?.reason).toMatch(/unknown time zone "Mars\/Olympus_Mons"/);
     expect(reason("negative-duration")?.reason).toMatch(/DURATION -PT1H is negative/);
-    expect(reason("invalid-trigger")?.reason).toMatch(/invalid trigger: "PT-2H"/);
+    expect(reason("invalid-trigger")).toBeUndefined();
+    expect(result.warnings.some((w) => /"invalid-trigger".*invalid trigger: "PT-2H"/.test(w))).toBe(
+      true,
+    );
     expect(reason("no-dtstart")?.reason).toBe("no DTSTART");
   });
 
