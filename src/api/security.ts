@@ -76,8 +76,9 @@ const forbidden = (c: Context, code: string, message: string) =>
 /**
  * DNS-rebinding protection: refuses a request whose `Host` names neither this server
  * (its listen address or a loopback name, with the port the request arrived on) nor an
- * entry of `allowedHosts`. Answers `403 HOST_NOT_ALLOWED`. A request without a `Host`
- * header (HTTP/1.0; no browser sends one) passes. Returns `null` when no check applies:
+ * entry of `allowedHosts`. Answers `403 HOST_NOT_ALLOWED`. A request on a socket without
+ * a `Host` header (HTTP/1.0; no browser sends one) passes; an in-process request
+ * (`app.request`) is judged by its URL. Returns `null` when no check applies:
  * an API key is configured and `allowedHosts` is empty, or `allowedHosts` holds `*`.
  */
 export function hostGuard(options: WebSafetyOptions): MiddlewareHandler | null {
@@ -97,9 +98,10 @@ export function hostGuard(options: WebSafetyOptions): MiddlewareHandler | null {
   if (listen && listen !== "0.0.0.0" && listen !== "[::]") own.add(listen);
 
   return async (c, next) => {
-    if (c.req.header("host") === undefined) return next();
-    const { name, port, host } = requestHost(c);
     const socket = socketOf(c);
+    // HTTP/1.0 without Host: the URL holds the listen address; no browser does this.
+    if (socket && c.req.header("host") === undefined) return next();
+    const { name, port, host } = requestHost(c);
     const local = socket?.localAddress ? normalizedName(socket.localAddress) : null;
     const arrivedOn = socket?.localPort;
     const ownName = own.has(name) || name === local;
