@@ -4,15 +4,18 @@
  *
  * | Error                                   | Status | Code                      |
  * | --------------------------------------- | ------ | ------------------------- |
- * | ValidationError                         | 400    | VALIDATION_FAILED (+ issues) |
+ * | ValidationError (also NUL / lone surrogate in any input text) | 400 | VALIDATION_FAILED (+ issues) |
  * | malformed JSON body                     | 400    | INVALID_JSON              |
  * | missing / wrong bearer token            | 401    | UNAUTHORIZED              |
+ * | Host not allowed (DNS rebinding)        | 403    | HOST_NOT_ALLOWED          |
+ * | cross-site write without an API key     | 403    | CROSS_SITE_REQUEST        |
+ * | webhook secret without key/local token  | 403    | SECRET_NEEDS_KEY          |
  * | NotFoundError, unknown route            | 404    | NOT_FOUND                 |
  * | known route, other method               | 405    | METHOD_NOT_ALLOWED        |
  * | ConflictError                           | 409    | CONFLICT                  |
  * | ConflictError STALE_VERSION             | 412    | STALE_VERSION             |
  * | body over `api.bodyLimitBytes`          | 413    | PAYLOAD_TOO_LARGE         |
- * | body not JSON                           | 415    | UNSUPPORTED_MEDIA_TYPE    |
+ * | body not JSON (import: not text/calendar) | 415  | UNSUPPORTED_MEDIA_TYPE    |
  * | ConflictError IDEMPOTENCY_KEY_REUSED    | 422    | IDEMPOTENCY_KEY_REUSED    |
  * | anything else                           | 500    | INTERNAL                  |
  */

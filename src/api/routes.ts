@@ -47,6 +47,9 @@ const secured = [{ bearerAuth: [] }];
 /** Errors any authenticated route can return. */
 const common = {
   401: error("Missing or wrong bearer token (when an API key is configured)"),
+  403: error(
+    "Refused by the web-safety checks (API-7): a Host that is not allowed (HOST_NOT_ALLOWED) or, without an API key, a write from another site (CROSS_SITE_REQUEST)",
+  ),
   500: error("Internal error"),
 };
 
@@ -250,8 +253,11 @@ export const previewRoute = createRoute({
   },
 });
 
-/** Media types `POST /v1/imports` accepts for the calendar. */
-export const IMPORT_MEDIA_TYPES = ["text/calendar", "text/plain", "application/octet-stream"];
+/**
+ * Media types `POST /v1/imports` accepts for the calendar: `text/calendar` only (API-7).
+ * `text/plain` would let any web page post a calendar without a CORS preflight.
+ */
+export const IMPORT_MEDIA_TYPES = ["text/calendar"];
 
 export const importRoute = createRoute({
   method: "post",
@@ -259,7 +265,7 @@ export const importRoute = createRoute({
   tags: ["imports"],
   summary: "Import an iCalendar file: one schedule per event UID (API-5, DEL-9, DEL-10)",
   description:
-    "The body is the calendar itself (`text/calendar`; `text/plain` and `application/octet-stream` are accepted too), options are query parameters. " +
+    "The body is the calendar itself, sent as `Content-Type: text/calendar` (any other type, or none, is 415), options are query parameters. " +
     "Re-importing the same file under the same `source` changes nothing; an edited file updates the changed schedules (their waiting deliveries realigned) and cancels the schedules of events gone from it. " +
     "An event that cannot be imported is listed in `skipped` with its UID, line and reason, and the rest imports; a body that is not iCalendar is refused (400, field `file`). " +
     "This route accepts bodies up to the import limit (20 MiB, or `api.bodyLimitBytes` when larger) instead of `api.bodyLimitBytes`. " +
@@ -327,6 +333,7 @@ export const metricsRoute = createRoute({
       content: { "text/plain": { schema: z.string() } },
     },
     401: common[401],
+    403: common[403],
   },
 });
 
@@ -338,12 +345,16 @@ export const webhookSecretRoute = createRoute({
     "The default webhook signing secret (CH-1), to verify signatures of targets without their own",
   description:
     "`source` is `configured` (PUNCTUAL_WEBHOOK_SECRET) or `generated` (created once and kept in the database). " +
-    "Guard it like any secret: on a non-loopback address the API requires PUNCTUAL_API_KEY.",
+    "Answered only with the API key, or, when no key is configured, with the local token `punctual start` writes in its data folder (what `punctual webhook-secret` on the same machine presents); otherwise 403 SECRET_NEEDS_KEY.",
+  security: secured,
   responses: {
     200: json(
       z.object({ secret: z.string(), source: z.enum(["configured", "generated"]) }),
       "The secret in use",
     ),
     ...common,
+    403: error(
+      "No API key is configured and the request did not present the local token (SECRET_NEEDS_KEY), or a web-safety refusal",
+    ),
   },
 });

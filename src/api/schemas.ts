@@ -40,7 +40,7 @@ export const errorBodySchema = z
       code: z
         .string()
         .describe(
-          "Stable code: VALIDATION_FAILED, INVALID_JSON, NOT_FOUND, CONFLICT, STALE_VERSION, IDEMPOTENCY_KEY_REUSED, UNAUTHORIZED, PAYLOAD_TOO_LARGE, METHOD_NOT_ALLOWED, …",
+          "Stable code: VALIDATION_FAILED, INVALID_JSON, NOT_FOUND, CONFLICT, STALE_VERSION, IDEMPOTENCY_KEY_REUSED, UNAUTHORIZED, HOST_NOT_ALLOWED, CROSS_SITE_REQUEST, SECRET_NEEDS_KEY, PAYLOAD_TOO_LARGE, METHOD_NOT_ALLOWED, …",
         ),
       message: z.string(),
       issues: z.array(fieldIssueSchema).optional(),

@@ -6,10 +6,13 @@
  * - Every 4xx/5xx body is `{ error: { code, message, issues? } }` (`./errors.ts`).
  * - With `config.api.apiKey` set, `/v1/*` and `/metrics` require
  *   `Authorization: Bearer <key>`; `/healthz`, `/readyz` and `/openapi.json` stay open.
+ * - Web safety (API-7, `./security.ts`): the Host check against DNS rebinding, cross-site
+ *   writes refused without a key, the webhook secret only with a key or the local token.
+ * - No text PostgreSQL cannot store (NUL, lone surrogate) gets past validation: query
+ *   parameters, the path and the headers stored are checked here, bodies by their schemas.
  * - Bodies larger than `config.api.bodyLimitBytes` are refused with 413 before parsing;
  *   `POST /v1/imports` has its own, larger limit ({@link importBodyLimit}).
  */
-import { createHash, timingSafeEqual } from "node:crypto";
 import type { Server as HttpServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { createAdaptorServer } from "@hono/node-server";
@@ -23,7 +26,9 @@ import { VERSION } from "../app/punctual.js";
 import { NotFoundError, ValidationError, type FieldIssue } from "../errors/index.js";
 import { DEFAULT_MAX_BYTES } from "../ical/index.js";
 import { preview, validateRule, type DstPolicy } from "../recurrence/index.js";
+import { isUnstorableText } from "../contracts/index.js";
 import { errorBody, issuesFromZod, toErrorReply } from "./errors.js";
+import { bearerToken, crossSiteGuard, hostGuard, secretGuard, tokenMatches } from "./security.js";
 import {
   cancelScheduleRoute,
   createScheduleRoute,
@@ -54,24 +59,30 @@ export type PunctualApi = OpenAPIHono;
 /** Path of the generated OpenAPI document. */
 export const OPENAPI_PATH = "/openapi.json";
 
-const sha256 = (text: string): Buffer => createHash("sha256").update(text, "utf8").digest();
+/** Options of {@link createApi}. */
+export interface ApiOptions {
+  /**
+   * The local token (API-7): without an API key, `GET /v1/webhook-secret` answers only a
+   * request presenting it as `Authorization: Bearer <token>`. `punctual start` generates
+   * one per run and writes it, readable by its user only, in the data folder, where
+   * `punctual webhook-secret` on the same machine reads it. Unset: the route needs a key.
+   */
+  localToken?: string;
+}
 
 /**
  * Bearer-token check (API-2). Both sides are hashed first so the comparison is
  * constant-time whatever the token's length. The token is never logged.
  */
 function bearerAuth(apiKey: string): MiddlewareHandler {
-  const expected = sha256(apiKey);
   return async (c, next) => {
-    const header = c.req.header("authorization") ?? "";
-    const match = /^Bearer[ ]+(.+)$/i.exec(header.trim());
-    const given = match?.[1] ? sha256(match[1]) : null;
-    if (!given || !timingSafeEqual(given, expected)) {
+    const given = bearerToken(c);
+    if (!tokenMatches(given, apiKey)) {
       c.header("WWW-Authenticate", 'Bearer realm="punctual"');
       return c.json(
         errorBody(
           "UNAUTHORIZED",
-          match ? "Wrong API key." : "Send the API key as `Authorization: Bearer <key>`.",
+          given ? "Wrong API key." : "Send the API key as `Authorization: Bearer <key>`.",
         ),
         401,
       );
@@ -79,6 +90,31 @@ function bearerAuth(apiKey: string): MiddlewareHandler {
     await next();
   };
 }
+
+/** Headers whose value is stored or echoed, checked for unstorable text. */
+const CHECKED_HEADERS = ["idempotency-key", "if-match"];
+
+/**
+ * API-7: refuses, with a 400 naming the field, a query parameter (name or value), a path
+ * or a stored header that holds a NUL or a lone surrogate, before any route reads it.
+ */
+const storableTextGuard: MiddlewareHandler = async (c, next) => {
+  const issues: FieldIssue[] = [];
+  const message = "must not contain NUL characters or unpaired UTF-16 surrogates";
+  if (isUnstorableText(c.req.path)) issues.push({ field: "path", message });
+  for (const [name, values] of Object.entries(c.req.queries())) {
+    if (isUnstorableText(name)) issues.push({ field: "(query)", message: `a name ${message}` });
+    else if (values.some(isUnstorableText)) issues.push({ field: name, message });
+  }
+  for (const name of CHECKED_HEADERS) {
+    const value = c.req.header(name);
+    if (value !== undefined && isUnstorableText(value)) {
+      issues.push({ field: name === "if-match" ? "If-Match" : "Idempotency-Key", message });
+    }
+  }
+  if (issues.length > 0) throw new ValidationError(issues);
+  await next();
+};
 
 /** The version in an `If-Match` header: `"3"`, `W/"3"` or `3`; `*` or none means any. */
 function ifMatchVersion(header: string | undefined): number | undefined {
@@ -144,7 +180,7 @@ function patternToRegExp(path: string): RegExp {
     .split("/")
     .map((part) => (part.startsWith(":") ? "[^/]+" : part.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")))
     .join("/");
-  return new RegExp(`^${escaped}/?$`);
+  return new RegExp(`^${escaped}$`);
 }
 
 /** Path of the iCalendar import route. */
@@ -268,25 +304,34 @@ function serialiser(): <T>(key: string, task: () => Promise<T>) => Promise<T> {
 }
 
 /**
- * Rejects a request whose query failed its schema, naming unknown parameters one by one
- * (`remnd: unknown query parameter`) rather than as a whole.
+ * The field issues of a request part that failed its schema. For the query, unknown
+ * parameters are named one by one (`remnd: unknown query parameter`) rather than as
+ * `(body)`; `input` (the validated part) lets issues quote short values.
  */
-function queryFailed(result: { success: boolean; error?: z.ZodError }): undefined {
-  if (result.success || !result.error) return undefined;
-  const issues = result.error.issues.flatMap((issue): FieldIssue[] =>
+function requestIssues(error: z.ZodError, target: string, input?: unknown): FieldIssue[] {
+  if (target !== "query") return issuesFromZod(error, "", input);
+  return error.issues.flatMap((issue): FieldIssue[] =>
     issue.code === "unrecognized_keys" && issue.path.length === 0
       ? issue.keys.map((key) => ({ field: key, message: "unknown query parameter" }))
-      : issuesFromZod(new ZodError([issue])),
+      : issuesFromZod(new ZodError([issue]), "", input),
   );
-  throw new ValidationError(issues);
+}
+
+/** Rejects a request whose query failed its schema ({@link requestIssues}). */
+function queryFailed(result: { success: boolean; error?: z.ZodError }): undefined {
+  if (result.success || !result.error) return undefined;
+  const { target, data } = result as { target?: string; data?: unknown };
+  throw new ValidationError(requestIssues(result.error, target ?? "query", data));
 }
 
 /**
  * Builds the HTTP API over a running (or not yet started) punctual. Mount it with
- * {@link serveApi}, or call `app.request()` in tests.
+ * {@link serveApi}, or call `app.request()` in tests. The Host check uses
+ * `config.api.host` and `config.api.allowedHosts` (see `./security.ts`).
  */
-export function createApi(punctual: Punctual): PunctualApi {
+export function createApi(punctual: Punctual, options: ApiOptions = {}): PunctualApi {
   const { config } = punctual;
+  const keyed = config.api.apiKey !== undefined;
   const log = punctual.logger.child({ component: "api" });
 
   const app = new OpenAPIHono({
@@ -294,9 +339,8 @@ export function createApi(punctual: Punctual): PunctualApi {
     defaultHook: (result) => {
       if (!result.success) {
         // The hook's result carries the input it validated: issues can name the values.
-        throw new ValidationError(
-          issuesFromZod(result.error, "", (result as { data?: unknown }).data),
-        );
+        const { target, data } = result as { target?: string; data?: unknown };
+        throw new ValidationError(requestIssues(result.error, target ?? "", data));
       }
     },
   });
@@ -308,18 +352,30 @@ export function createApi(punctual: Punctual): PunctualApi {
     return c.json(reply.body, reply.status);
   });
 
+  const methodsOn = (path: string): string[] => [
+    ...new Set(
+      app.routes
+        .filter((r) => r.method !== "ALL" && patternToRegExp(r.path).test(path))
+        .map((r) => r.method),
+    ),
+  ];
+
   app.notFound((c) => {
-    const allowed = app.routes
-      .filter((r) => r.method !== "ALL" && patternToRegExp(r.path).test(c.req.path))
-      .map((r) => r.method);
+    const allowed = methodsOn(c.req.path);
     if (allowed.length > 0) {
-      c.header("Allow", [...new Set(allowed)].join(", "));
+      c.header("Allow", allowed.join(", "));
       return c.json(
         errorBody("METHOD_NOT_ALLOWED", `${c.req.method} is not allowed on ${c.req.path}`),
         405,
       );
     }
-    return c.json(errorBody("NOT_FOUND", `No route ${c.req.method} ${c.req.path}`), 404);
+    // A trailing slash names no route (`/metrics/` is not `/metrics`): 404, with a hint.
+    const trimmed = c.req.path.replace(/\/+$/, "");
+    const hint =
+      trimmed !== c.req.path && trimmed !== "" && methodsOn(trimmed).includes(c.req.method)
+        ? ` (did you mean ${trimmed}?)`
+        : "";
+    return c.json(errorBody("NOT_FOUND", `No route ${c.req.method} ${c.req.path}${hint}`), 404);
   });
 
   // Request log at debug level: method, path (no query, no headers), status, duration.
@@ -336,6 +392,16 @@ export function createApi(punctual: Punctual): PunctualApi {
       "request",
     );
   });
+
+  // API-7: DNS rebinding, then cross-site writes (without a key), before anything else.
+  const hosts = hostGuard({
+    keyed,
+    listenHost: config.api.host,
+    allowedHosts: config.api.allowedHosts,
+  });
+  if (hosts) app.use("*", hosts);
+  if (!keyed) app.use("*", crossSiteGuard());
+  app.use("*", storableTextGuard);
 
   const limit = (maxSize: number, what: string): MiddlewareHandler =>
     bodyLimit({
@@ -356,6 +422,7 @@ export function createApi(punctual: Punctual): PunctualApi {
     app.use("/v1/*", auth);
     app.use("/metrics", auth);
   }
+  app.use(webhookSecretRoute.path, secretGuard({ keyed, localToken: options.localToken }));
 
   app.openAPIRegistry.registerComponent("securitySchemes", "bearerAuth", {
     type: "http",
@@ -458,12 +525,15 @@ export function createApi(punctual: Punctual): PunctualApi {
   app.openapi(
     importRoute,
     async (c) => {
+      // API-7: only text/calendar, never a type a web page may send without a preflight
+      // (text/plain, forms) nor none at all.
       const contentType = c.req.header("content-type");
-      if (contentType !== undefined && !IMPORT_MEDIA_TYPES.includes(mediaTypeOf(contentType))) {
+      const mediaType = contentType === undefined ? "" : mediaTypeOf(contentType);
+      if (!IMPORT_MEDIA_TYPES.includes(mediaType)) {
         return c.json(
           errorBody(
             "UNSUPPORTED_MEDIA_TYPE",
-            `Send the calendar as the body with Content-Type: ${IMPORT_MEDIA_TYPES.join(", ")} (got ${mediaTypeOf(contentType) || "none"}).`,
+            `Send the calendar as the body with Content-Type: ${IMPORT_MEDIA_TYPES.join(", ")} (got ${mediaType || "none"}).`,
           ),
           415,
         );

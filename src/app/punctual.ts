@@ -20,7 +20,7 @@ import type {
   createScheduleSchema,
 } from "../contracts/index.js";
 import { PunctualError } from "../errors/index.js";
-import { createLogger, type Logger } from "../observability/logger.js";
+import { createLogger, safeLogger, type Logger } from "../observability/logger.js";
 import { createMetrics, type Metrics } from "../observability/metrics.js";
 import type { RealignReport } from "../scheduler/realign.js";
 import { Scheduler } from "../scheduler/scheduler.js";
@@ -326,7 +326,8 @@ async function warnIfNotDurable(db: Database, logger: Logger): Promise<void> {
 export async function createPunctual(options: PunctualOptions = {}): Promise<Punctual> {
   const { database, channels: extra, clock, logger: givenLogger, role, ...configInput } = options;
   const config = resolveConfig(configInput);
-  const logger = givenLogger ?? createLogger({ level: config.logLevel });
+  // API-7: a logger the caller brought gets punctual's redaction too.
+  const logger = givenLogger ? safeLogger(givenLogger) : createLogger({ level: config.logLevel });
   const closers: Array<() => Promise<void> | void> = [];
   const db = database ?? (await openDatabase(config, logger));
   if (!database) closers.push(() => db.close());

@@ -282,11 +282,26 @@ export function buildProgram(io: Io): Command {
     program
       .command("webhook-secret")
       .description(
-        "Print the default webhook signing secret (whsec_…) the server signs with, to verify webhook-signature headers.",
+        "Print the default webhook signing secret (whsec_…) the server signs with, to verify webhook-signature headers. " +
+          "Without PUNCTUAL_API_KEY it works only on the server's machine: it presents the local token `start` wrote in the data folder.",
+      )
+      .addOption(
+        new Option(
+          "--data-dir <path>",
+          "data folder of the running `punctual start` (holds its local token)",
+        )
+          .env("PUNCTUAL_DATA_DIR")
+          .default("./punctual-data"),
       ),
   )
-    .addHelpText("after", example(["punctual webhook-secret", "punctual webhook-secret --json"]))
-    .action((flags: RemoteFlags) => webhookSecret(flags, io));
+    .addHelpText(
+      "after",
+      example([
+        "punctual webhook-secret",
+        "punctual webhook-secret --data-dir /var/lib/punctual --json",
+      ]),
+    )
+    .action((flags: RemoteFlags & { dataDir: string }) => webhookSecret(flags, io));
 
   // --- recurrence (local, no server) ---------------------------------------------------
 

@@ -12,6 +12,7 @@ import type {
 import { ApiClient } from "./client.js";
 import { CliError, EXIT_FAILURE } from "./errors.js";
 import { cellText, jsonText, keyValues, table, type Column } from "./format.js";
+import { localTokenPath, readLocalToken } from "./local-token.js";
 import type { Io } from "./run.js";
 
 /** Flags every remote command takes. */
@@ -446,9 +447,32 @@ export async function healthcheckHttp(flags: RemoteFlags, io: Io): Promise<numbe
   return EXIT_FAILURE;
 }
 
-/** `punctual webhook-secret`: the default signing secret of the running server. */
-export async function webhookSecret(flags: RemoteFlags, io: Io): Promise<void> {
-  const s = await clientFor(flags).get<{ secret: string; source: string }>("/v1/webhook-secret");
+/**
+ * `punctual webhook-secret`: the default signing secret of the running server (API-7).
+ * With PUNCTUAL_API_KEY set the key authenticates, from anywhere. Without it, the local
+ * token that `punctual start` wrote in its data folder (`--data-dir`) does: so only a
+ * user of the server's machine who can read that folder gets the secret.
+ * @throws CliError when there is neither a key nor a token file.
+ */
+export async function webhookSecret(
+  flags: RemoteFlags & { dataDir: string },
+  io: Io,
+  env = process.env,
+): Promise<void> {
+  let client = clientFor(flags, env);
+  if (!env.PUNCTUAL_API_KEY) {
+    const token = await readLocalToken(flags.dataDir);
+    if (token === null) {
+      throw new CliError(
+        `No PUNCTUAL_API_KEY and no local token in ${localTokenPath(flags.dataDir)}. ` +
+          "Run this on the machine where `punctual start` runs, with its --data-dir / PUNCTUAL_DATA_DIR, " +
+          "or set PUNCTUAL_API_KEY to the server's key.",
+        EXIT_FAILURE,
+      );
+    }
+    client = new ApiClient({ url: flags.url, apiKey: token });
+  }
+  const s = await client.get<{ secret: string; source: string }>("/v1/webhook-secret");
   if (flags.json) return io.out(jsonText(s));
   io.out(`${s.secret}\n`);
   io.err(

@@ -12,6 +12,7 @@ import type { Database } from "../store/database.js";
 import { migrate, schemaVersion } from "../store/migrator.js";
 import { listInstances, type InstanceRow } from "../store/operations.js";
 import { createLogger, silentLogger, type LogLevel } from "../observability/logger.js";
+import { removeLocalToken, writeLocalToken } from "./local-token.js";
 import { CliError, EXIT_FAILURE, EXIT_STARTUP, reportError } from "./errors.js";
 import { jsonText, table } from "./format.js";
 
@@ -116,15 +117,42 @@ export async function runStart(flags: StartFlags, io: Io, env = process.env): Pr
       EXIT_STARTUP,
     );
   }
+  // API-7: extra Host names come from the environment like the key (flags set host/port).
+  const allowedHosts = configFromEnv(env).api?.allowedHosts;
   const punctual = await createPunctual({
     ...configFromFlags(flags, env),
-    api: { host: flags.host, port: flags.port, ...(apiKey ? { apiKey } : {}) },
+    api: {
+      host: flags.host,
+      port: flags.port,
+      ...(apiKey ? { apiKey } : {}),
+      ...(allowedHosts ? { allowedHosts } : {}),
+    },
     role: "start",
   });
+  // API-7: without a key, the webhook secret is served only to `punctual webhook-secret`
+  // on this machine, which reads this token from the data folder.
+  let localToken: string | undefined;
+  if (!apiKey) {
+    try {
+      localToken = await writeLocalToken(flags.dataDir);
+    } catch (err) {
+      punctual.logger.warn(
+        { err, dataDir: flags.dataDir },
+        "could not write the local API token: `punctual webhook-secret` needs PUNCTUAL_API_KEY",
+      );
+    }
+  }
+  const dropToken = async () => {
+    if (localToken) await removeLocalToken(flags.dataDir, localToken).catch(() => undefined);
+  };
   let served: ServedApi;
   try {
-    served = await serveApi(createApi(punctual), { host: flags.host, port: flags.port });
+    served = await serveApi(createApi(punctual, localToken ? { localToken } : {}), {
+      host: flags.host,
+      port: flags.port,
+    });
   } catch (err) {
+    await dropToken();
     await punctual.close(0);
     const code = (err as NodeJS.ErrnoException).code;
     if (code === "EADDRINUSE" || code === "EACCES" || code === "EADDRNOTAVAIL") {
@@ -146,6 +174,7 @@ export async function runStart(flags: StartFlags, io: Io, env = process.env): Pr
   );
   exitOnSignals(punctual, io, async () => {
     await served.close();
+    await dropToken();
     await punctual.close();
   });
 }

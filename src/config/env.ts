@@ -6,7 +6,7 @@
 import { ConfigError } from "../errors/index.js";
 import type { ConfigInput } from "./index.js";
 
-type Kind = "string" | "int" | "bool";
+type Kind = "string" | "int" | "bool" | "list";
 
 /** Environment variable → configuration path, kind and meaning. */
 export const ENV_VARS: ReadonlyArray<{ name: string; path: string; kind: Kind; help: string }> = [
@@ -52,6 +52,12 @@ export const ENV_VARS: ReadonlyArray<{ name: string; path: string; kind: Kind; h
     path: "api.apiKey",
     kind: "string",
     help: "bearer token required by the API",
+  },
+  {
+    name: "PUNCTUAL_ALLOWED_HOSTS",
+    path: "api.allowedHosts",
+    kind: "list",
+    help: "extra Host names the API answers, comma-separated (name or name:port; * = any)",
   },
   {
     name: "PUNCTUAL_LEASE_MS",
@@ -146,6 +152,11 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): ConfigInput
         throw new ConfigError(`${v.name} must be true or false (got "${raw}")`);
       }
       value = ["true", "1", "yes"].includes(b);
+    } else if (v.kind === "list") {
+      value = raw
+        .split(",")
+        .map((item) => item.trim())
+        .filter((item) => item !== "");
     }
     setPath(out, v.path, value);
   }

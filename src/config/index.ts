@@ -92,9 +92,25 @@ export const configSchema = z
         apiKey: z.string().min(16).optional(),
         /** Largest request body, bytes. Default 1 MiB. */
         bodyLimitBytes: z.number().int().min(1_024).default(1_048_576),
+        /**
+         * Extra names the API answers in the `Host` header (API-7): `name` (any port) or
+         * `name:port`; `*` turns the check off. Without an API key the listen address and
+         * loopback names are always allowed and nothing else by default; with a key, no
+         * Host check runs unless this lists names. Default none.
+         */
+        allowedHosts: z
+          .array(
+            z
+              .string()
+              .min(1)
+              .max(260)
+              .regex(/^(\*|[^\s/,]+)$/, "must be a host name, name:port, or *"),
+          )
+          .max(100)
+          .default([]),
       })
       .strict()
-      .default({ host: "127.0.0.1", port: 8080, bodyLimitBytes: 1_048_576 }),
+      .default({ host: "127.0.0.1", port: 8080, bodyLimitBytes: 1_048_576, allowedHosts: [] }),
     scheduler: schedulerOptionsSchema.default(schedulerOptionsSchema.parse({})),
   })
   .strict();

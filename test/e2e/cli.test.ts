@@ -241,6 +241,27 @@ describe("API-3 start, schedules, deliveries, shutdown", () => {
       expect(JSON.parse(status.stdout)).toMatchObject({ ready: true });
     });
 
+    it("API-7: webhook-secret works on the server's machine through the local token; a request without it is 403", async () => {
+      const plain = await fetch(`${url}/v1/webhook-secret`);
+      expect(plain.status).toBe(403);
+      const secret = await cli([
+        "webhook-secret",
+        "--url",
+        url,
+        "--data-dir",
+        join(dir, "data"),
+        "--json",
+      ]);
+      expect(secret.code).toBe(0);
+      expect(JSON.parse(secret.stdout)).toMatchObject({
+        secret: expect.stringMatching(/^whsec_/),
+        source: "generated",
+      });
+      const elsewhere = await cli(["webhook-secret", "--url", url, "--data-dir", join(dir, "x")]);
+      expect(elsewhere.code).toBe(1);
+      expect(elsewhere.stderr).toContain("PUNCTUAL_API_KEY");
+    });
+
     it("OPS-6: SIGTERM exits 0, and healthcheck then fails", async () => {
       expect(server).not.toBeNull();
       server!.kill("SIGTERM");

@@ -446,11 +446,15 @@ describe("API-5 refusals: strict with people, lenient with files", () => {
     expect(await fieldsOf(res)).toEqual(fields);
   });
 
-  it("API-5: text/plain and application/octet-stream are accepted; JSON is 415", async () => {
+  it("API-5, API-7: text/calendar with a charset is accepted; text/plain and application/octet-stream are 415, as JSON is", async () => {
     const query = { ...teamOptions, source: "media", dryRun: "true" };
+    const ok = await importRequest(read("team-v1.ics"), query, {
+      "content-type": "Text/Calendar; charset=utf-8",
+    });
+    expect(ok.status).toBe(200);
     for (const type of ["text/plain; charset=utf-8", "application/octet-stream"]) {
       const res = await importRequest(read("team-v1.ics"), query, { "content-type": type });
-      expect(res.status).toBe(200);
+      expect(res.status).toBe(415);
     }
     const json = await importRequest(read("team-v1.ics"), query, {
       "content-type": "application/json",

@@ -139,7 +139,10 @@ describe("OPS-3 metrics and status", () => {
 
 describe("CH-1 default signing secret", () => {
   it("CH-1: the generated secret is kept in the database, shared by every process, and readable with the key", async () => {
-    const res = await openApp.request("/v1/webhook-secret");
+    const local = createApi(open, { localToken: "local-token-for-the-cli" });
+    const res = await local.request("/v1/webhook-secret", {
+      headers: { authorization: "Bearer local-token-for-the-cli" },
+    });
     expect(res.status).toBe(200);
     const body = (await res.json()) as { secret: string; source: string };
     expect(body.source).toBe("generated");
@@ -147,5 +150,9 @@ describe("CH-1 default signing secret", () => {
     // The second facade on the same database signs with the same secret.
     expect(secured.webhookSecret.secret).toBe(body.secret);
     expect((await securedApp.request("/v1/webhook-secret")).status).toBe(401);
+    const keyed = await securedApp.request("/v1/webhook-secret", {
+      headers: { authorization: `Bearer ${API_KEY}` },
+    });
+    expect(((await keyed.json()) as { secret: string }).secret).toBe(body.secret);
   });
 });
