@@ -2,8 +2,7 @@
  * The outcome decision (DEL-4, DEL-5, DEL-13): what one send's result means for its
  * delivery. One pure function, table-tested (test/unit/scheduler/outcome.test.ts): the send
  * result, the row's attempt and deferral budgets and lost-lease policy, and the retry
- * policy go in; the next
- * state, its time, the reason and what to log come out. Nothing here reads a clock or a
+ * policy go in; the next state, its time, the reason and what to log come out. Nothing here reads a clock or a
  * database; the executor passes "now" (database clock, ms) in.
  */
 import { backoffMs } from "../domain/index.js";

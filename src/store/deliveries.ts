@@ -224,11 +224,12 @@ export interface SettleInput {
  * indexes on the table (dropped in 0003), settled at ~0.3 ms per row; this form at about
  * two thirds of that.
  *
- * DEL-13: a Retry-After deferral adds to `deferrals`, not to `failures`; `attempt` is
- * left as the claim made it, so the fence stays a number no later claim reuses (a
- * deferral that gave its attempt back would let a stale settle of the deferred claim
- * land on the next claim of the same owner). `first_attempt_at` keeps the first try's
- * start: the deferral budget's age counts from it.
+ * DEL-13: a Retry-After deferral adds to `deferrals`, not to `failures`, and leaves
+ * `attempt` as the claim made it (attempts spent = `attempt − deferrals`): a try that was
+ * sent keeps its fence number, so a stale settle of the deferred claim (a retried settle
+ * whose reply was lost) cannot land on the next claim of the same owner, as it would if
+ * the deferral gave its attempt back (test/integration/fences.test.ts).
+ * `first_attempt_at` keeps the first try's start: the deferral budget's age counts from it.
  */
 export const SETTLE_SQL = `
 with input as (
