@@ -137,6 +137,7 @@ export const deliveryViewSchema = z
     attempt: z.number().int(),
     failures: z.number().int(),
     maxAttempts: z.number().int(),
+    deferrals: z.number().int(),
     channel: z.string(),
     leaseOwner: z.string().nullable(),
     leaseExpiresAt: z.string().nullable(),

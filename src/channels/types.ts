@@ -19,7 +19,10 @@ export interface ChannelDelivery {
   occurrenceAt: Date;
   /** When the reminder was due (occurrence + offset, after quiet-hour deferral). */
   dueAt: Date;
-  /** Claim number of this try, 1-based; the same number fences the settle. */
+  /**
+   * The attempt this try spends, 1-based (at most the reminder's `maxAttempts`). A try after
+   * a Retry-After deferral repeats the number: a deferral spends no attempt (DEL-13).
+   */
   attempt: number;
   /**
    * True when the first attempt started more than 1 s after the due time (set at the first

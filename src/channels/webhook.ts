@@ -446,7 +446,9 @@ function classifyStatus(
   if (status === 429 || status === 503) {
     const retryAfterMs = parseRetryAfter(headerValue(headers, "retry-after"));
     if (retryAfterMs !== null)
-      return new RateLimitedError(`${detail} (retry after ${retryAfterMs} ms)`, retryAfterMs);
+      return new RateLimitedError(`${detail} (retry after ${retryAfterMs} ms)`, retryAfterMs, {
+        status,
+      });
     return new TransientError(detail, { code: "HTTP_RETRYABLE" });
   }
   if (status === 408 || (status >= 500 && status <= 599)) {

@@ -96,7 +96,11 @@ function deliveryText(d: DeliveryView & { attempts?: AttemptView[] }): string {
     ["occurrenceAt", d.occurrenceAt],
     ["dueAt", d.dueAt],
     ["runAt", d.runAt],
-    ["attempt", `${d.attempt} of ${d.maxAttempts} (${d.failures} failed)`],
+    [
+      "attempt",
+      `${d.attempt} of ${d.maxAttempts} (${d.failures} failed` +
+        (d.deferrals ? `, ${d.deferrals} deferred by Retry-After)` : ")"),
+    ],
     ["late", d.late],
     ["lease", d.leaseOwner ? `${d.leaseOwner} until ${cellText(d.leaseExpiresAt)}` : null],
     ["sentAt", d.sentAt],

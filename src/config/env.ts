@@ -102,6 +102,24 @@ export const ENV_VARS: ReadonlyArray<{ name: string; path: string; kind: Kind; h
     help: "attempts before dead (default 5)",
   },
   {
+    name: "PUNCTUAL_RATE_LIMIT_MAX_DEFERRALS",
+    path: "scheduler.rateLimitMaxDeferrals",
+    kind: "int",
+    help: "Retry-After deferrals before dead RATE_LIMITED (default 20)",
+  },
+  {
+    name: "PUNCTUAL_RATE_LIMIT_MAX_AGE_MS",
+    path: "scheduler.rateLimitMaxAgeMs",
+    kind: "int",
+    help: "longest deferral by Retry-After since the first try, ms (default 86400000)",
+  },
+  {
+    name: "PUNCTUAL_RATE_LIMIT_MAX_DELAY_MS",
+    path: "scheduler.rateLimitMaxDelayMs",
+    kind: "int",
+    help: "longest Retry-After honoured, ms (default 3600000)",
+  },
+  {
     name: "PUNCTUAL_PLAN_AHEAD_MS",
     path: "scheduler.planAheadMs",
     kind: "int",

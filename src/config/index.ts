@@ -48,6 +48,19 @@ export const schedulerOptionsSchema = z
     backoffBaseMs: ms(1_000, 1),
     /** Longest retry delay, ms (DEL-4: 1 hour). */
     backoffCapMs: ms(3_600_000, 1),
+    /**
+     * Most Retry-After deferrals of one delivery (DEL-13). A deferral (429 / 503 with
+     * Retry-After) spends no attempt; once this many were granted, the next one is dead
+     * with reason `RATE_LIMITED`. Default 20.
+     */
+    rateLimitMaxDeferrals: z.number().int().min(0).max(10_000).default(20),
+    /**
+     * Longest a delivery is deferred by Retry-After, ms since its first try began (DEL-13);
+     * a rate limit after that is dead `RATE_LIMITED`. Default 24 h.
+     */
+    rateLimitMaxAgeMs: ms(86_400_000, 1_000),
+    /** Longest Retry-After honoured, ms; a longer one is shortened to it (DEL-13). Default 1 h. */
+    rateLimitMaxDelayMs: ms(3_600_000, 1_000),
     /** Schedules planned per planning transaction. Default 1,000. */
     planBatch: z.number().int().min(1).max(10_000).default(1_000),
     /** Longest a planning sweep runs before dispatch gets its turn, ms. Default 1 s. */

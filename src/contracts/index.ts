@@ -212,9 +212,12 @@ export interface DeliveryView {
   dueAt: string;
   runAt: string;
   state: (typeof DELIVERY_STATE_VALUES)[number];
+  /** Attempts spent: claims so far minus Retry-After deferrals (DEL-13); at most `maxAttempts` once settled. */
   attempt: number;
   failures: number;
   maxAttempts: number;
+  /** Tries deferred by a receiver's Retry-After, spending no attempt (DEL-13). */
+  deferrals: number;
   channel: string;
   leaseOwner: string | null;
   leaseExpiresAt: string | null;

@@ -77,6 +77,7 @@ export type LostLeasePolicy = "retry" | "in_doubt";
 export const DELIVERY_REASONS = [
   "SEND_FAILED",
   "PERMANENT",
+  "RATE_LIMITED",
   "LEASE_EXPIRED",
   "OUTCOME_UNKNOWN",
   "stale",

@@ -99,9 +99,16 @@ export class TransientError extends PunctualError {
 export class RateLimitedError extends PunctualError {
   /** Milliseconds to wait before the next try. */
   readonly retryAfterMs: number;
-  constructor(message: string, retryAfterMs: number, options?: { cause?: unknown }) {
+  /** The receiver's status (HTTP 429 or 503), recorded in the attempt (DEL-14); null if none. */
+  readonly status: number | null;
+  constructor(
+    message: string,
+    retryAfterMs: number,
+    options?: { cause?: unknown; status?: number },
+  ) {
     super("RATE_LIMITED", message, options);
     this.retryAfterMs = retryAfterMs;
+    this.status = options?.status ?? null;
   }
 }
 

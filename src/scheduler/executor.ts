@@ -177,7 +177,8 @@ export class Executor {
       reminderKey: row.reminder_key,
       occurrenceAt: row.occurrence_at,
       dueAt: row.due_at,
-      attempt: row.attempt,
+      // DEL-13: the attempt this try spends; a try after a Retry-After deferral repeats it.
+      attempt: row.attempt - row.deferrals,
       late: row.late,
       payload: row.payload,
       target: row.target,
@@ -216,8 +217,20 @@ export class Executor {
     }
     const decision = decideOutcome(
       result,
-      { failures: row.failures, maxAttempts: row.max_attempts, onLostLease: row.on_lost_lease },
-      { backoffBaseMs: o.backoffBaseMs, backoffCapMs: o.backoffCapMs },
+      {
+        failures: row.failures,
+        maxAttempts: row.max_attempts,
+        onLostLease: row.on_lost_lease,
+        deferrals: row.deferrals,
+        firstAttemptAtMs: row.first_attempt_at?.getTime() ?? null,
+      },
+      {
+        backoffBaseMs: o.backoffBaseMs,
+        backoffCapMs: o.backoffCapMs,
+        rateLimitMaxDeferrals: o.rateLimitMaxDeferrals,
+        rateLimitMaxAgeMs: o.rateLimitMaxAgeMs,
+        rateLimitMaxDelayMs: o.rateLimitMaxDelayMs,
+      },
       HeldBook.dbNow(held, clock.now()),
     );
     if (decision.log) {

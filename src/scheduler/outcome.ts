@@ -1,8 +1,8 @@
 /**
  * The outcome decision (DEL-4, DEL-5, DEL-13): what one send's result means for its
- * delivery. One pure function, table-tested (test/unit/outcome.test.ts): the send result,
- * the row's attempt budget and lost-lease policy, and the retry policy go in; the next
- * state, its time, the reason and what to log come out. Nothing here reads a clock or a
+ * delivery. One pure function, table-tested (test/unit/scheduler/outcome.test.ts): the send
+ * result, the row's attempt and deferral budgets and lost-lease policy, and the retry
+ * policy go in; the next state, its time, the reason and what to log come out. Nothing here reads a clock or a
  * database; the executor passes "now" (database clock, ms) in.
  */
 import { backoffMs } from "../domain/index.js";
@@ -25,12 +25,28 @@ export interface OutcomeRow {
   maxAttempts: number;
   /** What an unknown outcome means: retry with the same key, or in doubt (DEL-6). */
   onLostLease: "retry" | "in_doubt";
+  /** Retry-After deferrals granted before this try (DEL-13). */
+  deferrals: number;
+  /**
+   * When the row's first try began, epoch ms; null when none has settled yet (this try is
+   * the first). The deferral budget's age counts from it (DEL-13).
+   */
+  firstAttemptAtMs: number | null;
 }
 
-/** Retry policy (DEL-4): delay min(base · 2^(n−1), cap) with jitter. */
+/**
+ * Retry policy (DEL-4): delay min(base · 2^(n−1), cap) with jitter; and the budget of
+ * Retry-After deferrals (DEL-13), from the scheduler options of the same names.
+ */
 export interface RetryPolicy {
   backoffBaseMs: number;
   backoffCapMs: number;
+  /** Most Retry-After deferrals of one delivery; the next rate limit is dead `RATE_LIMITED`. */
+  rateLimitMaxDeferrals: number;
+  /** Longest a delivery is deferred, ms since its first try; past it a rate limit is dead `RATE_LIMITED`. */
+  rateLimitMaxAgeMs: number;
+  /** Longest Retry-After honoured, ms; a longer one is shortened to it. */
+  rateLimitMaxDelayMs: number;
   /** Jitter source in [0, 1); `Math.random` by default. */
   random?: () => number;
 }
@@ -61,7 +77,14 @@ function retryOrDead(
   status: number | null,
 ): Decision {
   const failures = row.failures + 1;
-  const base = { error: message, failure: 1 as const, outcome, status, messageId: null };
+  const base = {
+    error: message,
+    failure: 1 as const,
+    deferral: 0 as const,
+    outcome,
+    status,
+    messageId: null,
+  };
   if (failures >= row.maxAttempts) {
     return {
       ...base,
@@ -108,6 +131,7 @@ function unknownOutcome(
       reason: "OUTCOME_UNKNOWN",
       error: message,
       failure: 1,
+      deferral: 0,
       outcome,
       status: null,
       messageId: null,
@@ -122,13 +146,61 @@ function unknownOutcome(
 }
 
 /**
+ * DEL-13: a receiver's "try again later" spends no attempt: the try is a deferral, retried
+ * after `retryAfterMs` shortened to `rateLimitMaxDelayMs`. The deferrals have their own
+ * budget so a receiver that always answers so cannot hold a delivery forever: once
+ * `rateLimitMaxDeferrals` were granted, or the first try began `rateLimitMaxAgeMs` or more
+ * ago, the delivery is dead with reason `RATE_LIMITED` (logged at ERROR).
+ */
+function rateLimited(
+  err: RateLimitedError,
+  row: OutcomeRow,
+  policy: RetryPolicy,
+  nowMs: number,
+  message: string,
+): Decision {
+  const base = {
+    error: message,
+    failure: 0 as const,
+    outcome: "rate_limited" as const,
+    status: statusOf(err),
+    messageId: null,
+  };
+  const ageMs = nowMs - (row.firstAttemptAtMs ?? nowMs);
+  if (row.deferrals >= policy.rateLimitMaxDeferrals || ageMs >= policy.rateLimitMaxAgeMs) {
+    return {
+      ...base,
+      deferral: 0,
+      state: "dead",
+      runAt: null,
+      reason: "RATE_LIMITED",
+      log: {
+        level: "error",
+        message: "receiver still rate limits after the deferral budget: dead (RATE_LIMITED)",
+        fields: { deferrals: row.deferrals, ageMs, error: message },
+      },
+    };
+  }
+  const delay = Math.min(Math.max(err.retryAfterMs, 0), policy.rateLimitMaxDelayMs);
+  return {
+    ...base,
+    deferral: 1,
+    state: "retry",
+    runAt: new Date(nowMs + delay),
+    reason: null,
+    log: null,
+  };
+}
+
+/**
  * Decides the next state of a delivery from its send result. One failure costs at most
  * one attempt (DEL-4), whatever layer noticed it:
  *
  * | result                                   | next state                                   |
  * |------------------------------------------|----------------------------------------------|
  * | sent                                     | `sent`                                       |
- * | `RateLimitedError`                       | `retry` after `retryAfterMs`, no attempt spent (DEL-13) |
+ * | `RateLimitedError`, within its budget    | `retry` after `retryAfterMs` (capped), no attempt spent (DEL-13) |
+ * | `RateLimitedError`, budget spent         | `dead`, reason `RATE_LIMITED` (DEL-13)       |
  * | `PermanentError`                         | `dead`, reason `PERMANENT` (DEL-5)           |
  * | deadline, abort, `maybeDelivered`        | unknown: `in_doubt` (at most once) or retry/dead (DEL-5) |
  * | any other error                          | `retry` with backoff, `dead` `SEND_FAILED` on the last attempt (DEL-4) |
@@ -148,6 +220,7 @@ export function decideOutcome(
       reason: null,
       error: null,
       failure: 0,
+      deferral: 0,
       outcome: "sent",
       status: result.status,
       messageId: result.messageId,
@@ -159,19 +232,7 @@ export function decideOutcome(
   }
   const err = result.error;
   const message = messageOf(err);
-  if (err instanceof RateLimitedError) {
-    return {
-      state: "retry",
-      runAt: new Date(nowMs + err.retryAfterMs),
-      reason: null,
-      error: message,
-      failure: 0,
-      outcome: "rate_limited",
-      status: statusOf(err),
-      messageId: null,
-      log: null,
-    };
-  }
+  if (err instanceof RateLimitedError) return rateLimited(err, row, policy, nowMs, message);
   if (err instanceof PermanentError) {
     return {
       state: "dead",
@@ -179,6 +240,7 @@ export function decideOutcome(
       reason: "PERMANENT",
       error: message,
       failure: 1,
+      deferral: 0,
       outcome: "permanent",
       status: statusOf(err),
       messageId: null,

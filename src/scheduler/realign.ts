@@ -4,8 +4,9 @@
  * schedule are brought in line with the new definition inside the caller's transaction:
  * rows whose (reminder, occurrence) is no longer in the new set are deleted, rows whose
  * offset changed move their due time, missing rows are created; rows already claimed,
- * sent, dead, in doubt or skipped are never touched. Missed occurrences of the new set
- * then follow the misfire policy (REC-6) like any other. Last, the admission columns of
+ * sent, dead, in doubt or skipped are never touched. A recurring series' new rows start
+ * at the edit (nothing of the new definition is created in the past and sent late); rows
+ * that already existed and were missed follow the misfire policy (REC-6) like any other. Last, the admission columns of
  * every waiting row are rewritten from the edited schedule (held or not, expiry,
  * `stale_at` for a changed grace or recurrence), so the claim never needs the schedule
  * (DEL-3). A reminder removed by the edit has no key in the new set: its waiting rows are
@@ -63,11 +64,16 @@ export async function realignSchedule(
     await syncWaiting(tx, { now, scheduleId: schedule.id });
     return { deleted, moved: 0, created: 0 };
   }
-  // Where new rows may start: recurring series from now − grace (older occurrences were
-  // not missed: they were not in the schedule), one-offs from the beginning (sent late).
-  const insertFrom = schedule.recurring ? nowMs - schedule.grace_ms : -8.64e15;
-  const oldest = (await oldestWaiting(tx, { scheduleId: schedule.id }))?.getTime() ?? insertFrom;
-  const checkFrom = Math.min(insertFrom, oldest);
+  // DEL-9: an edited series takes effect from the edit on. New rows of a recurring series
+  // start at now: an occurrence of the new definition before the edit was never in the
+  // schedule, so it was not missed and is not sent late. Only rows that already existed
+  // keep the misfire grace (REC-6): waiting rows stay, and a row an earlier realign
+  // cancelled reopens when due within now − grace. One-offs start from the beginning (an
+  // edited one-off in the past is sent late).
+  const insertFrom = schedule.recurring ? nowMs : -8.64e15;
+  const reopenFrom = schedule.recurring ? nowMs - schedule.grace_ms : -8.64e15;
+  const oldest = (await oldestWaiting(tx, { scheduleId: schedule.id }))?.getTime() ?? reopenFrom;
+  const checkFrom = Math.min(reopenFrom, oldest);
   const plan = planSchedule(
     { ...schedule, planned_until: new Date(checkFrom) },
     parsed.recurrence,
@@ -80,7 +86,7 @@ export async function realignSchedule(
   const moved = await realignWaiting(tx, {
     now,
     deliveries: plan.deliveries,
-    reopenFrom: insertFrom > -8e15 ? new Date(insertFrom) : null,
+    reopenFrom: reopenFrom > -8e15 ? new Date(reopenFrom) : null,
   });
   const fresh = plan.deliveries.filter((d) => d.dueAt.getTime() >= insertFrom);
   const created = await insertDeliveries(tx, now, fresh);

@@ -56,6 +56,10 @@ export interface ClaimedDelivery {
   attempt: number;
   failures: number;
   max_attempts: number;
+  /** Earlier claims that ended deferred by a Retry-After (DEL-13); attempts spent = `attempt − deferrals`. */
+  deferrals: number;
+  /** When the row's first try began (NULL: none settled yet); the deferral budget's age counts from it. */
+  first_attempt_at: Date | null;
   channel: string;
   on_lost_lease: "retry" | "in_doubt";
   lease_expires_at: Date;
@@ -77,6 +81,8 @@ export const CLAIM_COLUMNS = columnsOf<ClaimedDelivery>()([
   "attempt",
   "failures",
   "max_attempts",
+  "deferrals",
+  "first_attempt_at",
   "channel",
   "on_lost_lease",
   "lease_expires_at",
@@ -160,12 +166,12 @@ claimed as (
   from due
   where d.id = due.id
   returning d.id, d.delivery_key, d.schedule_id, d.reminder_key, d.occurrence_at, d.due_at,
-            d.attempt, d.failures, d.max_attempts, d.channel, d.on_lost_lease,
-            d.lease_expires_at, d.late, d.run_at
+            d.attempt, d.failures, d.max_attempts, d.deferrals, d.first_attempt_at, d.channel,
+            d.on_lost_lease, d.lease_expires_at, d.late, d.run_at
 )
 select c.id, c.delivery_key, c.schedule_id, c.reminder_key, c.occurrence_at, c.due_at,
-       c.attempt, c.failures, c.max_attempts, c.channel, c.on_lost_lease, c.lease_expires_at,
-       c.late,
+       c.attempt, c.failures, c.max_attempts, c.deferrals, c.first_attempt_at, c.channel,
+       c.on_lost_lease, c.lease_expires_at, c.late,
        (select s.payload from punctual_schedules s where s.id = c.schedule_id) as payload,
        (select r.target from punctual_reminders r
          where r.schedule_id = c.schedule_id and r.key = c.reminder_key) as target,
@@ -187,6 +193,8 @@ export interface SettleInput {
   error: string | null;
   /** 1 when this outcome is a real failure (DEL-4), 0 otherwise (sent, rate-limited). */
   failure: 0 | 1;
+  /** 1 when this outcome is a Retry-After deferral (DEL-13): counted in `deferrals`, not as an attempt spent. */
+  deferral: 0 | 1;
   startedAt: Date;
   /** Attempt outcome for the audit trail (DEL-14). */
   outcome: "sent" | "transient" | "permanent" | "rate_limited" | "timeout";
@@ -199,7 +207,7 @@ export interface SettleInput {
  *
  * Parameters: $1 now, $2 lease owner, then parallel arrays $3 ids, $4 attempts,
  * $5 states, $6 run_at, $7 reasons, $8 errors, $9 failure increments, $10 started_at,
- * $11 outcomes, $12 statuses, $13 message ids.
+ * $11 outcomes, $12 statuses, $13 message ids, $14 deferral increments.
  *
  * Invariant: a row changes only if it is still `claimed` by this owner at this attempt
  * (`id`, `attempt`, `state`, `lease_owner` all match). A settle that lost its lease
@@ -215,12 +223,21 @@ export interface SettleInput {
  * earlier form with a per-row NOT EXISTS over schedules and reminders, plus two more full
  * indexes on the table (dropped in 0003), settled at ~0.3 ms per row; this form at about
  * two thirds of that.
+ *
+ * DEL-13: a Retry-After deferral adds to `deferrals`, not to `failures`, and leaves
+ * `attempt` as the claim made it (attempts spent = `attempt − deferrals`): a try that was
+ * sent keeps its fence number, so a stale settle of the deferred claim (a retried settle
+ * whose reply was lost) cannot land on the next claim of the same owner, as it would if
+ * the deferral gave its attempt back (test/integration/fences.test.ts).
+ * `first_attempt_at` keeps the first try's start: the deferral budget's age counts from it.
  */
 export const SETTLE_SQL = `
 with input as (
   select * from unnest($3::bigint[], $4::int[], $5::text[], $6::timestamptz[], $7::text[],
-                       $8::text[], $9::int[], $10::timestamptz[], $11::text[], $12::int[], $13::text[])
-    as u(id, attempt, state, run_at, reason, error, failure, started_at, outcome, status, message_id)
+                       $8::text[], $9::int[], $10::timestamptz[], $11::text[], $12::int[], $13::text[],
+                       $14::int[])
+    as u(id, attempt, state, run_at, reason, error, failure, started_at, outcome, status, message_id,
+         deferral)
 ),
 settled as (
   update punctual_deliveries d
@@ -231,6 +248,8 @@ settled as (
       run_at = coalesce(u.run_at, d.run_at),
       last_error = coalesce(u.error, d.last_error),
       failures = d.failures + u.failure,
+      deferrals = d.deferrals + u.deferral,
+      first_attempt_at = coalesce(d.first_attempt_at, u.started_at),
       lease_owner = null,
       lease_expires_at = null,
       claimed_at = null,
@@ -286,6 +305,7 @@ recovered as (
         when d.on_lost_lease = 'in_doubt' or d.failures + 1 >= d.max_attempts then ${NOW} end,
       run_at = ${NOW} + make_interval(secs => $3::double precision / 1000),
       failures = d.failures + 1,
+      first_attempt_at = coalesce(d.first_attempt_at, d.claimed_at),
       last_error = 'lease expired before the send settled (worker crashed, stalled or lost the database)',
       lease_owner = null,
       lease_expires_at = null,
@@ -429,6 +449,7 @@ export async function settleDeliveries(
     batch.map((b) => b.outcome),
     batch.map((b) => b.status),
     batch.map((b) => b.messageId),
+    batch.map((b) => b.deferral),
   ]);
   return new Set(settled.map((r) => r.id));
 }

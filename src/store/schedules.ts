@@ -227,7 +227,10 @@ export const ATTEMPTS_SQL = `select * from punctual_attempts where delivery_id =
 
 /**
  * DEL-12: redrive a dead or in-doubt delivery with the same key: back to `pending`, due now,
- * failures reset (attempt keeps counting: it is the fencing token). Only while its
+ * failures reset (attempt keeps counting: it is the fencing token). The Retry-After age
+ * budget starts over (`first_attempt_at` cleared); `deferrals` is kept, so the attempts
+ * spent (`attempt − deferrals`) stay true, and a row that died `RATE_LIMITED` gets one
+ * more try before a rate limit is dead again (DEL-13). Only while its
  * schedule is not cancelled and its reminder still exists (else nothing could send it).
  * Of a paused schedule it is held (`paused`) until the schedule resumes. A redrive is an
  * operator's decision: no grace applies (`stale_at` NULL), the expiry does.
@@ -236,7 +239,8 @@ export const ATTEMPTS_SQL = `select * from punctual_attempts where delivery_id =
 export const REDRIVE_SQL = `
 update punctual_deliveries d
 set state = case when s.state = 'active' then 'pending' else 'paused' end,
-    run_at = ${NOW}, failures = 0, finished_at = null, reason = null,
+    run_at = ${NOW}, failures = 0, first_attempt_at = null,
+    finished_at = null, reason = null,
     sent_at = null, expires_at = s.expires_at, stale_at = null, updated_at = ${NOW}
 from punctual_schedules s
 where s.id = d.schedule_id and s.tenant = $2 and d.id = $3 and d.state in ('dead', 'in_doubt')
@@ -271,9 +275,14 @@ export interface DeliveryRow {
   due_at: Date;
   run_at: Date;
   state: DeliveryView["state"];
+  /** Claims so far: the settle's fencing token (DEL-2). Attempts spent: `attempt − deferrals`. */
   attempt: number;
   failures: number;
   max_attempts: number;
+  /** Claims that ended deferred by a Retry-After (DEL-13, migration 0004). */
+  deferrals: number;
+  /** When the first try began; the deferral budget's age counts from it (DEL-13). */
+  first_attempt_at: Date | null;
   channel: string;
   on_lost_lease: string;
   lease_owner: string | null;
@@ -337,6 +346,8 @@ export const DELIVERY_ROW_KEYS = columnsOf<DeliveryRow>()([
   "expires_at",
   "stale_at",
   "claimable_at",
+  "deferrals",
+  "first_attempt_at",
 ]);
 
 /** Result columns of {@link ATTEMPTS_SQL}. */
@@ -469,9 +480,10 @@ export function toDeliveryView(row: DeliveryRow): DeliveryView {
     dueAt: row.due_at.toISOString(),
     runAt: row.run_at.toISOString(),
     state: row.state,
-    attempt: row.attempt,
+    attempt: row.attempt - row.deferrals,
     failures: row.failures,
     maxAttempts: row.max_attempts,
+    deferrals: row.deferrals,
     channel: row.channel,
     leaseOwner: row.lease_owner,
     leaseExpiresAt: iso(row.lease_expires_at),

@@ -189,6 +189,7 @@ describe(`claimable by the row's own state on ${engine}`, () => {
       ["transient"],
       [503],
       [null],
+      [0],
     ]);
     expect((await rowsOf(db, id)).map((r) => r.state)).toEqual(["paused"]);
     await setState(db, id, "paused", "active");

@@ -56,6 +56,7 @@ function sent(id: number, attempt: number): SettleInput {
     reason: null,
     error: null,
     failure: 0,
+    deferral: 0,
     startedAt: at(0),
     outcome: "sent",
     status: 200,
@@ -81,6 +82,38 @@ describe("fences", () => {
     ]);
     expect(settled.size).toBe(0);
     expect(await row(tp, first!.id)).toMatchObject({ state: "claimed", attempt: 2 });
+  });
+
+  it("DEL-2, DEL-13 settle fence after a Retry-After deferral: the deferral spends no attempt yet keeps its fence, so its stale settle never lands on the next claim", async () => {
+    const tp = await setup(1);
+    const [first] = await claim(tp, "A");
+    const deferral: SettleInput = {
+      ...sent(first!.id, 1),
+      state: "retry",
+      runAt: at(7_000),
+      failure: 0,
+      deferral: 1,
+      outcome: "rate_limited",
+      status: 429,
+      error: "429 (retry after 7000 ms)",
+    };
+    expect((await settleDeliveries(tp.punctual.db, at(1), "A", [deferral])).size).toBe(1);
+    expect(await row(tp, first!.id)).toMatchObject({
+      state: "retry",
+      attempt: 0,
+      deferrals: 1,
+      failures: 0,
+    });
+    // The same owner claims it again: a new fence (claim 2), one attempt spent so far.
+    const [second] = await claim(tp, "A", 7_000);
+    expect(second).toMatchObject({ id: first!.id, attempt: 2, deferrals: 1 });
+    // The deferred claim's settle arrives again (its first reply was lost): nothing changes.
+    expect((await settleDeliveries(tp.punctual.db, at(7_001), "A", [deferral])).size).toBe(0);
+    expect(await row(tp, first!.id)).toMatchObject({
+      state: "claimed",
+      attempt: 1,
+      deferrals: 1,
+    });
   });
 
   it("DEL-2 settle fence `lease_owner`: another worker's settle at the same attempt changes nothing", async () => {

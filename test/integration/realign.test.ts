@@ -247,3 +247,45 @@ describe("realign on edit", () => {
     expect(rows[0]!.on_lost_lease).toBe("in_doubt");
   });
 });
+
+describe("realign on edit: a new rule starts at the edit", () => {
+  it("DEL-9: occurrences of the new rule before the edit are not created; rows that already existed keep the misfire grace", async () => {
+    t = await testPunctual({
+      start: "2027-01-04T07:00:00Z",
+      scheduler: { planAheadMs: 2 * 86_400_000 },
+    });
+    const { punctual, clock, channel } = t;
+    const { schedule } = await punctual.createSchedule({
+      dtstart: "2027-01-04T09:00:00",
+      tzid: "Europe/Berlin",
+      rrule: "FREQ=DAILY;COUNT=3",
+      reminders: [{ key: "r", offset: "PT0S", channel: "test" }],
+    });
+    await punctual.scheduler.tick(); // plans 08:00Z today and tomorrow; nothing due yet
+    // No worker ran meanwhile: today's 08:00Z row is 10 minutes late (within the 15 min grace).
+    clock.set("2027-01-04T08:10:00Z");
+    const { realigned } = await punctual.updateSchedule(schedule.id, {
+      reminders: [
+        { key: "r", offset: "PT0S", channel: "test" },
+        // New: due 08:05Z today (5 minutes before the edit) and 08:05Z tomorrow.
+        { key: "s", offset: "PT5M", channel: "test" },
+      ],
+    });
+    expect(realigned).toMatchObject({ deleted: 0 });
+    const byKey = (key: string) =>
+      deliveries(punctual).then((rows) =>
+        rows
+          .filter((d) => d.reminderKey === key)
+          .map((d) => d.dueAt)
+          .sort(),
+      );
+    expect(await byKey("s")).toEqual(["2027-01-05T08:05:00.000Z", "2027-01-06T08:05:00.000Z"]);
+    await tickAndDrain(punctual);
+    // The row that existed before the edit is sent late; nothing of the new rule is.
+    const sent = (await deliveries(punctual)).filter((d) => d.state === "sent");
+    expect(sent.map((d) => [d.reminderKey, d.dueAt, d.late])).toEqual([
+      ["r", "2027-01-04T08:00:00.000Z", true],
+    ]);
+    expect(channel.sends).toHaveLength(1);
+  });
+});

@@ -46,7 +46,7 @@ const nulls = (n: number) => Array.from({ length: n }, () => null);
 const PARAMS: Record<string, readonly unknown[]> = {
   // deliveries.ts
   CLAIM_SQL: [null, "owner", 1_000, 1, ["log"]],
-  SETTLE_SQL: [null, "owner", ...nulls(11)],
+  SETTLE_SQL: [null, "owner", ...nulls(12)],
   RECOVER_SQL: [null, 1, 0],
   RELEASE_SQL: [null, "owner", null, null],
   NEXT_WAKE_SQL: [null, ["log"]],

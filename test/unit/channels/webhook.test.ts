@@ -191,12 +191,13 @@ describe("webhook channel: outcome classification", () => {
     expect((err as Error).message).toContain(`HTTP ${status}`);
   });
 
-  it("DEL-13: 429 with Retry-After: 7 is rate-limited for 7000 ms", async () => {
+  it("DEL-13, DEL-14: 429 with Retry-After: 7 is rate-limited for 7000 ms and carries the status for the attempt record", async () => {
     const ch = channel();
     receiver.respond = (_req, res) => res.writeHead(429, { "retry-after": "7" }).end();
     const err = await sendError(ch, delivery(receiver.url));
     expect(err).toBeInstanceOf(RateLimitedError);
     expect((err as RateLimitedError).retryAfterMs).toBe(7000);
+    expect((err as RateLimitedError).status).toBe(429);
   });
 
   it("DEL-13: 503 with an HTTP-date Retry-After is rate-limited until that date; 429 without it is transient", async () => {

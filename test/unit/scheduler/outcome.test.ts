@@ -7,10 +7,19 @@ import { PermanentError, RateLimitedError, TransientError } from "../../../src/e
 import { decideOutcome, type OutcomeRow, type SendResult } from "../../../src/scheduler/outcome.js";
 
 const NOW = Date.parse("2027-01-04T08:00:00Z");
-const policy = { backoffBaseMs: 1_000, backoffCapMs: 3_600_000, random: () => 0.5 };
-const fresh: OutcomeRow = { failures: 0, maxAttempts: 5, onLostLease: "retry" };
-const atMostOnce: OutcomeRow = { failures: 0, maxAttempts: 5, onLostLease: "in_doubt" };
-const lastTry: OutcomeRow = { failures: 4, maxAttempts: 5, onLostLease: "retry" };
+const HOUR = 3_600_000;
+const policy = {
+  backoffBaseMs: 1_000,
+  backoffCapMs: HOUR,
+  rateLimitMaxDeferrals: 20,
+  rateLimitMaxAgeMs: 24 * HOUR,
+  rateLimitMaxDelayMs: HOUR,
+  random: () => 0.5,
+};
+const budget = { deferrals: 0, firstAttemptAtMs: null };
+const fresh: OutcomeRow = { failures: 0, maxAttempts: 5, onLostLease: "retry", ...budget };
+const atMostOnce: OutcomeRow = { failures: 0, maxAttempts: 5, onLostLease: "in_doubt", ...budget };
+const lastTry: OutcomeRow = { failures: 4, maxAttempts: 5, onLostLease: "retry", ...budget };
 
 const failed = (error: unknown, aborted = false): SendResult => ({
   kind: "failed",
@@ -36,6 +45,8 @@ type Case = [
     failure: 0 | 1;
     outcome: string;
     retryInMs?: number;
+    /** 1 when the try is a Retry-After deferral (DEL-13); 0 when omitted. */
+    deferral?: 0 | 1;
   },
 ];
 
@@ -51,8 +62,67 @@ const cases: Case[] = [
     "DEL-13: rate limited waits Retry-After, spends no attempt",
     failed(new RateLimitedError("slow down", 7_000)),
     lastTry,
-    { state: "retry", reason: null, failure: 0, outcome: "rate_limited", retryInMs: 7_000 },
+    {
+      state: "retry",
+      reason: null,
+      failure: 0,
+      deferral: 1,
+      outcome: "rate_limited",
+      retryInMs: 7_000,
+    },
   ],
+  [
+    "DEL-13: the last deferral of the budget is still granted",
+    failed(new RateLimitedError("slow down", 7_000)),
+    { ...fresh, deferrals: 19, firstAttemptAtMs: NOW - HOUR },
+    {
+      state: "retry",
+      reason: null,
+      failure: 0,
+      deferral: 1,
+      outcome: "rate_limited",
+      retryInMs: 7_000,
+    },
+  ],
+  [
+    "DEL-13: a rate limit after the deferral count is spent is dead RATE_LIMITED, no attempt spent",
+    failed(new RateLimitedError("slow down", 7_000)),
+    { ...fresh, deferrals: 20, firstAttemptAtMs: NOW - HOUR },
+    { state: "dead", reason: "RATE_LIMITED", failure: 0, outcome: "rate_limited" },
+  ],
+  [
+    "DEL-13: a rate limit once the first try is older than the age budget is dead RATE_LIMITED",
+    failed(new RateLimitedError("slow down", 7_000)),
+    { ...fresh, deferrals: 3, firstAttemptAtMs: NOW - 24 * HOUR },
+    { state: "dead", reason: "RATE_LIMITED", failure: 0, outcome: "rate_limited" },
+  ],
+  [
+    "DEL-13: just inside the age budget the deferral is granted",
+    failed(new RateLimitedError("slow down", 7_000)),
+    { ...fresh, deferrals: 3, firstAttemptAtMs: NOW - 24 * HOUR + 1 },
+    {
+      state: "retry",
+      reason: null,
+      failure: 0,
+      deferral: 1,
+      outcome: "rate_limited",
+      retryInMs: 7_000,
+    },
+  ],
+  [
+    "DEL-13: a Retry-After longer than the ceiling is shortened to it",
+    failed(new RateLimitedError("slow down", 30 * HOUR)),
+    fresh,
+    {
+      state: "retry",
+      reason: null,
+      failure: 0,
+      deferral: 1,
+      outcome: "rate_limited",
+      retryInMs: HOUR,
+    },
+  ],
+
   [
     "DEL-5: permanent is dead at once",
     failed(new PermanentError("410 gone")),
@@ -140,11 +210,13 @@ describe("decideOutcome", () => {
       state: d.state,
       reason: d.reason,
       failure: d.failure,
+      deferral: d.deferral,
       outcome: d.outcome,
     }).toEqual({
       state: expected.state,
       reason: expected.reason,
       failure: expected.failure,
+      deferral: expected.deferral ?? 0,
       outcome: expected.outcome,
     });
     if (expected.retryInMs === undefined) expect(d.runAt).toBeNull();
@@ -154,12 +226,33 @@ describe("decideOutcome", () => {
   it("DEL-4: the backoff is capped at one hour", () => {
     const d = decideOutcome(
       failed(new TransientError("503")),
-      { failures: 40, maxAttempts: 100, onLostLease: "retry" },
-      { backoffBaseMs: 1_000, backoffCapMs: 3_600_000, random: () => 0.999999 },
+      { ...fresh, failures: 40, maxAttempts: 100 },
+      { ...policy, random: () => 0.999999 },
       NOW,
     );
     expect(d.runAt!.getTime() - NOW).toBeLessThanOrEqual(3_600_000);
     expect(d.runAt!.getTime() - NOW).toBeGreaterThan(3_500_000);
+  });
+
+  it("DEL-13: the budget is configurable: with no deferrals allowed the first rate limit is dead, logged at ERROR", () => {
+    const d = decideOutcome(
+      failed(new RateLimitedError("429 Too Many Requests", 7_000)),
+      fresh,
+      { ...policy, rateLimitMaxDeferrals: 0 },
+      NOW,
+    );
+    expect(d).toMatchObject({ state: "dead", reason: "RATE_LIMITED", failure: 0, deferral: 0 });
+    expect(d.log).toMatchObject({ level: "error", fields: { deferrals: 0 } });
+  });
+
+  it("DEL-13: the first try's own rate limit has age zero (no first attempt recorded yet)", () => {
+    const d = decideOutcome(
+      failed(new RateLimitedError("429", 1_000)),
+      fresh,
+      { ...policy, rateLimitMaxAgeMs: 1 },
+      NOW,
+    );
+    expect(d).toMatchObject({ state: "retry", deferral: 1 });
   });
 
   it("keeps the receiver's status and message id; logs nothing on success or rate limit", () => {
