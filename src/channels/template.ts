@@ -224,7 +224,10 @@ export function validateTemplate(template: unknown, field: string, sample: Chann
   const t = template as Record<string, unknown>;
   for (const key of Object.keys(t)) {
     if (!(TEMPLATE_FIELDS as readonly string[]).includes(key)) {
-      issues.push({ field: `${field}.${key}`, message: "unknown field; known: subject, text, html" });
+      issues.push({
+        field: `${field}.${key}`,
+        message: "unknown field; known: subject, text, html",
+      });
     }
   }
   const context = templateContext(sample);
@@ -293,5 +296,4 @@ export const DEFAULT_TEXT_TEMPLATE =
   "Reminder: {{ payload.title | default: reminder.key }}, due {{ dueAt | format_instant }}";
 
 /** Subject of an e-mail without `template.subject` nor `target.subject`. */
-export const DEFAULT_SUBJECT_TEMPLATE =
-  "Reminder: {{ payload.title | default: reminder.key }}";
+export const DEFAULT_SUBJECT_TEMPLATE = "Reminder: {{ payload.title | default: reminder.key }}";
