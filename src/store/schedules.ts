@@ -411,11 +411,28 @@ export const SET_SCHEDULE_STATE_COLUMNS = columnsOf<TransitionedScheduleRow>()([
 
 const iso = (d: Date | null): string | null => (d ? d.toISOString() : null);
 
-/** Hides secrets of a target (any key named like secret, token, password). */
-export function redactTarget(target: Record<string, unknown>): Record<string, unknown> {
+/** Channels whose target URL is itself the credential (an incoming-webhook URL, CH-3). */
+const URL_IS_SECRET = new Set(["slack", "discord"]);
+
+/**
+ * Hides secrets of a target: any key named like secret, token, password; and, for Slack
+ * and Discord, the path and query of the URL (`https://hooks.slack.com/[redacted]`), which
+ * hold the webhook's token.
+ */
+export function redactTarget(
+  target: Record<string, unknown>,
+  channel?: string,
+): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(target ?? {})) {
     out[k] = /secret|token|password|authorization/i.test(k) && v != null ? "[redacted]" : v;
+  }
+  if (channel && URL_IS_SECRET.has(channel) && typeof out.url === "string") {
+    try {
+      out.url = `${new URL(out.url).origin}/[redacted]`;
+    } catch {
+      out.url = "[redacted]";
+    }
   }
   return out;
 }
@@ -425,7 +442,7 @@ export function toReminderView(row: ReminderRow): ReminderView {
     key: row.key,
     offset: row.offset_duration,
     channel: row.channel,
-    target: redactTarget(row.target),
+    target: redactTarget(row.target, row.channel),
     delivery:
       row.on_lost_lease === "retry"
         ? "at-least-once"

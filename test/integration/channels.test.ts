@@ -289,3 +289,16 @@ describe("templates at create (CH-6)", () => {
     });
   });
 });
+
+describe("views (CH-3)", () => {
+  it("CH-3: a Slack or Discord webhook URL is its credential: views show only its origin", async () => {
+    t = await testPunctual({ start: T0 });
+    const { schedule } = await t.punctual.createSchedule(
+      oneOff({ channel: "discord", target: { url: `${http.url}/123/tok3n` } }),
+    );
+    expect(schedule.reminders[0]!.target).toEqual({
+      url: `http://127.0.0.1:${http.port}/[redacted]`,
+    });
+    expect(JSON.stringify(await t.punctual.getSchedule(schedule.id))).not.toContain("tok3n");
+  });
+});

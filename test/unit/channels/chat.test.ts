@@ -198,15 +198,13 @@ describe("discord channel (CH-3)", () => {
 
   it("CH-3: a 429 with JSON retry_after (seconds, fractional) is rate-limited with that delay", async () => {
     receiver.respond = (_req, res) =>
-      res
-        .writeHead(429, { "content-type": "application/json", "retry-after": "60" })
-        .end(
-          JSON.stringify({
-            message: "You are being rate limited.",
-            retry_after: 1.25,
-            global: false,
-          }),
-        );
+      res.writeHead(429, { "content-type": "application/json", "retry-after": "60" }).end(
+        JSON.stringify({
+          message: "You are being rate limited.",
+          retry_after: 1.25,
+          global: false,
+        }),
+      );
     const err = await sendError(discord().send(delivery(receiver.url), ctx()));
     expect(err).toBeInstanceOf(RateLimitedError);
     // The body's precise value wins over the rounded header.
