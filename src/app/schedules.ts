@@ -335,6 +335,7 @@ export async function updateSchedule(
         ? { delivery: r.on_lost_lease === "retry" ? "at-least-once" : "at-most-once" }
         : {}),
       maxAttempts: r.max_attempts,
+      ...(r.template ? { template: r.template } : {}),
     }));
   }
   const { value, warnings } = validateSchedule(app, merged);

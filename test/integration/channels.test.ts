@@ -302,3 +302,15 @@ describe("views (CH-3)", () => {
     expect(JSON.stringify(await t.punctual.getSchedule(schedule.id))).not.toContain("tok3n");
   });
 });
+
+describe("templates on edit (CH-6)", () => {
+  it("CH-6: an edit that leaves the reminders alone keeps their templates", async () => {
+    t = await testPunctual({ start: T0 });
+    const template = { text: "{{ payload.title }} at {{ dueAt | format_time }}" };
+    const { schedule } = await t.punctual.createSchedule(
+      oneOff({ channel: "log", template }, { dtstart: "2027-01-05T08:00:00Z" }),
+    );
+    const edited = await t.punctual.updateSchedule(schedule.id, { payload: { title: "Moved" } });
+    expect(edited.schedule.reminders[0]!.template).toEqual(template);
+  });
+});
