@@ -33,10 +33,23 @@ export { SystemClock, TestClock, type Clock } from "./clock/index.js";
 export type { Channel, ChannelDelivery, SendContext, SendResult } from "./channels/types.js";
 export {
   ChannelRegistry,
+  createDiscordChannel,
+  createEmailChannel,
   createLogChannel,
+  createSlackChannel,
   createWebhookChannel,
+  handlerChannel,
+  renderTemplate,
   signWebhook,
   verifyWebhook,
+  type ChatChannelOptions,
+  type EmailChannelOptions,
+  type EmailTarget,
+  type HandlerChannelOptions,
+  type HandlerContext,
+  type HandlerFunction,
+  type ReminderTemplate,
+  type RenderedMessage,
 } from "./channels/index.js";
 export {
   ConfigError,

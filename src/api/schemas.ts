@@ -57,6 +57,13 @@ export const reminderViewSchema = z
     target: z.record(z.string(), z.unknown()),
     delivery: z.enum(["at-most-once", "at-least-once"]).nullable(),
     maxAttempts: z.number().int(),
+    template: z
+      .object({
+        subject: z.string().optional(),
+        text: z.string().optional(),
+        html: z.string().optional(),
+      })
+      .nullable(),
   })
   .meta({ id: "Reminder" });
 

@@ -8,7 +8,14 @@ import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
 import type { z } from "zod";
 import type { Channel } from "../channels/types.js";
-import { ChannelRegistry, createLogChannel, createWebhookChannel } from "../channels/index.js";
+import {
+  ChannelRegistry,
+  createDiscordChannel,
+  createEmailChannel,
+  createLogChannel,
+  createSlackChannel,
+  createWebhookChannel,
+} from "../channels/index.js";
 import { SystemClock, type Clock } from "../clock/index.js";
 import { resolveConfig, type ConfigInput, type PunctualConfig } from "../config/index.js";
 import type {
@@ -346,7 +353,30 @@ export async function createPunctual(options: PunctualOptions = {}): Promise<Pun
       logger,
     });
     closers.unshift(() => webhook.close());
-    const registry = new ChannelRegistry([webhook, createLogChannel({ logger }), ...(extra ?? [])]);
+    const chatOptions = {
+      allowPrivateTargets: config.allowPrivateTargets,
+      timeoutMs: config.scheduler.sendTimeoutMs,
+      logger,
+    };
+    const slack = createSlackChannel(chatOptions);
+    const discord = createDiscordChannel(chatOptions);
+    closers.unshift(
+      () => slack.close(),
+      () => discord.close(),
+    );
+    const builtIn: Channel[] = [webhook, createLogChannel({ logger }), slack, discord];
+    if (config.email.smtpUrl) {
+      const email = createEmailChannel({
+        url: config.email.smtpUrl,
+        ...(config.email.from ? { from: config.email.from } : {}),
+        ...(config.email.domain ? { domain: config.email.domain } : {}),
+        timeoutMs: config.scheduler.sendTimeoutMs,
+        logger,
+      });
+      closers.unshift(() => email.close());
+      builtIn.push(email);
+    }
+    const registry = new ChannelRegistry([...builtIn, ...(extra ?? [])]);
     return new Punctual({
       config,
       db,

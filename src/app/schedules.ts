@@ -14,7 +14,8 @@ import {
   type UpdateScheduleInput,
 } from "../contracts/index.js";
 import { ConflictError, NotFoundError, ValidationError, type FieldIssue } from "../errors/index.js";
-import { parseOffset, validateRule } from "../recurrence/index.js";
+import { validateTemplate } from "../channels/template.js";
+import { applyOffset, parseOffset, validateRule, type Occurrence } from "../recurrence/index.js";
 import { planLocked } from "../scheduler/plan.js";
 import { realignSchedule, type RealignReport } from "../scheduler/realign.js";
 import type { Queryable } from "../store/database.js";
@@ -84,6 +85,8 @@ export function definitionHash(
       target: r.target ?? {},
       delivery: r.delivery ?? null,
       maxAttempts: r.maxAttempts ?? defaultMaxAttempts,
+      // CH-6: only hashed when present, so schedules without one keep their hash.
+      ...(r.template ? { template: r.template } : {}),
     })),
   };
   return createHash("sha256").update(canonicalJson(normalized)).digest("hex");
@@ -122,6 +125,7 @@ function remindersOf(
     onLostLease:
       r.delivery === "at-least-once" ? "retry" : r.delivery === "at-most-once" ? "in_doubt" : null,
     maxAttempts: r.maxAttempts ?? defaultMaxAttempts,
+    templateJson: r.template ? JSON.stringify(r.template) : null,
   }));
 }
 
@@ -140,6 +144,8 @@ export function validateSchedule(
   const value = parseInput(createScheduleSchema, input);
   const issues: FieldIssue[] = [];
   const warnings: string[] = [];
+  // CH-6: templates are tried against the schedule's payload at its first occurrence.
+  let first: Occurrence | null = null;
   try {
     const recurrence = validateRule({
       dtstart: value.dtstart,
@@ -150,6 +156,7 @@ export function validateSchedule(
       endsAt: value.endsAt ?? null,
       dst: value.dst,
     });
+    first = recurrence.first;
     if (value.expiresAt && Date.parse(value.expiresAt) <= recurrence.first.instant) {
       issues.push({
         field: "expiresAt",
@@ -194,6 +201,33 @@ export function validateSchedule(
           field: x.field.replace(`${at}.target.target`, `${at}.target`),
         })),
       );
+    }
+    if (reminder.template) {
+      const occurrenceAt = new Date(first ? first.instant : Date.parse("2000-01-01T00:00:00Z"));
+      let dueAt = occurrenceAt;
+      try {
+        if (first) dueAt = new Date(applyOffset(first, reminder.offset, value.tzid, value.dst));
+      } catch {
+        // the offset's own issue is reported above
+      }
+      try {
+        validateTemplate(reminder.template, `${at}.template`, {
+          deliveryKey: "dk_template_check",
+          scheduleId: "00000000-0000-0000-0000-000000000000",
+          reminderKey: reminder.key,
+          occurrenceAt,
+          dueAt,
+          attempt: 1,
+          late: false,
+          payload: value.payload ?? null,
+          target: reminder.target ?? {},
+          tzid: value.tzid,
+          channel: reminder.channel,
+        });
+      } catch (err) {
+        if (err instanceof ValidationError) issues.push(...err.issues);
+        else throw err;
+      }
     }
   });
   if (issues.length > 0) throw new ValidationError(issues);
@@ -301,6 +335,7 @@ export async function updateSchedule(
         ? { delivery: r.on_lost_lease === "retry" ? "at-least-once" : "at-most-once" }
         : {}),
       maxAttempts: r.max_attempts,
+      ...(r.template ? { template: r.template } : {}),
     }));
   }
   const { value, warnings } = validateSchedule(app, merged);

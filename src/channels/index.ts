@@ -1,4 +1,4 @@
-/** Delivery channels: the port and its adapters (CH-1, CH-5). */
+/** Delivery channels: the port and its adapters (CH-1 … CH-6). */
 export type { Channel, ChannelDelivery, SendContext, SendResult } from "./types.js";
 export {
   createWebhookChannel,
@@ -18,6 +18,20 @@ export type {
   ResolveHost,
 } from "./webhook.js";
 export { createLogChannel } from "./log.js";
+export { createSlackChannel, createDiscordChannel, slackBody, discordBody } from "./chat.js";
+export type {
+  ChatChannel,
+  ChatChannelOptions,
+  ChatTarget,
+  DiscordBody,
+  SlackBody,
+} from "./chat.js";
+export { createEmailChannel, emailMessageId, parseSmtpUrl } from "./email.js";
+export type { EmailChannel, EmailChannelOptions, EmailTarget, SmtpServer } from "./email.js";
+export { handlerChannel } from "./handler.js";
+export type { HandlerChannelOptions, HandlerContext, HandlerFunction } from "./handler.js";
+export { renderTemplate, validateTemplate, templateContext } from "./template.js";
+export type { ReminderTemplate, RenderedMessage, TextEscape } from "./template.js";
 export type { LogChannelLine, LogChannelOptions } from "./log.js";
 export { ChannelRegistry } from "./registry.js";
 export { isForbiddenAddress, TargetAllowlist } from "./address.js";

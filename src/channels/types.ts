@@ -8,6 +8,7 @@
  * - `RateLimitedError`: retried after `retryAfterMs`, spending no attempt (DEL-13).
  * Any other thrown value counts as transient.
  */
+import type { ReminderTemplate } from "./template.js";
 
 /** What a channel receives about one delivery. Instants are `Date`s (UTC). */
 export interface ChannelDelivery {
@@ -33,6 +34,12 @@ export interface ChannelDelivery {
   payload: unknown;
   /** The reminder's channel target, already validated by `validateTarget`. */
   target: unknown;
+  /** The reminder's template (CH-6), when it has one; render it with `renderTemplate`. */
+  template?: ReminderTemplate | null;
+  /** The schedule's IANA time zone (the default zone of template date filters). */
+  tzid?: string;
+  /** The reminder's channel name. */
+  channel?: string;
 }
 
 /** Per-send context. */

@@ -12,10 +12,6 @@
  * - a target that is or resolves to a private address → {@link PermanentError} with code
  *   `TARGET_FORBIDDEN`, unless allowed (no SSRF).
  */
-import { lookup as dnsLookup } from "node:dns/promises";
-import type { LookupAddress } from "node:dns";
-import { Agent, buildConnector, request } from "undici";
-import type { Dispatcher } from "undici";
 import {
   PermanentError,
   RateLimitedError,
@@ -25,7 +21,16 @@ import {
 import type { FieldIssue } from "../errors/index.js";
 import { silentLogger } from "../observability/logger.js";
 import type { Logger } from "../observability/logger.js";
-import { TargetAllowlist, isForbiddenAddress, isIpLiteral, isLocalhostName } from "./address.js";
+import {
+  checkTargetUrl,
+  createGuardedHttp,
+  excerptOf,
+  headerValue,
+  parseRetryAfter as parseRetryAfterHeader,
+  postCapped,
+  type ResolveHost,
+} from "./http.js";
+import { renderTemplate, type RenderedMessage } from "./template.js";
 import { signWebhook, WEBHOOK_SECRET_PREFIX } from "./webhook-signature.js";
 import {
   reminderMessage,
@@ -59,10 +64,11 @@ export const WEBHOOK_EVENT_TYPE = "reminder.due";
 /** The JSON body of a webhook request. Instants are ISO 8601 UTC with `Z`. */
 export interface WebhookBody extends ReminderMessage {
   type: typeof WEBHOOK_EVENT_TYPE;
+  /** The reminder's template rendered (CH-6); present only when it has one. */
+  rendered?: RenderedMessage;
 }
 
-/** Resolves a hostname to its addresses (the shape of `dns.promises.lookup(h, { all: true })`). */
-export type ResolveHost = (hostname: string) => Promise<LookupAddress[]>;
+export type { ResolveHost } from "./http.js";
 
 /** Options of {@link createWebhookChannel}. */
 export interface WebhookChannelOptions {
@@ -99,27 +105,9 @@ export interface WebhookChannel extends Channel {
   close(): Promise<void>;
 }
 
-/** Raised inside the connector when a target address is refused; mapped to `TARGET_FORBIDDEN`. */
-class ForbiddenTargetError extends Error {
-  readonly code = "TARGET_FORBIDDEN";
-  constructor(
-    readonly hostname: string,
-    readonly address: string,
-  ) {
-    super(
-      hostname === address
-        ? `target address ${address} is private, loopback or reserved`
-        : `target host ${hostname} resolves to ${address}, a private, loopback or reserved address`,
-    );
-  }
-}
-
 const DEFAULT_TIMEOUT_MS = 10_000;
 const DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024;
 const DEFAULT_MAX_RETRY_AFTER_MS = 60 * 60 * 1000;
-const EXCERPT_CHARS = 200;
-
-const defaultResolve: ResolveHost = (hostname) => dnsLookup(hostname, { all: true });
 
 /**
  * Creates the webhook channel.
@@ -133,84 +121,18 @@ const defaultResolve: ResolveHost = (hostname) => dnsLookup(hostname, { all: tru
  * @throws ValidationError (field `allowlist.<i>`) for a malformed allow-list entry.
  */
 export function createWebhookChannel(options: WebhookChannelOptions = {}): WebhookChannel {
-  const allowPrivate = options.allowPrivateTargets === true;
-  const allowlist = new TargetAllowlist(options.allowlist ?? []);
   const timeoutCapMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
   const userAgent = options.userAgent ?? "punctual-webhook/1";
   const logger = options.logger ?? silentLogger();
   const maxResponseBytes = options.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES;
   const maxRetryAfterMs = options.maxRetryAfterMs ?? DEFAULT_MAX_RETRY_AFTER_MS;
-  const resolve = options.resolve ?? defaultResolve;
   const now = options.now ?? Date.now;
-
-  /** Whether an IP address may be connected to. */
-  const addressAllowed = (address: string): boolean =>
-    allowPrivate || !isForbiddenAddress(address) || allowlist.allowsAddress(address);
-
-  /** Whether a URL hostname may be used before any DNS (literal IPs and `localhost`). */
-  const hostAllowedEarly = (hostname: string): boolean => {
-    if (allowPrivate || allowlist.allowsHost(hostname)) return true;
-    if (isIpLiteral(hostname)) return addressAllowed(hostname);
-    if (isLocalhostName(hostname)) {
-      return allowlist.allowsAddress("127.0.0.1") && allowlist.allowsAddress("::1");
-    }
-    return true;
-  };
-
-  // The address check runs where the socket is opened, on the addresses DNS returned for
-  // this very connection: a name that resolves to a public address at validation and to a
-  // private one at send time (DNS rebinding) is still refused.
-  // Node's `lookup` option has three callback shapes (single, `all: true`); typed loosely here.
-  type LookupCallback = (
-    err: NodeJS.ErrnoException | null,
-    address: string | LookupAddress[],
-    family?: number,
-  ) => void;
-  const guardedLookup = (
-    hostname: string,
-    opts: { family?: number | string; all?: boolean },
-    callback: LookupCallback,
-  ): void => {
-    resolve(hostname).then(
-      (found) => {
-        const family = opts.family === "IPv4" ? 4 : opts.family === "IPv6" ? 6 : opts.family;
-        const addresses =
-          family === 4 || family === 6 ? found.filter((a) => a.family === family) : found;
-        const first = addresses[0];
-        if (!first) {
-          const err: NodeJS.ErrnoException = new Error(`no address found for ${hostname}`);
-          err.code = "ENOTFOUND";
-          callback(err, []);
-          return;
-        }
-        if (!allowPrivate && !allowlist.allowsHost(hostname)) {
-          const bad = addresses.find((a) => !addressAllowed(a.address));
-          if (bad) {
-            callback(new ForbiddenTargetError(hostname, bad.address), []);
-            return;
-          }
-        }
-        if (opts.all) callback(null, addresses);
-        else callback(null, first.address, first.family);
-      },
-      (err: NodeJS.ErrnoException) => callback(err, []),
-    );
-  };
-
-  const baseConnect = buildConnector({
-    timeout: timeoutCapMs,
-    // undici's types do not carry net's `lookup` option through; it is passed to net/tls.connect.
-    lookup: guardedLookup as unknown as undefined,
+  const http = createGuardedHttp({
+    allowPrivateTargets: options.allowPrivateTargets,
+    allowlist: options.allowlist,
+    connectTimeoutMs: timeoutCapMs,
+    ...(options.resolve ? { resolve: options.resolve } : {}),
   });
-  const connect: buildConnector.connector = (connectOptions, callback) => {
-    const { hostname } = connectOptions;
-    if (isIpLiteral(hostname) && !allowlist.allowsHost(hostname) && !addressAllowed(hostname)) {
-      callback(new ForbiddenTargetError(hostname, hostname), null);
-      return;
-    }
-    baseConnect(connectOptions, callback);
-  };
-  const agent = new Agent({ connect, keepAliveTimeout: 4_000 });
   let closed = false;
 
   function inspect(target: unknown): {
@@ -231,30 +153,14 @@ export function createWebhookChannel(options: WebhookChannelOptions = {}): Webho
       if (key !== "url" && key !== "secret")
         issues.push({ field: `target.${key}`, message: "unknown field" });
     }
-    if (typeof t.url !== "string" || t.url === "") {
-      issues.push({ field: "target.url", message: "required: an http(s) URL", value: t.url });
-    } else {
-      let url: URL | null = null;
-      try {
-        url = new URL(t.url);
-      } catch {
-        issues.push({ field: "target.url", message: "not a valid URL", value: t.url });
-      }
-      if (url) {
-        if (url.protocol !== "http:" && url.protocol !== "https:") {
-          issues.push({ field: "target.url", message: "must use http or https", value: t.url });
-        } else if (url.username || url.password) {
-          issues.push({ field: "target.url", message: "must not contain credentials" });
-        } else if (!hostAllowedEarly(url.hostname)) {
-          forbidden = true;
-          issues.push({
-            field: "target.url",
-            message:
-              "private, loopback, link-local or reserved address refused (allow it with allowPrivateTargets or the allow-list)",
-            value: t.url,
-          });
-        }
-      }
+    const problem = checkTargetUrl(http, t.url);
+    if (problem) {
+      forbidden = problem.forbidden;
+      issues.push({
+        field: "target.url",
+        message: problem.message,
+        ...(problem.message.includes("credentials") ? {} : { value: t.url }),
+      });
     }
     if (t.secret !== undefined) {
       if (typeof t.secret !== "string" || t.secret === "") {
@@ -283,18 +189,8 @@ export function createWebhookChannel(options: WebhookChannelOptions = {}): Webho
         };
   }
 
-  function parseRetryAfter(value: string | undefined): number | null {
-    if (value === undefined) return null;
-    const text = value.trim();
-    let ms: number;
-    if (/^\d+$/.test(text)) ms = Number(text) * 1000;
-    else {
-      const at = Date.parse(text);
-      if (Number.isNaN(at)) return null;
-      ms = at - now();
-    }
-    return Math.min(Math.max(ms, 0), maxRetryAfterMs);
-  }
+  const parseRetryAfter = (value: string | undefined): number | null =>
+    parseRetryAfterHeader(value, now(), maxRetryAfterMs);
 
   async function send(delivery: ChannelDelivery, ctx: SendContext): Promise<SendResult> {
     if (closed) throw new TransientError("webhook channel is closed", { code: "CHANNEL_CLOSED" });
@@ -312,6 +208,7 @@ export function createWebhookChannel(options: WebhookChannelOptions = {}): Webho
     const secret = (target.secret ?? options.secret) as string;
     const id = ctx.idempotencyKey || delivery.deliveryKey;
     const body: WebhookBody = { type: WEBHOOK_EVENT_TYPE, ...reminderMessage(delivery) };
+    if (delivery.template) body.rendered = renderTemplate(delivery.template, delivery);
     const text = JSON.stringify(body);
     const timestamp = Math.floor((ctx.now ?? now)() / 1000);
     const headers = {
@@ -321,68 +218,34 @@ export function createWebhookChannel(options: WebhookChannelOptions = {}): Webho
       "webhook-timestamp": String(timestamp),
       "webhook-signature": signWebhook(secret, id, timestamp, text),
     };
-
-    const timeoutMs = Math.max(1, Math.min(ctx.timeoutMs, timeoutCapMs));
-    if (ctx.signal.aborted) {
-      throw new TransientError("webhook send aborted before it started", { code: "SEND_ABORTED" });
-    }
-    const controller = new AbortController();
-    let timedOut = false;
-    const timer = setTimeout(() => {
-      timedOut = true;
-      controller.abort(new Error(`webhook timed out after ${timeoutMs} ms`));
-    }, timeoutMs);
-    const onAbort = (): void => controller.abort(ctx.signal.reason);
-    ctx.signal.addEventListener("abort", onAbort, { once: true });
     const started = now();
     const log = logger.child({
       channel: "webhook",
       deliveryKey: delivery.deliveryKey,
       attempt: delivery.attempt,
     });
-
-    try {
-      let response: Dispatcher.ResponseData;
-      try {
-        response = await request(target.url, {
-          method: "POST",
-          headers,
-          body: text,
-          signal: controller.signal,
-          dispatcher: agent,
-          headersTimeout: timeoutMs,
-          bodyTimeout: timeoutMs,
-        });
-      } catch (err) {
-        throw classifyFailure(err, timedOut, ctx.signal.aborted, timeoutMs, log);
-      }
-      let excerpt: string;
-      try {
-        excerpt = await readCapped(response.body, maxResponseBytes);
-      } catch (err) {
-        // The status is known; a body cut short only matters for a 2xx, where it is
-        // ignored, and for errors, whose class the status already decides.
-        excerpt = "";
-        if (response.statusCode < 200 || response.statusCode >= 300) {
-          log.debug({ err }, "webhook response body unreadable");
-        }
-      }
-      const status = response.statusCode;
-      log.debug({ status, durationMs: now() - started }, "webhook sent");
-      if (status >= 200 && status < 300) {
-        return {
-          status,
-          messageId:
-            headerValue(response.headers, "webhook-id") ??
-            headerValue(response.headers, "x-message-id") ??
-            null,
-        };
-      }
-      throw classifyStatus(status, response.headers, excerpt, parseRetryAfter);
-    } finally {
-      clearTimeout(timer);
-      ctx.signal.removeEventListener("abort", onAbort);
+    const response = await postCapped(http, {
+      label: "webhook",
+      url: target.url,
+      headers,
+      body: text,
+      timeoutMs: Math.min(ctx.timeoutMs, timeoutCapMs),
+      signal: ctx.signal,
+      maxResponseBytes,
+      log,
+    });
+    const status = response.status;
+    log.debug({ status, durationMs: now() - started }, "webhook sent");
+    if (status >= 200 && status < 300) {
+      return {
+        status,
+        messageId:
+          headerValue(response.headers, "webhook-id") ??
+          headerValue(response.headers, "x-message-id") ??
+          null,
+      };
     }
+    throw classifyStatus(status, response.headers, response.body, parseRetryAfter);
   }
 
   return {
@@ -395,44 +258,9 @@ export function createWebhookChannel(options: WebhookChannelOptions = {}): Webho
     send,
     async close(): Promise<void> {
       closed = true;
-      await agent.close();
+      await http.close();
     },
   };
-}
-
-function headerValue(
-  headers: Record<string, string | string[] | undefined>,
-  name: string,
-): string | undefined {
-  const value = headers[name];
-  const first = Array.isArray(value) ? value[0] : value;
-  return first === undefined || first === "" ? undefined : first;
-}
-
-/**
- * Reads at most `cap` bytes of a response body as UTF-8; a longer body is cut and its
- * stream destroyed, which closes the connection instead of draining it.
- */
-async function readCapped(body: Dispatcher.ResponseData["body"], cap: number): Promise<string> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of body as AsyncIterable<Buffer>) {
-    const room = cap - size;
-    if (chunk.length >= room) {
-      chunks.push(chunk.subarray(0, room));
-      size = cap;
-      break; // leaving the loop destroys the stream
-    }
-    chunks.push(chunk);
-    size += chunk.length;
-  }
-  if (!body.destroyed && size >= cap) body.destroy();
-  return Buffer.concat(chunks).toString("utf8");
-}
-
-function excerptOf(text: string): string {
-  const flat = text.replace(/\s+/g, " ").trim();
-  return flat.length > EXCERPT_CHARS ? `${flat.slice(0, EXCERPT_CHARS)}…` : flat;
 }
 
 function classifyStatus(
@@ -449,86 +277,17 @@ function classifyStatus(
       return new RateLimitedError(`${detail} (retry after ${retryAfterMs} ms)`, retryAfterMs, {
         status,
       });
-    return new TransientError(detail, { code: "HTTP_RETRYABLE" });
+    return new TransientError(detail, { code: "HTTP_RETRYABLE", status });
   }
   if (status === 408 || (status >= 500 && status <= 599)) {
-    return new TransientError(detail, { code: "HTTP_RETRYABLE" });
+    return new TransientError(detail, { code: "HTTP_RETRYABLE", status });
   }
   if (status >= 300 && status <= 399) {
     const location = headerValue(headers, "location");
     return new PermanentError(
       `webhook receiver answered HTTP ${status} (redirects are not followed${location ? `; location ${location}` : ""})`,
-      { code: "HTTP_REDIRECT" },
+      { code: "HTTP_REDIRECT", status },
     );
   }
-  return new PermanentError(detail, { code: "HTTP_REJECTED" });
-}
-
-function findForbidden(err: unknown): ForbiddenTargetError | null {
-  let current: unknown = err;
-  for (let depth = 0; depth < 5 && current; depth++) {
-    if (current instanceof ForbiddenTargetError) return current;
-    current = (current as { cause?: unknown }).cause;
-  }
-  return null;
-}
-
-const UNDICI_TIMEOUT_CODES = new Set([
-  "UND_ERR_CONNECT_TIMEOUT",
-  "UND_ERR_HEADERS_TIMEOUT",
-  "UND_ERR_BODY_TIMEOUT",
-]);
-
-/** Error codes raised before the request was sent: retrying them cannot duplicate anything. */
-const NOT_SENT_CODES = new Set([
-  "ECONNREFUSED",
-  "ENOTFOUND",
-  "EAI_AGAIN",
-  "EHOSTUNREACH",
-  "ENETUNREACH",
-  "UND_ERR_CONNECT_TIMEOUT",
-]);
-
-function classifyFailure(
-  err: unknown,
-  timedOut: boolean,
-  aborted: boolean,
-  timeoutMs: number,
-  log: Logger,
-): Error {
-  const forbidden = findForbidden(err);
-  if (forbidden) {
-    log.warn({ host: forbidden.hostname, address: forbidden.address }, "webhook target refused");
-    return new PermanentError(`webhook ${forbidden.message}`, {
-      code: "TARGET_FORBIDDEN",
-      cause: err,
-    });
-  }
-  const code =
-    (err as { code?: unknown } | null)?.code ??
-    ((err as { cause?: { code?: unknown } } | null)?.cause?.code as unknown);
-  // Failures before any byte of the request left this host cannot have been delivered.
-  const neverSent = typeof code === "string" && NOT_SENT_CODES.has(code);
-  if (timedOut || (typeof code === "string" && UNDICI_TIMEOUT_CODES.has(code))) {
-    return new TransientError(`webhook timed out after ${timeoutMs} ms`, {
-      code: "SEND_TIMEOUT",
-      cause: err,
-      maybeDelivered: !neverSent,
-    });
-  }
-  if (aborted)
-    return new TransientError("webhook send aborted", {
-      code: "SEND_ABORTED",
-      cause: err,
-      maybeDelivered: true,
-    });
-  const message = err instanceof Error ? err.message : String(err);
-  return new TransientError(
-    `webhook network error${typeof code === "string" ? ` ${code}` : ""}: ${message}`,
-    {
-      maybeDelivered: !neverSent,
-      code: "NETWORK_ERROR",
-      cause: err,
-    },
-  );
+  return new PermanentError(detail, { code: "HTTP_REJECTED", status });
 }

@@ -41,6 +41,24 @@ export const ENV_VARS: ReadonlyArray<{ name: string; path: string; kind: Kind; h
     help: "allow webhook targets in private/loopback ranges",
   },
   {
+    name: "PUNCTUAL_SMTP_URL",
+    path: "email.smtpUrl",
+    kind: "string",
+    help: "e-mail server, smtp://user:pass@host:587 or smtps://…:465 (enables the email channel)",
+  },
+  {
+    name: "PUNCTUAL_SMTP_FROM",
+    path: "email.from",
+    kind: "string",
+    help: "default e-mail sender, e.g. Reminders <reminders@example.com>",
+  },
+  {
+    name: "PUNCTUAL_SMTP_DOMAIN",
+    path: "email.domain",
+    kind: "string",
+    help: "domain of Message-IDs <deliveryKey@domain> (default the sender's domain)",
+  },
+  {
     name: "PUNCTUAL_HOST",
     path: "api.host",
     kind: "string",

@@ -97,6 +97,21 @@ export const configSchema = z
     webhookSecret: z.string().min(1).optional(),
     /** Allow webhook targets in private, loopback and link-local ranges (CH-1). */
     allowPrivateTargets: z.boolean().default(false),
+    /**
+     * The `email` channel (CH-2); registered only when `smtpUrl` is set. The URL holds the
+     * server's password: it is never logged.
+     */
+    email: z
+      .object({
+        /** `smtp://user:pass@host:587` (STARTTLS) or `smtps://user:pass@host:465`. */
+        smtpUrl: z.string().min(1).optional(),
+        /** Default sender, `Name <a@example.com>` or `a@example.com`. */
+        from: z.string().min(1).optional(),
+        /** Domain of Message-IDs `<deliveryKey@domain>`; default the sender's domain. */
+        domain: z.string().min(1).optional(),
+      })
+      .strict()
+      .default({}),
     api: z
       .object({
         host: z.string().min(1).default("127.0.0.1"),

@@ -95,6 +95,21 @@ export const webhookTargetSchema = z
   })
   .strict();
 
+/** Longest template field, characters (CH-6). */
+const MAX_TEMPLATE_CHARS = 65_536;
+
+/**
+ * CH-6: a reminder's Liquid templates. The shape is checked here; that each parses and
+ * renders (with the line of the first error) is checked where the channels are known.
+ */
+export const templateSchema = z
+  .object({
+    subject: storableText().max(MAX_TEMPLATE_CHARS).optional(),
+    text: storableText().max(MAX_TEMPLATE_CHARS).optional(),
+    html: storableText().max(MAX_TEMPLATE_CHARS).optional(),
+  })
+  .strict();
+
 /** One reminder of a schedule. */
 export const reminderInputSchema = z
   .object({
@@ -119,6 +134,8 @@ export const reminderInputSchema = z
      */
     delivery: z.enum(["at-most-once", "at-least-once"]).optional(),
     maxAttempts: z.number().int().min(1).max(100).optional(),
+    /** CH-6: `{ subject?, text?, html? }` Liquid templates the channel renders. */
+    template: templateSchema.optional(),
   })
   .strict();
 
@@ -174,6 +191,8 @@ export interface ReminderView {
   target: Record<string, unknown>;
   delivery: "at-most-once" | "at-least-once" | null;
   maxAttempts: number;
+  /** CH-6: the reminder's templates, or null. */
+  template: { subject?: string; text?: string; html?: string } | null;
 }
 
 /** A schedule as returned by the API. Instants are ISO 8601 UTC with `Z`. */

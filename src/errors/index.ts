@@ -68,27 +68,36 @@ export class ConflictError extends PunctualError {
   }
 }
 
-/** A channel failure that no retry can fix (4xx other than 408/429, rejected address). */
+/**
+ * A channel failure that no retry can fix (4xx other than 408/429, rejected address,
+ * SMTP 5xx). `status` is the receiver's HTTP status or SMTP reply code, recorded in the
+ * attempt (DEL-14); null when there was none.
+ */
 export class PermanentError extends PunctualError {
-  constructor(message: string, options?: { cause?: unknown; code?: string }) {
+  readonly status: number | null;
+  constructor(message: string, options?: { cause?: unknown; code?: string; status?: number }) {
     super(options?.code ?? "PERMANENT", message, options);
+    this.status = options?.status ?? null;
   }
 }
 
 /**
- * A channel failure that may pass on retry (5xx, 408, network error, timeout).
+ * A channel failure that may pass on retry (5xx, 408, SMTP 4xx, network error, timeout).
  * `maybeDelivered` says the side effect may already have happened (a timeout or a broken
  * connection after the request was sent): such a failure is retried only where the
  * receiver de-duplicates by idempotency key; otherwise the delivery is in doubt (DEL-5).
+ * `status` is the receiver's HTTP status or SMTP reply code when it gave one (DEL-14).
  */
 export class TransientError extends PunctualError {
   readonly maybeDelivered: boolean;
+  readonly status: number | null;
   constructor(
     message: string,
-    options?: { cause?: unknown; code?: string; maybeDelivered?: boolean },
+    options?: { cause?: unknown; code?: string; maybeDelivered?: boolean; status?: number },
   ) {
     super(options?.code ?? "TRANSIENT", message, options);
     this.maybeDelivered = options?.maybeDelivered ?? false;
+    this.status = options?.status ?? null;
   }
 }
 

@@ -182,6 +182,9 @@ export class Executor {
       late: row.late,
       payload: row.payload,
       target: row.target,
+      template: row.template ?? null,
+      tzid: row.tzid,
+      channel: row.channel,
     };
     const timeoutMs = channel?.timeoutMs ?? o.sendTimeoutMs;
     let result: SendResult;

@@ -5,6 +5,7 @@
  * clock (`now()`), which is authoritative for due times and leases (OPS-9); tests pin
  * it by passing an instant.
  */
+import type { ReminderTemplate } from "../channels/template.js";
 import type { Queryable } from "./database.js";
 import { columnsOf, rows } from "./statement.js";
 
@@ -66,6 +67,10 @@ export interface ClaimedDelivery {
   late: boolean;
   payload: unknown;
   target: unknown;
+  /** CH-6: the reminder's template, or null. */
+  template: ReminderTemplate | null;
+  /** The schedule's time zone (templates format instants in it by default). */
+  tzid: string;
   /** The statement's "now" (database clock unless pinned): stamp signatures with it (OPS-9). */
   db_now: Date;
 }
@@ -89,6 +94,8 @@ export const CLAIM_COLUMNS = columnsOf<ClaimedDelivery>()([
   "late",
   "payload",
   "target",
+  "template",
+  "tzid",
   "db_now",
 ]);
 
@@ -175,6 +182,9 @@ select c.id, c.delivery_key, c.schedule_id, c.reminder_key, c.occurrence_at, c.d
        (select s.payload from punctual_schedules s where s.id = c.schedule_id) as payload,
        (select r.target from punctual_reminders r
          where r.schedule_id = c.schedule_id and r.key = c.reminder_key) as target,
+       (select r.template from punctual_reminders r
+         where r.schedule_id = c.schedule_id and r.key = c.reminder_key) as template,
+       (select s.tzid from punctual_schedules s where s.id = c.schedule_id) as tzid,
        ${NOW} as db_now
 from claimed c
 order by c.run_at, c.id`;

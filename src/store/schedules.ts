@@ -3,6 +3,7 @@
  * resume. Parameters are listed per statement; `$1` is "now" where present.
  */
 import type { DeliveryView, ReminderView, ScheduleView, AttemptView } from "../contracts/index.js";
+import type { ReminderTemplate } from "../channels/template.js";
 import type { Queryable } from "./database.js";
 import { columnsOf, execute, firstRow, rows } from "./statement.js";
 import { staleAtSql, syncWaitingSql } from "./waiting.js";
@@ -95,6 +96,8 @@ export interface ReminderRow {
   target: Record<string, unknown>;
   on_lost_lease: "retry" | "in_doubt" | null;
   max_attempts: number;
+  /** CH-6: the reminder's template, or null. */
+  template: ReminderTemplate | null;
 }
 
 /** Result columns of {@link REMINDERS_SQL}. */
@@ -106,6 +109,7 @@ export const REMINDERS_COLUMNS = columnsOf<ReminderRow>()([
   "target",
   "on_lost_lease",
   "max_attempts",
+  "template",
 ]);
 
 /**
@@ -127,12 +131,12 @@ values ($2, $3, $4, $5, $6, $7, $8::text[], $9::text[], $10, $11, $12, $13, $14,
 on conflict (tenant, idempotency_key) where idempotency_key is not null do nothing
 returning *, ${NOW} as db_now`;
 
-/** Parameters: $1 schedule id, then parallel arrays $2 keys, $3 offsets, $4 channels, $5 targets (json text), $6 lost-lease policies, $7 max attempts. */
+/** Parameters: $1 schedule id, then parallel arrays $2 keys, $3 offsets, $4 channels, $5 targets (json text), $6 lost-lease policies, $7 max attempts, $8 templates (json text or null). */
 export const INSERT_REMINDERS_SQL = `
-insert into punctual_reminders (schedule_id, key, offset_duration, channel, target, on_lost_lease, max_attempts)
-select $1, u.key, u.offset_duration, u.channel, u.target::jsonb, u.on_lost_lease, u.max_attempts
-from unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int[])
-  as u(key, offset_duration, channel, target, on_lost_lease, max_attempts)`;
+insert into punctual_reminders (schedule_id, key, offset_duration, channel, target, on_lost_lease, max_attempts, template)
+select $1, u.key, u.offset_duration, u.channel, u.target::jsonb, u.on_lost_lease, u.max_attempts, u.template::jsonb
+from unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int[], $8::text[])
+  as u(key, offset_duration, channel, target, on_lost_lease, max_attempts, template)`;
 
 /** $1 tenant, $2 idempotency key */
 export const SCHEDULE_BY_IDEMPOTENCY_KEY_SQL = `
@@ -418,11 +422,28 @@ export const SET_SCHEDULE_STATE_COLUMNS = columnsOf<TransitionedScheduleRow>()([
 
 const iso = (d: Date | null): string | null => (d ? d.toISOString() : null);
 
-/** Hides secrets of a target (any key named like secret, token, password). */
-export function redactTarget(target: Record<string, unknown>): Record<string, unknown> {
+/** Channels whose target URL is itself the credential (an incoming-webhook URL, CH-3). */
+const URL_IS_SECRET = new Set(["slack", "discord"]);
+
+/**
+ * Hides secrets of a target: any key named like secret, token, password; and, for Slack
+ * and Discord, the path and query of the URL (`https://hooks.slack.com/[redacted]`), which
+ * hold the webhook's token.
+ */
+export function redactTarget(
+  target: Record<string, unknown>,
+  channel?: string,
+): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(target ?? {})) {
     out[k] = /secret|token|password|authorization/i.test(k) && v != null ? "[redacted]" : v;
+  }
+  if (channel && URL_IS_SECRET.has(channel) && typeof out.url === "string") {
+    try {
+      out.url = `${new URL(out.url).origin}/[redacted]`;
+    } catch {
+      out.url = "[redacted]";
+    }
   }
   return out;
 }
@@ -432,7 +453,7 @@ export function toReminderView(row: ReminderRow): ReminderView {
     key: row.key,
     offset: row.offset_duration,
     channel: row.channel,
-    target: redactTarget(row.target),
+    target: redactTarget(row.target, row.channel),
     delivery:
       row.on_lost_lease === "retry"
         ? "at-least-once"
@@ -440,6 +461,7 @@ export function toReminderView(row: ReminderRow): ReminderView {
           ? "at-most-once"
           : null,
     maxAttempts: row.max_attempts,
+    template: row.template ?? null,
   };
 }
 
@@ -562,13 +584,14 @@ returning *, ${NOW} as db_now`;
 
 /**
  * Bulk reminders. Parameters: parallel arrays $1 schedule ids, $2 keys, $3 offsets,
- * $4 channels, $5 targets (json text), $6 lost-lease policies, $7 max attempts.
+ * $4 channels, $5 targets (json text), $6 lost-lease policies, $7 max attempts,
+ * $8 templates (json text or null).
  */
 export const INSERT_REMINDERS_BULK_SQL = `
-insert into punctual_reminders (schedule_id, key, offset_duration, channel, target, on_lost_lease, max_attempts)
-select u.schedule_id, u.key, u.offset_duration, u.channel, u.target::jsonb, u.on_lost_lease, u.max_attempts
-from unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int[])
-  as u(schedule_id, key, offset_duration, channel, target, on_lost_lease, max_attempts)`;
+insert into punctual_reminders (schedule_id, key, offset_duration, channel, target, on_lost_lease, max_attempts, template)
+select u.schedule_id, u.key, u.offset_duration, u.channel, u.target::jsonb, u.on_lost_lease, u.max_attempts, u.template::jsonb
+from unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int[], $8::text[])
+  as u(schedule_id, key, offset_duration, channel, target, on_lost_lease, max_attempts, template)`;
 
 /**
  * Brings a cancelled schedule back (an event that reappears in an imported calendar).
@@ -676,6 +699,8 @@ export interface ReminderToInsert {
   /** DEL-6 override; null: the channel decides. */
   onLostLease: "retry" | "in_doubt" | null;
   maxAttempts: number;
+  /** CH-6: the template as JSON text, or null (absent: null). */
+  templateJson?: string | null;
 }
 
 /** API-1 / DEL-9: runs {@link INSERT_REMINDERS_SQL}: the reminders of one schedule. */
@@ -692,6 +717,7 @@ export async function insertReminders(
     r.map((x) => x.targetJson),
     r.map((x) => x.onLostLease),
     r.map((x) => x.maxAttempts),
+    r.map((x) => x.templateJson ?? null),
   ]);
 }
 
@@ -917,6 +943,7 @@ export async function insertRemindersBulk(
     r.map((x) => x.targetJson),
     r.map((x) => x.onLostLease),
     r.map((x) => x.maxAttempts),
+    r.map((x) => x.templateJson ?? null),
   ]);
 }
 

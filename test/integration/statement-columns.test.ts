@@ -81,7 +81,7 @@ const PARAMS: Record<string, readonly unknown[]> = {
   SYNC_WAITING_SQL: [null, ID],
   // schedules.ts
   INSERT_SCHEDULE_SQL: [null, "default", null, "hash", ...DEFINITION, null, null],
-  INSERT_REMINDERS_SQL: [ID, ...nulls(6)],
+  INSERT_REMINDERS_SQL: [ID, ...nulls(7)],
   SCHEDULE_BY_IDEMPOTENCY_KEY_SQL: ["default", "key"],
   SCHEDULE_BY_ID_SQL: ["default", ID],
   REMINDERS_SQL: [[]],
@@ -97,7 +97,7 @@ const PARAMS: Record<string, readonly unknown[]> = {
   DELETE_REMINDERS_SQL: [ID],
   SCHEDULES_OF_SOURCE_SQL: ["default", "source"],
   INSERT_SCHEDULES_BULK_SQL: [null, "default", ...nulls(17)],
-  INSERT_REMINDERS_BULK_SQL: nulls(7),
+  INSERT_REMINDERS_BULK_SQL: nulls(8),
   REVIVE_SCHEDULE_SQL: [null, ID],
 };
 

@@ -1,0 +1,494 @@
+/**
+ * The `email` channel (CH-2): one message per delivery over SMTP (nodemailer's SMTP
+ * client and MIME composer), to the server of `PUNCTUAL_SMTP_URL`.
+ *
+ * Every message carries `Message-ID: <{deliveryKey}@{domain}>`, so a message resent after
+ * an unknown outcome is recognisably the same one (mail clients thread and many filters
+ * drop duplicates by Message-ID), but SMTP servers do not de-duplicate on it: the channel
+ * is not idempotent, and a send whose outcome is unknown becomes `in_doubt` unless the
+ * reminder opts into at-least-once (DEL-6).
+ *
+ * Outcomes (RFC 5321 reply classes):
+ * - 250 after the message → sent; the Message-ID is recorded as the message id;
+ * - a 4xx reply at any step (greeting 421, MAIL/RCPT 450/451/452, after DATA 451), and
+ *   503 → {@link TransientError} `SMTP_DEFERRED` (the server refused it for now: nothing
+ *   was delivered);
+ * - a 5xx reply (550 mailbox unavailable, 554, 535 authentication failed) →
+ *   {@link PermanentError} `SMTP_REJECTED`;
+ * - a connection refused, lost or timed out before the message's final dot was written →
+ *   {@link TransientError} `SMTP_CONNECTION` / `SEND_TIMEOUT`, not delivered;
+ * - the same after the final dot, before the server's reply → `maybeDelivered`: the
+ *   server may have queued it (in doubt at most once, DEL-5).
+ *
+ * The SMTP URL holds the server's password: it is never logged nor put in an error.
+ */
+import { Readable } from "node:stream";
+import type { ConnectionOptions } from "node:tls";
+import addressparser from "nodemailer/lib/addressparser";
+import MailComposer from "nodemailer/lib/mail-composer";
+import SMTPConnection from "nodemailer/lib/smtp-connection";
+import { ConfigError, PermanentError, TransientError, ValidationError } from "../errors/index.js";
+import type { FieldIssue } from "../errors/index.js";
+import { silentLogger, type Logger } from "../observability/logger.js";
+import {
+  DEFAULT_SUBJECT_TEMPLATE,
+  DEFAULT_TEXT_TEMPLATE,
+  renderTemplate,
+  type ReminderTemplate,
+  type RenderedMessage,
+} from "./template.js";
+import type { Channel, ChannelDelivery, SendContext, SendResult } from "./types.js";
+
+/** An e-mail reminder's target. Addresses are `a@example.com` or `Name <a@example.com>`. */
+export interface EmailTarget {
+  /** One address or several. */
+  to: string | string[];
+  cc?: string | string[];
+  bcc?: string | string[];
+  /** Sender; default `PUNCTUAL_SMTP_FROM`. */
+  from?: string;
+  /** Subject when the reminder's template has none. */
+  subject?: string;
+  replyTo?: string;
+}
+
+/** An SMTP server as read from its URL. */
+export interface SmtpServer {
+  host: string;
+  port: number;
+  /** Implicit TLS (`smtps:`); otherwise STARTTLS when the server offers it. */
+  secure: boolean;
+  /** Refuse to send unless STARTTLS succeeds (`?requireTLS=true`). */
+  requireTLS: boolean;
+  user?: string;
+  pass?: string;
+  /** The URL with its password replaced by `***`: safe to show. */
+  redacted: string;
+}
+
+/** Options of {@link createEmailChannel}. */
+export interface EmailChannelOptions {
+  /**
+   * `smtp://user:pass@host:587` (STARTTLS when offered; `?requireTLS=true` insists),
+   * `smtps://user:pass@host:465` (implicit TLS). User and password are URL-encoded.
+   * From `PUNCTUAL_SMTP_URL`.
+   */
+  url: string;
+  /** Default sender (`PUNCTUAL_SMTP_FROM`); a target's `from` wins. */
+  from?: string;
+  /** Domain of Message-IDs (`PUNCTUAL_SMTP_DOMAIN`); default the sender's domain. */
+  domain?: string;
+  /** Upper bound of one send, ms; the send uses min(this, `ctx.timeoutMs`). Default 30 000. */
+  timeoutMs?: number;
+  /** Most recipients (to + cc + bcc) of one message. Default 50. */
+  maxRecipients?: number;
+  /** Name given in EHLO. Default the machine's hostname. */
+  clientName?: string;
+  /** TLS options (a private CA, `servername`). */
+  tls?: ConnectionOptions;
+  /** Where to log sends (debug) and partial rejections (warn). Default silent. */
+  logger?: Logger;
+  /** Current time, epoch ms, for the `Date` header when the scheduler gives none. */
+  now?: () => number;
+}
+
+/** The e-mail channel. */
+export interface EmailChannel extends Channel {
+  readonly name: "email";
+  readonly idempotent: false;
+  /** The server, password redacted. */
+  readonly server: Omit<SmtpServer, "pass">;
+  close(): Promise<void>;
+}
+
+const DEFAULT_TIMEOUT_MS = 30_000;
+const ADDRESS =
+  /^[^\s@<>()[\]\\,;:"]+@[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)+$/;
+const DOMAIN =
+  /^[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$/;
+
+/**
+ * Reads an SMTP URL.
+ * @throws ConfigError naming `PUNCTUAL_SMTP_URL` (with the password hidden) when it is
+ *   not `smtp:` or `smtps:` with a host.
+ */
+export function parseSmtpUrl(text: string): SmtpServer {
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    throw new ConfigError("PUNCTUAL_SMTP_URL is not a URL (expected smtp://user:pass@host:587)");
+  }
+  const redacted = url.password ? text.replace(`:${url.password}@`, ":***@") : text;
+  if (url.protocol !== "smtp:" && url.protocol !== "smtps:") {
+    throw new ConfigError(
+      `PUNCTUAL_SMTP_URL must start with smtp:// or smtps:// (got ${redacted})`,
+    );
+  }
+  if (!url.hostname) throw new ConfigError(`PUNCTUAL_SMTP_URL has no host (got ${redacted})`);
+  const secure = url.protocol === "smtps:";
+  const port = url.port ? Number(url.port) : secure ? 465 : 587;
+  const requireTLS = url.searchParams.get("requireTLS") === "true";
+  const host = url.hostname.startsWith("[") ? url.hostname.slice(1, -1) : url.hostname;
+  return {
+    host,
+    port,
+    secure,
+    requireTLS,
+    ...(url.username ? { user: decodeURIComponent(url.username) } : {}),
+    ...(url.password ? { pass: decodeURIComponent(url.password) } : {}),
+    redacted,
+  };
+}
+
+/** Parses one address field; `null` when it is not exactly one plain mailbox. */
+function mailbox(text: string): { name: string; address: string } | null {
+  if (/[\r\n]/.test(text)) return null;
+  const found = addressparser(text, { flatten: true });
+  if (found.length !== 1) return null;
+  const only = found[0]!;
+  if (!ADDRESS.test(only.address)) return null;
+  return { name: only.name, address: only.address };
+}
+
+function asList(value: unknown): unknown[] | null {
+  if (value === undefined) return [];
+  if (typeof value === "string") return [value];
+  if (Array.isArray(value)) return value;
+  return null;
+}
+
+/** Checks an e-mail target; issues name `target.<field>` (and the index in a list). */
+export function emailTargetIssues(
+  target: unknown,
+  defaults: { from?: string | undefined; maxRecipients: number },
+): FieldIssue[] {
+  if (typeof target !== "object" || target === null || Array.isArray(target)) {
+    return [
+      {
+        field: "target",
+        message: "must be an object { to, cc?, bcc?, from?, subject?, replyTo? }",
+      },
+    ];
+  }
+  const t = target as Record<string, unknown>;
+  const issues: FieldIssue[] = [];
+  const known = ["to", "cc", "bcc", "from", "subject", "replyTo"];
+  for (const key of Object.keys(t)) {
+    if (!known.includes(key)) {
+      issues.push({ field: `target.${key}`, message: `unknown field; known: ${known.join(", ")}` });
+    }
+  }
+  let recipients = 0;
+  for (const field of ["to", "cc", "bcc"] as const) {
+    const list = asList(t[field]);
+    if (list === null) {
+      issues.push({
+        field: `target.${field}`,
+        message: "must be an address or a list of addresses",
+      });
+      continue;
+    }
+    if (field === "to" && list.length === 0) {
+      issues.push({ field: "target.to", message: "required: at least one address" });
+    }
+    const single = typeof t[field] === "string";
+    list.forEach((entry, i) => {
+      const at = single ? `target.${field}` : `target.${field}.${i}`;
+      if (typeof entry !== "string" || !mailbox(entry)) {
+        issues.push({ field: at, message: "not an e-mail address", value: entry });
+      }
+    });
+    recipients += list.length;
+  }
+  if (recipients > defaults.maxRecipients) {
+    issues.push({
+      field: "target",
+      message: `at most ${defaults.maxRecipients} recipients (to, cc and bcc together); got ${recipients}`,
+    });
+  }
+  for (const field of ["from", "replyTo"] as const) {
+    const value = t[field];
+    if (value === undefined) continue;
+    if (typeof value !== "string" || !mailbox(value)) {
+      issues.push({ field: `target.${field}`, message: "not an e-mail address", value });
+    }
+  }
+  if (t.from === undefined && !defaults.from) {
+    issues.push({
+      field: "target.from",
+      message: "required: no default sender is configured (PUNCTUAL_SMTP_FROM)",
+    });
+  }
+  if (t.subject !== undefined) {
+    if (typeof t.subject !== "string" || t.subject.length > 998 || /[\r\n]/.test(t.subject)) {
+      issues.push({
+        field: "target.subject",
+        message: "must be one line of at most 998 characters",
+      });
+    }
+  }
+  return issues;
+}
+
+/** The Message-ID of a delivery: `<{deliveryKey}@{domain}>`. */
+export function emailMessageId(deliveryKey: string, domain: string): string {
+  return `<${deliveryKey}@${domain}>`;
+}
+
+/** Whether an SMTP failure happened on a connection (no reply code) rather than a reply. */
+interface SmtpFailure {
+  code?: string;
+  responseCode?: number;
+  permanent?: boolean;
+  response?: string;
+  message?: string;
+}
+
+function classify(err: unknown, bodySent: boolean, redactedServer: string): Error {
+  const e = (err ?? {}) as SmtpFailure;
+  const reply = e.response ? e.response.replace(/\s+/g, " ").slice(0, 200) : "";
+  if (typeof e.responseCode === "number") {
+    const detail = `SMTP server answered ${reply || e.responseCode}`;
+    // nodemailer's `permanent` follows RFC 5321: 5xx but 503 (bad sequence) is permanent.
+    const permanent = e.permanent ?? (e.responseCode >= 500 && e.responseCode !== 503);
+    if (permanent) {
+      return new PermanentError(detail, {
+        code: "SMTP_REJECTED",
+        status: e.responseCode,
+        cause: err,
+      });
+    }
+    return new TransientError(detail, {
+      code: "SMTP_DEFERRED",
+      status: e.responseCode,
+      cause: err,
+    });
+  }
+  const message = e.message ?? String(err);
+  if (e.code === "EAUTH" || e.code === "ECONFIG") {
+    return new PermanentError(`SMTP configuration refused: ${message}`, {
+      code: "SMTP_CONFIG",
+      cause: err,
+    });
+  }
+  if (e.code === "EENVELOPE" || e.code === "EMESSAGE") {
+    return new PermanentError(`SMTP message refused: ${message}`, {
+      code: "SMTP_REJECTED",
+      cause: err,
+    });
+  }
+  if (e.code === "ETIMEDOUT") {
+    return new TransientError(
+      `SMTP server ${redactedServer} timed out${bodySent ? " after the message was sent" : ""}`,
+      {
+        code: "SEND_TIMEOUT",
+        maybeDelivered: bodySent,
+        cause: err,
+      },
+    );
+  }
+  return new TransientError(
+    `SMTP connection to ${redactedServer} failed${bodySent ? " after the message was sent" : ""}: ${message}`,
+    {
+      code: "SMTP_CONNECTION",
+      maybeDelivered: bodySent,
+      cause: err,
+    },
+  );
+}
+
+/**
+ * Creates the e-mail channel.
+ *
+ * `validateTarget` throws {@link ValidationError} naming `target.to.<i>`, `target.cc`,
+ * `target.from` … with the offending address. `send` resolves
+ * `{ status: 250, messageId: "<key@domain>" }` or throws as the module comment lists.
+ *
+ * @throws ConfigError for a bad `url`, `from` or `domain`.
+ */
+export function createEmailChannel(options: EmailChannelOptions): EmailChannel {
+  const server = parseSmtpUrl(options.url);
+  const { pass: _pass, ...shown } = server;
+  const timeoutCapMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+  const maxRecipients = options.maxRecipients ?? 50;
+  const logger = options.logger ?? silentLogger();
+  const now = options.now ?? Date.now;
+  if (options.from !== undefined && !mailbox(options.from)) {
+    throw new ConfigError(
+      `PUNCTUAL_SMTP_FROM is not an e-mail address (got ${JSON.stringify(options.from)})`,
+    );
+  }
+  if (options.domain !== undefined && !DOMAIN.test(options.domain)) {
+    throw new ConfigError(
+      `PUNCTUAL_SMTP_DOMAIN is not a domain name (got ${JSON.stringify(options.domain)})`,
+    );
+  }
+  let closed = false;
+
+  function compose(
+    delivery: ChannelDelivery,
+    target: EmailTarget,
+    date: Date,
+  ): { raw: Promise<Buffer>; envelope: { from: string; to: string[] }; messageId: string } {
+    const from = target.from ?? (options.from as string);
+    const sender = mailbox(from)!;
+    const domain = options.domain ?? sender.address.slice(sender.address.lastIndexOf("@") + 1);
+    const messageId = emailMessageId(delivery.deliveryKey, domain);
+    const own = delivery.template ?? {};
+    // A target's subject is literal text, never a template; the template's wins over it.
+    const template: ReminderTemplate = {
+      ...(target.subject === undefined ? { subject: DEFAULT_SUBJECT_TEMPLATE } : {}),
+      ...(own.text === undefined && own.html === undefined ? { text: DEFAULT_TEXT_TEMPLATE } : {}),
+      ...own,
+    };
+    const m: RenderedMessage = renderTemplate(template, delivery);
+    const composer = new MailComposer({
+      from,
+      to: asList(target.to) as string[],
+      ...(target.cc !== undefined ? { cc: asList(target.cc) as string[] } : {}),
+      ...(target.bcc !== undefined ? { bcc: asList(target.bcc) as string[] } : {}),
+      ...(target.replyTo !== undefined ? { replyTo: target.replyTo } : {}),
+      subject: m.subject ?? target.subject ?? "",
+      ...(m.text !== undefined ? { text: m.text } : {}),
+      ...(m.html !== undefined ? { html: m.html } : {}),
+      messageId,
+      date,
+      headers: {
+        // RFC 3834: an automatic message; out-of-office replies should not answer it.
+        "Auto-Submitted": "auto-generated",
+        "X-Punctual-Delivery-Key": delivery.deliveryKey,
+      },
+    });
+    const node = composer.compile();
+    const envelope = node.getEnvelope();
+    return {
+      raw: node.build(),
+      envelope: { from: envelope.from || sender.address, to: envelope.to },
+      messageId,
+    };
+  }
+
+  async function send(delivery: ChannelDelivery, ctx: SendContext): Promise<SendResult> {
+    if (closed) throw new TransientError("email channel is closed", { code: "CHANNEL_CLOSED" });
+    const issues = emailTargetIssues(delivery.target, { from: options.from, maxRecipients });
+    if (issues.length > 0) {
+      throw new PermanentError(
+        `email target refused: ${issues.map((i) => `${i.field}: ${i.message}`).join("; ")}`,
+        { code: "TARGET_INVALID" },
+      );
+    }
+    const target = delivery.target as EmailTarget;
+    const composed = compose(delivery, target, new Date((ctx.now ?? now)()));
+    const raw = await composed.raw;
+    if (ctx.signal.aborted) {
+      throw new TransientError("email send aborted before it started", { code: "SEND_ABORTED" });
+    }
+    const budgetMs = Math.max(1, Math.min(ctx.timeoutMs, timeoutCapMs));
+    const log = logger.child({
+      channel: "email",
+      deliveryKey: delivery.deliveryKey,
+      attempt: delivery.attempt,
+    });
+
+    return new Promise<SendResult>((resolve, reject) => {
+      const conn = new SMTPConnection({
+        host: server.host,
+        port: server.port,
+        secure: server.secure,
+        requireTLS: server.requireTLS,
+        connectionTimeout: budgetMs,
+        greetingTimeout: budgetMs,
+        socketTimeout: budgetMs,
+        logger: false,
+        ...(options.clientName ? { name: options.clientName } : {}),
+        ...(options.tls ? { tls: options.tls } : {}),
+      });
+      // True once the whole message (and so its final dot) was handed to the socket: a
+      // failure from then on may follow a delivery the server has already queued.
+      let bodySent = false;
+      let done = false;
+      const finish = (err: Error | null, result?: SendResult): void => {
+        if (done) return;
+        done = true;
+        clearTimeout(timer);
+        ctx.signal.removeEventListener("abort", onAbort);
+        if (err) {
+          conn.close();
+          reject(err);
+        } else {
+          conn.quit();
+          resolve(result as SendResult);
+        }
+      };
+      const timer = setTimeout(() => {
+        finish(
+          new TransientError(
+            `SMTP send did not finish within ${budgetMs} ms${bodySent ? " (after the message was sent)" : ""}`,
+            { code: "SEND_TIMEOUT", maybeDelivered: bodySent },
+          ),
+        );
+      }, budgetMs);
+      const onAbort = (): void =>
+        finish(
+          new TransientError("email send aborted", {
+            code: "SEND_ABORTED",
+            maybeDelivered: bodySent,
+            cause: ctx.signal.reason,
+          }),
+        );
+      ctx.signal.addEventListener("abort", onAbort, { once: true });
+      conn.on("error", (err: unknown) => finish(classify(err, bodySent, server.redacted)));
+      const transmit = (): void => {
+        const body = Readable.from([raw]);
+        body.once("end", () => {
+          bodySent = true;
+        });
+        conn.send(composed.envelope, body, (err, info) => {
+          if (err) {
+            finish(classify(err, bodySent, server.redacted));
+            return;
+          }
+          if (info.rejected.length > 0) {
+            log.warn(
+              { rejected: info.rejected.length, accepted: info.accepted.length },
+              "SMTP server refused some recipients; sent to the others",
+            );
+          }
+          log.debug({ serverMessageId: info.serverMessageId ?? null }, "email sent");
+          finish(null, { status: 250, messageId: composed.messageId });
+        });
+      };
+      conn.connect((err?: unknown) => {
+        if (err) {
+          finish(classify(err, false, server.redacted));
+          return;
+        }
+        if (server.user === undefined) {
+          transmit();
+          return;
+        }
+        conn.login({ user: server.user, pass: server.pass ?? "" }, (loginErr) => {
+          if (loginErr) finish(classify(loginErr, false, server.redacted));
+          else transmit();
+        });
+      });
+    });
+  }
+
+  return {
+    name: "email",
+    idempotent: false,
+    server: shown,
+    validateTarget(target: unknown): void {
+      const issues = emailTargetIssues(target, { from: options.from, maxRecipients });
+      if (issues.length > 0) throw new ValidationError(issues);
+    },
+    send,
+    /** Refuses new sends; sends in flight end by themselves (each within its budget). */
+    close(): Promise<void> {
+      closed = true;
+      return Promise.resolve();
+    },
+  };
+}
