@@ -35,6 +35,7 @@ import type { Database } from "../store/database.js";
 import { assertSchemaCurrent, migrate } from "../store/migrator.js";
 import { nonDurableSettings } from "../store/durability.js";
 import { initSetting, notifyWake } from "../store/operations.js";
+import type { LockTakeOver } from "../store/lock.js";
 import { openPglite } from "../store/pglite.js";
 import { openPostgres } from "../store/postgres.js";
 import { channelMap, type AppContext, type CallContext } from "./context.js";
@@ -305,7 +306,27 @@ export async function openDatabase(config: PunctualConfig, logger: Logger): Prom
       onError: (err) => logger.warn({ err }, "idle database client error"),
     });
   }
-  return openPglite({ dataDir: config.dataDir });
+  return openPglite({
+    dataDir: config.dataDir,
+    lock: { takeOverStale: config.takeOverLock },
+    onTakeOver: warnLockTakeOver(logger),
+  });
+}
+
+/**
+ * OPS-5: the WARN line of a stale data-folder lock taken over at start, with the previous
+ * holder (pid, host, start), why it counted as stale, and how long it had not been refreshed.
+ */
+export function warnLockTakeOver(
+  logger: Logger,
+): (takeOver: LockTakeOver, lockPath: string) => void {
+  return ({ previous, reason, ageMs }, lockPath) =>
+    logger.warn(
+      { lock: lockPath, reason, previousHolder: previous, lockAgeMs: ageMs },
+      previous
+        ? `took over the stale lock of process ${previous.pid} on ${previous.host} (since ${previous.startedAt}): ${reason}`
+        : `took over an unreadable lock: ${reason}`,
+    );
 }
 
 /**

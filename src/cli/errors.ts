@@ -54,6 +54,7 @@ export class ApiError extends Error {
 const CONFIG_SOURCES: Record<string, string> = {
   databaseUrl: "--database-url / DATABASE_URL",
   dataDir: "--data-dir / PUNCTUAL_DATA_DIR",
+  takeOverLock: "--take-over-lock / PUNCTUAL_TAKE_OVER_LOCK",
   logLevel: "--log-level / PUNCTUAL_LOG_LEVEL",
   webhookSecret: "PUNCTUAL_WEBHOOK_SECRET",
   allowPrivateTargets: "PUNCTUAL_ALLOW_PRIVATE_TARGETS",

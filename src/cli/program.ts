@@ -87,6 +87,10 @@ function databaseOptions(cmd: Command, withMigrate: boolean): Command {
         .env("PUNCTUAL_DATA_DIR")
         .default("./punctual-data"),
     )
+    .option(
+      "--take-over-lock",
+      "take over the data folder's lock left by another host (a re-created container) once 60 s stale (also PUNCTUAL_TAKE_OVER_LOCK=true)",
+    )
     .addOption(
       new Option(
         "--database-url <url>",

@@ -11,7 +11,7 @@ import { configFromEnv, mergeConfig } from "../config/env.js";
 import type { Database } from "../store/database.js";
 import { migrate, schemaVersion } from "../store/migrator.js";
 import { listInstances, type InstanceRow } from "../store/operations.js";
-import { createLogger, silentLogger, type LogLevel } from "../observability/logger.js";
+import { createLogger, type LogLevel } from "../observability/logger.js";
 import { removeLocalToken, writeLocalToken } from "./local-token.js";
 import { CliError, EXIT_FAILURE, EXIT_STARTUP, reportError } from "./errors.js";
 import { jsonText, table } from "./format.js";
@@ -26,6 +26,8 @@ export interface Io {
 export interface DatabaseFlags {
   dataDir: string;
   databaseUrl?: string;
+  /** Take over a stale lock another host left on the data folder. */
+  takeOverLock?: boolean;
   migrate?: boolean;
   logLevel?: LogLevel;
 }
@@ -58,6 +60,7 @@ export function configFromFlags(flags: DatabaseFlags, env: NodeJS.ProcessEnv): C
   return mergeConfig(fromEnv, {
     dataDir: flags.dataDir,
     ...(flags.databaseUrl ? { databaseUrl: flags.databaseUrl } : {}),
+    ...(flags.takeOverLock ? { takeOverLock: true } : {}),
     migrate: Boolean(flags.migrate),
     ...(flags.logLevel ? { logLevel: flags.logLevel } : {}),
   });
@@ -215,8 +218,14 @@ export async function runMigrate(flags: DatabaseFlags & { json?: boolean }, io: 
   const config = resolveConfig({
     dataDir: flags.dataDir,
     ...(flags.databaseUrl ? { databaseUrl: flags.databaseUrl } : {}),
+    takeOverLock:
+      Boolean(flags.takeOverLock) ||
+      configFromEnv({ PUNCTUAL_TAKE_OVER_LOCK: process.env.PUNCTUAL_TAKE_OVER_LOCK })
+        .takeOverLock === true,
   });
-  const db = await openDatabase(config, silentLogger());
+  // Warnings (a stale lock taken over) go to stderr, so --json output stays parseable.
+  const warnings = createLogger({ level: "warn", destination: { write: (line) => io.err(line) } });
+  const db = await openDatabase(config, warnings);
   try {
     const applied = await migrate(db);
     const version = await schemaVersion(db);

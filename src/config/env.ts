@@ -23,6 +23,12 @@ export const ENV_VARS: ReadonlyArray<{ name: string; path: string; kind: Kind; h
     help: "embedded data folder (default ./punctual-data)",
   },
   {
+    name: "PUNCTUAL_TAKE_OVER_LOCK",
+    path: "takeOverLock",
+    kind: "bool",
+    help: "take over a data folder lock another host left (once 60 s stale)",
+  },
+  {
     name: "PUNCTUAL_LOG_LEVEL",
     path: "logLevel",
     kind: "string",

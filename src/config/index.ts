@@ -90,6 +90,12 @@ export const configSchema = z
     databaseUrl: z.string().min(1).optional(),
     /** Embedded data folder; `null` = in memory (tests). Default `./punctual-data`. */
     dataDir: z.string().min(1).nullable().default("./punctual-data"),
+    /**
+     * Take over the embedded data folder's lock left by another host (a re-created
+     * container on the same volume) once its holder has not refreshed it for 60 s. A lock
+     * of this host is taken over whenever its process is gone, without this.
+     */
+    takeOverLock: z.boolean().default(false),
     /** Apply pending migrations at start (always on for the embedded database). */
     migrate: z.boolean().default(false),
     logLevel: z.enum(LOG_LEVELS).default("info"),

@@ -10,7 +10,7 @@
  */
 import { PGlite } from "@electric-sql/pglite";
 import type { Database, Queryable, QueryResult } from "./database.js";
-import { lockDataDir, type DataDirLock } from "./lock.js";
+import { lockDataDir, type DataDirLock, type LockOptions, type LockTakeOver } from "./lock.js";
 
 /** int8 → number, so both engines return the same types. */
 const PARSERS = { 20: (value: string) => Number(value) };
@@ -20,6 +20,10 @@ export interface PgliteOptions {
   dataDir: string | null;
   /** A dumped data folder (tar) to start from: tests load a migrated template. */
   loadDataDir?: Blob;
+  /** How a lock left by another host is treated ({@link lockDataDir}). */
+  lock?: LockOptions;
+  /** Called when a stale lock was taken over, before the engine starts (log it at WARN). */
+  onTakeOver?: (takeOver: LockTakeOver, lockPath: string) => void;
 }
 
 function adapt<T>(result: {
@@ -36,11 +40,14 @@ function adapt<T>(result: {
 
 /**
  * Opens (creating if needed) an embedded database.
- * @throws DataDirLockedError when another live process holds the folder.
+ * @throws DataDirLockedError when another process holds the folder (one that may be alive).
  */
 export async function openPglite(options: PgliteOptions): Promise<Database & { pglite: PGlite }> {
   let lock: DataDirLock | null = null;
-  if (options.dataDir) lock = lockDataDir(options.dataDir);
+  if (options.dataDir) {
+    lock = lockDataDir(options.dataDir, options.lock);
+    if (lock.tookOver) options.onTakeOver?.(lock.tookOver, lock.path);
+  }
   let pg: PGlite;
   try {
     pg = await PGlite.create({
