@@ -284,9 +284,11 @@ export async function createSchedule(
 }
 
 /**
- * DEL-9: edits a schedule at `version` (optimistic concurrency) and realigns its waiting
- * deliveries in the same transaction. Fields left out keep their value; `reminders`, when
- * given, replaces the whole list.
+ * DEL-9: edits a schedule and realigns its waiting deliveries in the same transaction.
+ * The patch is merged onto the version locked in that transaction (`SELECT … FOR UPDATE`),
+ * so concurrent edits apply one after the other and none reverts another; with `version`
+ * (If-Match) an edit of any other version is refused instead (optimistic concurrency).
+ * Fields left out keep their value; `reminders`, when given, replaces the whole list.
  * With `revive`, a cancelled schedule becomes active again (imports: an event that came
  * back to its calendar).
  * @throws ValidationError, NotFoundError, ConflictError (`STALE_VERSION` when `version`
@@ -300,47 +302,16 @@ export async function updateSchedule(
 ): Promise<{ schedule: ScheduleView; realigned: RealignReport; warnings: string[] }> {
   const tenant = options.tenant ?? DEFAULT_TENANT;
   const changes = parseInput(updateScheduleSchema, patch);
-  const current = await getSchedule(app, id, options);
-  const merged = {
-    dtstart: current.dtstart,
-    tzid: current.tzid,
-    rrule: current.rrule,
-    rdate: current.rdate,
-    exdate: current.exdate,
-    endsAt: current.endsAt,
-    expiresAt: current.expiresAt,
-    dst: current.dst,
-    misfire: current.misfire,
-    graceMs: current.graceMs,
-    perpetual: current.perpetual,
-    payload: current.payload,
-    reminders: undefined as unknown,
-    // Only the fields the caller sent (zod fills defaults for absent optional fields).
-    ...Object.fromEntries(
-      Object.entries(changes).filter(
-        ([k, v]) => v !== undefined && Object.prototype.hasOwnProperty.call(patch, k),
-      ),
+  if (!z.uuid().safeParse(id).success) throw new NotFoundError("schedule", id);
+  // Only the fields the caller sent (zod fills defaults for absent optional fields).
+  const sent = Object.fromEntries(
+    Object.entries(changes).filter(
+      ([k, v]) => v !== undefined && Object.prototype.hasOwnProperty.call(patch, k),
     ),
-  };
+  );
   const keepReminders = (patch as { reminders?: unknown } | null)?.reminders === undefined;
-  if (keepReminders) {
-    // Reminder targets are stored unredacted: read them back for validation.
-    const rows = await remindersOfSchedules(app.db, { scheduleIds: [id] });
-    merged.reminders = rows.map((r) => ({
-      key: r.key,
-      offset: r.offset_duration,
-      channel: r.channel,
-      target: r.target,
-      ...(r.on_lost_lease
-        ? { delivery: r.on_lost_lease === "retry" ? "at-least-once" : "at-most-once" }
-        : {}),
-      maxAttempts: r.max_attempts,
-      ...(r.template ? { template: r.template } : {}),
-    }));
-  }
-  const { value, warnings } = validateSchedule(app, merged);
-  const hash = definitionHash(value, app.config.scheduler.maxAttempts);
-  const realigned = await app.db.transaction(async (tx) => {
+  let warnings: string[] = [];
+  const result = await app.db.transaction(async (tx) => {
     const locked = await lockScheduleForEdit(tx, { now: app.now(), tenant, id });
     if (!locked) throw new NotFoundError("schedule", id);
     if (options.version !== undefined && options.version !== locked.version) {
@@ -349,22 +320,61 @@ export async function updateSchedule(
         "STALE_VERSION",
       );
     }
-    if (locked.state === "cancelled") {
-      if (!options.revive) throw new ConflictError(`schedule ${id} is cancelled; create a new one`);
-      await reviveSchedule(tx, { now: app.now(), id });
+    if (locked.state === "cancelled" && !options.revive) {
+      throw new ConflictError(`schedule ${id} is cancelled; create a new one`);
     }
+    const current = toScheduleView(locked, []);
+    const merged = {
+      dtstart: current.dtstart,
+      tzid: current.tzid,
+      rrule: current.rrule,
+      rdate: current.rdate,
+      exdate: current.exdate,
+      endsAt: current.endsAt,
+      expiresAt: current.expiresAt,
+      dst: current.dst,
+      misfire: current.misfire,
+      graceMs: current.graceMs,
+      perpetual: current.perpetual,
+      payload: current.payload,
+      reminders: undefined as unknown,
+      ...sent,
+    };
+    if (keepReminders) {
+      // Reminder targets are stored unredacted: read them back (under the lock) for validation.
+      const rows = await remindersOfSchedules(tx, { scheduleIds: [id] });
+      merged.reminders = rows.map((r) => ({
+        key: r.key,
+        offset: r.offset_duration,
+        channel: r.channel,
+        target: r.target,
+        ...(r.on_lost_lease
+          ? { delivery: r.on_lost_lease === "retry" ? "at-least-once" : "at-most-once" }
+          : {}),
+        maxAttempts: r.max_attempts,
+        ...(r.template ? { template: r.template } : {}),
+      }));
+    }
+    const validated = validateSchedule(app, merged);
+    warnings = validated.warnings;
+    const { value } = validated;
+    if (locked.state === "cancelled") await reviveSchedule(tx, { now: app.now(), id });
     const updated = await updateScheduleDefinition(tx, {
       now: app.now(),
       id,
       definition: definitionOf(value),
-      requestHash: hash,
+      requestHash: definitionHash(value, app.config.scheduler.maxAttempts),
     });
     await deleteReminders(tx, { scheduleId: id });
     await insertScheduleReminders(app, tx, id, value.reminders);
-    return realignSchedule(tx, updated!, planDeps(app));
+    const realigned = await realignSchedule(tx, updated!, planDeps(app));
+    // The version this edit wrote (its ETag), not whatever a later edit made of it.
+    const row = await scheduleById(tx, { tenant, id });
+    const reminders = await remindersOfSchedules(tx, { scheduleIds: [id] });
+    return { schedule: toScheduleView(row!, reminders), realigned };
   });
   app.wake();
-  return { schedule: await getSchedule(app, id, options), realigned, warnings };
+  return { ...result, warnings };
 }
 
 /** Writes the reminders of one schedule (API-1, DEL-9). */

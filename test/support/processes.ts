@@ -121,6 +121,53 @@ export function startWorker(url: string, env: Record<string, string> = {}): Chil
   return child;
 }
 
+/**
+ * `punctual start` (API and scheduler) on a free loopback port against `url`; resolves
+ * with its base URL once it listens.
+ */
+export async function startServer(
+  url: string,
+  workers: ChildProcess[],
+  env: Record<string, string> = {},
+): Promise<string> {
+  const child = spawn(
+    process.execPath,
+    [
+      "--import",
+      "tsx",
+      "src/cli/main.ts",
+      "start",
+      "--database-url",
+      url,
+      "--host",
+      "127.0.0.1",
+      "--port",
+      "0",
+    ],
+    {
+      cwd: ROOT,
+      env: {
+        ...process.env,
+        PUNCTUAL_ALLOW_PRIVATE_TARGETS: "true",
+        PUNCTUAL_WEBHOOK_SECRET: SECRET,
+        PUNCTUAL_LOG_LEVEL: "warn",
+        ...env,
+      },
+      stdio: ["ignore", "pipe", "pipe"],
+    },
+  );
+  workers.push(child);
+  let err = "";
+  return new Promise<string>((resolve, reject) => {
+    child.stderr?.on("data", (d: Buffer) => {
+      err = (err + d.toString()).slice(-4000);
+      const m = /listening on (http:\/\/[^\s]+)/.exec(err);
+      if (m?.[1]) resolve(m[1]);
+    });
+    child.on("exit", (code) => reject(new Error(`start exited ${code}: ${err}`)));
+  });
+}
+
 export function exited(child: ChildProcess): Promise<number | null> {
   if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve(child.exitCode);
   return new Promise((resolve) => child.once("exit", (code) => resolve(code)));
