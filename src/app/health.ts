@@ -2,7 +2,7 @@
  * Health (OPS-4) and metrics (OPS-3) of this process.
  */
 import { expectedVersion, schemaVersion } from "../store/migrator.js";
-import { ping } from "../store/operations.js";
+import { ping, type InstanceRow } from "../store/operations.js";
 import type { AppContext } from "./context.js";
 
 /** Health of this process (OPS-4). */
@@ -14,7 +14,11 @@ export interface Health {
   detail: string[];
 }
 
-/** OPS-4: liveness and readiness (database reachable, schema current, last pass fresh). */
+/**
+ * OPS-4: liveness and readiness (database reachable, schema current, last pass fresh).
+ * "Last pass" is the last *successful* one (every sweep succeeded): a scheduler whose ticks
+ * keep starting but fail goes not-ready once it is `heartbeatStaleMs` old.
+ */
 export async function health(app: AppContext): Promise<Health> {
   const detail: string[] = [];
   let database = false;
@@ -33,8 +37,18 @@ export async function health(app: AppContext): Promise<Health> {
     last !== null &&
     app.clock.now() - last <= app.config.scheduler.heartbeatStaleMs &&
     app.scheduler.running;
-  if (!heartbeat)
-    detail.push(last === null ? "no scheduler pass yet" : "last scheduler pass is stale");
+  if (!heartbeat) {
+    const tick = app.scheduler.lastTickAt;
+    const failing =
+      tick !== null && (last === null || tick > last)
+        ? `; ticks still start (last at ${new Date(tick).toISOString()}) but do not succeed`
+        : "";
+    detail.push(
+      (last === null
+        ? "no successful scheduler pass yet"
+        : `last successful scheduler pass is stale (${new Date(last).toISOString()})`) + failing,
+    );
+  }
   return {
     live: true,
     ready: database && schema && heartbeat,
@@ -42,6 +56,23 @@ export async function health(app: AppContext): Promise<Health> {
     lastPassAt: last === null ? null : new Date(last).toISOString(),
     detail,
   };
+}
+
+/**
+ * OPS-4, for `punctual healthcheck --database-url`: the running instances (on `host` only
+ * when given), and those among them whose last successful pass (`last_pass_at`) is at most
+ * `maxAgeMs` before `now` (Unix ms). A row whose ticks start (`last_tick_at`) but whose
+ * passes fail is not fresh.
+ */
+export function heartbeatFreshness(
+  rows: readonly InstanceRow[],
+  p: { now: number; maxAgeMs: number; host?: string },
+): { running: InstanceRow[]; fresh: InstanceRow[] } {
+  const running = rows.filter((r) => r.stopped_at === null && (!p.host || r.host === p.host));
+  const fresh = running.filter(
+    (r) => r.last_pass_at !== null && p.now - r.last_pass_at.getTime() <= p.maxAgeMs,
+  );
+  return { running, fresh };
 }
 
 /** Prometheus text exposition, with gauges refreshed from the database. */

@@ -5,6 +5,7 @@
 import { hostname } from "node:os";
 import { isIP } from "node:net";
 import { createApi, serveApi, type ServedApi } from "../api/server.js";
+import { heartbeatFreshness } from "../app/health.js";
 import { createPunctual, openDatabase, VERSION, type Punctual } from "../app/punctual.js";
 import { resolveConfig, type ConfigInput } from "../config/index.js";
 import { configFromEnv, mergeConfig } from "../config/env.js";
@@ -245,8 +246,9 @@ export async function runMigrate(flags: DatabaseFlags & { json?: boolean }, io: 
 
 /**
  * `punctual healthcheck --database-url …` (OPS-4), for processes that serve no HTTP:
- * healthy when a running scheduler instance (on this host only with `thisHost`) passed
- * within `maxAgeMs`. Ages are measured against this machine's clock.
+ * healthy when a running scheduler instance (on this host only with `thisHost`) completed
+ * a successful pass within `maxAgeMs` (a worker whose ticks start but fail is unhealthy).
+ * Ages are measured against this machine's clock.
  * @returns the exit code.
  */
 export async function healthcheckDatabase(
@@ -268,12 +270,11 @@ export async function healthcheckDatabase(
     }
     const me = hostname();
     const now = Date.now();
-    const candidates = rows.filter(
-      (r) => r.stopped_at === null && (!flags.thisHost || r.host === me),
-    );
-    const fresh = candidates.filter(
-      (r) => r.last_pass_at !== null && now - r.last_pass_at.getTime() <= flags.maxAgeMs,
-    );
+    const { running: candidates, fresh } = heartbeatFreshness(rows, {
+      now,
+      maxAgeMs: flags.maxAgeMs,
+      ...(flags.thisHost ? { host: me } : {}),
+    });
     const healthy = fresh.length > 0;
     if (flags.json) {
       io.out(
@@ -287,6 +288,7 @@ export async function healthcheckDatabase(
             role: r.role,
             lastPassAt: r.last_pass_at?.toISOString() ?? null,
             ageMs: r.last_pass_at ? now - r.last_pass_at.getTime() : null,
+            lastTickAt: r.last_tick_at?.toISOString() ?? null,
           })),
         }),
       );
@@ -304,6 +306,7 @@ export async function healthcheckDatabase(
             { header: "INSTANCE", cell: (r) => r.id },
             { header: "ROLE", cell: (r) => r.role },
             { header: "LAST PASS", cell: (r) => r.last_pass_at?.toISOString() },
+            { header: "LAST TICK", cell: (r) => r.last_tick_at?.toISOString() },
           ]),
         );
       }

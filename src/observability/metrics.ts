@@ -8,8 +8,13 @@ import { Counter, Gauge, Histogram, Registry } from "prom-client";
 /** The metric set of one punctual process. */
 export interface Metrics {
   registry: Registry;
-  /** Unix seconds of the last completed scheduler pass, per instance. */
+  /**
+   * Unix seconds of the last successful scheduler pass (every sweep succeeded), per
+   * instance: what staleness alerts read.
+   */
   lastPass: Gauge<"instance">;
+  /** Unix seconds the last scheduler tick started, successful or not, per instance. */
+  lastTick: Gauge<"instance">;
   /** Deliveries due now and not yet claimed. */
   dueBacklog: Gauge;
   /** Deliveries due more than 15 minutes ago and not settled. */
@@ -54,7 +59,13 @@ export function createMetrics(): Metrics {
     registry,
     lastPass: new Gauge({
       name: "punctual_scheduler_last_pass_timestamp_seconds",
-      help: "Unix time of the last completed scheduler pass.",
+      help: "Unix time of the last successful scheduler pass (every sweep succeeded).",
+      labelNames: ["instance"],
+      registers: r,
+    }),
+    lastTick: new Gauge({
+      name: "punctual_scheduler_last_tick_timestamp_seconds",
+      help: "Unix time the last scheduler tick started, whether or not it succeeded.",
       labelNames: ["instance"],
       registers: r,
     }),

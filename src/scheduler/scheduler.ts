@@ -37,7 +37,7 @@ import { LeaseKeeper } from "./lease-keeper.js";
 import { planSweep, misfireSweep } from "./plan.js";
 import { Producer } from "./producer.js";
 import { SingleFlight } from "./single-flight.js";
-import { heartbeat, type HeartbeatState } from "./services/heartbeat.js";
+import { heartbeat, passSucceeded, type HeartbeatState } from "./services/heartbeat.js";
 import { recover } from "./services/recover.js";
 import { retention } from "./services/retention.js";
 import type { ServiceContext } from "./services/service.js";
@@ -105,7 +105,10 @@ export class Scheduler {
   #lastRetention = Number.NEGATIVE_INFINITY;
   #dbFailures = 0;
   #lastPassAt: number | null = null;
+  #lastTickAt: number | null = null;
   #lastTickMs: number | null = null;
+  /** Whether the last claim attempt failed: a pass is not successful while dispatch fails. */
+  #dispatchFailing = false;
 
   constructor(deps: SchedulerDeps) {
     this.#d = deps;
@@ -184,9 +187,18 @@ export class Scheduler {
     });
   }
 
-  /** Process-clock time of the last completed pass, ms (null before the first). */
+  /**
+   * Process-clock time of the last successful pass, ms (null before the first): every
+   * maintenance sweep succeeded, the pass was recorded, and the last claim attempt did not
+   * fail. Health and the last-pass metric read this (OPS-3, OPS-4).
+   */
   get lastPassAt(): number | null {
     return this.#lastPassAt;
+  }
+
+  /** Process-clock time the last maintenance tick started, successful or not, ms. */
+  get lastTickAt(): number | null {
+    return this.#lastTickAt;
   }
 
   /** Estimated database-clock minus process-clock, ms (OPS-9). */
@@ -289,15 +301,22 @@ export class Scheduler {
     });
   }
 
-  /** heartbeat → recover → plan → misfire → retention; a failed sweep ends the pass. */
+  /**
+   * heartbeat → recover → plan → misfire → retention; a failed sweep ends the pass. A pass
+   * whose sweeps all succeeded (and while dispatch is not failing) is recorded as the last
+   * successful one, in the database and in memory; the heartbeat at its start only stamps
+   * that a tick started (OPS-4: a worker that ticks but fails goes stale).
+   */
   async #maintain(): Promise<TickReport> {
     const started = performance.now();
+    this.#lastTickAt = this.#d.clock.now();
+    this.#d.metrics.lastTick.set(
+      { instance: this.owner },
+      (this.#lastTickAt + this.#heartbeat.skewMs) / 1000,
+    );
     const report = emptyReport();
     const sweeps: Array<[string, () => Promise<void>]> = [
-      [
-        "heartbeat",
-        () => heartbeat(this.#ctx, this.#heartbeat, this.#lastTickMs, this.#streak("clock-skew")),
-      ],
+      ["heartbeat", () => heartbeat(this.#ctx, this.#heartbeat, this.#streak("clock-skew"))],
       ["recover", async () => void (report.recovered = await this.recover())],
       ["plan", async () => void (report.planned = await planSweep(this.#planDeps()))],
       ["misfire", async () => void (report.skipped = await misfireSweep(this.#planDeps()))],
@@ -310,11 +329,17 @@ export class Scheduler {
     if (!report.failedSweep) {
       if (this.#running && !this.#stopping && this.#unlisten === null) await this.#listen();
       this.#dbFailures = 0;
-      this.#lastPassAt = this.#d.clock.now();
-      this.#d.metrics.lastPass.set(
-        { instance: this.owner },
-        (this.#lastPassAt + this.#heartbeat.skewMs) / 1000,
-      );
+      const durationMs = performance.now() - started;
+      if (
+        !this.#dispatchFailing &&
+        (await this.#sweep("heartbeat", () => passSucceeded(this.#ctx, durationMs), report))
+      ) {
+        this.#lastPassAt = this.#d.clock.now();
+        this.#d.metrics.lastPass.set(
+          { instance: this.owner },
+          (this.#lastPassAt + this.#heartbeat.skewMs) / 1000,
+        );
+      }
     }
     this.#lastTickMs = performance.now() - started;
     this.#d.metrics.tickDuration.observe(this.#lastTickMs / 1000);
@@ -386,11 +411,13 @@ export class Scheduler {
   async #fillOnce(): Promise<void> {
     try {
       const { claimed, exhausted } = await this.#producer.fill();
+      this.#dispatchFailing = false;
       this.#streak("dispatch").success();
       if (this.#producer.orphansSuspected) this.#requestMaintenance();
       if (claimed > 0) this.#emptyBackoffMs = 0;
       if (exhausted && !this.#claims.pending) await this.#armWake(claimed === 0);
     } catch (err) {
+      this.#dispatchFailing = true;
       this.#d.metrics.sweepFailures.inc({ sweep: "dispatch" });
       this.#streak("dispatch").failure(err, { sweep: "dispatch" });
       if (this.#producer.orphansSuspected) this.#requestMaintenance();
@@ -458,11 +485,11 @@ export class Scheduler {
   async tick(): Promise<TickReport> {
     const report = await this.#maintain();
     if (report.failedSweep || this.#stopping) return report;
-    await this.#sweep(
+    this.#dispatchFailing = !(await this.#sweep(
       "dispatch",
       async () => void (report.claimed = await this.dispatch()),
       report,
-    );
+    ));
     return report;
   }
 

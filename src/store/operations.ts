@@ -10,19 +10,27 @@ import { columnsOf, execute, firstRow, rows } from "./statement.js";
 
 const NOW = "coalesce($1::timestamptz, now())";
 
-/** Registers or refreshes an instance. $1 now, $2 id, $3 host, $4 pid, $5 version, $6 role, $7 last tick ms */
+/**
+ * Registers or refreshes an instance at the start of a tick: `last_tick_at` only, never
+ * `last_pass_at`, which waits until the pass has succeeded ({@link PASS_SQL}), so a worker
+ * whose sweeps fail goes stale (OPS-4). $1 now, $2 id, $3 host, $4 pid, $5 version, $6 role
+ */
 export const HEARTBEAT_SQL = `
-insert into punctual_instances (id, host, pid, version, role, started_at, last_pass_at, last_tick_ms)
-values ($2, $3, $4, $5, $6, ${NOW}, ${NOW}, $7)
-on conflict (id) do update set last_pass_at = ${NOW}, last_tick_ms = $7, stopped_at = null
-returning last_pass_at, ${NOW} as db_now, clock_timestamp() as db_clock`;
+insert into punctual_instances (id, host, pid, version, role, started_at, last_tick_at)
+values ($2, $3, $4, $5, $6, ${NOW}, ${NOW})
+on conflict (id) do update set last_tick_at = ${NOW}, stopped_at = null
+returning last_tick_at, ${NOW} as db_now, clock_timestamp() as db_clock`;
+
+/** Records a pass whose sweeps all succeeded. $1 now, $2 id, $3 its duration ms */
+export const PASS_SQL = `
+update punctual_instances set last_pass_at = ${NOW}, last_tick_ms = $3 where id = $2`;
 
 /** $1 now, $2 id */
 export const INSTANCE_STOPPED_SQL = `update punctual_instances set stopped_at = ${NOW} where id = $2`;
 
 /** Instances seen recently: $1 now, $2 window ms */
 export const LIST_INSTANCES_SQL = `
-select id, host, pid, version, role, started_at, last_pass_at, last_tick_ms, stopped_at
+select id, host, pid, version, role, started_at, last_tick_at, last_pass_at, last_tick_ms, stopped_at
 from punctual_instances
 where stopped_at is null or stopped_at > ${NOW} - make_interval(secs => $2::double precision / 1000)
 order by started_at`;
@@ -35,6 +43,9 @@ export interface InstanceRow {
   version: string;
   role: string;
   started_at: Date;
+  /** Start of its last tick, successful or not (null: an older release's row). */
+  last_tick_at: Date | null;
+  /** End of its last successful pass (older releases: start of its last tick). */
   last_pass_at: Date | null;
   /** Duration of its last pass, ms. */
   last_tick_ms: number | null;
@@ -49,6 +60,7 @@ export const LIST_INSTANCES_COLUMNS = columnsOf<InstanceRow>()([
   "version",
   "role",
   "started_at",
+  "last_tick_at",
   "last_pass_at",
   "last_tick_ms",
   "stopped_at",
@@ -183,13 +195,13 @@ export const INIT_SETTING_COLUMNS = columnsOf<SettingRow>()(["value"]);
 
 /** What {@link recordHeartbeat} reads back: the statement's "now" and the live database clock. */
 export interface HeartbeatRow {
-  last_pass_at: Date;
+  last_tick_at: Date;
   db_now: Date;
   db_clock: Date;
 }
 
 /** Result columns of {@link HEARTBEAT_SQL}. */
-export const HEARTBEAT_COLUMNS = columnsOf<HeartbeatRow>()(["last_pass_at", "db_now", "db_clock"]);
+export const HEARTBEAT_COLUMNS = columnsOf<HeartbeatRow>()(["last_tick_at", "db_now", "db_clock"]);
 
 /** Identity of a scheduler instance as {@link HEARTBEAT_SQL} records it. */
 export interface InstanceIdentity {
@@ -200,12 +212,11 @@ export interface InstanceIdentity {
   role: string;
 }
 
-/** OPS-3: runs {@link HEARTBEAT_SQL}; `lastTickMs` is the duration of the last pass, ms. */
+/** OPS-3: runs {@link HEARTBEAT_SQL} at the start of a tick. */
 export async function recordHeartbeat(
   db: Queryable,
   now: Date | null,
   instance: InstanceIdentity,
-  lastTickMs: number | null,
 ): Promise<HeartbeatRow | null> {
   return firstRow<HeartbeatRow>(db, HEARTBEAT_SQL, [
     now,
@@ -214,8 +225,17 @@ export async function recordHeartbeat(
     instance.pid,
     instance.version,
     instance.role,
-    lastTickMs,
   ]);
+}
+
+/** OPS-3, OPS-4: runs {@link PASS_SQL}; `durationMs` is the pass's duration, ms. */
+export async function recordPass(
+  db: Queryable,
+  now: Date | null,
+  id: string,
+  durationMs: number,
+): Promise<void> {
+  await execute(db, PASS_SQL, [now, id, durationMs]);
 }
 
 /** OPS-6: runs {@link INSTANCE_STOPPED_SQL}. */

@@ -55,7 +55,8 @@ const PARAMS: Record<string, readonly unknown[]> = {
   // durability.ts
   DURABILITY_SQL: [],
   // operations.ts
-  HEARTBEAT_SQL: [null, "instance", "host", 1, "0.0.0", "test", null],
+  HEARTBEAT_SQL: [null, "instance", "host", 1, "0.0.0", "test"],
+  PASS_SQL: [null, "instance", 1.5],
   INSTANCE_STOPPED_SQL: [null, "instance"],
   LIST_INSTANCES_SQL: [null, 0],
   ACQUIRE_LEASE_SQL: [null, "task", "owner", 1_000],

@@ -1,11 +1,13 @@
 /**
- * Heartbeat service (OPS-3, OPS-9): registers this instance, records the duration of its
- * last pass, and estimates the skew between the process clock and the database clock
- * (midpoint of the round trip), warning when it exceeds `clockSkewWarnMs`.
+ * Heartbeat service (OPS-3, OPS-4, OPS-9): registers this instance and stamps the start of
+ * each tick, estimates the skew between the process clock and the database clock
+ * (midpoint of the round trip), warning when it exceeds `clockSkewWarnMs`, and, apart,
+ * records each pass that succeeded: health reads that one, so a worker whose sweeps fail
+ * goes stale even though its ticks keep starting.
  */
 import { hostname } from "node:os";
 import type { StreakLogger } from "../../observability/error-log.js";
-import { recordHeartbeat } from "../../store/operations.js";
+import { recordHeartbeat, recordPass } from "../../store/operations.js";
 import type { ServiceContext } from "./service.js";
 
 export interface HeartbeatState {
@@ -13,21 +15,21 @@ export interface HeartbeatState {
   skewMs: number;
 }
 
-/** Runs one heartbeat; updates `state.skewMs` on the real clock. */
+/** Runs the heartbeat at the start of a tick; updates `state.skewMs` on the real clock. */
 export async function heartbeat(
   ctx: ServiceContext,
   state: HeartbeatState,
-  lastTickMs: number | null,
   skewStreak: StreakLogger,
 ): Promise<void> {
   const { db, clock, metrics, options } = ctx;
   const before = clock.now();
-  const row = await recordHeartbeat(
-    db,
-    clock.sqlNow(),
-    { id: ctx.owner, host: hostname(), pid: process.pid, version: ctx.version, role: ctx.role },
-    lastTickMs,
-  );
+  const row = await recordHeartbeat(db, clock.sqlNow(), {
+    id: ctx.owner,
+    host: hostname(),
+    pid: process.pid,
+    version: ctx.version,
+    role: ctx.role,
+  });
   const after = clock.now();
   if (!row || clock.sqlNow() !== null) return;
   state.skewMs = row.db_clock.getTime() - (before + after) / 2;
@@ -39,4 +41,9 @@ export async function heartbeat(
   } else {
     skewStreak.success();
   }
+}
+
+/** Records a pass whose sweeps all succeeded (`durationMs` long, ms): what health reads. */
+export async function passSucceeded(ctx: ServiceContext, durationMs: number): Promise<void> {
+  await recordPass(ctx.db, ctx.clock.sqlNow(), ctx.owner, durationMs);
 }

@@ -1,0 +1,11 @@
+-- 0006 the heartbeat tells a tick that started from a pass that succeeded (OPS-3, OPS-4).
+--
+-- A scheduler used to write last_pass_at when a tick started, so a worker whose sweeps all
+-- failed (its heartbeat statement still went through) looked fresh to readiness and to
+-- `punctual healthcheck`. From this release on:
+--   last_tick_at   start of the last tick, whatever became of it (new);
+--   last_pass_at   end of the last pass whose sweeps all succeeded (and last_tick_ms its
+--                  duration): what health and the last-pass metric read.
+-- Expand only: one nullable column. The previous release neither reads nor writes it and
+-- keeps writing last_pass_at as before, which this release reads as it always did.
+alter table punctual_instances add column if not exists last_tick_at timestamptz;
