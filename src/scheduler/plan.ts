@@ -136,7 +136,8 @@ export function planSchedule(
     const occFrom = Math.max(-8.64e15, from - shape.approxMs - margin);
     const occTo = Math.min(8.64e15, to - shape.approxMs + margin);
     if (occFrom >= occTo) continue;
-    const occurrences = recurrence.between(occFrom, occTo, MAX_OCCURRENCES_PER_PASS);
+    const scanned = recurrence.scan(occFrom, occTo, MAX_OCCURRENCES_PER_PASS);
+    const occurrences = scanned.occurrences;
     const policy = lostLeasePolicy(reminder, channels.get(reminder.channel));
     for (const occurrence of occurrences) {
       const due = applyOffset(
@@ -166,6 +167,13 @@ export function planSchedule(
       plannedUntil = Math.min(plannedUntil, Math.max(from + 1, lastDue));
       complete = false;
       capped = false;
+    } else if (scanned.truncated) {
+      // OPS-12: the call's work cap stopped the expansion; the answer is complete only
+      // up to throughMs, so the watermark stops there and the next pass goes on.
+      const through = scanned.throughMs + shape.approxMs - margin;
+      plannedUntil = Math.min(plannedUntil, Math.max(from + 1, through));
+      complete = false;
+      capped = false;
     }
   }
   if (!complete && recurrence.bounded) {
@@ -174,7 +182,8 @@ export function planSchedule(
     const maxShift =
       Math.max(0, ...reminders.map((r) => offsetShape(r.offset_duration).approxMs)) +
       NOMINAL_MARGIN_MS;
-    complete = recurrence.between(plannedUntil - maxShift, 8.64e15, 1).length === 0;
+    const rest = recurrence.scan(plannedUntil - maxShift, 8.64e15, 1);
+    complete = rest.occurrences.length === 0 && !rest.truncated;
   }
   return { deliveries, plannedUntil, complete, capped };
 }
