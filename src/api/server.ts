@@ -484,7 +484,7 @@ export function createApi(punctual: Punctual): PunctualApi {
             value: query.to,
           });
         }
-        const result = dryRunImport(text, { ...options, fromMs, toMs });
+        const result = await dryRunImport(text, { ...options, fromMs, toMs });
         return c.json(
           { from: new Date(fromMs).toISOString(), to: new Date(toMs).toISOString(), ...result },
           200,

@@ -14,7 +14,16 @@ import {
   type Budget,
   type CompiledRule,
 } from "./expand.js";
-import { DAILY, FREQS, parseRuleText, type RuleSpec } from "./rule.js";
+import {
+  DAILY,
+  FREQS,
+  HOURLY,
+  MINUTELY,
+  parseRuleText,
+  SECONDLY,
+  YEARLY,
+  type RuleSpec,
+} from "./rule.js";
 import type {
   DstPolicy,
   Occurrence,
@@ -346,6 +355,21 @@ class RecurrenceImpl implements Recurrence {
     };
   }
 
+  maxOccurrences(fromMs: number, toMs: number): number {
+    if (Number.isNaN(fromMs) || Number.isNaN(toMs)) return 0;
+    const end = Math.min(toMs, this.endMs === Infinity ? Infinity : this.endMs + 1);
+    if (!(end > fromMs)) return 0;
+    let n = 0;
+    for (const ms of this.rdates) if (ms >= fromMs && ms < end) n++;
+    const rule = this.rule;
+    if (rule === null) return n + (this.startMs >= fromMs && this.startMs < end ? 1 : 0);
+    const lo = Math.max(fromMs, this.startMs);
+    const hi = Math.min(end, this.untilMs + 1);
+    if (!(hi > lo)) return n;
+    const fromRule = 1 + ruleUpperBound(rule, hi - lo);
+    return n + Math.min(fromRule, this.count ?? Infinity);
+  }
+
   next(afterMs: number): Occurrence | null {
     const [ms] = this.instants(afterMs + 1, Infinity, 1).list;
     return ms === undefined ? null : this.occurrence(ms);
@@ -435,6 +459,62 @@ function checkFeasible(rec: RecurrenceImpl, rule: RuleSpec, text: string): void 
   }
 }
 
+/** Shortest period of each FREQ (days) for FREQ DAILY and coarser: 365, 28, 7, 1. */
+const MIN_PERIOD_DAYS = [365, 28, 7, 1];
+
+/**
+ * An upper bound of the occurrences a compiled rule yields in any span of `spanMs`, from
+ * its shape alone (no expansion): periods the span can touch × candidates one period can
+ * hold. A day of slack covers a wall clock that runs faster than the instants (DST).
+ */
+function ruleUpperBound(r: CompiledRule, spanMs: number): number {
+  const spec = r.spec;
+  const span = spanMs / 1000 + DAY_SECONDS;
+  const setCap = (n: number): number =>
+    spec.bySetPos === null ? n : Math.min(n, spec.bySetPos.length);
+  if (spec.freq <= DAILY) {
+    const months = r.months === null ? 12 : r.months.filter(Boolean).length;
+    const perMonth = spec.freq === YEARLY ? months : 1;
+    let days = [366, 31, 7, 1][spec.freq] as number;
+    if (spec.freq === YEARLY && r.months !== null) days = Math.min(days, months * 31);
+    if (r.monthDays !== null) days = Math.min(days, perMonth * r.monthDays.length);
+    if (spec.byYearDay !== null) days = Math.min(days, spec.byYearDay.length);
+    if (spec.byWeekNo !== null) days = Math.min(days, spec.byWeekNo.length * 7);
+    if (r.plainWeekdays !== null && r.ordinalWeekdays !== null) {
+      const plain = r.plainWeekdays.filter(Boolean).length;
+      const ords = r.ordinalWeekdays.reduce((sum, o) => sum + o.length, 0);
+      const weeks = [53, 5, 1, 1][spec.freq] as number;
+      days = Math.min(days, plain * weeks + ords * (r.ordinalInMonth ? perMonth : 1));
+    }
+    const periods =
+      Math.floor(span / ((MIN_PERIOD_DAYS[spec.freq] as number) * DAY_SECONDS * spec.interval)) + 2;
+    return periods * setCap(days * r.times.length);
+  }
+  const unit = spec.freq === HOURLY ? 3600 : spec.freq === MINUTELY ? 60 : 1;
+  const stride = unit * spec.interval;
+  const inner =
+    spec.freq === HOURLY
+      ? r.minutes.length * r.seconds.length
+      : spec.freq === MINUTELY
+        ? r.seconds.length
+        : 1;
+  const perSlot = setCap(inner);
+  const bySlots = (Math.floor(span / stride) + 2) * perSlot;
+  // Per day: slots of the day that pass BYHOUR (and BYMINUTE, BYSECOND for finer FREQs).
+  const hours = r.hourSet === null ? 24 : (spec.byHour as number[]).length;
+  const minutes = spec.freq >= MINUTELY && r.minuteSet !== null ? r.minutes.length : 60;
+  const seconds = spec.freq === SECONDLY && r.secondSet !== null ? r.seconds.length : 60;
+  const slotsPerDay =
+    spec.freq === HOURLY
+      ? hours
+      : spec.freq === MINUTELY
+        ? hours * minutes
+        : hours * minutes * seconds;
+  const perDay = Math.min(Math.floor(DAY_SECONDS / stride) + 1, slotsPerDay) * perSlot;
+  const byDays = (Math.floor(span / DAY_SECONDS) + 2) * perDay;
+  return Math.min(bySlots, byDays);
+}
+
 function normaliseDst(input: Partial<DstPolicy> | undefined): DstPolicy {
   const gap = input?.gap ?? DEFAULT_DST_POLICY.gap;
   const overlap = input?.overlap ?? DEFAULT_DST_POLICY.overlap;
@@ -522,6 +602,9 @@ class FractionShifted implements Recurrence {
       throughMs: r.throughMs + this.fractionMs,
       truncated: r.truncated,
     };
+  }
+  maxOccurrences(fromMs: number, toMs: number): number {
+    return this.inner.maxOccurrences(fromMs - this.fractionMs, toMs - this.fractionMs);
   }
   next(afterMs: number): Occurrence | null {
     const o = this.inner.next(afterMs - this.fractionMs);

@@ -60,6 +60,12 @@ export interface Recurrence {
    * from `throughMs` for the rest.
    */
   scan(fromMs: number, toMs: number, limit?: number): ScanResult;
+  /**
+   * An upper bound of the occurrences in `[fromMs, toMs)`, from the rule's shape alone
+   * (periods the window touches × candidates a period can hold, COUNT, UNTIL, RDATEs):
+   * constant work, nothing is expanded (OPS-12). Used to refuse oversized windows first.
+   */
+  maxOccurrences(fromMs: number, toMs: number): number;
   /** First occurrence strictly after `afterMs` (epoch ms), or `null` when the set has ended. */
   next(afterMs: number): Occurrence | null;
   /** DTSTART as an occurrence: always the first one (RFC 5545 §3.3.10). */

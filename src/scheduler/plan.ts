@@ -43,6 +43,8 @@ import {
 const DAY_MS = 86_400_000;
 /** Most occurrences expanded per reminder per pass; the watermark advances in steps past it. */
 const MAX_OCCURRENCES_PER_PASS = 10_000;
+/** Planning work (ms) between two turns of the event loop in one batch (OPS-12). */
+const PLAN_SLICE_MS = 10;
 /** Nominal (day/week) offsets follow the wall clock: allow this much for DST shifts. */
 const NOMINAL_MARGIN_MS = 3 * 3_600_000;
 
@@ -217,7 +219,14 @@ export async function planLocked(
   const now = deps.clock.sqlNow();
   const planned: PlannedDelivery[] = [];
   const marks: Array<{ id: string; until: Date; complete: boolean; capLogged: boolean }> = [];
+  let sliceStart = performance.now();
   for (const schedule of schedules) {
+    // OPS-12: a large batch (an import's bulk create) gives the event loop a turn between
+    // slices of planning work, so health checks and other requests are not held up.
+    if (performance.now() - sliceStart >= PLAN_SLICE_MS) {
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      sliceStart = performance.now();
+    }
     try {
       const parsed = parseRule(recurrenceInputOf(schedule));
       if (!parsed.ok) {
