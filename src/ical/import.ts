@@ -244,11 +244,14 @@ export function yieldToEventLoop(): Promise<void> {
  * and errors as {@link parseCalendar}.
  *
  * @param options.yieldNow how to give the event loop its turn (default: one `setImmediate`).
+ * @param options.sliceMs work between two turns, ms (default {@link IMPORT_SLICE_MS}; 0
+ *   gives a turn after every UID).
  */
 export async function parseCalendarAsync(
   text: string,
-  options: IcalImportOptions & { yieldNow?: () => Promise<void> },
+  options: IcalImportOptions & { yieldNow?: () => Promise<void>; sliceMs?: number },
 ): Promise<CalendarImport> {
+  const sliceMs = options.sliceMs ?? IMPORT_SLICE_MS;
   const opts = readOptions(options);
   const yieldNow = options.yieldNow ?? yieldToEventLoop;
   checkFile(text, opts);
@@ -262,7 +265,7 @@ export async function parseCalendarAsync(
   for (;;) {
     const next = steps.next();
     if (next.done === true) return { ...next.value, complete: !lex.truncated };
-    if (performance.now() - sliceStart >= IMPORT_SLICE_MS) {
+    if (performance.now() - sliceStart >= sliceMs) {
       await yieldNow();
       sliceStart = performance.now();
     }
