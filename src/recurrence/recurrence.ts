@@ -236,6 +236,8 @@ class RecurrenceImpl implements Recurrence {
       if (emitted >= count) return;
     }
     for (const wall of expandWalls(rule, Math.max(fromWall, rule.startWall + 1), b)) {
+      // Reading a wall time in the zone costs about as much as a step of the expansion.
+      b.steps--;
       const resolved = this.zone.toInstant(wall, policy);
       if (resolved === null) continue;
       const ms = resolved.ms;
