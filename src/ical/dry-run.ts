@@ -12,7 +12,8 @@ import { isoZ } from "./values.js";
  * expanded when the upper bound of its deliveries ({@link dryRunUpperBound}) is larger.
  */
 export const MAX_DRY_RUN_DELIVERIES = 100_000;
-const PAGE = 10_000;
+/** Occurrences per `scan` call; the async dry run may give the event loop a turn between. */
+const PAGE = 2_000;
 
 function recurrenceOf(schedule: ImportedSchedule): Recurrence {
   const cached = validated.get(schedule);
@@ -68,13 +69,16 @@ function checkWindow(imported: CalendarImport, window: { fromMs: number; toMs: n
 
 type Row = DryRunDelivery & { dueMs: number };
 
-/** The deliveries of one event in the window (pages of `scan`, resumed where a cap stopped one). */
-function eventDeliveries(
+/**
+ * The deliveries of one event in the window, pushed to `out` one page of `scan` at a time
+ * (a step of the generator), resumed where a cap stopped a page.
+ */
+function* eventDeliveries(
   event: CalendarImport["events"][number],
   fromMs: number,
   toMs: number,
   out: Row[],
-): void {
+): Generator<void, void, undefined> {
   const schedule = event.schedule;
   const recurrence = recurrenceOf(schedule);
   let from = fromMs;
@@ -108,6 +112,7 @@ function eventDeliveries(
     if (page.truncated) from = Math.max(page.throughMs, from + 1);
     else if (page.occurrences.length >= PAGE) from = last + 1;
     else break;
+    yield;
   }
 }
 
@@ -141,7 +146,9 @@ export function dryRunDeliveries(
 ): DryRunDelivery[] {
   checkWindow(imported, window);
   const out: Row[] = [];
-  for (const event of imported.events) eventDeliveries(event, window.fromMs, window.toMs, out);
+  for (const event of imported.events) {
+    for (const _page of eventDeliveries(event, window.fromMs, window.toMs, out));
+  }
   return sorted(out);
 }
 
@@ -159,12 +166,18 @@ export async function dryRunDeliveriesAsync(
   const out: Row[] = [];
   let sliceStart = performance.now();
   for (const event of imported.events) {
-    eventDeliveries(event, window.fromMs, window.toMs, out);
+    for (const _page of eventDeliveries(event, window.fromMs, window.toMs, out)) {
+      if (performance.now() - sliceStart >= IMPORT_SLICE_MS) {
+        await yieldNow();
+        sliceStart = performance.now();
+      }
+    }
     if (performance.now() - sliceStart >= IMPORT_SLICE_MS) {
       await yieldNow();
       sliceStart = performance.now();
     }
   }
+  await yieldNow();
   return sorted(out);
 }
 
