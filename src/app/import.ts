@@ -47,6 +47,9 @@ export interface ImportSummary {
   schedules: ImportedScheduleResult[];
 }
 
+/** Schedules created per bulk insert of an import (OPS-12). */
+const IMPORT_BATCH = 50;
+
 export interface ImportOptions extends IcalImportOptions {
   tenant?: string;
   /**
@@ -124,7 +127,9 @@ export async function importCalendar(
       const current = existing.get(externalId);
       if (!current) {
         toCreate.push({ event, value, result });
-        if (toCreate.length >= 1_000) await flush();
+        // Small batches: one bulk insert is one call into the database, which (embedded)
+        // runs on this thread, so its size bounds how long the event loop waits.
+        if (toCreate.length >= IMPORT_BATCH) await flush();
       } else if (current.state === "cancelled" && current.cancelled_by !== "import") {
         // Cancelled by a person: a re-import never overrules that.
         result.scheduleId = current.id;

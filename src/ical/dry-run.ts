@@ -41,8 +41,7 @@ export function dryRunUpperBound(
   for (const event of imported.events) {
     const schedule = event.schedule;
     total +=
-      recurrenceOf(schedule).maxOccurrences(window.fromMs, window.toMs) *
-      schedule.reminders.length;
+      recurrenceOf(schedule).maxOccurrences(window.fromMs, window.toMs) * schedule.reminders.length;
     if (total > stopAbove) return total;
   }
   return total;
