@@ -43,6 +43,8 @@ import {
 const DAY_MS = 86_400_000;
 /** Most occurrences expanded per reminder per pass; the watermark advances in steps past it. */
 const MAX_OCCURRENCES_PER_PASS = 10_000;
+/** Deliveries per insert statement (OPS-12). */
+const INSERT_CHUNK = 500;
 /** Planning work (ms) between two turns of the event loop in one batch (OPS-12). */
 const PLAN_SLICE_MS = 10;
 /** Nominal (day/week) offsets follow the wall clock: allow this much for DST shifts. */
@@ -197,8 +199,10 @@ export async function insertDeliveries(
   rows: PlannedDelivery[],
 ): Promise<number> {
   let inserted = 0;
-  for (let i = 0; i < rows.length; i += 5_000) {
-    const chunk = rows.slice(i, i + 5_000);
+  // OPS-12: small statements — embedded, a statement runs on this thread, so its size
+  // bounds how long the event loop waits.
+  for (let i = 0; i < rows.length; i += INSERT_CHUNK) {
+    const chunk = rows.slice(i, i + INSERT_CHUNK);
     inserted += await insertPlannedDeliveries(tx, { now, deliveries: chunk });
   }
   return inserted;
