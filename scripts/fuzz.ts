@@ -13,10 +13,12 @@
  *
  * A call is timed in CPU time of this process (`process.cpuUsage`), so other programs on a
  * shared machine do not count against it; wall time is reported beside it. The first
- * cases warm the JIT and are checked but not timed, and the zones' offset caches are
+ * cases (and the first 3 requests of each route) warm the JIT and the database's
+ * statements and are checked but not timed, and the zones' offset caches are
  * filled first (a one-time cost per zone and process, see docs/recurrence.md). An async
  * call (the dry run, as the API runs it) is timed per slice between its turns of the
- * event loop: that is how long it holds the loop.
+ * event loop, and an HTTP request by the longest CPU stretch between ticks of a 5 ms
+ * timer while it runs: that is how long each holds the loop at once.
  */
 import { parseArgs } from "node:util";
 import { createApi } from "../src/api/server.js";
@@ -221,6 +223,21 @@ const punctual = await createPunctual({
 const app = createApi(punctual);
 let requests = 0;
 let status5xx = 0;
+// An HTTP request is async: it is timed as the longest stretch of CPU time between two
+// ticks of a 5 ms timer while it runs (how long it held the event loop at once), not as
+// the sum of its slices.
+let stretch = 0;
+let stretchWall = 0;
+const perRoute = new Map<string, number>();
+let tickCpu = process.cpuUsage();
+let tickWall = performance.now();
+const ticker = setInterval(() => {
+  const d = process.cpuUsage(tickCpu);
+  stretch = Math.max(stretch, (d.user + d.system) / 1000);
+  stretchWall = Math.max(stretchWall, performance.now() - tickWall);
+  tickCpu = process.cpuUsage();
+  tickWall = performance.now();
+}, 5);
 async function request(
   what: string,
   input: string,
@@ -228,8 +245,11 @@ async function request(
   init: RequestInit,
 ): Promise<void> {
   requests++;
-  const cpu0 = process.cpuUsage();
-  const wall0 = performance.now();
+  await new Promise<void>((resolve) => setTimeout(resolve, 6));
+  stretch = 0;
+  stretchWall = 0;
+  tickCpu = process.cpuUsage();
+  tickWall = performance.now();
   let status = 0;
   try {
     const res = await app.request(path, init);
@@ -238,8 +258,12 @@ async function request(
   } catch (err) {
     failures.push(`crash: ${what} ${String(err).slice(0, 300)} — ${input}`);
   }
-  const cpu = process.cpuUsage(cpu0);
-  note({ what, input, cpuMs: (cpu.user + cpu.system) / 1000, wallMs: performance.now() - wall0 });
+  await new Promise<void>((resolve) => setTimeout(resolve, 6));
+  // The first requests of each route warm its code and the database's statements.
+  const seen = (perRoute.get(what) ?? 0) + 1;
+  perRoute.set(what, seen);
+  if (seen > 3)
+    note({ what: `${what} (longest stretch)`, input, cpuMs: stretch, wallMs: stretchWall });
   if (status >= 500) {
     status5xx++;
     failures.push(`${status}: ${what} — ${input}`);
@@ -282,6 +306,7 @@ for (const [i, text] of calendarTexts.entries()) {
   );
 }
 const httpS = (performance.now() - httpStarted) / 1000;
+clearInterval(ticker);
 await punctual.close(0);
 
 // --- report -------------------------------------------------------------------------
