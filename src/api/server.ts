@@ -554,7 +554,7 @@ export function createApi(punctual: Punctual, options: ApiOptions = {}): Punctua
             value: query.to,
           });
         }
-        const result = dryRunImport(text, { ...options, fromMs, toMs });
+        const result = await dryRunImport(text, { ...options, fromMs, toMs });
         return c.json(
           { from: new Date(fromMs).toISOString(), to: new Date(toMs).toISOString(), ...result },
           200,

@@ -7,8 +7,10 @@
  * reason while the rest import.
  */
 import {
-  parseCalendar,
-  dryRunDeliveries,
+  dryRunDeliveriesAsync,
+  IMPORT_SLICE_MS,
+  parseCalendarAsync,
+  yieldToEventLoop,
   type DryRunDelivery,
   type IcalImportOptions,
   type SkippedEvent,
@@ -45,12 +47,22 @@ export interface ImportSummary {
   schedules: ImportedScheduleResult[];
 }
 
+/** Schedules created per bulk insert of an import (OPS-12). */
+const IMPORT_BATCH = 50;
+
 export interface ImportOptions extends IcalImportOptions {
   tenant?: string;
+  /**
+   * How the import gives the event loop a turn between slices of about 10 ms of work
+   * (OPS-12); default one `setImmediate`.
+   */
+  yieldNow?: () => Promise<void>;
 }
 
 /**
- * Imports a calendar. Safe to repeat: the same file is a no-op.
+ * Imports a calendar. Safe to repeat: the same file is a no-op. Reading and validating
+ * run in slices of about {@link IMPORT_SLICE_MS} with a turn of the event loop between
+ * them (OPS-12), so a large file does not hold up health checks or other requests.
  * @throws ValidationError when the file is not iCalendar at all or breaks a limit.
  */
 export async function importCalendar(
@@ -59,10 +71,13 @@ export async function importCalendar(
   options: ImportOptions,
 ): Promise<ImportSummary> {
   const tenant = options.tenant ?? DEFAULT_TENANT;
-  const parsed = parseCalendar(text, {
+  const yieldNow = options.yieldNow ?? yieldToEventLoop;
+  const parsed = await parseCalendarAsync(text, {
     ...options,
     defaultTzid: options.defaultTzid,
+    yieldNow,
   });
+  let sliceStart = performance.now();
   const rows = await schedulesOfSource(punctual.db, { tenant, source: options.source });
   const existing = new Map(rows.map((r) => [r.external_id ?? "", r]));
   const summary: ImportSummary = {
@@ -112,7 +127,9 @@ export async function importCalendar(
       const current = existing.get(externalId);
       if (!current) {
         toCreate.push({ event, value, result });
-        if (toCreate.length >= 1_000) await flush();
+        // Small batches: one bulk insert is one call into the database, which (embedded)
+        // runs on this thread, so its size bounds how long the event loop waits.
+        if (toCreate.length >= IMPORT_BATCH) await flush();
       } else if (current.state === "cancelled" && current.cancelled_by !== "import") {
         // Cancelled by a person: a re-import never overrules that.
         result.scheduleId = current.id;
@@ -153,6 +170,10 @@ export async function importCalendar(
     }
     done++;
     if (done % 200 === 0) options.onProgress?.(done, parsed.events.length);
+    if (performance.now() - sliceStart >= IMPORT_SLICE_MS) {
+      await yieldNow();
+      sliceStart = performance.now();
+    }
   }
   await flush();
   // DEL-10: events gone from the file stop their reminders, unless the file was cut off:
@@ -198,22 +219,33 @@ function withExpiry(event: ImportedEvent): ImportedEvent["schedule"] & { expires
 
 /**
  * `--dry-run`: every delivery whose occurrence falls in [from, to), computed as the
- * scheduler would plan it with its clock at `from`. Touches no database.
- * @throws ValidationError when the file is not iCalendar at all or breaks a limit.
+ * scheduler would plan it with its clock at `from`. Touches no database. Runs in slices
+ * with turns of the event loop between them, and refuses a window that may hold too many
+ * deliveries before computing any (OPS-12).
+ * @throws ValidationError when the file is not iCalendar at all or breaks a limit, or
+ *   field `window` when the window may hold more than `MAX_DRY_RUN_DELIVERIES`.
  */
-export function dryRunImport(
+export async function dryRunImport(
   text: string,
-  options: IcalImportOptions & { fromMs: number; toMs: number },
-): {
+  options: IcalImportOptions & {
+    fromMs: number;
+    toMs: number;
+    yieldNow?: () => Promise<void>;
+  },
+): Promise<{
   deliveries: DryRunDelivery[];
   skipped: SkippedEvent[];
   warnings: string[];
   events: number;
   floatingTzid: string;
-} {
-  const parsed = parseCalendar(text, options);
+}> {
+  const parsed = await parseCalendarAsync(text, options);
   return {
-    deliveries: dryRunDeliveries(parsed, { fromMs: options.fromMs, toMs: options.toMs }),
+    deliveries: await dryRunDeliveriesAsync(
+      parsed,
+      { fromMs: options.fromMs, toMs: options.toMs },
+      options.yieldNow,
+    ),
     skipped: parsed.skipped,
     warnings: parsed.warnings,
     events: parsed.events.length,

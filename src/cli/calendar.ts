@@ -238,7 +238,7 @@ export async function runImport(
     ...(flags.target !== undefined ? { target: { url: flags.target } } : {}),
     ...(flags.tzid !== undefined ? { defaultTzid: flags.tzid } : {}),
   };
-  if (flags.dryRun) return dryRun(file, text, options, flags, io, env);
+  if (flags.dryRun) return await dryRun(file, text, options, flags, io, env);
 
   // Read the file here first: a file that is not iCalendar fails without a server, and
   // a large one shows its progress. The server reads it again and decides what to store.
@@ -284,7 +284,7 @@ export async function runImport(
 }
 
 /** `--dry-run`: computed here with the scheduler's planning code; nothing is stored. */
-function dryRun(
+async function dryRun(
   file: string,
   text: string,
   options: {
@@ -298,7 +298,7 @@ function dryRun(
   flags: ImportFlags,
   io: Io,
   env: ImportEnv,
-): void {
+): Promise<void> {
   const fromMs = flags.from ?? env.now();
   const toMs = flags.to ?? fromMs + DRY_RUN_DAYS * 86_400_000;
   if (toMs <= fromMs) {
@@ -307,9 +307,14 @@ function dryRun(
     );
   }
   const progress = progressReporter(io, `reading ${basename(file)}`, env.errIsTTY);
-  let result: ReturnType<typeof dryRunImport>;
+  let result: Awaited<ReturnType<typeof dryRunImport>>;
   try {
-    result = dryRunImport(text, { ...options, fromMs, toMs, onProgress: progress.onProgress });
+    result = await dryRunImport(text, {
+      ...options,
+      fromMs,
+      toMs,
+      onProgress: progress.onProgress,
+    });
   } catch (err) {
     if (err instanceof ValidationError) throw refusal(file, err.issues);
     throw err;

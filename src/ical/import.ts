@@ -205,6 +205,17 @@ function text(comp: IcalComponent, name: string): string | null {
  */
 export function parseCalendar(text: string, options: IcalImportOptions): CalendarImport {
   const opts = readOptions(options);
+  checkFile(text, opts);
+  const lex = readComponents(text);
+  checkEventCount(lex.eventCount, opts);
+  return {
+    ...new Importer(lex.roots, opts, lex.repairs, options.onProgress).run(),
+    complete: !lex.truncated,
+  };
+}
+
+/** The file-level checks: text, `maxBytes`, a VCALENDAR line. */
+function checkFile(text: unknown, opts: ReturnType<typeof readOptions>): asserts text is string {
   if (typeof text !== "string")
     throw new ValidationError({ field: "file", message: "must be text" });
   const bytes = Buffer.byteLength(text, "utf8");
@@ -220,17 +231,58 @@ export function parseCalendar(text: string, options: IcalImportOptions): Calenda
       message: "is not an iCalendar file (no BEGIN:VCALENDAR line)",
     });
   }
-  const lex = readComponents(text);
-  if (lex.eventCount > opts.maxEvents) {
+}
+
+function checkEventCount(count: number, opts: ReturnType<typeof readOptions>): void {
+  if (count > opts.maxEvents) {
     throw new ValidationError({
       field: "file",
-      message: `has ${lex.eventCount} events, more than the limit maxEvents=${opts.maxEvents}`,
+      message: `has ${count} events, more than the limit maxEvents=${opts.maxEvents}`,
     });
   }
-  return {
-    ...new Importer(lex.roots, opts, lex.repairs, options.onProgress).run(),
-    complete: !lex.truncated,
-  };
+}
+
+/** Work done between two turns of the event loop by {@link parseCalendarAsync}, in ms. */
+export const IMPORT_SLICE_MS = 10;
+
+/** Lets timers, I/O and other requests run: resolves on the next turn of the event loop. */
+export function yieldToEventLoop(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
+}
+
+/**
+ * {@link parseCalendar} in slices (OPS-12): the events are read a group (UID) at a time,
+ * and after about {@link IMPORT_SLICE_MS} of work the event loop gets a turn, so a large
+ * calendar never holds up timers, health checks or other requests for long. Same result
+ * and errors as {@link parseCalendar}.
+ *
+ * @param options.yieldNow how to give the event loop its turn (default: one `setImmediate`).
+ * @param options.sliceMs work between two turns, ms (default {@link IMPORT_SLICE_MS}; 0
+ *   gives a turn after every UID).
+ */
+export async function parseCalendarAsync(
+  text: string,
+  options: IcalImportOptions & { yieldNow?: () => Promise<void>; sliceMs?: number },
+): Promise<CalendarImport> {
+  const sliceMs = options.sliceMs ?? IMPORT_SLICE_MS;
+  const opts = readOptions(options);
+  const yieldNow = options.yieldNow ?? yieldToEventLoop;
+  checkFile(text, opts);
+  await yieldNow();
+  const lex = readComponents(text);
+  checkEventCount(lex.eventCount, opts);
+  await yieldNow();
+  const importer = new Importer(lex.roots, opts, lex.repairs, options.onProgress);
+  const steps = importer.steps();
+  let sliceStart = performance.now();
+  for (;;) {
+    const next = steps.next();
+    if (next.done === true) return { ...next.value, complete: !lex.truncated };
+    if (performance.now() - sliceStart >= sliceMs) {
+      await yieldNow();
+      sliceStart = performance.now();
+    }
+  }
 }
 
 class Importer {
@@ -285,6 +337,15 @@ class Importer {
   }
 
   run(): CalendarImport {
+    const steps = this.steps();
+    for (;;) {
+      const next = steps.next();
+      if (next.done === true) return next.value;
+    }
+  }
+
+  /** The import, one UID group per step (a caller may give the event loop a turn between). */
+  *steps(): Generator<void, CalendarImport, undefined> {
     // Years in which each TZID is used: the years compared with the IANA database.
     const years = new Map<string, Set<number>>();
     for (const ev of this.vevents) {
@@ -363,6 +424,7 @@ class Importer {
         });
       }
       for (let i = 0; i < list.length; i++) this.progress();
+      yield;
     }
     if (this.floatingCount > 0) {
       const why =

@@ -35,20 +35,81 @@ export interface Budget {
   steps: number;
   /** Remaining periods (optional finer cap). */
   periods: number;
-  /** Set when a cap stopped the iteration. */
+  /** Set when a cap (steps, periods or time) stopped the iteration. */
   exhausted: boolean;
   /** Steps granted when the budget was created. */
   readonly granted: number;
+  /** Clock reading (ms, from `now`) after which the expansion stops; `Infinity` for none. */
+  readonly deadline: number;
+  /** Reads the clock the deadline is measured on (ms). */
+  readonly now: () => number;
+  /** Steps always granted before the deadline is looked at. */
+  readonly minSteps: number;
+  /** Periods left before the next clock reading. */
+  untilClockCheck: number;
+  /** Set when the deadline (not the step or period cap) stopped the iteration. */
+  timedOut: boolean;
+  /**
+   * When exhausted: the wall second before which every candidate was considered (the
+   * start of the first period not visited). `Infinity` while the expansion runs or once
+   * it ended by itself.
+   */
+  reachedWall: number;
 }
+
+/** Periods between two clock readings of a budget with a deadline. */
+const CLOCK_CHECK_PERIODS = 64;
 
 /** Budgets created while {@link measureWork} runs; `null` when nothing measures. */
 let metered: Budget[] | null = null;
 
-/** Creates a budget of `steps` (and at most `periods` periods). */
-export function budget(steps: number, periods = Infinity): Budget {
-  const b: Budget = { steps, periods, exhausted: false, granted: steps };
+/** Options of {@link budget}. */
+export interface BudgetOptions {
+  /** Time allowance in ms, measured on `now`; default none. Ignored inside {@link measureWork}. */
+  maxMs?: number;
+  /** Clock for `maxMs` (ms); default `performance.now`. */
+  now?: () => number;
+  /**
+   * Steps spent before the clock is read at all (default 0): below them a call's answer
+   * never depends on the machine's speed or load.
+   */
+  minSteps?: number;
+}
+
+/**
+ * Creates a budget of `steps` (and at most `periods` periods), optionally also bounded in
+ * time: with `maxMs`, the loops read the clock every {@link CLOCK_CHECK_PERIODS} periods
+ * and stop once `maxMs` has passed (`timedOut`). While {@link measureWork} counts, the
+ * time bound is off, so step counts do not depend on the machine's speed or load. With
+ * `minSteps`, the clock is not read before that many steps are spent.
+ */
+export function budget(steps: number, periods = Infinity, options: BudgetOptions = {}): Budget {
+  const now = options.now ?? (() => performance.now());
+  const timed = options.maxMs !== undefined && metered === null;
+  const b: Budget = {
+    steps,
+    periods,
+    exhausted: false,
+    granted: steps,
+    deadline: timed ? now() + (options.maxMs as number) : Infinity,
+    now,
+    minSteps: options.minSteps ?? 0,
+    untilClockCheck: CLOCK_CHECK_PERIODS,
+    timedOut: false,
+    reachedWall: Infinity,
+  };
   metered?.push(b);
   return b;
+}
+
+/** Counts one period against the clock of `b`; stops `b` once its deadline has passed. */
+function clockTick(b: Budget): void {
+  if (b.deadline === Infinity || --b.untilClockCheck > 0) return;
+  b.untilClockCheck = CLOCK_CHECK_PERIODS;
+  if (b.granted - b.steps >= b.minSteps && b.now() > b.deadline) {
+    b.timedOut = true;
+    b.steps = 0;
+  }
 }
 
 /** Expansion work spent by one call, as counted by {@link measureWork}. */
@@ -329,7 +390,10 @@ export function* expandWalls(
     }
     const times = r.times;
     const nt = times.length;
+    let cut = Infinity;
     while (b.steps > 0 && b.periods > 0) {
+      clockTick(b);
+      if (b.steps <= 0) break;
       b.periods--;
       b.steps--;
       const year =
@@ -356,13 +420,18 @@ export function* expandWalls(
               const wall = base + t;
               if (wall >= lower) yield wall;
             }
-            if (b.steps <= 0) break;
+            if (b.steps <= 0) {
+              // Stopped inside the period: the days after `d` were not considered.
+              cut = base + DAY_SECONDS;
+              break;
+            }
           }
         }
       }
       index += step;
     }
     b.exhausted = true;
+    b.reachedWall = Math.min(cut, periodStartWall(freq, index));
     return;
   }
 
@@ -386,6 +455,8 @@ export function* expandWalls(
     slot + Math.ceil((target - slot) / stride) * stride;
   while (b.steps > 0 && b.periods > 0) {
     if (slot >= MAX_WALL) return;
+    clockTick(b);
+    if (b.steps <= 0) break;
     b.periods--;
     b.steps--;
     const day = Math.floor(slot / DAY_SECONDS);
@@ -429,4 +500,13 @@ export function* expandWalls(
     slot += stride;
   }
   b.exhausted = true;
+  b.reachedWall = slot;
+}
+
+/** First wall second of the period `index` of a FREQ DAILY or coarser rule. */
+function periodStartWall(freq: number, index: number): number {
+  if (freq === YEARLY) return daysFromCivil(index, 1, 1) * DAY_SECONDS;
+  if (freq === MONTHLY)
+    return daysFromCivil(Math.floor(index / 12), (index % 12) + 1, 1) * DAY_SECONDS;
+  return index * DAY_SECONDS;
 }

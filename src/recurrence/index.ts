@@ -1,12 +1,22 @@
 /**
  * Recurrence engine (REC-1 … REC-7): pure, host-time-zone independent.
  */
-export type { DstPolicy, Occurrence, ParseResult, Recurrence, RecurrenceInput } from "./types.js";
+export type {
+  DstPolicy,
+  Occurrence,
+  ParseResult,
+  Recurrence,
+  RecurrenceInput,
+  ScanResult,
+} from "./types.js";
 export {
   DEFAULT_BETWEEN_LIMIT,
   DEFAULT_DST_POLICY,
+  MAX_COUNT_STEPS,
   MAX_DATE_LIST,
+  MAX_MS_PER_CALL,
   MAX_STEPS_PER_CALL,
+  NO_OCCURRENCE_SEARCH_STEPS,
   parseRule,
   validateRule,
 } from "./recurrence.js";

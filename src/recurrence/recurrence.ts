@@ -14,8 +14,24 @@ import {
   type Budget,
   type CompiledRule,
 } from "./expand.js";
-import { DAILY, parseRuleText, type RuleSpec } from "./rule.js";
-import type { DstPolicy, Occurrence, ParseResult, Recurrence, RecurrenceInput } from "./types.js";
+import {
+  DAILY,
+  FREQS,
+  HOURLY,
+  MINUTELY,
+  parseRuleText,
+  SECONDLY,
+  YEARLY,
+  type RuleSpec,
+} from "./rule.js";
+import type {
+  DstPolicy,
+  Occurrence,
+  ParseResult,
+  Recurrence,
+  RecurrenceInput,
+  ScanResult,
+} from "./types.js";
 import { getZone, isOffsetZone, type Zone } from "./zone.js";
 
 /** Default DST policy (REC-2): shift out of gaps, take the earlier instant of an overlap. */
@@ -26,16 +42,44 @@ export const DEFAULT_DST_POLICY: Readonly<DstPolicy> = Object.freeze({
 
 /** Default and maximum `limit` of {@link Recurrence.between}. */
 export const DEFAULT_BETWEEN_LIMIT = 10_000;
-/** Work cap of one `between` call (periods, days and candidates visited). */
-export const MAX_STEPS_PER_CALL = 2_000_000;
+/**
+ * Work cap of one `between`/`scan` call (OPS-12): periods, days and candidates visited.
+ * About 10–25 ms of one core; {@link MAX_MS_PER_CALL} bounds the time as well.
+ */
+export const MAX_STEPS_PER_CALL = 100_000;
+/**
+ * Time cap of one `between`/`scan` call, in ms (OPS-12): the expansion reads the clock
+ * every few dozen periods (after {@link MIN_STEPS_PER_CALL}) and stops once this much has
+ * passed since the call began, whatever the rule. A call
+ * stopped by a cap returns what it found; `scan` says how far that answer is complete.
+ */
+export const MAX_MS_PER_CALL = 25;
+/**
+ * Steps every `between`/`scan` call gets before its time cap is looked at (OPS-12): an
+ * answer within them (every ordinary window) is the same on every machine and load.
+ */
+export const MIN_STEPS_PER_CALL = 20_000;
+/**
+ * Work cap of walking a COUNT series from DTSTART (OPS-12), in steps. A COUNT series is
+ * counted from its start, so validation walks it once to its end: a rule whose COUNT is
+ * not reached (nor year 9999) within this many steps is refused. Steps only, no clock,
+ * so the decision is the same on every machine. About 20,000 daily occurrences; 5–15 ms
+ * of one core.
+ */
+export const MAX_COUNT_STEPS = 60_000;
 /** Largest COUNT whose whole set is computed once and cached. */
 const COUNT_CACHE_LIMIT = 100_000;
 /** Most RDATE/EXDATE values accepted. */
 export const MAX_DATE_LIST = 1000;
 
 const DAY_MS = DAY_SECONDS * 1000;
-/** Work spent looking for a first occurrence when validating (about 30 ms). */
-export const NO_OCCURRENCE_SEARCH_STEPS = 60_000;
+/**
+ * Feasibility search (OPS-12): the expansion steps validation spends looking for a first
+ * occurrence after DTSTART (2–10 ms of one core; about 55 years of a daily rule). A rule with none found within
+ * this search — or within one 400-year Gregorian cycle of its periods, after which a
+ * daily-or-coarser rule repeats itself — is refused. Steps only, no clock.
+ */
+export const NO_OCCURRENCE_SEARCH_STEPS = 25_000;
 /** Periods that cover one full cycle of the Gregorian calendar (400 years), per FREQ. */
 const CYCLE_PERIODS = [400, 4800, 20_871, 146_097];
 
@@ -127,11 +171,7 @@ class RecurrenceImpl implements Recurrence {
       return;
     }
     if (this.count !== null && this.count <= COUNT_CACHE_LIMIT) {
-      if (this.countCache === null) {
-        const all: number[] = [];
-        for (const ms of this.walk(rule, -Infinity, budget(MAX_STEPS_PER_CALL))) all.push(ms);
-        this.countCache = all;
-      }
+      if (this.countCache === null) this.countCache = this.countSet().instants;
       const cache = this.countCache;
       let lo = 0;
       let hi = cache.length;
@@ -143,7 +183,35 @@ class RecurrenceImpl implements Recurrence {
       for (let i = lo; i < cache.length; i++) yield cache[i] as number;
       return;
     }
-    yield* this.walk(rule, this.count === null ? fromMs : -Infinity, b);
+    // A COUNT series is counted from DTSTART: its own budget, which validation checked
+    // is enough to reach the end of the series (see countSet).
+    if (this.count !== null) yield* this.walk(rule, -Infinity, budget(MAX_COUNT_STEPS));
+    else yield* this.walk(rule, fromMs, b);
+  }
+
+  /**
+   * Walks a COUNT series from DTSTART within {@link MAX_COUNT_STEPS}: its instants (kept
+   * only up to {@link COUNT_CACHE_LIMIT}) and whether the walk reached the end of the set.
+   */
+  /** Keeps the set a validation walk computed (COUNT up to {@link COUNT_CACHE_LIMIT}). */
+  keepCountSet(instants: number[]): void {
+    if (this.count !== null && this.count <= COUNT_CACHE_LIMIT) this.countCache = instants;
+  }
+
+  countSet(): { instants: number[]; complete: boolean; reachedWall: number; found: number } {
+    const rule = this.rule;
+    if (rule === null || this.count === null)
+      return { instants: [], complete: true, reachedWall: Infinity, found: 0 };
+    const keep = this.count <= COUNT_CACHE_LIMIT;
+    const b = budget(MAX_COUNT_STEPS);
+    const all: number[] = [];
+    let n = 0;
+    for (const ms of this.walk(rule, -Infinity, b)) {
+      n++;
+      if (keep) all.push(ms);
+    }
+    const complete = !b.exhausted || n >= this.count;
+    return { instants: all, complete, reachedWall: b.reachedWall, found: n };
   }
 
   /** The rule stream in instant order: DTSTART first, then the rule; gap-shifted instants reordered. */
@@ -168,6 +236,8 @@ class RecurrenceImpl implements Recurrence {
       if (emitted >= count) return;
     }
     for (const wall of expandWalls(rule, Math.max(fromWall, rule.startWall + 1), b)) {
+      // Reading a wall time in the zone costs about as much as a step of the expansion.
+      b.steps--;
       const resolved = this.zone.toInstant(wall, policy);
       if (resolved === null) continue;
       const ms = resolved.ms;
@@ -211,12 +281,42 @@ class RecurrenceImpl implements Recurrence {
     return this.exDays.has(Math.floor(this.zone.toWall(ms) / DAY_SECONDS));
   }
 
-  /** Instants in `[fromMs, toMs)`, ascending, distinct, at most `limit`. */
-  private instants(fromMs: number, toMs: number, limit: number): number[] {
+  /**
+   * Instants in `[fromMs, toMs)`, ascending, distinct, at most `limit`, and `throughMs`:
+   * every instant in `[fromMs, throughMs)` is listed (`toMs` unless a cap stopped the
+   * expansion first; later instants may be listed too).
+   */
+  private instants(
+    fromMs: number,
+    toMs: number,
+    limit: number,
+  ): { list: number[]; throughMs: number; truncated: boolean } {
     const out: number[] = [];
-    if (!(toMs > fromMs) || limit <= 0) return out;
+    if (!(toMs > fromMs) || limit <= 0) return { list: out, throughMs: toMs, truncated: false };
     const end = Math.min(toMs, this.endMs === Infinity ? Infinity : this.endMs + 1);
-    const b = budget(MAX_STEPS_PER_CALL);
+    const b = budget(MAX_STEPS_PER_CALL, Infinity, {
+      maxMs: MAX_MS_PER_CALL,
+      minSteps: MIN_STEPS_PER_CALL,
+    });
+    const list = this.collect(fromMs, end, limit, b, out);
+    if (!b.exhausted) return { list, throughMs: toMs, truncated: false };
+    // Stopped by a cap: complete up to where the walk got (less a day, the most a DST gap
+    // can move an instant), and up to the last instant it listed.
+    const reached =
+      b.reachedWall === Infinity
+        ? toMs
+        : (
+            this.zone.toInstant(b.reachedWall, { gap: "shift", overlap: "earlier" }) as {
+              ms: number;
+            }
+          ).ms - DAY_MS;
+    let lastRule = -Infinity;
+    for (const ms of list) if (!this.rdates.includes(ms)) lastRule = ms;
+    const throughMs = Math.min(toMs, Math.max(fromMs, reached, lastRule + 1));
+    return { list, throughMs, truncated: throughMs < toMs };
+  }
+
+  private collect(fromMs: number, end: number, limit: number, b: Budget, out: number[]): number[] {
     const rd = this.rdates;
     let ri = 0;
     while (ri < rd.length && (rd[ri] as number) < fromMs) ri++;
@@ -242,30 +342,179 @@ class RecurrenceImpl implements Recurrence {
   }
 
   between(fromMs: number, toMs: number, limit = DEFAULT_BETWEEN_LIMIT): Occurrence[] {
-    if (Number.isNaN(fromMs) || Number.isNaN(toMs)) return [];
+    return this.scan(fromMs, toMs, limit).occurrences;
+  }
+
+  scan(fromMs: number, toMs: number, limit = DEFAULT_BETWEEN_LIMIT): ScanResult {
+    if (Number.isNaN(fromMs) || Number.isNaN(toMs))
+      return { occurrences: [], throughMs: fromMs, truncated: false };
     const n = Math.max(0, Math.min(Math.floor(limit), 1_000_000));
-    return this.instants(fromMs, toMs, n).map((ms) => this.occurrence(ms));
+    const r = this.instants(fromMs, toMs, n);
+    return {
+      occurrences: r.list.map((ms) => this.occurrence(ms)),
+      throughMs: r.throughMs,
+      truncated: r.truncated,
+    };
+  }
+
+  maxOccurrences(fromMs: number, toMs: number): number {
+    if (Number.isNaN(fromMs) || Number.isNaN(toMs)) return 0;
+    const end = Math.min(toMs, this.endMs === Infinity ? Infinity : this.endMs + 1);
+    if (!(end > fromMs)) return 0;
+    let n = 0;
+    for (const ms of this.rdates) if (ms >= fromMs && ms < end) n++;
+    const rule = this.rule;
+    if (rule === null) return n + (this.startMs >= fromMs && this.startMs < end ? 1 : 0);
+    const lo = Math.max(fromMs, this.startMs);
+    const hi = Math.min(end, this.untilMs + 1);
+    if (!(hi > lo)) return n;
+    const fromRule = 1 + ruleUpperBound(rule, hi - lo);
+    return n + Math.min(fromRule, this.count ?? Infinity);
   }
 
   next(afterMs: number): Occurrence | null {
-    const [ms] = this.instants(afterMs + 1, Infinity, 1);
+    const [ms] = this.instants(afterMs + 1, Infinity, 1).list;
     return ms === undefined ? null : this.occurrence(ms);
   }
 
-  /** Whether the rule yields any wall time after DTSTART: true, false, or null when unknown within the budget. */
-  ruleYieldsAnything(): boolean | null {
+  /**
+   * The feasibility search (OPS-12): whether the rule yields any wall time after DTSTART
+   * — `true`, `false`, or `null` when the search ended first — and the wall second it
+   * reached. Steps only (no clock), so the answer is the same on every machine.
+   */
+  ruleYieldsAnything(): { yields: boolean | null; reachedWall: number } {
     const rule = this.rule;
-    if (rule === null) return true;
+    if (rule === null) return { yields: true, reachedWall: Infinity };
     const freq = rule.spec.freq;
     const periods = freq <= DAILY ? (CYCLE_PERIODS[freq] as number) + 1 : Infinity;
     const b = budget(NO_OCCURRENCE_SEARCH_STEPS, periods);
     for (const wall of expandWalls(rule, rule.startWall + 1, b)) {
       void wall;
-      return true;
+      return { yields: true, reachedWall: Infinity };
     }
-    if (!b.exhausted) return false; // reached year 9999
-    return b.periods <= 0 ? false : null;
+    // Ended by itself (year 9999), or one full calendar cycle visited: none, ever.
+    if (!b.exhausted || b.periods <= 0) return { yields: false, reachedWall: Infinity };
+    return { yields: null, reachedWall: b.reachedWall };
   }
+}
+
+/** The parts of a rule that decide which dates match, as RRULE text: `INTERVAL=2;BYHOUR=2`. */
+function decidingParts(rule: RuleSpec, text: string): string {
+  const wanted = new Set([
+    "INTERVAL",
+    "BYSECOND",
+    "BYMINUTE",
+    "BYHOUR",
+    "BYDAY",
+    "BYMONTHDAY",
+    "BYYEARDAY",
+    "BYWEEKNO",
+    "BYMONTH",
+    "BYSETPOS",
+  ]);
+  const parts = text
+    .trim()
+    .replace(/^RRULE:/i, "")
+    .split(";")
+    .map((p) => p.trim())
+    .filter((p) => wanted.has(p.slice(0, p.indexOf("=")).toUpperCase()));
+  return parts.length > 0 ? parts.join(";") : `FREQ=${FREQS[rule.freq]}`;
+}
+
+/**
+ * OPS-12: decides at validation that the rule can produce occurrences within bounded
+ * work — a first occurrence after DTSTART within {@link NO_OCCURRENCE_SEARCH_STEPS}, and
+ * for a COUNT series its last one within {@link MAX_COUNT_STEPS} — so no later call
+ * walks a rule that never matches. Same decision in both postures (lenient callers
+ * quarantine the schedule with the message).
+ * @throws ValidationError field `rrule` naming the parts that never (or too rarely) match.
+ */
+function checkFeasible(rec: RecurrenceImpl, rule: RuleSpec, text: string): void {
+  const parts = decidingParts(rule, text);
+  const { yields, reachedWall } = rec.ruleYieldsAnything();
+  if (yields === false) {
+    invalid(
+      "rrule",
+      `matches no date after DTSTART (no occurrence at all): ${parts} never match together`,
+      text,
+    );
+  }
+  if (yields === null) {
+    const upTo = formatDate(Math.floor(reachedWall / DAY_SECONDS));
+    invalid(
+      "rrule",
+      `has no occurrence after DTSTART within the search bound (${NO_OCCURRENCE_SEARCH_STEPS.toLocaleString("en-US")} expansion steps, up to ${upTo}): ${parts} never match together, or too rarely for FREQ=${FREQS[rule.freq]}`,
+      text,
+    );
+  }
+  if (rule.count !== null) {
+    const walked = rec.countSet();
+    if (!walked.complete) {
+      const upTo = formatDate(Math.floor(walked.reachedWall / DAY_SECONDS));
+      invalid(
+        "rrule.COUNT",
+        `COUNT=${rule.count} is not reached within the work bound (${MAX_COUNT_STEPS.toLocaleString("en-US")} expansion steps from DTSTART, up to ${upTo}, ${walked.found.toLocaleString("en-US")} occurrences by then): lower COUNT or end the series with UNTIL`,
+        text,
+      );
+    }
+    rec.keepCountSet(walked.instants);
+  }
+}
+
+/** Shortest period of each FREQ (days) for FREQ DAILY and coarser: 365, 28, 7, 1. */
+const MIN_PERIOD_DAYS = [365, 28, 7, 1];
+
+/**
+ * An upper bound of the occurrences a compiled rule yields in any span of `spanMs`, from
+ * its shape alone (no expansion): periods the span can touch × candidates one period can
+ * hold. A day of slack covers a wall clock that runs faster than the instants (DST).
+ */
+function ruleUpperBound(r: CompiledRule, spanMs: number): number {
+  const spec = r.spec;
+  const span = spanMs / 1000 + DAY_SECONDS;
+  const setCap = (n: number): number =>
+    spec.bySetPos === null ? n : Math.min(n, spec.bySetPos.length);
+  if (spec.freq <= DAILY) {
+    const months = r.months === null ? 12 : r.months.filter(Boolean).length;
+    const perMonth = spec.freq === YEARLY ? months : 1;
+    let days = [366, 31, 7, 1][spec.freq] as number;
+    if (spec.freq === YEARLY && r.months !== null) days = Math.min(days, months * 31);
+    if (r.monthDays !== null) days = Math.min(days, perMonth * r.monthDays.length);
+    if (spec.byYearDay !== null) days = Math.min(days, spec.byYearDay.length);
+    if (spec.byWeekNo !== null) days = Math.min(days, spec.byWeekNo.length * 7);
+    if (r.plainWeekdays !== null && r.ordinalWeekdays !== null) {
+      const plain = r.plainWeekdays.filter(Boolean).length;
+      const ords = r.ordinalWeekdays.reduce((sum, o) => sum + o.length, 0);
+      const weeks = [53, 5, 1, 1][spec.freq] as number;
+      days = Math.min(days, plain * weeks + ords * (r.ordinalInMonth ? perMonth : 1));
+    }
+    const periods =
+      Math.floor(span / ((MIN_PERIOD_DAYS[spec.freq] as number) * DAY_SECONDS * spec.interval)) + 2;
+    return periods * setCap(days * r.times.length);
+  }
+  const unit = spec.freq === HOURLY ? 3600 : spec.freq === MINUTELY ? 60 : 1;
+  const stride = unit * spec.interval;
+  const inner =
+    spec.freq === HOURLY
+      ? r.minutes.length * r.seconds.length
+      : spec.freq === MINUTELY
+        ? r.seconds.length
+        : 1;
+  const perSlot = setCap(inner);
+  const bySlots = (Math.floor(span / stride) + 2) * perSlot;
+  // Per day: slots of the day that pass BYHOUR (and BYMINUTE, BYSECOND for finer FREQs).
+  const hours = r.hourSet === null ? 24 : (spec.byHour as number[]).length;
+  const minutes = spec.freq >= MINUTELY && r.minuteSet !== null ? r.minutes.length : 60;
+  const seconds = spec.freq === SECONDLY && r.secondSet !== null ? r.seconds.length : 60;
+  const slotsPerDay =
+    spec.freq === HOURLY
+      ? hours
+      : spec.freq === MINUTELY
+        ? hours * minutes
+        : hours * minutes * seconds;
+  const perDay = Math.min(Math.floor(DAY_SECONDS / stride) + 1, slotsPerDay) * perSlot;
+  const byDays = (Math.floor(span / DAY_SECONDS) + 2) * perDay;
+  return Math.min(bySlots, byDays);
 }
 
 function normaliseDst(input: Partial<DstPolicy> | undefined): DstPolicy {
@@ -346,9 +595,18 @@ class FractionShifted implements Recurrence {
     return { ...o, instant: o.instant + this.fractionMs };
   }
   between(fromMs: number, toMs: number, limit?: number): Occurrence[] {
-    return this.inner
-      .between(fromMs - this.fractionMs, toMs - this.fractionMs, limit)
-      .map((o) => this.shift(o));
+    return this.scan(fromMs, toMs, limit).occurrences;
+  }
+  scan(fromMs: number, toMs: number, limit?: number): ScanResult {
+    const r = this.inner.scan(fromMs - this.fractionMs, toMs - this.fractionMs, limit);
+    return {
+      occurrences: r.occurrences.map((o) => this.shift(o)),
+      throughMs: r.throughMs + this.fractionMs,
+      truncated: r.truncated,
+    };
+  }
+  maxOccurrences(fromMs: number, toMs: number): number {
+    return this.inner.maxOccurrences(fromMs - this.fractionMs, toMs - this.fractionMs);
   }
   next(afterMs: number): Occurrence | null {
     const o = this.inner.next(afterMs - this.fractionMs);
@@ -490,13 +748,9 @@ function build(input: RecurrenceInput, mode: Mode): Recurrence {
     exDays,
   });
 
-  if (rule !== null) {
-    const yields = rec.ruleYieldsAnything();
-    if (yields === false)
-      invalid("rrule", "matches no date after DTSTART (no occurrence at all)", input.rrule);
-    if (yields === null) mode.warnings.push("rrule: no occurrence found within the search budget");
-  }
-  if (exInstants.size + exDays.size > 0 && rec.between(-Infinity, Infinity, 1).length === 0) {
+  if (rule !== null) checkFeasible(rec, rule, input.rrule as string);
+  const firstKept = exInstants.size + exDays.size > 0 ? rec.scan(-Infinity, Infinity, 1) : null;
+  if (firstKept !== null && firstKept.occurrences.length === 0 && !firstKept.truncated) {
     invalid("exdate", "excludes every occurrence (no occurrence at all)", input.exdate);
   }
   return startFractionMs === 0 ? rec : new FractionShifted(rec, startFractionMs);

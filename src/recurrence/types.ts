@@ -53,6 +53,19 @@ export interface Recurrence {
    * (default 10,000). Bounded work whatever the rule.
    */
   between(fromMs: number, toMs: number, limit?: number): Occurrence[];
+  /**
+   * Like {@link between}, and says how far the answer is complete (OPS-12): every
+   * occurrence in `[fromMs, throughMs)` is listed. `throughMs` is `toMs` unless the
+   * call's work cap (steps or time) stopped the expansion first (`truncated`); ask again
+   * from `throughMs` for the rest.
+   */
+  scan(fromMs: number, toMs: number, limit?: number): ScanResult;
+  /**
+   * An upper bound of the occurrences in `[fromMs, toMs)`, from the rule's shape alone
+   * (periods the window touches × candidates a period can hold, COUNT, UNTIL, RDATEs):
+   * constant work, nothing is expanded (OPS-12). Used to refuse oversized windows first.
+   */
+  maxOccurrences(fromMs: number, toMs: number): number;
   /** First occurrence strictly after `afterMs` (epoch ms), or `null` when the set has ended. */
   next(afterMs: number): Occurrence | null;
   /** DTSTART as an occurrence: always the first one (RFC 5545 §3.3.10). */
@@ -63,6 +76,16 @@ export interface Recurrence {
   readonly rrule: string | null;
   /** True when there is no RRULE or the RRULE itself has COUNT or UNTIL (REC-4). */
   readonly ruleBounded: boolean;
+}
+
+/** Result of {@link Recurrence.scan}. */
+export interface ScanResult {
+  /** Occurrences, as {@link Recurrence.between} returns them. */
+  occurrences: Occurrence[];
+  /** Epoch ms up to which (exclusive) the list is complete. */
+  throughMs: number;
+  /** True when a work cap, not `toMs` or the limit, ended the expansion. */
+  truncated: boolean;
 }
 
 /** Result of lenient parsing: never throws (REC-3). */

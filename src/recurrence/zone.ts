@@ -8,6 +8,17 @@ import { Temporal } from "temporal-polyfill";
 import type { DstPolicy } from "./types.js";
 
 const DAY_MS = 86_400_000;
+/** 400 Gregorian years: the calendar, weekdays included, repeats after them. */
+const CYCLE_MS = 146_097 * DAY_MS;
+/**
+ * From this instant (2500-01-01Z) on, offsets are read 400 years (or a multiple) earlier.
+ * The IANA database lists no transition after the 2080s; later ones come from each zone's
+ * last rule, which is stated in calendar terms ("last Sunday in March") and so repeats
+ * every 400 years. Folding keeps the segment cache small and far-future walks cheap.
+ */
+const FOLD_FROM_MS = 16_725_225_600_000;
+/** Folded instants land in [2100-01-01Z, 2500-01-01Z). */
+const FOLD_BASE_MS = FOLD_FROM_MS - CYCLE_MS;
 
 interface Segment {
   /** First instant (ms, inclusive) with this offset. */
@@ -38,6 +49,8 @@ export class Zone {
 
   /** UTC offset in ms at an instant. */
   offsetAt(ms: number): number {
+    if (ms >= FOLD_FROM_MS && ms !== Infinity)
+      ms -= Math.floor((ms - FOLD_BASE_MS) / CYCLE_MS) * CYCLE_MS;
     const last = this.last;
     if (last !== undefined && ms >= last.start && ms < last.end) return last.offset;
     const segs = this.segments;

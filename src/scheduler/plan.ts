@@ -43,6 +43,10 @@ import {
 const DAY_MS = 86_400_000;
 /** Most occurrences expanded per reminder per pass; the watermark advances in steps past it. */
 const MAX_OCCURRENCES_PER_PASS = 10_000;
+/** Deliveries per insert statement (OPS-12). */
+const INSERT_CHUNK = 500;
+/** Planning work (ms) between two turns of the event loop in one batch (OPS-12). */
+const PLAN_SLICE_MS = 10;
 /** Nominal (day/week) offsets follow the wall clock: allow this much for DST shifts. */
 const NOMINAL_MARGIN_MS = 3 * 3_600_000;
 
@@ -170,7 +174,8 @@ export function planSchedule(
     const occFrom = Math.max(-8.64e15, from - shape.approxMs - margin);
     const occTo = Math.min(8.64e15, to - shape.approxMs + margin);
     if (occFrom >= occTo) continue;
-    const occurrences = recurrence.between(occFrom, occTo, MAX_OCCURRENCES_PER_PASS);
+    const scanned = recurrence.scan(occFrom, occTo, MAX_OCCURRENCES_PER_PASS);
+    const occurrences = scanned.occurrences;
     const policy = lostLeasePolicy(reminder, channels.get(reminder.channel));
     for (const occurrence of occurrences) {
       const due = applyOffset(
@@ -200,6 +205,13 @@ export function planSchedule(
       plannedUntil = Math.min(plannedUntil, Math.max(from + 1, lastDue));
       complete = false;
       capped = false;
+    } else if (scanned.truncated) {
+      // OPS-12: the call's work cap stopped the expansion; the answer is complete only
+      // up to throughMs, so the watermark stops there and the next pass goes on.
+      const through = scanned.throughMs + shape.approxMs - margin;
+      plannedUntil = Math.min(plannedUntil, Math.max(from + 1, through));
+      complete = false;
+      capped = false;
     }
   }
   if (!complete && recurrence.bounded) {
@@ -208,7 +220,8 @@ export function planSchedule(
     const maxShift =
       Math.max(0, ...reminders.map((r) => offsetShape(r.offset_duration).approxMs)) +
       NOMINAL_MARGIN_MS;
-    complete = recurrence.between(plannedUntil - maxShift, 8.64e15, 1).length === 0;
+    const rest = recurrence.scan(plannedUntil - maxShift, 8.64e15, 1);
+    complete = rest.occurrences.length === 0 && !rest.truncated;
   }
   return { deliveries, plannedUntil, complete, capped };
 }
@@ -220,8 +233,10 @@ export async function insertDeliveries(
   rows: PlannedDelivery[],
 ): Promise<number> {
   let inserted = 0;
-  for (let i = 0; i < rows.length; i += 5_000) {
-    const chunk = rows.slice(i, i + 5_000);
+  // OPS-12: small statements — embedded, a statement runs on this thread, so its size
+  // bounds how long the event loop waits.
+  for (let i = 0; i < rows.length; i += INSERT_CHUNK) {
+    const chunk = rows.slice(i, i + INSERT_CHUNK);
     inserted += await insertPlannedDeliveries(tx, { now, deliveries: chunk });
   }
   return inserted;
@@ -242,7 +257,14 @@ export async function planLocked(
   const now = deps.clock.sqlNow();
   const planned: PlannedDelivery[] = [];
   const marks: Array<{ id: string; until: Date; complete: boolean; capLogged: boolean }> = [];
+  let sliceStart = performance.now();
   for (const schedule of schedules) {
+    // OPS-12: a large batch (an import's bulk create) gives the event loop a turn between
+    // slices of planning work, so health checks and other requests are not held up.
+    if (performance.now() - sliceStart >= PLAN_SLICE_MS) {
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      sliceStart = performance.now();
+    }
     try {
       const parsed = parseRule(recurrenceInputOf(schedule));
       if (!parsed.ok) {

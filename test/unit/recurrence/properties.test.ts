@@ -6,6 +6,7 @@ import { describe, expect, it } from "vitest";
 import { ValidationError } from "../../../src/errors/index.js";
 import { measureWork } from "../../../src/recurrence/expand.js";
 import {
+  MAX_COUNT_STEPS,
   MAX_STEPS_PER_CALL,
   parseRule,
   validateRule,
@@ -103,15 +104,17 @@ const inputArb: fc.Arbitrary<RecurrenceInput> = fc.record({
 
 /**
  * Most expansion work one parse may spend, in the steps the loops charge to their budgets:
- * the first-occurrence search, then (with EXDATE) one `between` call that may also fill the
- * COUNT cache, each allowed one period past its cap.
+ * the first-occurrence search, the walk of a COUNT series to its end, then (with EXDATE)
+ * one `scan` call, which for a COUNT above the cached size walks the series again; each
+ * allowed one period past its cap (OPS-12).
  */
-const PARSE_STEPS = NO_OCCURRENCE_SEARCH_STEPS + 2 * MAX_STEPS_PER_CALL + 3 * ONE_PERIOD;
+const PARSE_STEPS =
+  NO_OCCURRENCE_SEARCH_STEPS + 2 * MAX_COUNT_STEPS + MAX_STEPS_PER_CALL + 4 * ONE_PERIOD;
 
 /** Parses under a step meter and checks the work stayed inside the caps. */
 function parseBounded(input: RecurrenceInput): ReturnType<typeof parseRule> {
   const work = measureWork(() => parseRule(input));
-  expect(work.budgets).toBeLessThanOrEqual(3);
+  expect(work.budgets).toBeLessThanOrEqual(4);
   expect(work.maxStepsPerBudget).toBeLessThanOrEqual(MAX_STEPS_PER_CALL + ONE_PERIOD);
   expect(work.steps).toBeLessThanOrEqual(PARSE_STEPS);
   return work.result;

@@ -1,0 +1,133 @@
+/**
+ * OPS-12 for calendars: never-matching rules are skipped at import with the parts named,
+ * the dry run refuses an oversized window before expanding anything (counted in steps),
+ * and a large import gives the event loop a turn between slices.
+ */
+import { describe, expect, it } from "vitest";
+import { ValidationError } from "../../../src/errors/index.js";
+import {
+  dryRunDeliveries,
+  dryRunUpperBound,
+  MAX_DRY_RUN_DELIVERIES,
+  parseCalendar,
+  parseCalendarAsync,
+} from "../../../src/ical/index.js";
+import { measureWork } from "../../../src/recurrence/expand.js";
+
+function calendar(events: Array<{ uid: string; rrule?: string; start?: string }>): string {
+  const lines = ["BEGIN:VCALENDAR", "VERSION:2.0", "PRODID:-//punctual tests//bounded//EN"];
+  for (const e of events) {
+    lines.push(
+      "BEGIN:VEVENT",
+      `UID:${e.uid}`,
+      "DTSTAMP:20270101T000000Z",
+      `DTSTART;TZID=Europe/Berlin:${e.start ?? "20270104T090000"}`,
+      "DURATION:PT30M",
+      `SUMMARY:${e.uid}`,
+    );
+    if (e.rrule !== undefined) lines.push(`RRULE:${e.rrule}`);
+    lines.push("END:VEVENT");
+  }
+  lines.push("END:VCALENDAR", "");
+  return lines.join("\r\n");
+}
+
+const options = { source: "bounded", remind: ["-PT15M"] };
+
+describe("OPS-12: calendars with rules that never match", () => {
+  it("OPS-12: an event whose rule never matches is skipped with the parts named; the rest imports", () => {
+    const text = calendar([
+      { uid: "never-weekno", rrule: "FREQ=YEARLY;BYWEEKNO=1;BYMONTH=6" },
+      { uid: "never-setpos", rrule: "FREQ=MONTHLY;BYDAY=MO;BYSETPOS=6" },
+      { uid: "never-feb31", rrule: "FREQ=YEARLY;BYMONTH=2;BYMONTHDAY=31" },
+      { uid: "weekly", rrule: "FREQ=WEEKLY;BYDAY=MO" },
+    ]);
+    const work = measureWork(() => parseCalendar(text, options));
+    const parsed = work.result;
+    expect(parsed.events.map((e) => e.uid)).toEqual(["weekly"]);
+    const reasons = new Map(parsed.skipped.map((s) => [s.uid, s.reason]));
+    expect(reasons.get("never-weekno")).toContain("BYWEEKNO=1;BYMONTH=6");
+    expect(reasons.get("never-setpos")).toContain("BYDAY=MO;BYSETPOS=6");
+    expect(reasons.get("never-feb31")).toContain("BYMONTH=2");
+    // Each refused rule cost at most its feasibility search, not a walk to year 9999.
+    expect(work.maxStepsPerBudget).toBeLessThanOrEqual(25_000 + 1 + 366 + 86_400);
+  });
+});
+
+describe("OPS-12: the dry run refuses an oversized window before computing", () => {
+  it("OPS-12: a window whose upper bound of deliveries is too large is refused with zero expansion steps", () => {
+    // 40 events every minute: a year holds about 21 million deliveries.
+    const text = calendar(
+      Array.from({ length: 40 }, (_, i) => ({ uid: `minutely-${i}`, rrule: "FREQ=MINUTELY" })),
+    );
+    const parsed = parseCalendar(text, options);
+    const window = {
+      fromMs: Date.parse("2027-01-01T00:00:00Z"),
+      toMs: Date.parse("2028-01-01T00:00:00Z"),
+    };
+    expect(dryRunUpperBound(parsed, window)).toBeGreaterThan(MAX_DRY_RUN_DELIVERIES);
+    const work = measureWork(() => {
+      try {
+        dryRunDeliveries(parsed, window);
+      } catch (err) {
+        return err;
+      }
+      return null;
+    });
+    expect(work.result).toBeInstanceOf(ValidationError);
+    expect((work.result as ValidationError).issues[0]?.field).toBe("window");
+    expect((work.result as ValidationError).message).toContain("before computing");
+    expect(work.steps).toBe(0);
+    expect(work.budgets).toBe(0);
+  });
+
+  it("OPS-12: a window within the bound is computed, and the bound holds", () => {
+    const text = calendar([
+      { uid: "daily", rrule: "FREQ=DAILY" },
+      { uid: "workdays", rrule: "FREQ=WEEKLY;BYDAY=MO,TU,WE,TH,FR" },
+      { uid: "rare", rrule: "FREQ=MONTHLY;BYMONTHDAY=13;BYDAY=FR" },
+      { uid: "once" },
+    ]);
+    const parsed = parseCalendar(text, options);
+    const window = {
+      fromMs: Date.parse("2027-01-01T00:00:00Z"),
+      toMs: Date.parse("2028-01-01T00:00:00Z"),
+    };
+    const rows = dryRunDeliveries(parsed, window);
+    expect(rows.length).toBeGreaterThan(365);
+    expect(dryRunUpperBound(parsed, window)).toBeGreaterThanOrEqual(rows.length);
+  });
+});
+
+describe("OPS-12: a large import gives the event loop a turn between slices", () => {
+  it("OPS-12: a timer callback runs while the calendar is read, between UID groups", async () => {
+    const text = calendar(
+      Array.from({ length: 600 }, (_, i) => ({ uid: `event-${i}`, rrule: "FREQ=WEEKLY" })),
+    );
+    let progressed = 0;
+    let turns = 0;
+    let timerSaw: number | null = null;
+    const parsed = await parseCalendarAsync(text, {
+      ...options,
+      sliceMs: 0,
+      onProgress: (done) => {
+        progressed = done;
+        // Set at the first progress report (250 events read): runs at the next turn.
+        if (done === 250) setTimeout(() => (timerSaw = progressed), 0);
+      },
+      yieldNow: async () => {
+        turns++;
+        await new Promise<void>((resolve) => setTimeout(resolve, 0));
+      },
+    });
+    expect(parsed.events).toHaveLength(600);
+    // The timer ran in the middle of the import, not after it.
+    expect(timerSaw).not.toBeNull();
+    expect(timerSaw!).toBeLessThan(600);
+    // A turn after the file checks, after lexing, and after each UID group.
+    expect(turns).toBeGreaterThanOrEqual(600);
+    // Same result as the synchronous reader.
+    const sync = parseCalendar(text, options);
+    expect(parsed.events.map((e) => e.schedule)).toEqual(sync.events.map((e) => e.schedule));
+  });
+});
