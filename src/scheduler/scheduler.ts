@@ -109,6 +109,8 @@ export class Scheduler {
   #lastTickMs: number | null = null;
   /** Whether the last claim attempt failed: a pass is not successful while dispatch fails. */
   #dispatchFailing = false;
+  /** Claim attempts that failed in a row; 0 after a successful one. */
+  #claimFailures = 0;
 
   constructor(deps: SchedulerDeps) {
     this.#d = deps;
@@ -285,7 +287,9 @@ export class Scheduler {
     }
     if (!this.#running || this.#stopping) return;
     if (!this.#maintenance.pending) this.#armPoll(report);
-    this.#kick();
+    // While claims fail, their own backoff timer retries them: a claim kicked from here
+    // would fail at once, ask for maintenance again (orphans suspected) and spin (OPS-8).
+    if (this.#claimFailures === 0) this.#kick();
   }
 
   #armPoll(report: TickReport): void {
@@ -412,16 +416,20 @@ export class Scheduler {
     try {
       const { claimed, exhausted } = await this.#producer.fill();
       this.#dispatchFailing = false;
+      this.#claimFailures = 0;
       this.#streak("dispatch").success();
       if (this.#producer.orphansSuspected) this.#requestMaintenance();
       if (claimed > 0) this.#emptyBackoffMs = 0;
       if (exhausted && !this.#claims.pending) await this.#armWake(claimed === 0);
     } catch (err) {
       this.#dispatchFailing = true;
+      this.#claimFailures++;
       this.#d.metrics.sweepFailures.inc({ sweep: "dispatch" });
       this.#streak("dispatch").failure(err, { sweep: "dispatch" });
       if (this.#producer.orphansSuspected) this.#requestMaintenance();
-      this.#setWakeTimer(Math.min(30_000, this.#d.options.pollMs * 2));
+      // OPS-8: back off, doubling from twice the poll up to 30 s, while claims fail.
+      const exponent = Math.min(this.#claimFailures, 5);
+      this.#setWakeTimer(Math.min(30_000, this.#d.options.pollMs * 2 ** exponent));
     }
   }
 

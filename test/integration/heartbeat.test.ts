@@ -166,4 +166,35 @@ describe("OPS-4 health reads the last successful pass", () => {
     await p.scheduler.tick();
     expect((await instanceOf(p)).last_pass_at?.getTime()).toBe(t.clock.now());
   });
+
+  it("OPS-8: while claims fail, the running loop retries them on a doubling backoff, never in a loop with maintenance", async () => {
+    const { t, faulty } = await started();
+    const p = t.punctual;
+    await p.createSchedule({
+      dtstart: new Date(t.clock.now()).toISOString(),
+      tzid: "UTC",
+      reminders: [{ key: "r", offset: "PT0S", channel: "test" }],
+    });
+    let claims = 0;
+    faulty.failWhen = (sql) => sql === CLAIM_SQL && ++claims > 0;
+    p.scheduler.wake();
+    // Without a backoff, the failed claim asks for a maintenance pass (its reply may have
+    // been lost), and that pass would kick the next claim at once: a loop with no timer.
+    for (let i = 0; i < 2_000 && claims < 5; i++) {
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    expect(claims).toBeGreaterThanOrEqual(1);
+    expect(claims).toBeLessThanOrEqual(2);
+    // Retries follow the (test) clock and double: 2, 4, 8, 16 s after each failure.
+    for (let s = 0; s < 30; s++) {
+      t.clock.advance(POLL_MS);
+      for (let i = 0; i < 50; i++) await new Promise((resolve) => setImmediate(resolve));
+    }
+    expect(claims).toBeGreaterThanOrEqual(3);
+    expect(claims).toBeLessThanOrEqual(7);
+    // Once the database answers again, the delivery goes out.
+    faulty.failWhen = null;
+    t.clock.advance(30_000);
+    await settle(() => t.channel.sends.length === 1, "the send after the database is back");
+  });
 });
