@@ -812,7 +812,7 @@ async function run(opts) {
     pausedAttempts = await withClient(cluster.url, async (c) => {
       const { rows: r } = await c.query(
         `select a.outcome, a.settled, count(*)::int as n
-           from punctual_attempts a
+           from punctual_delivery_attempts a
            join punctual_deliveries d on d.id = a.delivery_id
            join punctual_schedules s on s.id = d.schedule_id
           where s.source = $1 and a.worker like '%#' || $2 || '#%'
@@ -833,7 +833,7 @@ async function run(opts) {
     const fenced = await withClient(cluster.url, async (c) => {
       const { rows: r } = await c.query(
         `select d.delivery_key, a.attempt
-           from punctual_attempts a
+           from punctual_delivery_attempts a
            join punctual_deliveries d on d.id = a.delivery_id
            join punctual_schedules s on s.id = d.schedule_id
           where s.source = $1 and a.worker like '%#' || $2 || '#%' and not a.settled`,

@@ -226,8 +226,16 @@ export const DELIVERY_BY_ID_SQL = `
 select d.* from punctual_deliveries d join punctual_schedules s on s.id = d.schedule_id
 where s.tenant = $1 and d.id = $2`;
 
-/** $1 delivery id */
-export const ATTEMPTS_SQL = `select * from punctual_attempts where delivery_id = $1 order by id`;
+/**
+ * DEL-14: every attempt of a delivery, oldest first: the rows of `punctual_attempts` in
+ * the order they were recorded, then the attempt that sent it when the settle kept that
+ * one on the delivery row (view `punctual_delivery_attempts`, migration 0007).
+ * $1 delivery id.
+ */
+export const ATTEMPTS_SQL = `
+select id, delivery_id, attempt, worker, started_at, ended_at, outcome, settled, status,
+       message_id, error
+from punctual_delivery_attempts where delivery_id = $1 order by id nulls last`;
 
 /**
  * DEL-12: redrive a dead or in-doubt delivery with the same key: back to `pending`, due now,
@@ -303,13 +311,22 @@ export interface DeliveryRow {
   stale_at: Date | null;
   /** `run_at` while `pending` or `retry`, else NULL (generated): the claim index's key. */
   claimable_at: Date | null;
+  /** DEL-14: the worker whose attempt sent this row, when the settle kept it on the row. */
+  sent_by: string | null;
+  /** When that attempt's send started. */
+  send_started_at: Date | null;
+  /** That attempt's channel status code (HTTP status for webhooks), if any. */
+  send_status: number | null;
+  /** That attempt's channel message id, if any. */
+  send_message_id: string | null;
   created_at: Date;
   updated_at: Date;
 }
 
-/** A row of `punctual_attempts`, every column (DEL-14). */
+/** An attempt (DEL-14): a row of `punctual_attempts` or the sending attempt kept on the delivery row. */
 export interface AttemptRow {
-  id: number;
+  /** The `punctual_attempts` row id; NULL for the attempt kept on the delivery row. */
+  id: number | null;
   delivery_id: number;
   attempt: number;
   worker: string;
@@ -352,6 +369,10 @@ export const DELIVERY_ROW_KEYS = columnsOf<DeliveryRow>()([
   "claimable_at",
   "deferrals",
   "first_attempt_at",
+  "sent_by",
+  "send_started_at",
+  "send_status",
+  "send_message_id",
 ]);
 
 /** Result columns of {@link ATTEMPTS_SQL}. */

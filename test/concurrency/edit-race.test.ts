@@ -71,7 +71,7 @@ describe("edits racing claims", () => {
       // Every delivery ended sent or, where a removal cancelled a tried row, recorded.
       const { rows } = await lib.db.query<{ sent: number; attempts: number }>(
         `select count(*) filter (where state = 'sent') as sent,
-                (select count(*) from punctual_attempts where outcome = 'sent' and settled) as attempts
+                (select count(*) from punctual_delivery_attempts where outcome = 'sent' and settled) as attempts
          from punctual_deliveries`,
       );
       expect(rows[0]!.sent).toBe(receiver.counts.size);

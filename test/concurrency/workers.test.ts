@@ -46,7 +46,7 @@ describe("worker processes on PostgreSQL", () => {
       // One attempt per delivery, all sent. (Which worker sent what is up to the race.)
       const { rows } = await lib.db.query<{ state: string; n: number }>(
         `select d.state, count(*) as n
-         from punctual_deliveries d join punctual_attempts a on a.delivery_id = d.id group by d.state`,
+         from punctual_deliveries d join punctual_delivery_attempts a on a.delivery_id = d.id group by d.state`,
       );
       expect(rows).toEqual([expect.objectContaining({ state: "sent", n: 1_000 })]);
     },

@@ -73,6 +73,68 @@ describe("delivery state machine", () => {
     expect(channel.sends).toHaveLength(1);
   });
 
+  it("DEL-14: the attempt that sent is kept on the delivery row, the failed ones in punctual_attempts; the history shows every attempt once, in order", async () => {
+    t = await testPunctual();
+    const { punctual, channel, clock } = t;
+    await punctual.createSchedule(oneOff(T0));
+    let calls = 0;
+    channel.behaviour = () => {
+      calls += 1;
+      if (calls === 1) throw new TransientError("503 from receiver");
+      return { messageId: "m-2", status: 202 };
+    };
+    await tickAndDrain(punctual);
+    let [row] = await deliveries(punctual);
+    clock.set(row!.runAt);
+    await tickAndDrain(punctual);
+    [row] = await deliveries(punctual);
+    expect(row).toMatchObject({ state: "sent", attempt: 2 });
+    const db = punctual.db;
+    const stored = await db.query<{ attempt: number; outcome: string }>(
+      "select attempt, outcome from punctual_attempts where delivery_id = $1 order by id",
+      [row!.id],
+    );
+    // Only the failure is a row of its own; the sending attempt lives on the delivery.
+    expect(stored.rows).toEqual([{ attempt: 1, outcome: "transient" }]);
+    const onRow = await db.query<{ sent_by: string | null; send_status: number | null }>(
+      "select sent_by, send_status from punctual_deliveries where id = $1",
+      [row!.id],
+    );
+    expect(onRow.rows[0]).toEqual({ sent_by: punctual.scheduler.owner, send_status: 202 });
+    const history = (await punctual.getDelivery(row!.id)).attempts;
+    expect(history.map((a) => [a.attempt, a.outcome, a.settled])).toEqual([
+      [1, "transient", true],
+      [2, "sent", true],
+    ]);
+    expect(history[1]).toMatchObject({
+      worker: punctual.scheduler.owner,
+      messageId: "m-2",
+      status: 202,
+      error: null,
+      endedAt: row!.sentAt,
+    });
+  });
+
+  it("DEL-14: a delivery sent by a release that records every attempt as a row shows that attempt once", async () => {
+    t = await testPunctual();
+    const { punctual } = t;
+    await punctual.createSchedule(oneOff(T0));
+    await tickAndDrain(punctual);
+    const [row] = await deliveries(punctual);
+    // What the previous release's settle leaves: an attempt row and none on the delivery.
+    await punctual.db.query(
+      `with moved as (
+         update punctual_deliveries set sent_by = null, send_started_at = null, send_status = null,
+                send_message_id = null where id = $1
+         returning id, attempt, sent_at)
+       insert into punctual_attempts (delivery_id, attempt, worker, started_at, ended_at, outcome)
+       select id, attempt, 'old#1#x', sent_at, sent_at, 'sent' from moved`,
+      [row!.id],
+    );
+    const history = (await punctual.getDelivery(row!.id)).attempts;
+    expect(history.map((a) => [a.attempt, a.outcome, a.worker])).toEqual([[1, "sent", "old#1#x"]]);
+  });
+
   it("DEL-3: nothing is claimed before its due time, for a paused schedule, or before its retry time", async () => {
     t = await testPunctual();
     const { punctual, channel, clock } = t;

@@ -157,6 +157,19 @@ describe("fences", () => {
     const settled = await settleDeliveries(tp.punctual.db, at(1), "A", [sent(one!.id, 1)]);
     expect([...settled]).toEqual([one!.id]);
     for (const r of rest) expect(await row(tp, r.id)).toMatchObject({ state: "claimed" });
+    // In one batch each row takes its own outcome, not another row's of the same batch.
+    const [two, three] = rest;
+    const retry: SettleInput = {
+      ...sent(three!.id, 1),
+      state: "retry",
+      runAt: at(60),
+      error: "503",
+      failure: 1,
+      outcome: "transient",
+    };
+    await settleDeliveries(tp.punctual.db, at(2), "A", [sent(two!.id, 1), retry]);
+    expect(await row(tp, two!.id)).toMatchObject({ state: "sent", failures: 0 });
+    expect(await row(tp, three!.id)).toMatchObject({ state: "retry", failures: 1 });
   });
 
   it("DEL-2 claim: the lease runs on the statement's clock (`now` + lease), and attempt counts claims", async () => {
