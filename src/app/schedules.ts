@@ -187,7 +187,11 @@ export function validateSchedule(
     if (!app.channels.has(reminder.channel)) {
       issues.push({
         field: `${at}.channel`,
-        message: `unknown channel; known: ${app.channels.names().join(", ")}`,
+        message:
+          `unknown channel; known: ${app.channels.names().join(", ")}` +
+          (reminder.channel === "email"
+            ? " (the email channel needs an SMTP server: set PUNCTUAL_SMTP_URL, e.g. smtp://user:pass@host:587)"
+            : ""),
         value: reminder.channel,
       });
       return;

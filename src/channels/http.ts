@@ -163,7 +163,7 @@ export function checkTargetUrl(
   if (!http.hostAllowedEarly(url.hostname)) {
     return {
       message:
-        "private, loopback, link-local or reserved address refused (allow it with allowPrivateTargets or the allow-list)",
+        "private, loopback, link-local or reserved address refused (allow it with PUNCTUAL_ALLOW_PRIVATE_TARGETS=true, or in the library with allowPrivateTargets or the allow-list)",
       forbidden: true,
     };
   }

@@ -1,11 +1,13 @@
 /**
  * The `log` channel (CH-5), for development: each delivery becomes one structured log
  * line `{ msg: "reminder.due", deliveryKey, scheduleId, reminderKey, occurrenceAt, dueAt,
- * attempt, late, payload }` at info. Nothing de-duplicates log lines, so the channel is
+ * attempt, late, payload, rendered? }` at info; `rendered` is the reminder's template
+ * rendered (CH-6), present only when it has one. Nothing de-duplicates log lines, so the channel is
  * not idempotent: a send interrupted by a crash becomes `in_doubt` (DEL-6).
  */
 import { TransientError, ValidationError } from "../errors/index.js";
 import type { Logger } from "../observability/logger.js";
+import { renderTemplate, type RenderedMessage } from "./template.js";
 import {
   reminderMessage,
   type Channel,
@@ -19,6 +21,8 @@ import {
 export interface LogChannelLine extends ReminderMessage {
   msg: "reminder.due";
   channel: "log";
+  /** The reminder's template rendered (CH-6); present only when it has one. */
+  rendered?: RenderedMessage;
 }
 
 /** Options of {@link createLogChannel}. */
@@ -59,6 +63,7 @@ export function createLogChannel(options: LogChannelOptions): Channel {
         channel: "log",
         ...reminderMessage(delivery),
       };
+      if (delivery.template) line.rendered = renderTemplate(delivery.template, delivery);
       if (write) {
         write(line);
       } else {

@@ -118,6 +118,17 @@ describe("API-1 create a schedule", () => {
     expect(await issuesOf(res)).toContain(field);
   });
 
+  it("CH-2: the email channel without an SMTP server is refused naming PUNCTUAL_SMTP_URL", async () => {
+    const res = await post("/v1/schedules", {
+      ...validBody,
+      reminders: [{ ...logReminder, channel: "email", target: { to: "ada@example.com" } }],
+    });
+    expect(res.status).toBe(400);
+    const body = (await res.json()) as ErrorBody;
+    const issue = body.error.issues?.find((i) => i.field === "reminders.0.channel");
+    expect(issue?.message).toContain("PUNCTUAL_SMTP_URL");
+  });
+
   it("API-1: one 400 names several bad fields at once", async () => {
     const res = await post("/v1/schedules", { ...validBody, tzid: "Nowhere/City", reminders: [] });
     expect(res.status).toBe(400);

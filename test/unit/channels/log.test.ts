@@ -72,4 +72,13 @@ describe("log channel", () => {
     );
     expect(lines).toHaveLength(0);
   });
+
+  it("CH-5/CH-6: a reminder's template is rendered into the line, so it can be seen while developing", async () => {
+    const { logger, lines } = memoryLogger();
+    const ch = createLogChannel({ logger });
+    await ch.send({ ...delivery, template: { text: "Reminder {{ payload.n }}" } }, ctx);
+    expect(lines[0]).toMatchObject({ msg: "reminder.due", rendered: { text: "Reminder 1" } });
+    await ch.send(delivery, ctx);
+    expect(lines[1]).not.toHaveProperty("rendered");
+  });
 });
