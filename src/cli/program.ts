@@ -444,20 +444,29 @@ export function buildProgram(io: Io): Command {
       )
       .option("--tzid <zone>", "IANA time zone", "UTC")
       .option("--rrule <rule>", "RFC 5545 RRULE, e.g. FREQ=DAILY;COUNT=10")
-      .option("--rdate <datetime>", "extra occurrence (repeatable)", collect, [])
-      .option("--exdate <datetime>", "excluded occurrence (repeatable)", collect, [])
-      .option("--ends-at <instant>", "end of an unbounded series (ISO instant)")
-      .option(
-        "--offset <duration>",
-        "reminder offset from each occurrence, ISO 8601 (repeatable; default PT0S)",
-        collect,
-        [],
+      .addOption(
+        new Option("--rdate <datetime>", "extra occurrence (repeatable)")
+          .argParser(collect)
+          .default([], "none"),
       )
-      .option(
-        "--key <key>",
-        "reminder key for the matching --offset (default r1, r2, …; repeatable)",
-        collect,
-        [],
+      .addOption(
+        new Option("--exdate <datetime>", "excluded occurrence (repeatable)")
+          .argParser(collect)
+          .default([], "none"),
+      )
+      .option("--ends-at <instant>", "end of an unbounded series (ISO instant)")
+      .addOption(
+        new Option(
+          "--offset <duration>",
+          "reminder offset from each occurrence, ISO 8601 (repeatable)",
+        )
+          .argParser(collect)
+          .default([], "PT0S"),
+      )
+      .addOption(
+        new Option("--key <key>", "reminder key for the matching --offset (repeatable)")
+          .argParser(collect)
+          .default([], "r1, r2, …"),
       )
       .addOption(
         new Option("--channel <channel>", "delivery channel")
