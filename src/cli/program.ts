@@ -470,10 +470,13 @@ export function buildProgram(io: Io): Command {
       )
       .addOption(
         new Option("--channel <channel>", "delivery channel")
-          .choices(["webhook", "log"])
+          .choices(["webhook", "log", "slack", "discord"])
           .default("webhook"),
       )
-      .option("--target-url <url>", "webhook URL (with --channel webhook)")
+      .option(
+        "--target-url <url>",
+        "receiver URL: the webhook's, or a Slack / Discord incoming-webhook URL",
+      )
       .option("--secret <whsec>", "webhook signing secret for this target (default: the server's)")
       .option("--payload <json>", "JSON passed to every delivery")
       .option("--idempotency-key <key>", "retrying with the same key creates one schedule")

@@ -147,7 +147,14 @@ export interface AddFlags extends RemoteFlags {
   perpetual?: boolean;
 }
 
-/** Builds the `POST /v1/schedules` body from `schedules add` flags. */
+/** Channels whose target is a URL given with `--target-url` (webhook, Slack, Discord). */
+const URL_CHANNELS = new Set(["webhook", "slack", "discord"]);
+
+/**
+ * Builds the `POST /v1/schedules` body from `schedules add` flags.
+ * @throws CliError naming the flag: bad `--payload` JSON, more `--key` than `--offset`,
+ *   no `--target-url` for a URL channel, `--secret` with a channel other than webhook.
+ */
 export function createBodyFromFlags(flags: AddFlags): CreateScheduleInput {
   let payload: unknown;
   if (flags.payload !== undefined) {
@@ -163,13 +170,18 @@ export function createBodyFromFlags(flags: AddFlags): CreateScheduleInput {
     );
   }
   const offsets = flags.offset.length > 0 ? flags.offset : ["PT0S"];
-  const target =
-    flags.channel === "webhook"
-      ? {
-          ...(flags.targetUrl !== undefined ? { url: flags.targetUrl } : {}),
-          ...(flags.secret !== undefined ? { secret: flags.secret } : {}),
-        }
-      : undefined;
+  if (URL_CHANNELS.has(flags.channel) && flags.targetUrl === undefined) {
+    throw new CliError(`--target-url is required with --channel ${flags.channel}.`);
+  }
+  if (flags.secret !== undefined && flags.channel !== "webhook") {
+    throw new CliError(`--secret applies to --channel webhook only (got ${flags.channel}).`);
+  }
+  const target = URL_CHANNELS.has(flags.channel)
+    ? {
+        url: flags.targetUrl,
+        ...(flags.secret !== undefined ? { secret: flags.secret } : {}),
+      }
+    : undefined;
   return {
     dtstart: flags.dtstart,
     tzid: flags.tzid,

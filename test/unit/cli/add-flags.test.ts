@@ -1,0 +1,49 @@
+/** API-3: `schedules add` turns its flags into the create body, naming a bad flag itself. */
+import { describe, expect, it } from "vitest";
+import { CliError } from "../../../src/cli/errors.js";
+import { createBodyFromFlags } from "../../../src/cli/remote.js";
+
+const base = {
+  dtstart: "2027-01-04T09:00:00",
+  tzid: "Europe/Berlin",
+  rdate: [],
+  exdate: [],
+  offset: ["-PT15M"],
+  key: [],
+  url: "http://127.0.0.1:8080",
+};
+
+describe("schedules add flags", () => {
+  it("API-3: a URL channel without --target-url is refused naming the flag", () => {
+    for (const channel of ["webhook", "slack", "discord"]) {
+      expect(() => createBodyFromFlags({ ...base, channel })).toThrow(CliError);
+      expect(() => createBodyFromFlags({ ...base, channel })).toThrow(/--target-url/);
+    }
+  });
+
+  it("API-3/CH-3: --channel slack and discord take --target-url as their { url } target", () => {
+    const body = createBodyFromFlags({
+      ...base,
+      channel: "slack",
+      targetUrl: "https://hooks.slack.com/services/T/B/x",
+    });
+    expect(body.reminders[0]).toMatchObject({
+      channel: "slack",
+      target: { url: "https://hooks.slack.com/services/T/B/x" },
+    });
+    expect(body.reminders[0]?.target).not.toHaveProperty("secret");
+  });
+
+  it("API-3: --secret is for webhooks only; the log channel takes no target", () => {
+    expect(() =>
+      createBodyFromFlags({
+        ...base,
+        channel: "discord",
+        targetUrl: "https://x.test/h",
+        secret: "whsec_x",
+      }),
+    ).toThrow(/--secret/);
+    const log = createBodyFromFlags({ ...base, channel: "log" });
+    expect(log.reminders[0]).not.toHaveProperty("target");
+  });
+});
