@@ -72,9 +72,12 @@ const instant = (value: string): number => {
   return ms;
 };
 
-/** The scheduler's environment variables (lease, prefetch, concurrency, …), one per line. */
-const schedulerEnvHelp = (): string =>
-  ENV_VARS.filter((v) => v.path.startsWith("scheduler."))
+/**
+ * Environment variables whose configuration path starts with one of `prefixes`
+ * (`scheduler.`: lease, prefetch, concurrency, …; `email.`: SMTP), one per line.
+ */
+const envHelp = (...prefixes: string[]): string =>
+  ENV_VARS.filter((v) => prefixes.some((p) => v.path.startsWith(p)))
     .map((v) => `  ${v.name.padEnd(36)} ${v.help}\n`)
     .join("");
 const example = (lines: string[]) => `\nExample:\n${lines.map((l) => `  $ ${l}`).join("\n")}\n`;
@@ -177,7 +180,7 @@ export function buildProgram(io: Io): Command {
         "  PUNCTUAL_API_KEY                     bearer token required on /v1/* and /metrics (16+ characters)\n" +
         "  PUNCTUAL_WEBHOOK_SECRET              default webhook signing secret (whsec_…)\n" +
         "  PUNCTUAL_ALLOW_PRIVATE_TARGETS=true  allow webhook targets on private/loopback addresses\n" +
-        schedulerEnvHelp() +
+        envHelp("api.allowedHosts", "email.", "scheduler.") +
         example([
           "punctual start",
           "PUNCTUAL_API_KEY=$(openssl rand -hex 24) punctual start --host 0.0.0.0 --port 8080",
@@ -198,7 +201,7 @@ export function buildProgram(io: Io): Command {
       "after",
       "\nEmbedded mode allows one process per data folder: extra workers need --database-url.\n" +
         "\nEnvironment:\n" +
-        schedulerEnvHelp() +
+        envHelp("email.", "scheduler.") +
         example(["DATABASE_URL=postgres://punctual@db:5432/punctual punctual worker"]),
     )
     .action((flags: DatabaseFlags) => runWorker(flags, io));
