@@ -13,7 +13,7 @@
  * - Bodies larger than `config.api.bodyLimitBytes` are refused with 413 before parsing;
  *   `POST /v1/imports` has its own, larger limit ({@link importBodyLimit}).
  */
-import type { Server as HttpServer } from "node:http";
+import type { IncomingMessage, Server as HttpServer, ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { createAdaptorServer } from "@hono/node-server";
 import { OpenAPIHono } from "@hono/zod-openapi";
@@ -317,6 +317,22 @@ function requestIssues(error: z.ZodError, target: string, input?: unknown): Fiel
   );
 }
 
+/**
+ * Every query parameter of the API takes one value: a parameter given twice
+ * (`?limit=1&limit=2`) is a 400 naming it, rather than a schema error about `NaN`.
+ */
+const singleQueryValues: MiddlewareHandler = async (c, next) => {
+  const counts = new Map<string, number>();
+  for (const key of new URL(c.req.url).searchParams.keys()) {
+    counts.set(key, (counts.get(key) ?? 0) + 1);
+  }
+  const issues = [...counts]
+    .filter(([, n]) => n > 1)
+    .map(([field, n]) => ({ field, message: `given ${n} times; give it once` }));
+  if (issues.length > 0) throw new ValidationError(issues);
+  return next();
+};
+
 /** Rejects a request whose query failed its schema ({@link requestIssues}). */
 function queryFailed(result: { success: boolean; error?: z.ZodError }): undefined {
   if (result.success || !result.error) return undefined;
@@ -402,6 +418,7 @@ export function createApi(punctual: Punctual, options: ApiOptions = {}): Punctua
   if (hosts) app.use("*", hosts);
   if (!keyed) app.use("*", crossSiteGuard());
   app.use("*", storableTextGuard);
+  app.use("/v1/*", singleQueryValues);
 
   const limit = (maxSize: number, what: string): MiddlewareHandler =>
     bodyLimit({
@@ -657,6 +674,49 @@ export interface ServedApi {
 }
 
 /**
+ * Puts a check in front of the adapter's request listener: a `Host` header is
+ * lower-cased (host names are case-insensitive, RFC 3986 §3.2.2, and the adapter refuses
+ * `LOCALHOST:8080` with an empty 400), and a `Host` that is not a valid authority is
+ * answered `400 BAD_HOST` with a JSON body naming it, never an empty reply.
+ */
+function guardHostHeader(server: HttpServer): void {
+  const listeners = server.listeners("request") as ((
+    req: IncomingMessage,
+    res: ServerResponse,
+  ) => void)[];
+  server.removeAllListeners("request");
+  server.on("request", (req: IncomingMessage, res: ServerResponse) => {
+    const host = req.headers.host;
+    if (host !== undefined) {
+      const lower = host.toLowerCase();
+      if (!isValidAuthority(lower)) {
+        const body = JSON.stringify(
+          errorBody(
+            "BAD_HOST",
+            `Host header ${JSON.stringify(host.slice(0, 200))} is not a valid host[:port]`,
+          ),
+        );
+        res.writeHead(400, { "content-type": "application/json", connection: "close" });
+        res.end(body);
+        return;
+      }
+      req.headers.host = lower;
+    }
+    for (const listener of listeners) listener.call(server, req, res);
+  });
+}
+
+/** Whether `host` is exactly what `URL` reads back as its host (name and optional port). */
+function isValidAuthority(host: string): boolean {
+  try {
+    const url = new URL(`http://${host}/`);
+    return url.host === host || `${url.host}:80` === host;
+  } catch {
+    return false;
+  }
+}
+
+/**
  * Listens on `host:port` (port 0 picks a free port).
  * @throws the listen error (EADDRINUSE, EACCES …).
  */
@@ -665,6 +725,7 @@ export async function serveApi(
   options: { host: string; port: number },
 ): Promise<ServedApi> {
   const server = createAdaptorServer({ fetch: app.fetch, hostname: options.host });
+  guardHostHeader(server as HttpServer);
   await new Promise<void>((resolve, reject) => {
     const onError = (err: Error) => reject(err);
     server.once("error", onError);

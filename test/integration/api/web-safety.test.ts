@@ -118,6 +118,21 @@ describe("API-7 Host check (DNS rebinding)", () => {
     }
   });
 
+  it("API-7: a Host name is case-insensitive (LOCALHOST is localhost); a malformed Host is 400 BAD_HOST with a body", async () => {
+    const served = await serveApi(openApp, { host: "127.0.0.1", port: 0 });
+    try {
+      const port = served.port;
+      expect((await requestWithHost(port, `LOCALHOST:${port}`)).status).toBe(200);
+      const rebound = await requestWithHost(port, `Rebind.Attacker.Example:${port}`);
+      expect(rebound.status).toBe(403);
+      const malformed = await requestWithHost(port, `local host:${port}`);
+      expect(malformed.status).toBe(400);
+      expect(JSON.parse(malformed.body)).toMatchObject({ error: { code: "BAD_HOST" } });
+    } finally {
+      await served.close(0);
+    }
+  });
+
   it("API-7: with a key the Host is not checked, unless api.allowedHosts lists names", async () => {
     const auth = { headers: { authorization: `Bearer ${API_KEY}` } };
     expect((await keyedApp.request("http://punctual.example.com/v1/schedules", auth)).status).toBe(
@@ -518,6 +533,17 @@ describe("API-7 strict posture of the HTTP API", () => {
     });
     const deliveries = await openApp.request("/v1/deliveries?stat=dead&sort=id");
     expect(await fieldsOf(deliveries)).toEqual(["stat", "sort"]);
+  });
+
+  it("API-7: a query parameter given twice is 400 naming it (not a NaN from the schema)", async () => {
+    const twice = await openApp.request("/v1/schedules?limit=1&limit=2");
+    expect(twice.status).toBe(400);
+    expect(await errorOf(twice)).toMatchObject({
+      issues: [{ field: "limit", message: "given 2 times; give it once" }],
+    });
+    expect(
+      JSON.stringify(await errorOf(await openApp.request("/v1/deliveries?state=dead&state=sent"))),
+    ).not.toContain("NaN");
   });
 
   it("API-7: a trailing slash is 404 (with a hint), never 405; another method on a known path is still 405", async () => {
