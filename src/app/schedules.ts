@@ -15,7 +15,13 @@ import {
 } from "../contracts/index.js";
 import { ConflictError, NotFoundError, ValidationError, type FieldIssue } from "../errors/index.js";
 import { validateTemplate } from "../channels/template.js";
-import { applyOffset, parseOffset, validateRule, type Occurrence } from "../recurrence/index.js";
+import {
+  applyOffset,
+  canonicalTimeZone,
+  parseOffset,
+  validateRule,
+  type Occurrence,
+} from "../recurrence/index.js";
 import { planLocked } from "../scheduler/plan.js";
 import { realignSchedule, type RealignReport } from "../scheduler/realign.js";
 import type { Queryable } from "../store/database.js";
@@ -142,6 +148,8 @@ export function validateSchedule(
   warnings: string[];
 } {
   const value = parseInput(createScheduleSchema, input);
+  // Stored as the zone database spells it, so lists, filters and hashes see one name.
+  value.tzid = canonicalTimeZone(value.tzid);
   const issues: FieldIssue[] = [];
   const warnings: string[] = [];
   // CH-6: templates are tried against the schedule's payload at its first occurrence.

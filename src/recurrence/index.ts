@@ -34,5 +34,5 @@ export {
 } from "./misfire.js";
 export { MAX_PREVIEW_COUNT, preview, type PreviewInput, type PreviewItem } from "./preview.js";
 export { DEFAULT_HORIZON_MS, planningWindow, type PlanningWindowInput } from "./horizon.js";
-export { isValidTimeZone, toInstant } from "./local.js";
+export { canonicalTimeZone, isValidTimeZone, toInstant } from "./local.js";
 export { isOffsetZone } from "./zone.js";

@@ -19,6 +19,19 @@ export function isValidTimeZone(tzid: string): boolean {
 }
 
 /**
+ * The zone name as the IANA database spells it (`europe/berlin` → `Europe/Berlin`; zone
+ * names are case-insensitive, and links such as `Asia/Calcutta` stay as given), or `tzid`
+ * unchanged when it names no zone (validation then refuses it, naming the field).
+ */
+export function canonicalTimeZone(tzid: string): string {
+  try {
+    return getZone(tzid).id;
+  } catch {
+    return tzid;
+  }
+}
+
+/**
  * Instant (epoch ms) of a local date-time `2027-01-04T09:00:00` or date `2027-01-04`
  * (local midnight) read in `tzid` under a DST policy; an instant with `Z` or an offset is
  * returned as is. Returns `null` only when the time falls in a gap and `dst.gap` is `skip`.

@@ -66,6 +66,12 @@ describe("API-1 create a schedule", () => {
     expect("warnings" in s).toBe(false);
   });
 
+  it("API-1: a zone name in any letter case is stored as the zone database spells it", async () => {
+    const res = await post("/v1/schedules", { ...validBody, tzid: "europe/BERLIN" });
+    expect(res.status).toBe(201);
+    expect(((await res.json()) as ScheduleView).tzid).toBe("Europe/Berlin");
+  });
+
   it("API-1: an unbounded series is created with a warning", async () => {
     const res = await post("/v1/schedules", { ...validBody, rrule: "FREQ=WEEKLY" });
     expect(res.status).toBe(201);
