@@ -143,6 +143,7 @@ function remindersOf(
 export function validateSchedule(
   app: AppContext,
   input: unknown,
+  options: { warnPastDue?: boolean } = {},
 ): {
   value: z.output<typeof createScheduleSchema>;
   warnings: string[];
@@ -243,8 +244,25 @@ export function validateSchedule(
     }
   });
   if (issues.length > 0) throw new ValidationError(issues);
+  // A one-off whose reminders fell due already is sent at once (no misfire judgement
+  // applies to one-offs): say so, since a past date is often a typo.
+  const recurring = Boolean(value.rrule) || value.rdate.length > 0;
+  if (options.warnPastDue && first && !recurring) {
+    const now = app.clock.now();
+    for (const reminder of value.reminders) {
+      const dueAt = applyOffset(first, reminder.offset, value.tzid, value.dst);
+      if (dueAt < now - PAST_DUE_WARNING_MS) {
+        warnings.push(
+          `reminder ${reminder.key} fell due at ${new Date(dueAt).toISOString()}, which has passed: it is sent at once`,
+        );
+      }
+    }
+  }
   return { value, warnings };
 }
+
+/** How far in the past a one-off's due instant must be for a create to warn about it (ms). */
+const PAST_DUE_WARNING_MS = 60_000;
 
 /**
  * Creates a schedule with its reminders in one transaction (API-1). With an
@@ -258,7 +276,7 @@ export async function createSchedule(
   options: CallContext & { idempotencyKey?: string } = {},
 ): Promise<CreateResult> {
   const tenant = options.tenant ?? DEFAULT_TENANT;
-  const { value, warnings } = validateSchedule(app, input);
+  const { value, warnings } = validateSchedule(app, input, { warnPastDue: true });
   const hash = definitionHash(value, app.config.scheduler.maxAttempts);
   const idem = options.idempotencyKey ?? null;
   const result = await app.db.transaction(async (tx) => {

@@ -72,6 +72,18 @@ describe("API-1 create a schedule", () => {
     expect(((await res.json()) as ScheduleView).tzid).toBe("Europe/Berlin");
   });
 
+  it("API-1: a one-off whose reminder fell due already is created with a warning that it is sent at once", async () => {
+    const { rrule: _rrule, ...oneOff } = validBody;
+    const past = await post("/v1/schedules", { ...oneOff, dtstart: "2026-06-01T09:00:00" });
+    expect(past.status).toBe(201);
+    const body = (await past.json()) as ScheduleView & { warnings?: string[] };
+    expect(body.warnings).toEqual([
+      "reminder r1 fell due at 2026-06-01T06:45:00.000Z, which has passed: it is sent at once",
+    ]);
+    const future = await post("/v1/schedules", { ...oneOff, dtstart: "2027-01-05T09:00:00" });
+    expect("warnings" in ((await future.json()) as object)).toBe(false);
+  });
+
   it("API-1: an unbounded series is created with a warning", async () => {
     const res = await post("/v1/schedules", { ...validBody, rrule: "FREQ=WEEKLY" });
     expect(res.status).toBe(201);
