@@ -339,7 +339,6 @@ export async function updateSchedule(
       ([k, v]) => v !== undefined && Object.prototype.hasOwnProperty.call(patch, k),
     ),
   );
-  const keepReminders = (patch as { reminders?: unknown } | null)?.reminders === undefined;
   let warnings: string[] = [];
   const result = await app.db.transaction(async (tx) => {
     const locked = await lockScheduleForEdit(tx, { now: app.now(), tenant, id });
@@ -354,7 +353,8 @@ export async function updateSchedule(
       throw new ConflictError(`schedule ${id} is cancelled; create a new one`);
     }
     const current = toScheduleView(locked, []);
-    const merged = {
+    const storedReminders = await remindersOfSchedules(tx, { scheduleIds: [id] });
+    const base = {
       dtstart: current.dtstart,
       tzid: current.tzid,
       rrule: current.rrule,
@@ -367,13 +367,11 @@ export async function updateSchedule(
       graceMs: current.graceMs,
       perpetual: current.perpetual,
       payload: current.payload,
-      reminders: undefined as unknown,
-      ...sent,
     };
-    if (keepReminders) {
-      // Reminder targets are stored unredacted: read them back (under the lock) for validation.
-      const rows = await remindersOfSchedules(tx, { scheduleIds: [id] });
-      merged.reminders = rows.map((r) => ({
+    // Reminder targets are stored unredacted: read them back (under the lock) for validation.
+    const stored = {
+      ...base,
+      reminders: storedReminders.map((r) => ({
         key: r.key,
         offset: r.offset_duration,
         channel: r.channel,
@@ -383,11 +381,21 @@ export async function updateSchedule(
           : {}),
         maxAttempts: r.max_attempts,
         ...(r.template ? { template: r.template } : {}),
-      }));
-    }
+      })) as unknown,
+    };
+    const merged = { ...stored, ...sent };
     const validated = validateSchedule(app, merged);
     warnings = validated.warnings;
     const { value } = validated;
+    // A patch that changes nothing (every field sent as stored) writes nothing: the
+    // version, and so the ETag, stay. The stored definition is read the same way as the
+    // patched one; when it cannot be read back exactly, the edit is written.
+    if (locked.state !== "cancelled" && sameDefinition(app, stored, value)) {
+      return {
+        schedule: toScheduleView(locked, storedReminders),
+        realigned: { deleted: 0, moved: 0, created: 0 },
+      };
+    }
     if (locked.state === "cancelled") await reviveSchedule(tx, { now: app.now(), id });
     const updated = await updateScheduleDefinition(tx, {
       now: app.now(),
@@ -405,6 +413,34 @@ export async function updateSchedule(
   });
   app.wake();
   return { ...result, warnings };
+}
+
+/** Whether `stored` (a schedule's fields as read back) validates to exactly `value`. */
+function sameDefinition(
+  app: AppContext,
+  stored: unknown,
+  value: z.output<typeof createScheduleSchema>,
+): boolean {
+  // Defaults a reminder's row always holds, so leaving one out equals sending its value.
+  const filled = (v: z.output<typeof createScheduleSchema>) =>
+    canonicalJson(
+      JSON.parse(
+        JSON.stringify({
+          ...v,
+          reminders: v.reminders.map((r) => ({
+            ...r,
+            target: r.target ?? {},
+            delivery: r.delivery ?? null,
+            maxAttempts: r.maxAttempts ?? app.config.scheduler.maxAttempts,
+          })),
+        }),
+      ),
+    );
+  try {
+    return filled(validateSchedule(app, stored).value) === filled(value);
+  } catch {
+    return false;
+  }
 }
 
 /** Writes the reminders of one schedule (API-1, DEL-9). */

@@ -248,6 +248,28 @@ describe("API-1 read, list, cancel, pause, resume", () => {
     expect((await issuesOf(bad)).some((f) => f.startsWith("rrule"))).toBe(true);
   });
 
+  it("API-1 DEL-9: a PATCH that changes nothing writes nothing: the version and ETag stay", async () => {
+    const created = (await (await post("/v1/schedules", validBody)).json()) as ScheduleView;
+    const patch = (body: unknown) =>
+      app.request(`/v1/schedules/${created.id}`, {
+        method: "PATCH",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(body),
+      });
+    for (const body of [
+      {},
+      { payload: { user: 42 } },
+      { rrule: "FREQ=DAILY;COUNT=3", tzid: "europe/berlin", reminders: [logReminder] },
+    ]) {
+      const same = await patch(body);
+      expect(same.status, JSON.stringify(body)).toBe(200);
+      expect(same.headers.get("etag"), JSON.stringify(body)).toBe('"1"');
+      expect(((await same.json()) as ScheduleView).version).toBe(1);
+    }
+    const changed = await patch({ payload: { user: 43 } });
+    expect(((await changed.json()) as ScheduleView).version).toBe(2);
+  });
+
   it("DEL-10: DELETE cancels the schedule and its waiting deliveries", async () => {
     // Due in 30 minutes: planned by the tick, still waiting when cancelled.
     const soon = { dtstart: "2027-01-04T08:30:00Z", reminders: [{ key: "r1", channel: "log" }] };
