@@ -10,6 +10,7 @@
  * | Host not allowed (DNS rebinding)        | 403    | HOST_NOT_ALLOWED          |
  * | cross-site write without an API key     | 403    | CROSS_SITE_REQUEST        |
  * | webhook secret without key/local token  | 403    | SECRET_NEEDS_KEY          |
+ * | key scopes do not allow the route       | 403    | INSUFFICIENT_SCOPE        |
  * | NotFoundError, unknown route            | 404    | NOT_FOUND                 |
  * | known route, other method               | 405    | METHOD_NOT_ALLOWED        |
  * | ConflictError                           | 409    | CONFLICT                  |
@@ -22,7 +23,13 @@
 import { HTTPException } from "hono/http-exception";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import type { ErrorBody } from "../contracts/index.js";
-import { ConflictError, NotFoundError, ValidationError, type FieldIssue } from "../errors/index.js";
+import {
+  ConflictError,
+  ForbiddenError,
+  NotFoundError,
+  ValidationError,
+  type FieldIssue,
+} from "../errors/index.js";
 
 /** A reply to send: status and body. */
 export interface ErrorReply {
@@ -57,6 +64,9 @@ export function toErrorReply(err: unknown): ErrorReply {
   }
   if (err instanceof NotFoundError) {
     return { status: 404, body: errorBody(err.code, err.message), internal: false };
+  }
+  if (err instanceof ForbiddenError) {
+    return { status: 403, body: errorBody(err.code, err.message), internal: false };
   }
   if (err instanceof ConflictError) {
     const status =

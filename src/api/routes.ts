@@ -35,25 +35,31 @@ import {
   updateHeadersSchema,
 } from "./schemas.js";
 
-const json = <T extends z.ZodType>(schema: T, description: string) => ({
+/** A JSON response of `schema`. */
+export const json = <T extends z.ZodType>(schema: T, description: string) => ({
   description,
   content: { "application/json": { schema } },
 });
 
-const error = (description: string) => json(errorBodySchema, description);
+/** An error response (`{ error: { code, message, issues? } }`). */
+export const error = (description: string) => json(errorBodySchema, description);
 
-const secured = [{ bearerAuth: [] }];
+/** The bearer-token security requirement. */
+export const secured = [{ bearerAuth: [] }];
 
 /** Errors any authenticated route can return. */
-const common = {
-  401: error("Missing or wrong bearer token (when an API key is configured)"),
+export const common = {
+  401: error(
+    "Missing or wrong bearer token (when an API key is configured, or a key that is unknown or revoked)",
+  ),
   403: error(
-    "Refused by the web-safety checks (API-7): a Host that is not allowed (HOST_NOT_ALLOWED) or, without an API key, a write from another site (CROSS_SITE_REQUEST)",
+    "Refused by the web-safety checks (API-7): a Host that is not allowed (HOST_NOT_ALLOWED) or, without an API key, a write from another site (CROSS_SITE_REQUEST); or a key whose scopes do not allow the route (INSUFFICIENT_SCOPE, API-2)",
   ),
   500: error("Internal error"),
 };
 
-const body = <T extends z.ZodType>(schema: T) => ({
+/** A required JSON request body of `schema`. */
+export const body = <T extends z.ZodType>(schema: T) => ({
   required: true,
   content: { "application/json": { schema } },
 });

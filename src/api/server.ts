@@ -27,8 +27,10 @@ import { NotFoundError, ValidationError, type FieldIssue } from "../errors/index
 import { DEFAULT_MAX_BYTES } from "../ical/index.js";
 import { preview, validateRule, type DstPolicy } from "../recurrence/index.js";
 import { isUnstorableText } from "../contracts/index.js";
+import { registerApiKeyRoutes } from "./api-keys.js";
+import { authenticate, tenantOf } from "./auth.js";
 import { errorBody, issuesFromZod, toErrorReply } from "./errors.js";
-import { bearerToken, crossSiteGuard, hostGuard, secretGuard, tokenMatches } from "./security.js";
+import { crossSiteGuard, hostGuard, secretGuard } from "./security.js";
 import {
   cancelScheduleRoute,
   createScheduleRoute,
@@ -68,27 +70,6 @@ export interface ApiOptions {
    * `punctual webhook-secret` on the same machine reads it. Unset: the route needs a key.
    */
   localToken?: string;
-}
-
-/**
- * Bearer-token check (API-2). Both sides are hashed first so the comparison is
- * constant-time whatever the token's length. The token is never logged.
- */
-function bearerAuth(apiKey: string): MiddlewareHandler {
-  return async (c, next) => {
-    const given = bearerToken(c);
-    if (!tokenMatches(given, apiKey)) {
-      c.header("WWW-Authenticate", 'Bearer realm="punctual"');
-      return c.json(
-        errorBody(
-          "UNAUTHORIZED",
-          given ? "Wrong API key." : "Send the API key as `Authorization: Bearer <key>`.",
-        ),
-        401,
-      );
-    }
-    await next();
-  };
 }
 
 /** Headers whose value is stored or echoed, checked for unstorable text. */
@@ -434,11 +415,13 @@ export function createApi(punctual: Punctual, options: ApiOptions = {}): Punctua
   const importLimit = limit(importLimitBytes, "the iCalendar import limit");
   app.use("/v1/*", (c, next) => (c.req.path === IMPORTS_PATH ? importLimit : apiLimit)(c, next));
 
-  if (config.api.apiKey) {
-    const auth = bearerAuth(config.api.apiKey);
-    app.use("/v1/*", auth);
-    app.use("/metrics", auth);
-  }
+  // API-2: every /v1 route and /metrics knows its caller (tenant, scopes) before it runs.
+  const auth = authenticate(punctual, {
+    apiKey: config.api.apiKey,
+    localToken: options.localToken,
+  });
+  app.use("/v1/*", auth);
+  app.use("/metrics", auth);
   app.use(webhookSecretRoute.path, secretGuard({ keyed, localToken: options.localToken }));
 
   app.openAPIRegistry.registerComponent("securitySchemes", "bearerAuth", {
@@ -447,16 +430,18 @@ export function createApi(punctual: Punctual, options: ApiOptions = {}): Punctua
     description: "Required on /v1/* and /metrics when PUNCTUAL_API_KEY is set",
   });
 
+  registerApiKeyRoutes(app, punctual);
+
   // --- schedules ---------------------------------------------------------------------
 
   app.openapi(
     createScheduleRoute,
     async (c) => {
       const idempotencyKey = c.req.valid("header")["idempotency-key"];
-      const result = await punctual.createSchedule(
-        c.req.valid("json"),
-        idempotencyKey ? { idempotencyKey } : {},
-      );
+      const result = await punctual.createSchedule(c.req.valid("json"), {
+        ...tenantOf(c),
+        ...(idempotencyKey ? { idempotencyKey } : {}),
+      });
       const body = result.warnings.length
         ? { ...result.schedule, warnings: result.warnings }
         : result.schedule;
@@ -474,11 +459,11 @@ export function createApi(punctual: Punctual, options: ApiOptions = {}): Punctua
   );
 
   app.openapi(listSchedulesRoute, async (c) =>
-    c.json(await punctual.listSchedules(c.req.valid("query")), 200),
+    c.json(await punctual.listSchedules(c.req.valid("query"), tenantOf(c)), 200),
   );
 
   app.openapi(getScheduleRoute, async (c) => {
-    const schedule = await punctual.getSchedule(c.req.valid("param").id);
+    const schedule = await punctual.getSchedule(c.req.valid("param").id, tenantOf(c));
     c.header("ETag", `"${schedule.version}"`);
     return c.json(schedule, 200);
   });
@@ -488,11 +473,10 @@ export function createApi(punctual: Punctual, options: ApiOptions = {}): Punctua
     const version = ifMatchVersion(c.req.valid("header")["if-match"]);
     // The raw body, not the parsed one: a field is changed only when the caller sent it.
     const patch: unknown = await c.req.json();
-    const result = await punctual.updateSchedule(
-      id,
-      patch,
-      version === undefined ? {} : { version },
-    );
+    const result = await punctual.updateSchedule(id, patch, {
+      ...tenantOf(c),
+      ...(version === undefined ? {} : { version }),
+    });
     c.header("ETag", `"${result.schedule.version}"`);
     return c.json(
       {
@@ -505,34 +489,37 @@ export function createApi(punctual: Punctual, options: ApiOptions = {}): Punctua
   });
 
   app.openapi(cancelScheduleRoute, async (c) =>
-    c.json(await punctual.cancelSchedule(c.req.valid("param").id), 200),
+    c.json(await punctual.cancelSchedule(c.req.valid("param").id, tenantOf(c)), 200),
   );
 
   app.openapi(pauseScheduleRoute, async (c) =>
-    c.json(await punctual.pauseSchedule(c.req.valid("param").id), 200),
+    c.json(await punctual.pauseSchedule(c.req.valid("param").id, tenantOf(c)), 200),
   );
 
   app.openapi(resumeScheduleRoute, async (c) =>
-    c.json(await punctual.resumeSchedule(c.req.valid("param").id), 200),
+    c.json(await punctual.resumeSchedule(c.req.valid("param").id, tenantOf(c)), 200),
   );
 
   // --- deliveries --------------------------------------------------------------------
 
   app.openapi(listDeliveriesRoute, async (c) =>
-    c.json(await punctual.listDeliveries(c.req.valid("query")), 200),
+    c.json(await punctual.listDeliveries(c.req.valid("query"), tenantOf(c)), 200),
   );
 
   app.openapi(getDeliveryRoute, async (c) =>
-    c.json(await punctual.getDelivery(deliveryId(c.req.valid("param").id)), 200),
+    c.json(await punctual.getDelivery(deliveryId(c.req.valid("param").id), tenantOf(c)), 200),
   );
 
   app.openapi(redriveDeliveryRoute, async (c) =>
-    c.json(await punctual.redriveDelivery(deliveryId(c.req.valid("param").id)), 200),
+    c.json(await punctual.redriveDelivery(deliveryId(c.req.valid("param").id), tenantOf(c)), 200),
   );
 
   app.openapi(resolveDeliveryRoute, async (c) => {
     const id = deliveryId(c.req.valid("param").id);
-    return c.json(await punctual.resolveDelivery(id, c.req.valid("json").outcome), 200);
+    return c.json(
+      await punctual.resolveDelivery(id, c.req.valid("json").outcome, tenantOf(c)),
+      200,
+    );
   });
 
   // --- imports (API-5) ---------------------------------------------------------------
@@ -578,8 +565,9 @@ export function createApi(punctual: Punctual, options: ApiOptions = {}): Punctua
         );
       }
       const started = performance.now();
-      const summary = await oneAtATime(options.source, () =>
-        importCalendar(punctual, text, options),
+      const { tenant } = tenantOf(c);
+      const summary = await oneAtATime(`${tenant}\u0000${options.source}`, () =>
+        importCalendar(punctual, text, { ...options, tenant }),
       );
       log.info(
         {

@@ -38,6 +38,7 @@ import { initSetting, notifyWake } from "../store/operations.js";
 import type { LockTakeOver } from "../store/lock.js";
 import { openPglite } from "../store/pglite.js";
 import { openPostgres } from "../store/postgres.js";
+import * as apiKeys from "./api-keys.js";
 import { channelMap, type AppContext, type CallContext } from "./context.js";
 import * as deliveries from "./deliveries.js";
 import * as health from "./health.js";
@@ -292,6 +293,32 @@ export class Punctual {
   /** Prometheus text exposition, with gauges refreshed from the database. */
   metricsText(): Promise<{ contentType: string; body: string }> {
     return health.metricsText(this.#app);
+  }
+
+  /**
+   * API-2: creates an API key for a tenant (`input.tenant`, else `defaults.tenant`); the
+   * result holds the key, shown this once. @throws ValidationError
+   */
+  createApiKey(input: unknown, defaults: { tenant: string }): Promise<apiKeys.CreatedApiKey> {
+    return apiKeys.createApiKey(this.#app, input, defaults);
+  }
+
+  /** API-2: the keys of a tenant, or of every tenant with `tenant: null`. */
+  listApiKeys(options: {
+    tenant: string | null;
+    includeRevoked?: boolean;
+  }): Promise<apiKeys.ApiKeyView[]> {
+    return apiKeys.listApiKeys(this.#app, options);
+  }
+
+  /** API-2: revokes a key at once. @throws NotFoundError (another tenant's key included) */
+  revokeApiKey(id: string, options: { tenant: string | null }): Promise<apiKeys.ApiKeyView> {
+    return apiKeys.revokeApiKey(this.#app, id, options);
+  }
+
+  /** API-2: who a presented key is, or null when it is unknown or revoked. */
+  identifyApiKey(key: string): Promise<apiKeys.ApiKeyIdentity | null> {
+    return apiKeys.identifyApiKey(this.#app, key);
   }
 }
 

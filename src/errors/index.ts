@@ -55,6 +55,17 @@ export class NotFoundError extends PunctualError {
 }
 
 /**
+ * The caller is known but its key's scopes do not allow the action (API-2). HTTP: 403,
+ * code `INSUFFICIENT_SCOPE`. Never used for another tenant's objects: those are
+ * {@link NotFoundError}, so a key cannot learn that they exist.
+ */
+export class ForbiddenError extends PunctualError {
+  constructor(message: string) {
+    super("INSUFFICIENT_SCOPE", message);
+  }
+}
+
+/**
  * The request conflicts with the current state: a stale version (HTTP 412 with If-Match),
  * an illegal state transition, a duplicate, an Idempotency-Key reused with another body
  * (HTTP 422). Code `STALE_VERSION`, `IDEMPOTENCY_KEY_REUSED` or `CONFLICT`.

@@ -13,6 +13,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Database, QueryResult } from "../../src/store/database.js";
+import * as apiKeys from "../../src/store/api-keys.js";
 import * as deliveries from "../../src/store/deliveries.js";
 import * as durability from "../../src/store/durability.js";
 import * as operations from "../../src/store/operations.js";
@@ -20,7 +21,7 @@ import * as planning from "../../src/store/planning.js";
 import * as schedules from "../../src/store/schedules.js";
 import { openTestDatabase, type TestDatabase } from "../support/db.js";
 
-const MODULES = { deliveries, durability, operations, planning, schedules } as const;
+const MODULES = { apiKeys, deliveries, durability, operations, planning, schedules } as const;
 
 const ID = "00000000-0000-4000-8000-000000000000";
 /** A valid schedule definition in statement order ($n … $n+13). */
@@ -100,6 +101,11 @@ const PARAMS: Record<string, readonly unknown[]> = {
   INSERT_SCHEDULES_BULK_SQL: [null, "default", ...nulls(17)],
   INSERT_REMINDERS_BULK_SQL: nulls(8),
   REVIVE_SCHEDULE_SQL: [null, ID],
+  // api-keys.ts
+  INSERT_API_KEY_SQL: [null, "default", "name", ["read"], "hash", "pk_"],
+  AUTHENTICATE_API_KEY_SQL: [null, "hash"],
+  LIST_API_KEYS_SQL: ["default", false],
+  REVOKE_API_KEY_SQL: [null, ID, "default"],
 };
 
 /** Statements that cannot run in a transaction block (VACUUM): run on their own. */

@@ -1,0 +1,139 @@
+/**
+ * Who is calling, and what they may do (API-2).
+ *
+ * - The operator's key (`PUNCTUAL_API_KEY`, or no key at all on a loopback-only server
+ *   without one) is the **root** caller: every route, and any tenant through the
+ *   `Punctual-Tenant` header (default tenant `default`).
+ * - A tenant key (`POST /v1/api-keys`) acts inside its own tenant only, as its scopes
+ *   allow: `read` the GET routes (and the rule preview), `write` also every other
+ *   schedule, delivery and import route, `admin` also that tenant's keys. Another
+ *   tenant's objects answer 404, as if they did not exist.
+ * - Root only, whatever the scopes: `/metrics`, `/v1/status` (every process of the
+ *   cluster), `/v1/webhook-secret` (one secret signs every tenant's webhooks), and writes
+ *   to cluster-wide settings (rate limits, reminder kinds, circuits).
+ * An unknown or revoked key is 401, also on a server without `PUNCTUAL_API_KEY`: a
+ * presented key is never ignored.
+ */
+import type { Context, MiddlewareHandler } from "hono";
+import type { ApiKeyScope } from "../store/api-keys.js";
+import type { Punctual } from "../app/punctual.js";
+import { DEFAULT_TENANT, type CallContext } from "../app/context.js";
+import { tenantNameSchema } from "../app/api-keys.js";
+import { ForbiddenError, ValidationError } from "../errors/index.js";
+import { errorBody } from "./errors.js";
+import { bearerToken, tokenMatches } from "./security.js";
+
+/** The header with which the root caller names the tenant it acts for. */
+export const TENANT_HEADER = "punctual-tenant";
+
+/** The authenticated caller of a request. */
+export interface Caller {
+  tenant: string;
+  /** The operator: every route, any tenant. */
+  root: boolean;
+  /** What a tenant key may do (the root caller holds all three). */
+  scopes: ReadonlySet<ApiKeyScope>;
+}
+
+const ALL_SCOPES: ReadonlySet<ApiKeyScope> = new Set(["read", "write", "admin"]);
+const callers = new WeakMap<Request, Caller>();
+
+/** Paths only the root caller may use, any method. */
+const ROOT_PATHS = [/^\/metrics$/, /^\/v1\/status$/, /^\/v1\/webhook-secret$/];
+/** Cluster-wide settings: readable with `read`, written only by the root caller. */
+const ROOT_WRITE_PATHS = [
+  /^\/v1\/rate-limits(\/|$)/,
+  /^\/v1\/reminder-kinds(\/|$)/,
+  /^\/v1\/circuits(\/|$)/,
+];
+/** Paths that need `admin` (a tenant's keys). */
+const ADMIN_PATHS = [/^\/v1\/api-keys(\/|$)/];
+/** POST routes that change nothing (need only `read`). */
+const READ_ONLY_POSTS = [/^\/v1\/preview$/];
+
+/**
+ * The scope a request needs, or `root`. GET/HEAD read; other methods write; the paths
+ * above are stricter.
+ */
+export function requiredScope(method: string, path: string): ApiKeyScope | "root" {
+  if (ROOT_PATHS.some((p) => p.test(path))) return "root";
+  const reading = method === "GET" || method === "HEAD" || method === "OPTIONS";
+  if (ROOT_WRITE_PATHS.some((p) => p.test(path))) return reading ? "read" : "root";
+  if (ADMIN_PATHS.some((p) => p.test(path))) return "admin";
+  if (reading || (method === "POST" && READ_ONLY_POSTS.some((p) => p.test(path)))) return "read";
+  return "write";
+}
+
+function unauthorized(c: Context, message: string) {
+  c.header("WWW-Authenticate", 'Bearer realm="punctual"');
+  return c.json(errorBody("UNAUTHORIZED", message), 401);
+}
+
+/**
+ * Authenticates `/v1/*` and `/metrics` and checks the route's scope ({@link requiredScope}).
+ * `apiKey` is the operator's key (none: a request without a key is the root caller, as
+ * before tenants existed); `localToken` (API-7) also counts as the root caller.
+ */
+export function authenticate(
+  punctual: Punctual,
+  options: { apiKey: string | undefined; localToken: string | undefined },
+): MiddlewareHandler {
+  return async (c, next) => {
+    const given = bearerToken(c);
+    let caller: Caller;
+    if (given === null) {
+      if (options.apiKey !== undefined) {
+        return unauthorized(c, "Send the API key as `Authorization: Bearer <key>`.");
+      }
+      caller = { tenant: DEFAULT_TENANT, root: true, scopes: ALL_SCOPES };
+    } else if (
+      (options.apiKey !== undefined && tokenMatches(given, options.apiKey)) ||
+      (options.apiKey === undefined &&
+        options.localToken !== undefined &&
+        tokenMatches(given, options.localToken))
+    ) {
+      caller = { tenant: DEFAULT_TENANT, root: true, scopes: ALL_SCOPES };
+    } else {
+      const identity = await punctual.identifyApiKey(given);
+      if (!identity) return unauthorized(c, "Wrong API key (unknown or revoked).");
+      caller = { tenant: identity.tenant, root: false, scopes: identity.scopes };
+    }
+    const asTenant = c.req.header(TENANT_HEADER);
+    if (asTenant !== undefined) {
+      if (!caller.root) {
+        throw new ForbiddenError(
+          "Punctual-Tenant is for the operator's key: a tenant key always acts in its own tenant",
+        );
+      }
+      const parsed = tenantNameSchema.safeParse(asTenant);
+      if (!parsed.success) {
+        throw new ValidationError({
+          field: "Punctual-Tenant",
+          message: parsed.error.issues[0]?.message ?? "is not a tenant name",
+          value: asTenant.slice(0, 100),
+        });
+      }
+      caller = { ...caller, tenant: parsed.data };
+    }
+    const needed = requiredScope(c.req.method, c.req.path);
+    if (needed === "root" ? !caller.root : !caller.scopes.has(needed)) {
+      throw new ForbiddenError(
+        needed === "root"
+          ? `${c.req.method} ${c.req.path} is for the operator's key (PUNCTUAL_API_KEY), not a tenant key`
+          : `${c.req.method} ${c.req.path} needs the "${needed}" scope; this key has ${[...caller.scopes].join(", ")}`,
+      );
+    }
+    callers.set(c.req.raw, caller);
+    return next();
+  };
+}
+
+/** The caller of an authenticated request (the root caller of the default tenant if none was set). */
+export function callerOf(c: Context): Caller {
+  return callers.get(c.req.raw) ?? { tenant: DEFAULT_TENANT, root: true, scopes: ALL_SCOPES };
+}
+
+/** The tenant scope to hand to the application layer. */
+export function tenantOf(c: Context): CallContext & { tenant: string } {
+  return { tenant: callerOf(c).tenant };
+}

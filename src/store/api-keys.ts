@@ -1,0 +1,125 @@
+/**
+ * API keys per tenant (API-2): statements over `punctual_api_keys`. Only a SHA-256 of
+ * each key is stored; `$1` is "now" where present (NULL: the database clock).
+ */
+import type { Queryable } from "./database.js";
+import { columnsOf, firstRow, rows } from "./statement.js";
+
+const NOW = "coalesce($1::timestamptz, now())";
+
+/** Scopes a key may carry (see migration 0015 for what each allows). */
+export type ApiKeyScope = "read" | "write" | "admin";
+
+/** A row of `punctual_api_keys` without its hash. */
+export interface ApiKeyRow {
+  id: string;
+  tenant: string;
+  name: string;
+  scopes: ApiKeyScope[];
+  prefix: string;
+  created_at: Date;
+  revoked_at: Date | null;
+  last_used_at: Date | null;
+}
+
+const API_KEY_COLUMNS_LIST = `id, tenant, name, scopes, prefix, created_at, revoked_at, last_used_at`;
+
+/** Result columns of the statements that return {@link ApiKeyRow}s. */
+export const API_KEY_COLUMNS = columnsOf<ApiKeyRow>()([
+  "id",
+  "tenant",
+  "name",
+  "scopes",
+  "prefix",
+  "created_at",
+  "revoked_at",
+  "last_used_at",
+]);
+
+/** $1 now, $2 tenant, $3 name, $4 scopes, $5 key hash (hex SHA-256), $6 prefix. */
+export const INSERT_API_KEY_SQL = `
+insert into punctual_api_keys (tenant, name, scopes, key_hash, prefix, created_at)
+values ($2, $3, $4::text[], $5, $6, ${NOW})
+returning ${API_KEY_COLUMNS_LIST}`;
+export const INSERT_API_KEY_COLUMNS = API_KEY_COLUMNS;
+
+/** Stores a new key's hash; returns the row (never the key). */
+export function insertApiKey(
+  db: Queryable,
+  p: {
+    now: Date | null;
+    tenant: string;
+    name: string;
+    scopes: readonly ApiKeyScope[];
+    keyHash: string;
+    prefix: string;
+  },
+): Promise<ApiKeyRow | null> {
+  return firstRow<ApiKeyRow>(db, INSERT_API_KEY_SQL, [
+    p.now,
+    p.tenant,
+    p.name,
+    p.scopes,
+    p.keyHash,
+    p.prefix,
+  ]);
+}
+
+/**
+ * $1 now, $2 key hash. The live (not revoked) key with that hash, stamping when it was
+ * last used (at most once a minute, so a busy client does not write on every request).
+ */
+export const AUTHENTICATE_API_KEY_SQL = `
+with found as (
+  select id from punctual_api_keys where key_hash = $2 and revoked_at is null
+), touched as (
+  update punctual_api_keys k set last_used_at = ${NOW}
+  from found
+  where k.id = found.id
+    and (k.last_used_at is null or k.last_used_at < ${NOW} - interval '1 minute')
+)
+select ${API_KEY_COLUMNS_LIST} from punctual_api_keys
+where id = (select id from found)`;
+export const AUTHENTICATE_API_KEY_COLUMNS = API_KEY_COLUMNS;
+
+/** The live key with this hash, or null (unknown or revoked). */
+export function authenticateApiKey(
+  db: Queryable,
+  p: { now: Date | null; keyHash: string },
+): Promise<ApiKeyRow | null> {
+  return firstRow<ApiKeyRow>(db, AUTHENTICATE_API_KEY_SQL, [p.now, p.keyHash]);
+}
+
+/** $1 tenant (NULL: every tenant), $2 include revoked keys. Oldest first. */
+export const LIST_API_KEYS_SQL = `
+select ${API_KEY_COLUMNS_LIST} from punctual_api_keys
+where ($1::text is null or tenant = $1) and ($2::boolean or revoked_at is null)
+order by created_at, id
+limit 1000`;
+export const LIST_API_KEYS_COLUMNS = API_KEY_COLUMNS;
+
+/** The keys of one tenant, or of all tenants with `tenant: null`. */
+export function listApiKeys(
+  db: Queryable,
+  p: { tenant: string | null; includeRevoked: boolean },
+): Promise<ApiKeyRow[]> {
+  return rows<ApiKeyRow>(db, LIST_API_KEYS_SQL, [p.tenant, p.includeRevoked]);
+}
+
+/**
+ * $1 now, $2 key id, $3 tenant (NULL: any). Revokes the key (idempotent: a revoked key
+ * keeps its first revocation time); no row when no such key is visible to the caller.
+ */
+export const REVOKE_API_KEY_SQL = `
+update punctual_api_keys set revoked_at = coalesce(revoked_at, ${NOW})
+where id = $2::uuid and ($3::text is null or tenant = $3)
+returning ${API_KEY_COLUMNS_LIST}`;
+export const REVOKE_API_KEY_COLUMNS = API_KEY_COLUMNS;
+
+/** Revokes one key; null when the caller cannot see it. */
+export function revokeApiKey(
+  db: Queryable,
+  p: { now: Date | null; id: string; tenant: string | null },
+): Promise<ApiKeyRow | null> {
+  return firstRow<ApiKeyRow>(db, REVOKE_API_KEY_SQL, [p.now, p.id, p.tenant]);
+}
