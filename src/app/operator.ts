@@ -134,7 +134,10 @@ export async function triggerSchedule(
   const planned = reminders.map((r) => ({
     key: triggerDeliveryKey(id, r.key, triggerId),
     reminderKey: r.key,
-    onLostLease: lostLeasePolicy(r, app.channels.has(r.channel) ? app.channels.get(r.channel) : undefined),
+    onLostLease: lostLeasePolicy(
+      r,
+      app.channels.has(r.channel) ? app.channels.get(r.channel) : undefined,
+    ),
   }));
   const keys = planned.map((p) => p.key);
   const before = await deliveriesByKeys(app.db, { tenant, keys });
@@ -142,7 +145,9 @@ export async function triggerSchedule(
     return { triggerId, created: false, deliveries: before.map(toDeliveryView) };
   }
   if (schedule.state !== "active") {
-    throw new ConflictError(`schedule ${id} is ${schedule.state}; only an active schedule can be triggered`);
+    throw new ConflictError(
+      `schedule ${id} is ${schedule.state}; only an active schedule can be triggered`,
+    );
   }
   const inserted = await app.db.transaction((tx) =>
     insertTriggered(tx, { now: app.now(), tenant, scheduleId: id, triggerId, deliveries: planned }),
@@ -154,7 +159,9 @@ export async function triggerSchedule(
       return { triggerId, created: false, deliveries: existing.map(toDeliveryView) };
     }
     const now = await getSchedule(app, id, { tenant });
-    throw new ConflictError(`schedule ${id} is ${now.state}; only an active schedule can be triggered`);
+    throw new ConflictError(
+      `schedule ${id} is ${now.state}; only an active schedule can be triggered`,
+    );
   }
   app.wake();
   return { triggerId, created: true, deliveries: inserted.map(toDeliveryView) };

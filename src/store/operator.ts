@@ -255,7 +255,11 @@ gone as (
 select (select count(*) from gone) as schedules, c.deliveries, c.attempts from counted c`;
 
 /** Result columns of {@link PURGE_SCHEDULE_SQL}. */
-export const PURGE_SCHEDULE_COLUMNS = columnsOf<PurgedRow>()(["schedules", "deliveries", "attempts"]);
+export const PURGE_SCHEDULE_COLUMNS = columnsOf<PurgedRow>()([
+  "schedules",
+  "deliveries",
+  "attempts",
+]);
 
 // ---------------------------------------------------------------------------------------
 // One typed function per statement.

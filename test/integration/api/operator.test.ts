@@ -6,7 +6,12 @@ import { afterEach, describe, expect, it } from "vitest";
 import { createApi, type PunctualApi } from "../../../src/api/server.js";
 import type { DeliveryView, ErrorBody } from "../../../src/contracts/index.js";
 import { PermanentError } from "../../../src/errors/index.js";
-import { deliveries, testPunctual, tickAndDrain, type TestPunctual } from "../../support/punctual.js";
+import {
+  deliveries,
+  testPunctual,
+  tickAndDrain,
+  type TestPunctual,
+} from "../../support/punctual.js";
 
 const T0 = "2027-01-04T08:00:00Z";
 const DAY = 86_400_000;
@@ -35,7 +40,12 @@ async function setup(
   return { t, api: createApi(t.punctual) };
 }
 
-function post(api: PunctualApi, path: string, body?: unknown, headers: Record<string, string> = {}) {
+function post(
+  api: PunctualApi,
+  path: string,
+  body?: unknown,
+  headers: Record<string, string> = {},
+) {
   return api.request(path, {
     method: "POST",
     headers: body === undefined ? headers : { "content-type": "application/json", ...headers },
@@ -324,14 +334,14 @@ describe("API-9 upsert by external id", () => {
       changed: false,
     });
     // Left out, rrule takes its default: the schedule becomes a one-off.
-    const { rrule: _rrule, ...oneOff } = daily({ dtstart: "2027-01-04T09:00:00Z" });
+    const { rrule: _rrule, ...oneOff } = daily({ dtstart: "2027-01-04T08:30:00Z" });
     const edited = await put(api, path, oneOff);
     expect(edited.status).toBe(200);
     const reply = (await edited.json()) as UpsertReply;
     expect(reply).toMatchObject({ id: created.id, changed: true, rrule: null });
     expect(reply.version).toBeGreaterThan(created.version);
     const waiting = (await deliveries(t.punctual)).filter((d) => d.state === "pending");
-    expect(waiting.map((d) => d.occurrenceAt)).toEqual(["2027-01-04T09:00:00.000Z"]);
+    expect(waiting.map((d) => d.occurrenceAt)).toEqual(["2027-01-04T08:30:00.000Z"]);
   });
 
   it("API-9: concurrent PUTs of one external id make one schedule", async () => {
@@ -371,9 +381,7 @@ describe("API-9 purge", () => {
     const cancel = await api.request(`/v1/schedules/${kept.schedule.id}`, { method: "DELETE" });
     expect(cancel.status).toBe(200);
     expect((await t.punctual.getSchedule(kept.schedule.id)).state).toBe("cancelled");
-    const ownRows = (await deliveries(t.punctual)).filter(
-      (d) => d.scheduleId === gone.schedule.id,
-    );
+    const ownRows = (await deliveries(t.punctual)).filter((d) => d.scheduleId === gone.schedule.id);
     const res = await api.request(`/v1/schedules/${gone.schedule.id}?purge=true`, {
       method: "DELETE",
     });
@@ -385,9 +393,9 @@ describe("API-9 purge", () => {
     expect(reply.purged.deliveries).toBe(ownRows.length);
     expect(reply.purged.attempts).toBeGreaterThanOrEqual(1);
     expect((await api.request(`/v1/schedules/${gone.schedule.id}`)).status).toBe(404);
-    expect(
-      (await deliveries(t.punctual)).filter((d) => d.scheduleId === gone.schedule.id),
-    ).toEqual([]);
+    expect((await deliveries(t.punctual)).filter((d) => d.scheduleId === gone.schedule.id)).toEqual(
+      [],
+    );
     for (const d of ownRows) {
       expect((await api.request(`/v1/deliveries/${d.id}`)).status).toBe(404);
     }
@@ -440,7 +448,9 @@ describe("API-4 schedule handles", () => {
     expect((await handle.cancel()).state).toBe("cancelled");
     expect((await handle.purge()).purged.schedules).toBe(1);
     await expect(handle.describe()).rejects.toMatchObject({ code: "NOT_FOUND" });
-    await expect(t.punctual.schedules.get(handle.id, { tenant: "other" }).describe()).rejects.toMatchObject({
+    await expect(
+      t.punctual.schedules.get(handle.id, { tenant: "other" }).describe(),
+    ).rejects.toMatchObject({
       code: "NOT_FOUND",
     });
   });
