@@ -455,3 +455,19 @@ describe("API-4 schedule handles", () => {
     });
   });
 });
+
+describe("API-9 OpenAPI document", () => {
+  it("API-9: the operator routes are in /openapi.json, with the purge parameter of DELETE", async () => {
+    const { api } = await setup();
+    const doc = (await (await api.request("/openapi.json")).json()) as {
+      paths: Record<string, Record<string, { parameters?: Array<{ name: string }> }>>;
+    };
+    expect(doc.paths["/v1/schedules/{id}/trigger"]).toHaveProperty("post");
+    expect(doc.paths["/v1/schedules/{id}/backfill"]).toHaveProperty("post");
+    expect(doc.paths["/v1/deliveries/redrive"]).toHaveProperty("post");
+    expect(doc.paths["/v1/deliveries/resolve"]).toHaveProperty("post");
+    expect(doc.paths["/v1/schedules/by-external-id/{source}/{externalId}"]).toHaveProperty("put");
+    const del = doc.paths["/v1/schedules/{id}"]!.delete!;
+    expect(del.parameters?.map((p) => p.name)).toContain("purge");
+  });
+});
