@@ -198,8 +198,9 @@ export interface BackfillResult {
  * what would be. Refused (ValidationError naming the field):
  * - `to`: not after `from`, in the future, a range longer than `maxExpansionDays`, or more
  *   than {@link MAX_BACKFILL_DELIVERIES} deliveries (or the expansion's work cap);
- * - `from`: before the retention of finished deliveries (`retentionDays`): a sent row may
- *   have been deleted there, and its occurrence would be sent again.
+ * - `from`: before the retention of finished deliveries (`retentionDays`), or making a
+ *   delivery due before it (a reminder ahead of its occurrence): a sent row may have been
+ *   deleted there, and its occurrence would be sent again.
  * @throws NotFoundError, ConflictError (a cancelled or invalid schedule), ValidationError
  */
 export async function backfillSchedule(
@@ -291,6 +292,15 @@ export async function backfillSchedule(
     }
   }
   planned.sort((a, b) => a.dueAt.getTime() - b.dueAt.getTime() || a.key.localeCompare(b.key));
+  // A reminder before its occurrence (-P1D) is due before `from`: retention is judged on due times.
+  const earliest = planned[0];
+  if (earliest && earliest.dueAt.getTime() < nowMs - retentionDays * DAY_MS) {
+    throw new ValidationError({
+      field: "from",
+      message: `makes a delivery due at ${earliest.dueAt.toISOString()}, before the retention of finished deliveries (${retentionDays} days): a sent delivery may have been deleted there, and its occurrence would be sent again`,
+      value: q.from,
+    });
+  }
   const existingRows = new Map<string, DeliveryRow>();
   for (let i = 0; i < planned.length; i += BACKFILL_CHUNK) {
     const keys = planned.slice(i, i + BACKFILL_CHUNK).map((p) => p.key);

@@ -215,6 +215,16 @@ describe("API-9 backfill", () => {
     });
     expect(res.status).toBe(400);
     expect(((await res.json()) as ErrorBody).error.issues?.[0]?.field).toBe("from");
+    // Within the retention, but a reminder 25 hours ahead makes a delivery due before it.
+    const early = await short.t.punctual.createSchedule(
+      daily({ reminders: [{ key: "r", offset: "-PT25H", channel: "test" }] }),
+    );
+    const ahead = await post(short.api, `/v1/schedules/${early.schedule.id}/backfill`, {
+      from: "2027-01-02T12:00:00Z",
+      to: "2027-01-04T00:00:00Z",
+    });
+    expect(ahead.status).toBe(400);
+    expect(((await ahead.json()) as ErrorBody).error.issues?.[0]?.field).toBe("from");
   });
 });
 
