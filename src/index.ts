@@ -23,6 +23,23 @@ export {
   type PunctualOptions,
 } from "./app/punctual.js";
 export {
+  ScheduleHandle,
+  ScheduleHandles,
+  type BackfillResult,
+  type BulkResult,
+  type PurgeResult,
+  type ScheduleDescription,
+  type TriggerResult,
+  type UpsertResult,
+} from "./app/punctual.js";
+export type {
+  BackfillInput,
+  BulkRedriveInput,
+  BulkResolveInput,
+  TriggerInput,
+  UpsertScheduleInput,
+} from "./contracts/operator.js";
+export {
   resolveConfig,
   type ConfigInput,
   type PunctualConfig,

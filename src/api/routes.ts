@@ -34,6 +34,7 @@ import {
   updatedScheduleSchema,
   updateHeadersSchema,
 } from "./schemas.js";
+import { cancelQuerySchema, purgeResultSchema } from "./operator-routes.js";
 
 /** A JSON response of `schema`. */
 export const json = <T extends z.ZodType>(schema: T, description: string) => ({
@@ -142,13 +143,17 @@ export const cancelScheduleRoute = createRoute({
   method: "delete",
   path: "/v1/schedules/{id}",
   tags: ["schedules"],
-  summary: "Cancel a schedule (DEL-10)",
+  summary: "Cancel a schedule (DEL-10), or purge it with `?purge=true` (API-9)",
   description:
-    "Cancels the schedule and every waiting delivery in one transaction; a send in flight finishes and is recorded. Idempotent.",
+    "Cancels the schedule and every waiting delivery in one transaction; a send in flight finishes and is recorded. Idempotent. The cancelled schedule is kept. " +
+    "With `purge=true` the schedule is deleted for good with its reminders, deliveries and attempts (a data-protection request); the reply counts what was deleted (`PurgeResult`).",
   security: secured,
-  request: { params: scheduleIdParamSchema },
+  request: { params: scheduleIdParamSchema, query: cancelQuerySchema },
   responses: {
-    200: json(cancelledScheduleSchema, "The cancelled schedule"),
+    200: json(
+      z.union([cancelledScheduleSchema, purgeResultSchema]),
+      "The cancelled schedule, or with `purge=true` what was deleted",
+    ),
     404: error("No such schedule"),
     ...common,
   },

@@ -54,6 +54,7 @@ import {
 } from "./routes.js";
 import type { ImportQuery } from "./schemas.js";
 import { readStatus } from "./status.js";
+import { registerOperatorRoutes } from "./operator-handlers.js";
 
 /** The Hono app returned by {@link createApi}. */
 export type PunctualApi = OpenAPIHono;
@@ -488,9 +489,15 @@ export function createApi(punctual: Punctual, options: ApiOptions = {}): Punctua
     );
   });
 
-  app.openapi(cancelScheduleRoute, async (c) =>
-    c.json(await punctual.cancelSchedule(c.req.valid("param").id, tenantOf(c)), 200),
-  );
+  app.openapi(cancelScheduleRoute, async (c) => {
+    const { id } = c.req.valid("param");
+    if (c.req.valid("query").purge === "true") {
+      return c.json(await punctual.purgeSchedule(id, tenantOf(c)), 200);
+    }
+    return c.json(await punctual.cancelSchedule(id, tenantOf(c)), 200);
+  });
+
+  registerOperatorRoutes(app, punctual);
 
   app.openapi(pauseScheduleRoute, async (c) =>
     c.json(await punctual.pauseSchedule(c.req.valid("param").id, tenantOf(c)), 200),

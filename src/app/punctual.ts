@@ -45,11 +45,21 @@ import * as health from "./health.js";
 import type { Health } from "./health.js";
 import * as schedules from "./schedules.js";
 import type { CreateResult } from "./schedules.js";
+import { ScheduleHandles } from "./handles.js";
+import * as operator from "./operator.js";
 
 export { DEFAULT_TENANT, type CallContext } from "./context.js";
 export type { Health } from "./health.js";
 export { issuesFromZod, parseInput } from "./input.js";
 export { definitionHash, type CreateResult } from "./schedules.js";
+export { ScheduleHandle, ScheduleHandles, type ScheduleDescription } from "./handles.js";
+export type {
+  BackfillResult,
+  BulkResult,
+  PurgeResult,
+  TriggerResult,
+  UpsertResult,
+} from "./operator.js";
 
 /** Release version (from package.json). */
 export const VERSION: string = (() => {
@@ -102,6 +112,8 @@ export class Punctual {
   #closers: Array<() => Promise<void> | void> = [];
   /** What the operation modules work with. */
   readonly #app: AppContext;
+  /** Handles on schedules (API-4): `schedules.get(id).describe()`, `.trigger()`, … */
+  readonly schedules: ScheduleHandles;
 
   /** @internal use {@link createPunctual}. */
   constructor(parts: {
@@ -151,6 +163,7 @@ export class Punctual {
         }
       },
     };
+    this.schedules = new ScheduleHandles(this.#app);
   }
 
   /** Starts the scheduler loop. */
@@ -283,6 +296,51 @@ export class Punctual {
     ctx: CallContext = {},
   ): Promise<DeliveryView> {
     return deliveries.resolveDelivery(this.#app, id, outcome, ctx);
+  }
+
+  // --- operator actions (API-9): logic in operator.ts ---------------------------------
+
+  /** API-9: sends a schedule once more now, with its own key. See {@link operator.triggerSchedule}. */
+  triggerSchedule(
+    id: string,
+    input: unknown = {},
+    options: CallContext & { triggerId?: string } = {},
+  ): Promise<operator.TriggerResult> {
+    return operator.triggerSchedule(this.#app, id, input, options);
+  }
+
+  /** API-9: plans a past range's occurrences that have no delivery. See {@link operator.backfillSchedule}. */
+  backfillSchedule(
+    id: string,
+    input: unknown,
+    ctx: CallContext = {},
+  ): Promise<operator.BackfillResult> {
+    return operator.backfillSchedule(this.#app, id, input, ctx);
+  }
+
+  /** API-9: redrives the dead or in-doubt deliveries a filter matches. See {@link operator.redriveDeliveries}. */
+  redriveDeliveries(input: unknown = {}, ctx: CallContext = {}): Promise<operator.BulkResult> {
+    return operator.redriveDeliveries(this.#app, input, ctx);
+  }
+
+  /** API-9: resolves the deliveries a filter matches. See {@link operator.resolveDeliveries}. */
+  resolveDeliveries(input: unknown, ctx: CallContext = {}): Promise<operator.BulkResult> {
+    return operator.resolveDeliveries(this.#app, input, ctx);
+  }
+
+  /** API-9: creates or updates a schedule by its external id. See {@link operator.upsertScheduleByExternalId}. */
+  upsertScheduleByExternalId(
+    source: string,
+    externalId: string,
+    input: unknown,
+    ctx: CallContext = {},
+  ): Promise<operator.UpsertResult> {
+    return operator.upsertScheduleByExternalId(this.#app, source, externalId, input, ctx);
+  }
+
+  /** API-9: deletes a schedule with its deliveries and attempts. See {@link operator.purgeSchedule}. */
+  purgeSchedule(id: string, ctx: CallContext = {}): Promise<operator.PurgeResult> {
+    return operator.purgeSchedule(this.#app, id, ctx);
   }
 
   /** OPS-4: liveness and readiness (database reachable, schema current, last pass fresh). */

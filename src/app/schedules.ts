@@ -99,7 +99,7 @@ export function definitionHash(
 }
 
 /** The definition columns of a validated schedule, as the store writes them. */
-function definitionOf(value: z.output<typeof createScheduleSchema>): ScheduleDefinition {
+export function definitionOf(value: z.output<typeof createScheduleSchema>): ScheduleDefinition {
   return {
     dtstart: value.dtstart,
     tzid: value.tzid,
@@ -119,7 +119,7 @@ function definitionOf(value: z.output<typeof createScheduleSchema>): ScheduleDef
 }
 
 /** The reminders of a validated schedule, as the store writes them. */
-function remindersOf(
+export function remindersOf(
   reminders: z.output<typeof createScheduleSchema>["reminders"],
   defaultMaxAttempts: number,
 ): ReminderToInsert[] {

@@ -11,6 +11,14 @@ import { LOG_LEVELS } from "../observability/logger.js";
 import { DRY_RUN_DAYS, runImport, type ImportFlags } from "./calendar.js";
 import { runPreview, runValidate, type PreviewFlags } from "./local.js";
 import {
+  deliveriesBulk,
+  schedulesBackfill,
+  schedulesPurge,
+  schedulesTrigger,
+  schedulesUpsert,
+  type BulkFlags,
+} from "./operator.js";
+import {
   deliveriesAct,
   deliveriesList,
   deliveriesShow,
@@ -558,6 +566,7 @@ export function buildProgram(io: Io): Command {
       .addHelpText("after", example([`punctual schedules ${action} 0b9f…`]))
       .action((id: string, flags: RemoteFlags) => schedulesTransition(action, id, flags, io));
   }
+  addScheduleOperatorCommands(schedules, io);
 
   // --- deliveries (through the API) ----------------------------------------------------
 
@@ -605,29 +614,147 @@ export function buildProgram(io: Io): Command {
     .action((id: string, flags: RemoteFlags) => deliveriesShow(id, flags, io));
 
   remoteOptions(
-    deliveries
-      .command("redrive")
-      .description("Send a dead or in-doubt delivery again, with the same delivery key.")
-      .argument("<id>", "delivery id"),
+    bulkFilterOptions(
+      deliveries
+        .command("redrive")
+        .description(
+          "Send a dead or in-doubt delivery again, with the same delivery key; without an id, every one the filters match (a dry run unless --yes).",
+        )
+        .argument("[id]", "delivery id"),
+    ),
   )
-    .addHelpText("after", example(["punctual deliveries redrive 42"]))
-    .action((id: string, flags: RemoteFlags) => deliveriesAct(id, flags, io));
+    .addHelpText(
+      "after",
+      example([
+        "punctual deliveries redrive 42",
+        "punctual deliveries redrive --state dead --reason SEND_FAILED --channel webhook",
+        "punctual deliveries redrive --state dead --reason SEND_FAILED --channel webhook --yes",
+      ]),
+    )
+    .action((id: string | undefined, flags: BulkFlags) =>
+      id === undefined ? deliveriesBulk("redrive", flags, io) : deliveriesAct(id, flags, io),
+    );
 
   remoteOptions(
-    deliveries
-      .command("resolve")
-      .description("Settle an in-doubt delivery after checking the receiver: sent or dead.")
-      .argument("<id>", "delivery id")
-      .addOption(
-        new Option("--outcome <outcome>", "what happened")
-          .choices(["sent", "dead"])
-          .makeOptionMandatory(),
-      ),
+    bulkFilterOptions(
+      deliveries
+        .command("resolve")
+        .description(
+          "Settle an in-doubt delivery after checking the receiver: sent or dead; without an id, every in-doubt delivery or open dead letter the filters match (a dry run unless --yes).",
+        )
+        .argument("[id]", "delivery id")
+        .addOption(
+          new Option("--outcome <outcome>", "what happened")
+            .choices(["sent", "dead"])
+            .makeOptionMandatory(),
+        ),
+    ),
   )
-    .addHelpText("after", example(["punctual deliveries resolve 42 --outcome sent"]))
-    .action((id: string, flags: RemoteFlags & { outcome: "sent" | "dead" }) =>
-      deliveriesAct(id, flags, io),
+    .addHelpText(
+      "after",
+      example([
+        "punctual deliveries resolve 42 --outcome sent",
+        "punctual deliveries resolve --state in_doubt --channel email --outcome sent --yes",
+      ]),
+    )
+    .action((id: string | undefined, flags: BulkFlags & { outcome: "sent" | "dead" }) =>
+      id === undefined ? deliveriesBulk("resolve", flags, io) : deliveriesAct(id, flags, io),
     );
 
   return program;
+}
+
+/** Filters of the bulk `deliveries redrive` / `resolve` (API-9). */
+function bulkFilterOptions(cmd: Command): Command {
+  return cmd
+    .addOption(
+      new Option("--state <state>", "only this state (default: both)").choices([
+        "dead",
+        "in_doubt",
+      ]),
+    )
+    .option("--reason <reason>", "only this reason (SEND_FAILED, PERMANENT, LEASE_EXPIRED …)")
+    .option("--channel <channel>", "only this channel")
+    .option("--schedule-id <id>", "only this schedule's")
+    .option("--source <name>", "only schedules of this source (an import's calendar name)")
+    .option("--from <instant>", "only deliveries due at or after this instant")
+    .option("--to <instant>", "only deliveries due before this instant")
+    .option("--limit <n>", "most deliveries changed per call (1–10000)", integer(1, 10_000))
+    .option("--yes", "do it (without: a dry run that counts and shows a sample)", false);
+}
+
+/** `schedules trigger|backfill|purge|upsert` (API-9). */
+function addScheduleOperatorCommands(schedules: Command, io: Io): void {
+  remoteOptions(
+    schedules
+      .command("trigger")
+      .description(
+        "Send a schedule once more now, with its own delivery key; scheduled deliveries are left alone.",
+      )
+      .argument("<id>", "schedule id")
+      .option("--reminder <key>", "only this reminder (default: every one)")
+      .option("--idempotency-key <key>", "retrying with the same key triggers once"),
+  )
+    .addHelpText("after", example(["punctual schedules trigger 0b9f…"]))
+    .action((id: string, flags: RemoteFlags & { reminder?: string; idempotencyKey?: string }) =>
+      schedulesTrigger(id, flags, io),
+    );
+
+  remoteOptions(
+    schedules
+      .command("backfill")
+      .description(
+        "Plan the occurrences of a past range [--from, --to) that have no delivery yet; never a second one for a sent occurrence.",
+      )
+      .argument("<id>", "schedule id")
+      .requiredOption("--from <instant>", "start of the range (ISO instant, inclusive)")
+      .requiredOption(
+        "--to <instant>",
+        "end of the range (ISO instant, exclusive, not in the future)",
+      )
+      .option("--reminder <key>", "only this reminder (default: every one)")
+      .option("--dry-run", "list what would be created, change nothing", false),
+  )
+    .addHelpText(
+      "after",
+      example([
+        "punctual schedules backfill 0b9f… --from 2027-01-01T00:00:00Z --to 2027-01-04T00:00:00Z --dry-run",
+      ]),
+    )
+    .action(
+      (
+        id: string,
+        flags: RemoteFlags & { from: string; to: string; dryRun?: boolean; reminder?: string },
+      ) => schedulesBackfill(id, flags, io),
+    );
+
+  remoteOptions(
+    schedules
+      .command("purge")
+      .description(
+        "Delete a schedule for good with its deliveries and attempts (data-protection requests).",
+      )
+      .argument("<id>", "schedule id")
+      .option("--yes", "do it (required)", false),
+  )
+    .addHelpText("after", example(["punctual schedules purge 0b9f… --yes"]))
+    .action((id: string, flags: RemoteFlags & { yes?: boolean }) => schedulesPurge(id, flags, io));
+
+  remoteOptions(
+    schedules
+      .command("upsert")
+      .description(
+        "Create or update the schedule with your own id (source and external id) from a JSON body.",
+      )
+      .argument("<source>", "your system's name for the records")
+      .argument("<external-id>", "your id of the record")
+      .requiredOption("--file <path>", "the schedule as JSON, as for a create (- reads stdin)"),
+  )
+    .addHelpText(
+      "after",
+      example(["punctual schedules upsert crm meeting-7 --file meeting-7.json"]),
+    )
+    .action((source: string, externalId: string, flags: RemoteFlags & { file: string }) =>
+      schedulesUpsert(source, externalId, flags, io),
+    );
 }

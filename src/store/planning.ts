@@ -288,6 +288,8 @@ with gone as (
   select id, attempt from punctual_deliveries
   where schedule_id = $2 and state in ('pending', 'retry', 'paused')
     and not (delivery_key = any($3::text[]))
+    -- API-9: a triggered delivery is outside the recurrence: an edit leaves it (0014).
+    and not exists (select 1 from punctual_triggers t where t.delivery_id = punctual_deliveries.id)
   for update
 ),
 deleted as (

@@ -658,7 +658,7 @@ export interface ScheduleDefinition {
 }
 
 /** The definition in the order the statements take it ($n … $n+13). */
-function definitionParams(d: ScheduleDefinition): unknown[] {
+export function definitionParams(d: ScheduleDefinition): unknown[] {
   return [
     d.dtstart,
     d.tzid,

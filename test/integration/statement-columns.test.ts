@@ -17,11 +17,20 @@ import * as apiKeys from "../../src/store/api-keys.js";
 import * as deliveries from "../../src/store/deliveries.js";
 import * as durability from "../../src/store/durability.js";
 import * as operations from "../../src/store/operations.js";
+import * as operator from "../../src/store/operator.js";
 import * as planning from "../../src/store/planning.js";
 import * as schedules from "../../src/store/schedules.js";
 import { openTestDatabase, type TestDatabase } from "../support/db.js";
 
-const MODULES = { apiKeys, deliveries, durability, operations, planning, schedules } as const;
+const MODULES = {
+  apiKeys,
+  deliveries,
+  durability,
+  operations,
+  operator,
+  planning,
+  schedules,
+} as const;
 
 const ID = "00000000-0000-4000-8000-000000000000";
 /** A valid schedule definition in statement order ($n … $n+13). */
@@ -106,6 +115,18 @@ const PARAMS: Record<string, readonly unknown[]> = {
   AUTHENTICATE_API_KEY_SQL: [null, "hash"],
   LIST_API_KEYS_SQL: ["default", false],
   REVOKE_API_KEY_SQL: [null, ID, "default"],
+  // operator.ts
+  INSERT_TRIGGERED_SQL: [null, "default", ID, "trigger", [], [], []],
+  DELIVERIES_BY_KEYS_SQL: ["default", []],
+  INSERT_BACKFILL_SQL: [null, "default", ID, [], [], [], [], []],
+  MATCH_REDRIVE_SQL: ["default", ["dead"], ...nulls(6), 1],
+  MATCH_RESOLVE_SQL: ["default", ["dead"], ...nulls(6), 1],
+  BULK_REDRIVE_SQL: [null, "default", ["dead"], ...nulls(6), 1],
+  BULK_RESOLVE_SQL: [null, "default", ["dead"], ...nulls(6), "sent", 1],
+  SCHEDULE_BY_EXTERNAL_ID_SQL: ["default", "source", "id"],
+  INSERT_SCHEDULE_BY_EXTERNAL_ID_SQL: [null, "default", null, "hash", ...DEFINITION, "s", "x"],
+  PURGE_SCHEDULE_SQL: ["default", ID],
+  MISSED_SQL: ["default", ID, 1],
 };
 
 /** Statements that cannot run in a transaction block (VACUUM): run on their own. */

@@ -1,0 +1,87 @@
+/**
+ * Request shapes of the operator actions (API-9): trigger now, backfill, bulk redrive and
+ * resolve, upsert by external id, purge. Field names are a public contract: keep them.
+ */
+import { z } from "zod";
+import { DELIVERY_REASONS } from "../domain/index.js";
+import { createScheduleSchema, isUnstorableText } from "./index.js";
+
+const instant = z.iso.datetime({
+  offset: true,
+  message: "must be an ISO 8601 instant with Z or an offset",
+});
+
+const text = (max: number) =>
+  z
+    .string()
+    .min(1)
+    .max(max)
+    .refine((v) => !isUnstorableText(v), "must not contain NUL or lone surrogates");
+
+/** Most deliveries one backfill may create (the planner's per-pass expansion limit). */
+export const MAX_BACKFILL_DELIVERIES = 10_000;
+/** Most deliveries one bulk redrive or resolve changes; call again for the rest. */
+export const MAX_BULK_LIMIT = 10_000;
+/** Deliveries a bulk action changes by default. */
+export const DEFAULT_BULK_LIMIT = 1_000;
+/** Deliveries a dry run shows. */
+export const BULK_SAMPLE_SIZE = 10;
+
+/** `POST /v1/schedules/{id}/trigger` body (optional). */
+export const triggerInputSchema = z
+  .object({
+    /** Only this reminder; default every reminder of the schedule. */
+    reminderKey: text(64).optional(),
+  })
+  .strict();
+
+/** `POST /v1/schedules/{id}/backfill` body: occurrences in [from, to). */
+export const backfillInputSchema = z
+  .object({
+    from: instant,
+    to: instant,
+    /** Only this reminder; default every reminder of the schedule. */
+    reminderKey: text(64).optional(),
+    /** List what would be created, change nothing. */
+    dryRun: z.boolean().default(false),
+  })
+  .strict();
+
+const bulkFilterShape = {
+  reason: z.enum(DELIVERY_REASONS).optional(),
+  channel: text(64).optional(),
+  scheduleId: z.uuid().optional(),
+  /** The schedule's `source` (an import's calendar name, an upsert's source). */
+  source: text(200).optional(),
+  /** Due at or after this instant. */
+  from: instant.optional(),
+  /** Due before this instant. */
+  to: instant.optional(),
+  dryRun: z.boolean().default(false),
+  limit: z.number().int().min(1).max(MAX_BULK_LIMIT).default(DEFAULT_BULK_LIMIT),
+};
+
+/** `POST /v1/deliveries/redrive` body: which dead or in-doubt deliveries to send again. */
+export const bulkRedriveInputSchema = z
+  .object({ state: z.enum(["dead", "in_doubt"]).optional(), ...bulkFilterShape })
+  .strict();
+
+/** `POST /v1/deliveries/resolve` body: which in-doubt deliveries or dead letters to settle. */
+export const bulkResolveInputSchema = z
+  .object({
+    outcome: z.enum(["sent", "dead"]),
+    state: z.enum(["dead", "in_doubt"]).optional(),
+    ...bulkFilterShape,
+  })
+  .strict();
+
+/** `PUT /v1/schedules/by-external-id/{source}/{externalId}` body: the whole schedule. */
+export const upsertScheduleSchema = createScheduleSchema
+  .omit({ source: true, externalId: true })
+  .strict();
+
+export type TriggerInput = z.input<typeof triggerInputSchema>;
+export type BackfillInput = z.input<typeof backfillInputSchema>;
+export type BulkRedriveInput = z.input<typeof bulkRedriveInputSchema>;
+export type BulkResolveInput = z.input<typeof bulkResolveInputSchema>;
+export type UpsertScheduleInput = z.input<typeof upsertScheduleSchema>;
