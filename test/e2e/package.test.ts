@@ -90,13 +90,17 @@ function libraryExamples(): Array<{ line: number; code: string; prints: string |
 const examples = libraryExamples();
 
 describe("the packed package installs into an empty project and runs the README's examples", () => {
-  const tmp = mkdtempSync(join(tmpdir(), "punctual-package-"));
-  const project = join(tmp, "project");
+  // Made in the first hook, not when the file is collected: a run that filters these tests
+  // out (or only lists them) leaves nothing behind.
+  let tmp = "";
+  let project = "";
   let tarball = "";
   let packed: string[] = [];
   const env = cleanEnv();
 
   beforeAll(async () => {
+    tmp = mkdtempSync(join(tmpdir(), "punctual-package-"));
+    project = join(tmp, "project");
     // The tarball, exactly as `npm publish` would upload it (`prepare` builds dist/ first).
     const r = await run("npm", ["pack", "--json", "--pack-destination", tmp], root, env);
     if (r.code !== 0) throw new Error(show("npm pack", r));
@@ -133,7 +137,7 @@ describe("the packed package installs into an empty project and runs the README'
   });
 
   afterAll(() => {
-    rmSync(tmp, { recursive: true, force: true });
+    if (tmp) rmSync(tmp, { recursive: true, force: true });
   });
 
   it("API-4: the tarball holds the built library with its types, the testing kit, the CLI and every migration; no sources or tests", () => {
