@@ -20,6 +20,7 @@ const ranks = {
   api: 6,
   cli: 7,
   dashboard: 6,
+  testing: 6,
 };
 
 const zones = [];

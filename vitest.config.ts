@@ -4,6 +4,8 @@ import { defineConfig } from "vitest/config";
 // - unit: pure code, no database.
 // - integration: against a real engine; PUNCTUAL_TEST_ENGINE=pglite|postgres picks it
 //   (scripts/test.mjs runs it once per engine).
+// - package: the packed tarball installed into an empty project (test/e2e/package.test.ts);
+//   engine-independent, run once, in the PGlite stage.
 // - concurrency: real worker processes racing on PostgreSQL (skipped, saying why, without it).
 //
 // Timeouts are set here once per project and nowhere in the test files. They are
@@ -29,12 +31,25 @@ export default defineConfig({
         test: {
           name: "integration",
           include: ["test/integration/**/*.test.ts", "test/e2e/**/*.test.ts"],
+          exclude: ["test/e2e/package.test.ts"],
           // Builds the PGlite templates once per run (test/support/db.ts loads them).
           globalSetup: ["test/global-setup.ts"],
           // The end-to-end tests spawn a dozen CLI processes each (every one loads tsx);
           // the documentation test builds the package and starts a server in its hook.
           testTimeout: 240_000,
           hookTimeout: 240_000,
+        },
+      },
+      {
+        extends: true,
+        test: {
+          name: "package",
+          include: ["test/e2e/package.test.ts"],
+          // `npm pack` (a full build) and `npm install` of the tarball into an empty project:
+          // a minute on an idle machine, several on a loaded one. Each hook and test gets
+          // this long; the timeout only turns a hang into a failure.
+          testTimeout: 600_000,
+          hookTimeout: 600_000,
         },
       },
       {

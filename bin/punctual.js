@@ -1,5 +1,6 @@
 #!/usr/bin/env node
-// The `punctual` command: runs the compiled CLI (built by `npm run build`, run on install).
+// The `punctual` command: runs the compiled CLI (dist/, built by `npm run build`; the
+// published package ships it, so an install builds nothing).
 import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // `npm test`: every suite, on both engines.
 //   1. unit                          — no database
-//   2. integration on PGlite         — PUNCTUAL_TEST_ENGINE=pglite
+//   2. integration on PGlite         — PUNCTUAL_TEST_ENGINE=pglite, with the packed-package
+//      test (the tarball installed into an empty project; engine-independent, run once)
 //   3. integration + concurrency on PostgreSQL — PUNCTUAL_TEST_ENGINE=postgres, against
 //      DATABASE_URL when set, else a throwaway cluster started here (scripts/pg-cluster.mjs)
 //      and stopped at the end (also on failure or Ctrl-C). Without DATABASE_URL and without
@@ -164,7 +165,12 @@ async function main() {
   if (engines.includes("pglite")) {
     const env = { ...baseEnv(), PUNCTUAL_TEST_ENGINE: "pglite" };
     delete env.DATABASE_URL;
-    await runStage("integration", "engine PGlite (embedded, in memory)", ["integration"], env);
+    await runStage(
+      "integration + package",
+      "engine PGlite (embedded, in memory)",
+      ["integration", "package"],
+      env,
+    );
   } else {
     notRun.push("PGlite suite NOT run: PUNCTUAL_TEST_ENGINES excludes pglite");
   }

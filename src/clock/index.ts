@@ -10,6 +10,10 @@
 /** Cancels a timer armed with {@link Clock.setTimer}. */
 export type CancelTimer = () => void;
 
+/**
+ * Where a process reads the time and arms timers (OPS-9): {@link SystemClock} in production,
+ * {@link TestClock} (or the testing kit's clock) in tests. Pass one as `createScheduler({ clock })`.
+ */
 export interface Clock {
   /** Current time in epoch milliseconds, as this process sees it. */
   now(): number;

@@ -149,8 +149,14 @@ export const configSchema = z
   })
   .strict();
 
+/** The validated, frozen configuration ({@link resolveConfig}): every option with its default. */
 export type PunctualConfig = Readonly<z.infer<typeof configSchema>>;
+/** The scheduler's options with their defaults (leases, retries, planning; units in the names). */
 export type SchedulerOptions = Readonly<z.infer<typeof schedulerOptionsSchema>>;
+/**
+ * The configuration as callers give it: every key optional (the defaults apply), unknown
+ * keys rejected. `scheduler` takes a partial {@link SchedulerOptions}.
+ */
 export type ConfigInput = z.input<typeof configSchema>;
 
 function levenshtein(a: string, b: string): number {

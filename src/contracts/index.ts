@@ -174,6 +174,11 @@ export const updateScheduleSchema = createScheduleSchema
   .partial()
   .strict();
 
+/**
+ * What `createSchedule` takes (API-1), as the HTTP body of `POST /v1/schedules`: `dtstart`
+ * (local time with `tzid`, or an instant), an optional `rrule`, `reminders` (key, offset,
+ * channel, target), and the policies (DST, misfire, expiry). See docs/api.md.
+ */
 export type CreateScheduleInput = z.input<typeof createScheduleSchema>;
 export type CreateSchedule = z.output<typeof createScheduleSchema>;
 export type UpdateScheduleInput = z.input<typeof updateScheduleSchema>;

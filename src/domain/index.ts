@@ -16,6 +16,7 @@ import { createHash } from "node:crypto";
 
 /** Lifecycle of a schedule. `invalid`: its stored rule no longer parses (REC-3). */
 export const SCHEDULE_STATES = ["active", "paused", "cancelled", "invalid"] as const;
+/** One of {@link SCHEDULE_STATES}. */
 export type ScheduleState = (typeof SCHEDULE_STATES)[number];
 
 /**
@@ -34,6 +35,7 @@ export const DELIVERY_STATES = [
   "skipped",
   "cancelled",
 ] as const;
+/** One of {@link DELIVERY_STATES}. */
 export type DeliveryState = (typeof DELIVERY_STATES)[number];
 
 /** States from which nothing moves on its own (an operator may redrive dead / in_doubt). */

@@ -501,12 +501,16 @@ export class Scheduler {
     return report;
   }
 
-  /** Waits until every held row has been sent and settled (tests, shutdown). */
-  async drain(): Promise<void> {
-    while (this.#book.size > 0) {
+  /**
+   * Waits until every held row has been sent and settled (tests, shutdown), or until
+   * `enough()` holds: it is checked before each wait and each time a row leaves (the
+   * testing kit stops once only sends waiting on its test clock are held).
+   */
+  async drain(enough?: () => boolean): Promise<void> {
+    while (this.#book.size > 0 && !enough?.()) {
       const changed = this.#book.changed();
       await this.#completer.flush();
-      if (this.#book.size === 0) break;
+      if (this.#book.size === 0 || enough?.()) break;
       await changed;
     }
     await this.#completer.idle();

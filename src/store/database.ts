@@ -28,6 +28,10 @@ export interface Queryable {
 /** Which engine is behind a {@link Database}. */
 export type Engine = "pglite" | "postgres";
 
+/**
+ * A database punctual runs on: embedded PGlite or a PostgreSQL pool, behind one narrow
+ * port. Pass your own as `createScheduler({ database })` to share it.
+ */
 export interface Database extends Queryable {
   readonly engine: Engine;
   /** A human description without secrets: the data folder, or host/port/database. */

@@ -614,3 +614,29 @@ export async function syncWaiting(
   const row = await firstRow<SyncedRow>(tx, SYNC_WAITING_SQL, [p.now, p.scheduleId]);
   return Number(row?.synced ?? 0);
 }
+
+/**
+ * API-8 (testing kit): the lowest planning watermark among active schedules that still
+ * plan. The kit's `runUntil` reads it to stop the test
+ * clock where the plan sweep has work (watermark minus half the plan-ahead, the sweep's
+ * own test), so jumping ahead never skips planning. Read-only; across tenants, like the
+ * sweep it predicts. No parameters.
+ */
+export const NEXT_PLANNING_SQL = `
+select min(s.planned_until) as planned_until
+from punctual_schedules s
+where s.state = 'active' and not s.plan_complete`;
+
+/** A row of {@link NEXT_PLANNING_SQL}. */
+export interface NextPlanningRow {
+  /** Lowest watermark, or null when no schedule plans (or none was planned yet). */
+  planned_until: Date | null;
+}
+
+/** Result columns of {@link NEXT_PLANNING_SQL}. */
+export const NEXT_PLANNING_COLUMNS = columnsOf<NextPlanningRow>()(["planned_until"]);
+
+/** API-8: runs {@link NEXT_PLANNING_SQL}. */
+export async function nextPlanning(db: Queryable): Promise<NextPlanningRow> {
+  return (await firstRow<NextPlanningRow>(db, NEXT_PLANNING_SQL, [])) ?? { planned_until: null };
+}

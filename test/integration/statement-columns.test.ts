@@ -90,6 +90,7 @@ const PARAMS: Record<string, readonly unknown[]> = {
   REALIGN_MOVE_SQL: [null, ...nulls(6)],
   SET_WATERMARK_SQL: [ID, new Date(0), false],
   SYNC_WAITING_SQL: [null, ID],
+  NEXT_PLANNING_SQL: [],
   // schedules.ts
   INSERT_SCHEDULE_SQL: [null, "default", null, "hash", ...DEFINITION, null, null],
   INSERT_REMINDERS_SQL: [ID, ...nulls(7)],
