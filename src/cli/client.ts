@@ -10,6 +10,8 @@ import { ApiError, CliError, EXIT_FAILURE } from "./errors.js";
 export interface ClientOptions {
   url: string;
   apiKey?: string | undefined;
+  /** API-2: the tenant the operator's key acts for (sent as `Punctual-Tenant`). */
+  tenant?: string | undefined;
   /** Request timeout, ms. Default 30 s. */
   timeoutMs?: number;
 }
@@ -30,11 +32,13 @@ function isErrorBody(value: unknown): value is ErrorBody {
 export class ApiClient {
   readonly #base: string;
   readonly #apiKey: string | undefined;
+  readonly #tenant: string | undefined;
   readonly #timeoutMs: number;
 
   constructor(options: ClientOptions) {
     this.#base = options.url.replace(/\/+$/, "");
     this.#apiKey = options.apiKey || undefined;
+    this.#tenant = options.tenant || undefined;
     this.#timeoutMs = options.timeoutMs ?? 30_000;
   }
 
@@ -65,6 +69,7 @@ export class ApiClient {
     }
     const headers: Record<string, string> = { accept: "application/json", ...options.headers };
     if (this.#apiKey) headers.authorization = `Bearer ${this.#apiKey}`;
+    if (this.#tenant) headers["punctual-tenant"] = this.#tenant;
     let sent: string | undefined;
     if (options.rawBody !== undefined) {
       headers["content-type"] = options.rawBody.contentType;

@@ -8,6 +8,7 @@ import { DELIVERY_STATE_VALUES, SCHEDULE_STATE_VALUES } from "../contracts/index
 import { MAX_PREVIEW_COUNT } from "../recurrence/index.js";
 import { ENV_VARS } from "../config/env.js";
 import { LOG_LEVELS } from "../observability/logger.js";
+import { apiKeysCreate, apiKeysList, apiKeysRevoke } from "./api-keys.js";
 import { DRY_RUN_DAYS, runImport, type ImportFlags } from "./calendar.js";
 import { runPreview, runValidate, type PreviewFlags } from "./local.js";
 import {
@@ -134,7 +135,8 @@ function remoteOptions(cmd: Command): Command {
     .option("--json", "print the API's JSON instead of a table", false)
     .addHelpText(
       "after",
-      "\nEnvironment:\n  PUNCTUAL_API_KEY  sent as `Authorization: Bearer <key>` when set\n",
+      "\nEnvironment:\n  PUNCTUAL_API_KEY  sent as `Authorization: Bearer <key>` when set (the operator's key or a tenant's)\n" +
+        "  PUNCTUAL_TENANT   the tenant the operator's key acts for (sent as Punctual-Tenant; default: default)\n",
     );
 }
 
@@ -660,6 +662,51 @@ export function buildProgram(io: Io): Command {
     .action((id: string | undefined, flags: BulkFlags & { outcome: "sent" | "dead" }) =>
       id === undefined ? deliveriesBulk("resolve", flags, io) : deliveriesAct(id, flags, io),
     );
+
+  // --- api keys (API-2) ---------------------------------------------------------------
+
+  const apiKeys = program
+    .command("api-keys")
+    .description(
+      "Tenant API keys (API-2): create (shown once, stored as a hash), list, revoke. Needs the operator's key or a tenant key with the admin scope.",
+    );
+
+  remoteOptions(
+    apiKeys
+      .command("create")
+      .description("Create a key for a tenant and print it (this once).")
+      .option("--tenant <name>", "the key's tenant (default: the caller's)")
+      .requiredOption("--scopes <list>", "comma-separated: read, write, admin")
+      .requiredOption("--name <text>", "what the key is for (shown in lists)"),
+  )
+    .addHelpText(
+      "after",
+      example(['punctual api-keys create --tenant acme --scopes read,write --name "acme backend"']),
+    )
+    .action((flags: RemoteFlags & { tenant?: string; scopes: string; name: string }) =>
+      apiKeysCreate(flags, io),
+    );
+
+  remoteOptions(
+    apiKeys
+      .command("list")
+      .description("List keys (never the keys themselves): a tenant key sees its own tenant's.")
+      .option("--tenant <name>", "only this tenant's keys (operator's key)")
+      .option("--revoked", "include revoked keys", false),
+  )
+    .addHelpText("after", example(["punctual api-keys list --tenant acme"]))
+    .action((flags: RemoteFlags & { tenant?: string; revoked?: boolean }) =>
+      apiKeysList(flags, io),
+    );
+
+  remoteOptions(
+    apiKeys
+      .command("revoke")
+      .description("Revoke a key at once: the next request with it is 401.")
+      .argument("<id>", "key id (from `api-keys list`)"),
+  )
+    .addHelpText("after", example(["punctual api-keys revoke 3f1c…"]))
+    .action((id: string, flags: RemoteFlags) => apiKeysRevoke(id, flags, io));
 
   return program;
 }

@@ -21,9 +21,16 @@ export interface RemoteFlags {
   json?: boolean;
 }
 
-/** A client for `--url`, authenticated with PUNCTUAL_API_KEY when set. */
+/**
+ * A client for `--url`, authenticated with PUNCTUAL_API_KEY when set (the operator's key
+ * or a tenant's), acting for the tenant PUNCTUAL_TENANT names when set (operator's key only).
+ */
 export function clientFor(flags: RemoteFlags, env = process.env): ApiClient {
-  return new ApiClient({ url: flags.url, apiKey: env.PUNCTUAL_API_KEY });
+  return new ApiClient({
+    url: flags.url,
+    apiKey: env.PUNCTUAL_API_KEY,
+    tenant: env.PUNCTUAL_TENANT,
+  });
 }
 
 const scheduleColumns: Column<ScheduleView>[] = [
