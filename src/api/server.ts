@@ -318,13 +318,17 @@ function requestIssues(error: z.ZodError, target: string, input?: unknown): Fiel
   );
 }
 
+/** Query parameters that may repeat (`POST /v1/imports?remind=-PT15M&remind=-PT1H`). */
+const MULTI_VALUE_QUERY_PARAMETERS: ReadonlySet<string> = new Set(["remind"]);
+
 /**
- * Every query parameter of the API takes one value: a parameter given twice
+ * Every other query parameter of the API takes one value: a parameter given twice
  * (`?limit=1&limit=2`) is a 400 naming it, rather than a schema error about `NaN`.
  */
 const singleQueryValues: MiddlewareHandler = async (c, next) => {
   const counts = new Map<string, number>();
   for (const key of new URL(c.req.url).searchParams.keys()) {
+    if (MULTI_VALUE_QUERY_PARAMETERS.has(key)) continue;
     counts.set(key, (counts.get(key) ?? 0) + 1);
   }
   const issues = [...counts]
