@@ -436,10 +436,10 @@ export function createApi(punctual: Punctual, options: ApiOptions = {}): Punctua
     createScheduleRoute,
     async (c) => {
       const idempotencyKey = c.req.valid("header")["idempotency-key"];
-      const result = await punctual.createSchedule(
-        c.req.valid("json"),
-        idempotencyKey ? { idempotencyKey } : {},
-      );
+      // The raw body, not the parsed one: a reminder naming a kind (DEL-11) takes the
+      // kind's fields for those it left out, not the schema's defaults.
+      const raw: unknown = await c.req.json();
+      const result = await punctual.createSchedule(raw, idempotencyKey ? { idempotencyKey } : {});
       const body = result.warnings.length
         ? { ...result.schedule, warnings: result.warnings }
         : result.schedule;
