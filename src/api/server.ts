@@ -29,6 +29,7 @@ import { preview, validateRule, type DstPolicy } from "../recurrence/index.js";
 import { isUnstorableText } from "../contracts/index.js";
 import { errorBody, issuesFromZod, toErrorReply } from "./errors.js";
 import { bearerToken, crossSiteGuard, hostGuard, secretGuard, tokenMatches } from "./security.js";
+import { registerReminderKindRoutes } from "./kinds.js";
 import {
   cancelScheduleRoute,
   createScheduleRoute,
@@ -498,6 +499,10 @@ export function createApi(punctual: Punctual, options: ApiOptions = {}): Punctua
   app.openapi(resumeScheduleRoute, async (c) =>
     c.json(await punctual.resumeSchedule(c.req.valid("param").id), 200),
   );
+
+  // --- reminder kinds (DEL-11) ---------------------------------------------------------
+
+  registerReminderKindRoutes(app, punctual);
 
   // --- deliveries --------------------------------------------------------------------
 

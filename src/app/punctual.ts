@@ -31,6 +31,8 @@ import { createLogger, safeLogger, type Logger } from "../observability/logger.j
 import { createMetrics, type Metrics } from "../observability/metrics.js";
 import type { RealignReport } from "../scheduler/realign.js";
 import { Scheduler } from "../scheduler/scheduler.js";
+import { TaskRunner, type TaskDefinition } from "../scheduler/tasks.js";
+import type { ReminderKindInput, ReminderKindView } from "../contracts/kinds.js";
 import type { Database } from "../store/database.js";
 import { assertSchemaCurrent, migrate } from "../store/migrator.js";
 import { nonDurableSettings } from "../store/durability.js";
@@ -41,6 +43,7 @@ import { openPostgres } from "../store/postgres.js";
 import { channelMap, type AppContext, type CallContext } from "./context.js";
 import * as deliveries from "./deliveries.js";
 import * as health from "./health.js";
+import * as kinds from "./kinds.js";
 import type { Health } from "./health.js";
 import * as schedules from "./schedules.js";
 import type { CreateResult } from "./schedules.js";
@@ -72,6 +75,13 @@ export interface PunctualOptions extends ConfigInput {
   logger?: Logger;
   /** `start` (API + scheduler) or `worker`; recorded in the instances table. */
   role?: string;
+  /**
+   * DEL-11: reminder kinds written to the registry of the default tenant at start
+   * (validated first: a bad entry stops the start with a ConfigError naming it).
+   */
+  reminderKinds?: readonly ReminderKindInput[];
+  /** OPS-7: periodic tasks, run in their own lane while the scheduler runs. */
+  tasks?: readonly TaskDefinition[];
 }
 
 /** Options of {@link createPunctual}: the configuration plus what code can inject. */
@@ -95,6 +105,8 @@ export class Punctual {
   readonly metrics: Metrics;
   readonly channels: ChannelRegistry;
   readonly scheduler: Scheduler;
+  /** OPS-7: the periodic tasks of this process, started and stopped with the scheduler. */
+  readonly tasks: TaskRunner;
   /** The default webhook signing secret in use, and where it came from. */
   readonly webhookSecret: { secret: string; source: "configured" | "generated" };
   #closed = false;
@@ -113,6 +125,7 @@ export class Punctual {
     role: string;
     closers: Array<() => Promise<void> | void>;
     webhookSecret: { secret: string; source: "configured" | "generated" };
+    tasks?: readonly TaskDefinition[];
   }) {
     this.webhookSecret = parts.webhookSecret;
     this.config = parts.config;
@@ -134,6 +147,13 @@ export class Punctual {
     });
     const scheduler = this.scheduler;
     const { db, clock, logger } = parts;
+    this.tasks = new TaskRunner(parts.tasks ?? [], {
+      db,
+      clock,
+      logger: logger.child({ component: "tasks" }),
+      registry: parts.metrics.registry,
+      owner: scheduler.owner,
+    });
     this.#app = {
       config: parts.config,
       db,
@@ -155,12 +175,14 @@ export class Punctual {
   /** Starts the scheduler loop. */
   async start(): Promise<void> {
     await this.scheduler.start();
+    this.tasks.start();
   }
 
   /** OPS-6: stops the loop (finishing in-flight sends) and closes the database. Idempotent. */
   async close(graceMs?: number): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    await this.tasks.stop(graceMs);
     await this.scheduler.stop(graceMs);
     for (const close of this.#closers) await close();
   }
@@ -284,6 +306,45 @@ export class Punctual {
     return deliveries.resolveDelivery(this.#app, id, outcome, ctx);
   }
 
+  /**
+   * DEL-11: creates or replaces the reminder kind `key`; reminders written afterwards
+   * that name it copy its fields.
+   * @throws ValidationError naming each bad field (unknown channel, offset, target, template).
+   */
+  putReminderKind(
+    key: string,
+    body: unknown,
+    ctx: CallContext = {},
+  ): Promise<{ kind: ReminderKindView; created: boolean }> {
+    return kinds.putReminderKind(this.#app, key, body, ctx);
+  }
+
+  /** DEL-11: the reminder kinds of the caller's tenant, by key. */
+  listReminderKinds(ctx: CallContext = {}): Promise<ReminderKindView[]> {
+    return kinds.listReminderKinds(this.#app, ctx);
+  }
+
+  /** DEL-11: one reminder kind. @throws NotFoundError */
+  getReminderKind(key: string, ctx: CallContext = {}): Promise<ReminderKindView> {
+    return kinds.getReminderKind(this.#app, key, ctx);
+  }
+
+  /** DEL-11: removes a kind; reminders written from it keep their fields. @throws NotFoundError */
+  removeReminderKind(key: string, ctx: CallContext = {}): Promise<void> {
+    return kinds.removeReminderKind(this.#app, key, ctx);
+  }
+
+  /**
+   * DEL-11, at start: validates `reminderKinds` and writes them to the registry.
+   * @throws ConfigError naming each bad entry and field.
+   */
+  seedReminderKinds(
+    input: readonly ReminderKindInput[],
+    ctx: CallContext = {},
+  ): Promise<ReminderKindView[]> {
+    return kinds.seedReminderKinds(this.#app, input, ctx);
+  }
+
   /** OPS-4: liveness and readiness (database reachable, schema current, last pass fresh). */
   health(): Promise<Health> {
     return health.health(this.#app);
@@ -352,7 +413,16 @@ async function warnIfNotDurable(db: Database, logger: Logger): Promise<void> {
  * @throws ConfigError, SchemaMismatchError, DataDirLockedError
  */
 export async function createPunctual(options: PunctualOptions = {}): Promise<Punctual> {
-  const { database, channels: extra, clock, logger: givenLogger, role, ...configInput } = options;
+  const {
+    database,
+    channels: extra,
+    clock,
+    logger: givenLogger,
+    role,
+    reminderKinds,
+    tasks,
+    ...configInput
+  } = options;
   const config = resolveConfig(configInput);
   // API-7: a logger the caller brought gets punctual's redaction too.
   const logger = givenLogger ? safeLogger(givenLogger) : createLogger({ level: config.logLevel });
@@ -398,7 +468,8 @@ export async function createPunctual(options: PunctualOptions = {}): Promise<Pun
       builtIn.push(email);
     }
     const registry = new ChannelRegistry([...builtIn, ...(extra ?? [])]);
-    return new Punctual({
+    const punctual = new Punctual({
+      tasks: tasks ?? [],
       config,
       db,
       clock: clock ?? new SystemClock(),
@@ -409,6 +480,8 @@ export async function createPunctual(options: PunctualOptions = {}): Promise<Pun
       closers,
       webhookSecret: { secret, source: config.webhookSecret ? "configured" : "generated" },
     });
+    if (reminderKinds?.length) await punctual.seedReminderKinds(reminderKinds);
+    return punctual;
   } catch (err) {
     for (const close of closers) await close();
     throw err;
