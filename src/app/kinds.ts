@@ -22,7 +22,6 @@ import {
   reminderKindSchema,
   reminderKindKeySchema,
   type ReminderKind,
-  type ReminderKindInput,
   type ReminderKindView,
 } from "../contracts/kinds.js";
 import { ConfigError, NotFoundError, ValidationError, type FieldIssue } from "../errors/index.js";

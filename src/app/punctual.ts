@@ -31,7 +31,7 @@ import { createLogger, safeLogger, type Logger } from "../observability/logger.j
 import { createMetrics, type Metrics } from "../observability/metrics.js";
 import type { RealignReport } from "../scheduler/realign.js";
 import { Scheduler } from "../scheduler/scheduler.js";
-import { TaskRunner, type TaskDefinition } from "../scheduler/tasks.js";
+import { TaskRunner, type TaskContext, type TaskDefinition } from "../scheduler/tasks.js";
 import type { ReminderKindInput, ReminderKindView } from "../contracts/kinds.js";
 import type { Database } from "../store/database.js";
 import { assertSchemaCurrent, migrate } from "../store/migrator.js";
@@ -65,6 +65,20 @@ export const VERSION: string = (() => {
   }
 })();
 
+/** What a task of the `tasks` option receives: the task context and the punctual (OPS-7). */
+export interface PunctualTaskContext extends TaskContext {
+  /** The running punctual the task belongs to. */
+  readonly punctual: Punctual;
+}
+
+/**
+ * A periodic task of the `tasks` option (OPS-7; fields documented on `TaskDefinition`):
+ * `{ name, every | rrule + tzid, budgetMs, singleton?, run(ctx) }`.
+ */
+export interface PunctualTaskDefinition extends Omit<TaskDefinition, "run"> {
+  run(ctx: PunctualTaskContext): Promise<void> | void;
+}
+
 /** Options of {@link createPunctual}: the configuration plus what code can inject. */
 export interface PunctualOptions extends ConfigInput {
   /** Bring your own database (tests, embedding); otherwise opened from the configuration. */
@@ -81,7 +95,7 @@ export interface PunctualOptions extends ConfigInput {
    */
   reminderKinds?: readonly ReminderKindInput[];
   /** OPS-7: periodic tasks, run in their own lane while the scheduler runs. */
-  tasks?: readonly TaskDefinition[];
+  tasks?: readonly PunctualTaskDefinition[];
 }
 
 /** Options of {@link createPunctual}: the configuration plus what code can inject. */
@@ -125,7 +139,7 @@ export class Punctual {
     role: string;
     closers: Array<() => Promise<void> | void>;
     webhookSecret: { secret: string; source: "configured" | "generated" };
-    tasks?: readonly TaskDefinition[];
+    tasks?: readonly PunctualTaskDefinition[];
   }) {
     this.webhookSecret = parts.webhookSecret;
     this.config = parts.config;
@@ -147,7 +161,12 @@ export class Punctual {
     });
     const scheduler = this.scheduler;
     const { db, clock, logger } = parts;
-    this.tasks = new TaskRunner(parts.tasks ?? [], {
+    // Each task's run gets this punctual in its context (e.g. to import a calendar).
+    const tasks = (parts.tasks ?? []).map((t) => ({
+      ...t,
+      run: (ctx: TaskContext) => t.run({ ...ctx, punctual: this }),
+    }));
+    this.tasks = new TaskRunner(tasks, {
       db,
       clock,
       logger: logger.child({ component: "tasks" }),
