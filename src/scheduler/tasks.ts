@@ -224,7 +224,7 @@ export class TaskRunner {
         pending.push(lane.running);
       }
     }
-    if (pending.length === 0) return;
+    if (pending.length === 0 || graceMs <= 0) return;
     let cancel: CancelTimer = () => {};
     await Promise.race([
       Promise.allSettled(pending),
