@@ -56,16 +56,28 @@ export async function readCalendarSource(
     const res = await fetch(from, { signal, headers: { accept: "text/calendar, */*" } });
     if (!res.ok) {
       await res.body?.cancel();
-      throw new ValidationError({ field: "from", message: `GET answered ${res.status}`, value: from });
+      throw new ValidationError({
+        field: "from",
+        message: `GET answered ${res.status}`,
+        value: from,
+      });
     }
     const length = Number(res.headers.get("content-length") ?? "0");
     if (length > maxBytes) {
       await res.body?.cancel();
-      throw new ValidationError({ field: "from", message: `larger than ${maxBytes} bytes`, value: from });
+      throw new ValidationError({
+        field: "from",
+        message: `larger than ${maxBytes} bytes`,
+        value: from,
+      });
     }
     const text = await res.text();
     if (Buffer.byteLength(text) > maxBytes) {
-      throw new ValidationError({ field: "from", message: `larger than ${maxBytes} bytes`, value: from });
+      throw new ValidationError({
+        field: "from",
+        message: `larger than ${maxBytes} bytes`,
+        value: from,
+      });
     }
     return text;
   }

@@ -45,7 +45,9 @@ function kindIssues(app: AppContext, kind: ReminderKind, at: string): FieldIssue
   try {
     parseOffset(kind.offset);
   } catch (err) {
-    issues.push(...prefixIssues(err, field("offset")).map((x) => ({ ...x, field: field("offset") })));
+    issues.push(
+      ...prefixIssues(err, field("offset")).map((x) => ({ ...x, field: field("offset") })),
+    );
   }
   if (!app.channels.has(kind.channel)) {
     issues.push({
@@ -186,7 +188,8 @@ export async function seedReminderKinds(
   const out: ReminderKindView[] = [];
   for (const kind of kinds) {
     const { kind: view, changed } = await write(app, kind, ctx.tenant ?? DEFAULT_TENANT);
-    if (changed) app.logger.info({ kind: view.key, version: view.version }, "reminder kind written");
+    if (changed)
+      app.logger.info({ kind: view.key, version: view.version }, "reminder kind written");
     out.push(view);
   }
   return out;

@@ -9,6 +9,7 @@ import { MAX_PREVIEW_COUNT } from "../recurrence/index.js";
 import { ENV_VARS } from "../config/env.js";
 import { LOG_LEVELS } from "../observability/logger.js";
 import { DRY_RUN_DAYS, runImport, type ImportFlags } from "./calendar.js";
+import { addKindsCommands } from "./kinds.js";
 import { runPreview, runValidate, type PreviewFlags } from "./local.js";
 import {
   deliveriesAct,
@@ -558,6 +559,10 @@ export function buildProgram(io: Io): Command {
       .addHelpText("after", example([`punctual schedules ${action} 0b9f…`]))
       .action((id: string, flags: RemoteFlags) => schedulesTransition(action, id, flags, io));
   }
+
+  // --- reminder kinds (through the API, DEL-11) ---------------------------------------
+
+  addKindsCommands(program, io, { remoteOptions, example });
 
   // --- deliveries (through the API) ----------------------------------------------------
 

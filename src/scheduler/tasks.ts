@@ -187,8 +187,7 @@ export class TaskRunner {
     }));
     this.#runs =
       (deps.registry.getSingleMetric("punctual_task_runs_total") as
-        | Counter<"task" | "outcome">
-        | undefined) ??
+        Counter<"task" | "outcome"> | undefined) ??
       new Counter({
         name: "punctual_task_runs_total",
         help: "Occurrences of periodic tasks by outcome: ok, error, timeout (aborted at its budget), overlap (previous run still going), lease_held (another process runs it)",
@@ -331,7 +330,8 @@ export class TaskRunner {
       cancelBudget();
       if (def.singleton) {
         await endTaskLease(db, { now: clock.sqlNow(), name: def.name, occurrenceAt, owner }).catch(
-          (err: unknown) => log.warn({ err }, "task lease could not be ended (it expires on its own)"),
+          (err: unknown) =>
+            log.warn({ err }, "task lease could not be ended (it expires on its own)"),
         );
       }
     }

@@ -122,7 +122,10 @@ export async function upsertReminderKind(
 }
 
 /** DEL-11: runs {@link LIST_REMINDER_KINDS_SQL}. */
-export function listReminderKinds(db: Queryable, p: { tenant: string }): Promise<ReminderKindRow[]> {
+export function listReminderKinds(
+  db: Queryable,
+  p: { tenant: string },
+): Promise<ReminderKindRow[]> {
   return rows<ReminderKindRow>(db, LIST_REMINDER_KINDS_SQL, [p.tenant]);
 }
 

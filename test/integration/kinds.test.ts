@@ -5,7 +5,8 @@
  */
 import { readFileSync } from "node:fs";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { createApi, type PunctualApi } from "../../src/api/server.js";
+import { createApi, serveApi, type PunctualApi } from "../../src/api/server.js";
+import { buildProgram } from "../../src/cli/program.js";
 import { createPunctual, type Punctual } from "../../src/app/punctual.js";
 import { TestClock } from "../../src/clock/index.js";
 import type { ReminderKindInput, ReminderKindView } from "../../src/contracts/kinds.js";
@@ -230,5 +231,42 @@ describe("DEL-11 HTTP routes", () => {
     expect(((await res2.json()) as ErrorBody).error.issues?.map((i) => i.field)).toEqual([
       "channel",
     ]);
+  });
+});
+
+describe("DEL-11 CLI", () => {
+  it("DEL-11: punctual kinds apply|set|list|remove work through the server", async () => {
+    punctual = await open();
+    const served = await serveApi(createApi(punctual), { host: "127.0.0.1", port: 0 });
+    let out = "";
+    const cli = (...args: string[]) =>
+      buildProgram({ out: (t) => void (out += t), err: () => undefined }).parseAsync([
+        "node",
+        "punctual",
+        ...args,
+        "--url",
+        served.url,
+      ]);
+    try {
+      await cli("kinds", "apply", EXAMPLE.pathname);
+      await cli(
+        "kinds",
+        "set",
+        "standup",
+        "--channel",
+        "log",
+        "--offset",
+        "-PT10M",
+        "--series-only",
+      );
+      out = "";
+      await cli("kinds", "list");
+      expect(out).toMatch(/standup\s+log\s+-PT10M\s+yes\s+yes\s+1/);
+      expect(out).toContain("day-before");
+      await cli("kinds", "remove", "standup");
+      expect((await punctual.listReminderKinds()).map((k) => k.key)).not.toContain("standup");
+    } finally {
+      await served.close(0);
+    }
   });
 });

@@ -91,7 +91,13 @@ describe("OPS-7 definitions", () => {
 
   it("OPS-7: an rrule task runs at the rule's occurrences in its zone", () => {
     const [task] = validateTasks([
-      { name: "r", rrule: "FREQ=DAILY;BYHOUR=3", tzid: "Europe/Berlin", budgetMs: 1, run: () => {} },
+      {
+        name: "r",
+        rrule: "FREQ=DAILY;BYHOUR=3",
+        tzid: "Europe/Berlin",
+        budgetMs: 1,
+        run: () => {},
+      },
     ]);
     expect(new Date(task!.next(Date.parse("2027-01-04T08:00:00Z"))!).toISOString()).toBe(
       "2027-01-05T02:00:00.000Z",
@@ -211,7 +217,8 @@ describe("OPS-7 the task lane", () => {
     expect(ran).toHaveLength(1);
     gate.resolve();
     await vi.waitFor(async () => {
-      const sum = ((await runs(a.punctual))["renew/ok"] ?? 0) + ((await runs(b.punctual))["renew/ok"] ?? 0);
+      const sum =
+        ((await runs(a.punctual))["renew/ok"] ?? 0) + ((await runs(b.punctual))["renew/ok"] ?? 0);
       expect(sum).toBe(1);
     });
     // The next occurrence is taken again by one of them: the lease moved on.
@@ -312,17 +319,13 @@ describe("OPS-7 calendar re-import task", () => {
     ]);
     punctual.tasks.start();
     clock.advance(15 * 60_000);
-    await vi.waitFor(async () =>
-      expect((await runs(punctual))["calendar-import:team/ok"]).toBe(1),
-    );
+    await vi.waitFor(async () => expect((await runs(punctual))["calendar-import:team/ok"]).toBe(1));
     writeFileSync(
       file,
       calendar(event("a@test", "20270110T090000Z"), event("b@test", "20270111T090000Z")),
     );
     clock.advance(15 * 60_000);
-    await vi.waitFor(async () =>
-      expect((await runs(punctual))["calendar-import:team/ok"]).toBe(2),
-    );
+    await vi.waitFor(async () => expect((await runs(punctual))["calendar-import:team/ok"]).toBe(2));
     const summaries = lines.filter((l) => l.msg === "calendar imported");
     expect(summaries.map((l) => [l.created, l.unchanged])).toEqual([
       [1, 0],
