@@ -5,19 +5,21 @@
  * re-import task. Every wait is on an outcome (a count, a promise), never on real time.
  */
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { createApi, serveApi } from "../../src/api/server.js";
 import { calendarImportTask } from "../../src/app/calendar-task.js";
+import { runImportEvery } from "../../src/cli/import-every.js";
 import {
   createPunctual,
   type Punctual,
   type PunctualTaskDefinition,
 } from "../../src/app/punctual.js";
 import { TestClock } from "../../src/clock/index.js";
-import { ConfigError } from "../../src/errors/index.js";
 import { memoryLogger } from "../../src/observability/logger.js";
-import { parseEvery, validateTasks } from "../../src/scheduler/tasks.js";
 import { ScriptedChannel, deferred } from "../support/channels.js";
 import { openTestDatabase, type TestDatabase } from "../support/db.js";
 import { tickAndDrain } from "../support/punctual.js";
@@ -53,6 +55,14 @@ async function open(
   return { punctual, clock, channel, lines };
 }
 
+/**
+ * Polls `check` until it passes: the outcome of work that runs on its own (a task's
+ * database round trips). The timeout only turns a hang into a failure.
+ */
+function until(check: () => unknown): Promise<unknown> {
+  return vi.waitFor(check, { timeout: 120_000, interval: 20 });
+}
+
 /** `punctual_task_runs_total` by `task/outcome`. */
 async function runs(p: Punctual): Promise<Record<string, number>> {
   const metric = p.metrics.registry.getSingleMetric("punctual_task_runs_total");
@@ -62,51 +72,6 @@ async function runs(p: Punctual): Promise<Record<string, number>> {
   }
   return out;
 }
-
-describe("OPS-7 definitions", () => {
-  it("OPS-7: every takes ms or a period text; bad definitions are a ConfigError naming entry and field", () => {
-    expect(parseEvery("15m")).toBe(900_000);
-    expect(parseEvery(30_000)).toBe(30_000);
-    expect(parseEvery("1d")).toBe(86_400_000);
-    const run = () => undefined;
-    let err: unknown = null;
-    try {
-      validateTasks([
-        { name: "a", every: "15m", budgetMs: 1_000, run },
-        { name: "a", every: "soon", budgetMs: 0, run },
-        { name: "c", rrule: "FREQ=SOMETIMES", budgetMs: 1_000, run },
-        { name: "d", budgetMs: 1_000, run },
-      ]);
-    } catch (e) {
-      err = e;
-    }
-    expect(err).toBeInstanceOf(ConfigError);
-    const message = (err as Error).message;
-    expect(message).toContain('tasks.1.name: duplicate task name "a"');
-    expect(message).toContain("tasks.1.budgetMs");
-    expect(message).toContain("tasks.1.every");
-    expect(message).toContain("tasks.2.rrule");
-    expect(message).toContain("tasks.3.every: give exactly one of every or rrule");
-  });
-
-  it("OPS-7: an rrule task runs at the rule's occurrences in its zone", () => {
-    const [task] = validateTasks([
-      {
-        name: "r",
-        rrule: "FREQ=DAILY;BYHOUR=3",
-        tzid: "Europe/Berlin",
-        budgetMs: 1,
-        run: () => {},
-      },
-    ]);
-    expect(new Date(task!.next(Date.parse("2027-01-04T08:00:00Z"))!).toISOString()).toBe(
-      "2027-01-05T02:00:00.000Z",
-    );
-    expect(new Date(task!.next(Date.parse("2027-07-04T08:00:00Z"))!).toISOString()).toBe(
-      "2027-07-05T01:00:00.000Z",
-    );
-  });
-});
 
 describe("OPS-7 the task lane", () => {
   it("OPS-7: a task runs at each aligned occurrence and counts ok", async () => {
@@ -127,7 +92,7 @@ describe("OPS-7 the task lane", () => {
     clock.advance(30_000);
     // One occurrence at a time: each run settles (a microtask) before the clock moves on.
     for (let i = 1; i <= 3; i++) {
-      await vi.waitFor(async () => expect((await runs(punctual))["tick/ok"]).toBe(i));
+      await until(async () => expect((await runs(punctual))["tick/ok"]).toBe(i));
       if (i < 3) clock.advance(60_000);
     }
     expect(seen).toEqual([
@@ -183,9 +148,9 @@ describe("OPS-7 the task lane", () => {
     ]);
     punctual.tasks.start();
     clock.advance(60_000);
-    await vi.waitFor(async () => expect((await runs(punctual))["flaky/error"]).toBe(1));
+    await until(async () => expect((await runs(punctual))["flaky/error"]).toBe(1));
     clock.advance(60_000);
-    await vi.waitFor(async () => expect((await runs(punctual))["flaky/ok"]).toBe(1));
+    await until(async () => expect((await runs(punctual))["flaky/ok"]).toBe(1));
     expect(lines.some((l) => l.msg === "task failed" && l.task === "flaky")).toBe(true);
   });
 
@@ -208,7 +173,7 @@ describe("OPS-7 the task lane", () => {
     b.punctual.tasks.start();
     a.clock.advance(60_000);
     b.clock.advance(60_000);
-    await vi.waitFor(async () => {
+    await until(async () => {
       const held =
         ((await runs(a.punctual))["renew/lease_held"] ?? 0) +
         ((await runs(b.punctual))["renew/lease_held"] ?? 0);
@@ -216,7 +181,7 @@ describe("OPS-7 the task lane", () => {
     });
     expect(ran).toHaveLength(1);
     gate.resolve();
-    await vi.waitFor(async () => {
+    await until(async () => {
       const sum =
         ((await runs(a.punctual))["renew/ok"] ?? 0) + ((await runs(b.punctual))["renew/ok"] ?? 0);
       expect(sum).toBe(1);
@@ -224,8 +189,8 @@ describe("OPS-7 the task lane", () => {
     // The next occurrence is taken again by one of them: the lease moved on.
     a.clock.advance(60_000);
     b.clock.advance(60_000);
-    await vi.waitFor(() => expect(ran).toHaveLength(2));
-    await vi.waitFor(async () => {
+    await until(() => expect(ran).toHaveLength(2));
+    await until(async () => {
       const held =
         ((await runs(a.punctual))["renew/lease_held"] ?? 0) +
         ((await runs(b.punctual))["renew/lease_held"] ?? 0);
@@ -319,13 +284,13 @@ describe("OPS-7 calendar re-import task", () => {
     ]);
     punctual.tasks.start();
     clock.advance(15 * 60_000);
-    await vi.waitFor(async () => expect((await runs(punctual))["calendar-import:team/ok"]).toBe(1));
+    await until(async () => expect((await runs(punctual))["calendar-import:team/ok"]).toBe(1));
     writeFileSync(
       file,
       calendar(event("a@test", "20270110T090000Z"), event("b@test", "20270111T090000Z")),
     );
     clock.advance(15 * 60_000);
-    await vi.waitFor(async () => expect((await runs(punctual))["calendar-import:team/ok"]).toBe(2));
+    await until(async () => expect((await runs(punctual))["calendar-import:team/ok"]).toBe(2));
     const summaries = lines.filter((l) => l.msg === "calendar imported");
     expect(summaries.map((l) => [l.created, l.unchanged])).toEqual([
       [1, 0],
@@ -335,5 +300,61 @@ describe("OPS-7 calendar re-import task", () => {
       "a@test",
       "b@test",
     ]);
+  });
+
+  it("OPS-7: punctual import --every re-imports a calendar URL until stopped, printing each summary", async () => {
+    let body = calendar(event("a@test", "20270110T090000Z"));
+    const http = createServer((_req, res) => {
+      res.writeHead(200, { "content-type": "text/calendar" });
+      res.end(body);
+    });
+    await new Promise<void>((resolve) => http.listen(0, "127.0.0.1", resolve));
+    const calendarUrl = `http://127.0.0.1:${(http.address() as AddressInfo).port}/team.ics`;
+    const { punctual } = await open([]);
+    const served = await serveApi(createApi(punctual), { host: "127.0.0.1", port: 0 });
+    let out = "";
+    let err = "";
+    let waits = 0;
+    try {
+      const failed = await runImportEvery(
+        calendarUrl,
+        {
+          every: "15m",
+          remind: ["-PT15M"],
+          useAlarms: false,
+          channel: "log",
+          dryRun: false,
+          json: true,
+          url: served.url,
+        },
+        { out: (t) => void (out += t), err: (t) => void (err += t) },
+        {
+          errIsTTY: false,
+          now: () => Date.parse("2027-01-04T08:00:00Z"),
+          wait: async (ms) => {
+            expect(ms).toBe(900_000);
+            waits++;
+            body = calendar(
+              event("a@test", "20270110T090000Z"),
+              event("b@test", "20270111T090000Z"),
+            );
+            return waits < 2;
+          },
+        },
+      );
+      expect(failed).toBe(0);
+    } finally {
+      await served.close(0);
+      await new Promise((resolve) => http.close(resolve));
+    }
+    const summaries = out
+      .trim()
+      .split(/\n(?=\{)/)
+      .map((t) => JSON.parse(t) as { source: string; created: number; unchanged: number });
+    expect(summaries.map((s) => [s.source, s.created, s.unchanged])).toEqual([
+      ["team", 1, 0],
+      ["team", 1, 1],
+    ]);
+    expect(err.match(/importing http/g)).toHaveLength(2);
   });
 });
