@@ -221,6 +221,18 @@ describe("DEL-11 HTTP routes", () => {
     expect((await send("GET", "/v1/reminder-kinds/standup")).status).toBe(404);
   });
 
+  it("DEL-11: the OpenAPI document lists the reminder-kind routes", async () => {
+    const doc = (await (await send("GET", "/openapi.json")).json()) as {
+      paths: Record<string, Record<string, unknown>>;
+    };
+    expect(Object.keys(doc.paths["/v1/reminder-kinds"]!)).toEqual(["get"]);
+    expect(Object.keys(doc.paths["/v1/reminder-kinds/{key}"]!).sort()).toEqual([
+      "delete",
+      "get",
+      "put",
+    ]);
+  });
+
   it("DEL-11: PUT with an unknown channel or a bad offset answers 400 naming each field", async () => {
     const res = await send("PUT", "/v1/reminder-kinds/x", { channel: "pager", offset: "soon" });
     expect(res.status).toBe(400);
