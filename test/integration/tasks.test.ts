@@ -93,6 +93,7 @@ describe("OPS-7 the task lane", () => {
     // One occurrence at a time: each run settles (a microtask) before the clock moves on.
     for (let i = 1; i <= 3; i++) {
       await until(async () => expect((await runs(punctual))["tick/ok"]).toBe(i));
+      await until(() => expect(punctual.tasks.isRunning("tick")).toBe(false));
       if (i < 3) clock.advance(60_000);
     }
     expect(seen).toEqual([
@@ -186,6 +187,12 @@ describe("OPS-7 the task lane", () => {
         ((await runs(a.punctual))["renew/ok"] ?? 0) + ((await runs(b.punctual))["renew/ok"] ?? 0);
       expect(sum).toBe(1);
     });
+    // The lane is free once the lease is ended (a database round trip after the count).
+    await until(() =>
+      expect(a.punctual.tasks.isRunning("renew") || b.punctual.tasks.isRunning("renew")).toBe(
+        false,
+      ),
+    );
     // The next occurrence is taken again by one of them: the lease moved on.
     a.clock.advance(60_000);
     b.clock.advance(60_000);
@@ -285,6 +292,8 @@ describe("OPS-7 calendar re-import task", () => {
     punctual.tasks.start();
     clock.advance(15 * 60_000);
     await until(async () => expect((await runs(punctual))["calendar-import:team/ok"]).toBe(1));
+    // The lane is free once the lease is ended (a database round trip after the count).
+    await until(() => expect(punctual.tasks.isRunning("calendar-import:team")).toBe(false));
     writeFileSync(
       file,
       calendar(event("a@test", "20270110T090000Z"), event("b@test", "20270111T090000Z")),
