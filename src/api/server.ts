@@ -29,6 +29,7 @@ import { preview, validateRule, type DstPolicy } from "../recurrence/index.js";
 import { isUnstorableText } from "../contracts/index.js";
 import { errorBody, issuesFromZod, toErrorReply } from "./errors.js";
 import { bearerToken, crossSiteGuard, hostGuard, secretGuard, tokenMatches } from "./security.js";
+import { registerReminderKindRoutes } from "./kinds.js";
 import {
   cancelScheduleRoute,
   createScheduleRoute,
@@ -458,10 +459,10 @@ export function createApi(punctual: Punctual, options: ApiOptions = {}): Punctua
     createScheduleRoute,
     async (c) => {
       const idempotencyKey = c.req.valid("header")["idempotency-key"];
-      const result = await punctual.createSchedule(
-        c.req.valid("json"),
-        idempotencyKey ? { idempotencyKey } : {},
-      );
+      // The raw body, not the parsed one: a reminder naming a kind (DEL-11) takes the
+      // kind's fields for those it left out, not the schema's defaults.
+      const raw: unknown = await c.req.json();
+      const result = await punctual.createSchedule(raw, idempotencyKey ? { idempotencyKey } : {});
       const body = result.warnings.length
         ? { ...result.schedule, warnings: result.warnings }
         : result.schedule;
@@ -526,6 +527,10 @@ export function createApi(punctual: Punctual, options: ApiOptions = {}): Punctua
   app.openapi(resumeScheduleRoute, async (c) =>
     c.json(await punctual.resumeSchedule(c.req.valid("param").id), 200),
   );
+
+  // --- reminder kinds (DEL-11) ---------------------------------------------------------
+
+  registerReminderKindRoutes(app, punctual);
 
   // --- deliveries --------------------------------------------------------------------
 

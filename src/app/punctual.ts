@@ -31,6 +31,8 @@ import { createLogger, safeLogger, type Logger } from "../observability/logger.j
 import { createMetrics, type Metrics } from "../observability/metrics.js";
 import type { RealignReport } from "../scheduler/realign.js";
 import { Scheduler } from "../scheduler/scheduler.js";
+import { TaskRunner, type TaskContext, type TaskDefinition } from "../scheduler/tasks.js";
+import type { ReminderKindInput, ReminderKindView } from "../contracts/kinds.js";
 import type { Database } from "../store/database.js";
 import { assertSchemaCurrent, migrate } from "../store/migrator.js";
 import { nonDurableSettings } from "../store/durability.js";
@@ -41,6 +43,7 @@ import { openPostgres } from "../store/postgres.js";
 import { channelMap, type AppContext, type CallContext } from "./context.js";
 import * as deliveries from "./deliveries.js";
 import * as health from "./health.js";
+import * as kinds from "./kinds.js";
 import type { Health } from "./health.js";
 import * as schedules from "./schedules.js";
 import type { CreateResult } from "./schedules.js";
@@ -72,6 +75,20 @@ export const VERSION: string = (() => {
   }
 })();
 
+/** What a task of the `tasks` option receives: the task context and the punctual (OPS-7). */
+export interface PunctualTaskContext extends TaskContext {
+  /** The running punctual the task belongs to. */
+  readonly punctual: Punctual;
+}
+
+/**
+ * A periodic task of the `tasks` option (OPS-7; fields documented on `TaskDefinition`):
+ * `{ name, every | rrule + tzid, budgetMs, singleton?, run(ctx) }`.
+ */
+export interface PunctualTaskDefinition extends Omit<TaskDefinition, "run"> {
+  run(ctx: PunctualTaskContext): Promise<void> | void;
+}
+
 /** Options of {@link createPunctual}: the configuration plus what code can inject. */
 export interface PunctualOptions extends ConfigInput {
   /** Bring your own database (tests, embedding); otherwise opened from the configuration. */
@@ -82,6 +99,13 @@ export interface PunctualOptions extends ConfigInput {
   logger?: Logger;
   /** `start` (API + scheduler) or `worker`; recorded in the instances table. */
   role?: string;
+  /**
+   * DEL-11: reminder kinds written to the registry of the default tenant at start
+   * (validated first: a bad entry stops the start with a ConfigError naming it).
+   */
+  reminderKinds?: readonly ReminderKindInput[];
+  /** OPS-7: periodic tasks, run in their own lane while the scheduler runs. */
+  tasks?: readonly PunctualTaskDefinition[];
 }
 
 /** Options of {@link createPunctual}: the configuration plus what code can inject. */
@@ -105,6 +129,8 @@ export class Punctual {
   readonly metrics: Metrics;
   readonly channels: ChannelRegistry;
   readonly scheduler: Scheduler;
+  /** OPS-7: the periodic tasks of this process, started and stopped with the scheduler. */
+  readonly tasks: TaskRunner;
   /** The default webhook signing secret in use, and where it came from. */
   readonly webhookSecret: { secret: string; source: "configured" | "generated" };
   #closed = false;
@@ -125,6 +151,7 @@ export class Punctual {
     role: string;
     closers: Array<() => Promise<void> | void>;
     webhookSecret: { secret: string; source: "configured" | "generated" };
+    tasks?: readonly PunctualTaskDefinition[];
   }) {
     this.webhookSecret = parts.webhookSecret;
     this.config = parts.config;
@@ -146,6 +173,18 @@ export class Punctual {
     });
     const scheduler = this.scheduler;
     const { db, clock, logger } = parts;
+    // Each task's run gets this punctual in its context (e.g. to import a calendar).
+    const tasks = (parts.tasks ?? []).map((t) => ({
+      ...t,
+      run: (ctx: TaskContext) => t.run({ ...ctx, punctual: this }),
+    }));
+    this.tasks = new TaskRunner(tasks, {
+      db,
+      clock,
+      logger: logger.child({ component: "tasks" }),
+      registry: parts.metrics.registry,
+      owner: scheduler.owner,
+    });
     this.#app = {
       config: parts.config,
       db,
@@ -168,12 +207,14 @@ export class Punctual {
   /** Starts the scheduler loop. */
   async start(): Promise<void> {
     await this.scheduler.start();
+    this.tasks.start();
   }
 
   /** OPS-6: stops the loop (finishing in-flight sends) and closes the database. Idempotent. */
   async close(graceMs?: number): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    await this.tasks.stop(graceMs);
     await this.scheduler.stop(graceMs);
     for (const close of this.#closers) await close();
   }
@@ -342,6 +383,45 @@ export class Punctual {
     return operator.purgeSchedule(this.#app, id, ctx);
   }
 
+  /**
+   * DEL-11: creates or replaces the reminder kind `key`; reminders written afterwards
+   * that name it copy its fields.
+   * @throws ValidationError naming each bad field (unknown channel, offset, target, template).
+   */
+  putReminderKind(
+    key: string,
+    body: unknown,
+    ctx: CallContext = {},
+  ): Promise<{ kind: ReminderKindView; created: boolean }> {
+    return kinds.putReminderKind(this.#app, key, body, ctx);
+  }
+
+  /** DEL-11: the reminder kinds of the caller's tenant, by key. */
+  listReminderKinds(ctx: CallContext = {}): Promise<ReminderKindView[]> {
+    return kinds.listReminderKinds(this.#app, ctx);
+  }
+
+  /** DEL-11: one reminder kind. @throws NotFoundError */
+  getReminderKind(key: string, ctx: CallContext = {}): Promise<ReminderKindView> {
+    return kinds.getReminderKind(this.#app, key, ctx);
+  }
+
+  /** DEL-11: removes a kind; reminders written from it keep their fields. @throws NotFoundError */
+  removeReminderKind(key: string, ctx: CallContext = {}): Promise<void> {
+    return kinds.removeReminderKind(this.#app, key, ctx);
+  }
+
+  /**
+   * DEL-11, at start: validates `reminderKinds` and writes them to the registry.
+   * @throws ConfigError naming each bad entry and field.
+   */
+  seedReminderKinds(
+    input: readonly ReminderKindInput[],
+    ctx: CallContext = {},
+  ): Promise<ReminderKindView[]> {
+    return kinds.seedReminderKinds(this.#app, input, ctx);
+  }
+
   /** OPS-4: liveness and readiness (database reachable, schema current, last pass fresh). */
   health(): Promise<Health> {
     return health.health(this.#app);
@@ -410,7 +490,16 @@ async function warnIfNotDurable(db: Database, logger: Logger): Promise<void> {
  * @throws ConfigError, SchemaMismatchError, DataDirLockedError
  */
 export async function createPunctual(options: PunctualOptions = {}): Promise<Punctual> {
-  const { database, channels: extra, clock, logger: givenLogger, role, ...configInput } = options;
+  const {
+    database,
+    channels: extra,
+    clock,
+    logger: givenLogger,
+    role,
+    reminderKinds,
+    tasks,
+    ...configInput
+  } = options;
   const config = resolveConfig(configInput);
   // API-7: a logger the caller brought gets punctual's redaction too.
   const logger = givenLogger ? safeLogger(givenLogger) : createLogger({ level: config.logLevel });
@@ -456,7 +545,8 @@ export async function createPunctual(options: PunctualOptions = {}): Promise<Pun
       builtIn.push(email);
     }
     const registry = new ChannelRegistry([...builtIn, ...(extra ?? [])]);
-    return new Punctual({
+    const punctual = new Punctual({
+      tasks: tasks ?? [],
       config,
       db,
       clock: clock ?? new SystemClock(),
@@ -467,6 +557,8 @@ export async function createPunctual(options: PunctualOptions = {}): Promise<Pun
       closers,
       webhookSecret: { secret, source: config.webhookSecret ? "configured" : "generated" },
     });
+    if (reminderKinds?.length) await punctual.seedReminderKinds(reminderKinds);
+    return punctual;
   } catch (err) {
     for (const close of closers) await close();
     throw err;

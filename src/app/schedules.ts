@@ -47,6 +47,7 @@ import {
 } from "../store/schedules.js";
 import { DEFAULT_TENANT, planDeps, type AppContext, type CallContext } from "./context.js";
 import { parseInput, prefixIssues } from "./input.js";
+import { resolveReminderKinds } from "./kinds.js";
 
 /** Result of a create: `created` is false when an Idempotency-Key replay returned the existing one. */
 export interface CreateResult {
@@ -265,6 +266,31 @@ export function validateSchedule(
 const PAST_DUE_WARNING_MS = 60_000;
 
 /**
+ * {@link validateSchedule} after filling the reminders that name a kind (DEL-11). Issues
+ * of the kinds come first; a reminder whose kind was refused reports only that.
+ * @throws ValidationError naming every bad field.
+ */
+async function validateWithKinds(
+  app: AppContext,
+  input: unknown,
+  tenant: string,
+  db: Queryable,
+  options: { warnPastDue?: boolean } = {},
+): Promise<ReturnType<typeof validateSchedule>> {
+  const resolved = await resolveReminderKinds(app, input, tenant, db);
+  if (resolved.issues.length === 0) return validateSchedule(app, resolved.input, options);
+  const refused = resolved.issues.map((i) => i.field.replace(/\.kind$/, "."));
+  let rest: FieldIssue[] = [];
+  try {
+    validateSchedule(app, resolved.input);
+  } catch (err) {
+    if (!(err instanceof ValidationError)) throw err;
+    rest = err.issues.filter((i) => !refused.some((p) => i.field.startsWith(p)));
+  }
+  throw new ValidationError([...resolved.issues, ...rest]);
+}
+
+/**
  * Creates a schedule with its reminders in one transaction (API-1). With an
  * idempotency key, a retried create returns the first schedule (`created: false`);
  * the same key with a different body is a ConflictError.
@@ -276,7 +302,9 @@ export async function createSchedule(
   options: CallContext & { idempotencyKey?: string } = {},
 ): Promise<CreateResult> {
   const tenant = options.tenant ?? DEFAULT_TENANT;
-  const { value, warnings } = validateSchedule(app, input, { warnPastDue: true });
+  const { value, warnings } = await validateWithKinds(app, input, tenant, app.db, {
+    warnPastDue: true,
+  });
   const hash = definitionHash(value, app.config.scheduler.maxAttempts);
   const idem = options.idempotencyKey ?? null;
   const result = await app.db.transaction(async (tx) => {
@@ -383,8 +411,14 @@ export async function updateSchedule(
         ...(r.template ? { template: r.template } : {}),
       })) as unknown,
     };
-    const merged = { ...stored, ...sent };
-    const validated = validateSchedule(app, merged);
+    // DEL-11: the reminders as sent (a kind fills the fields they leave out, not zod's defaults).
+    const rawReminders = (patch as { reminders?: unknown } | null)?.reminders;
+    const merged = {
+      ...stored,
+      ...sent,
+      ...(rawReminders === undefined ? {} : { reminders: rawReminders }),
+    };
+    const validated = await validateWithKinds(app, merged, tenant, tx);
     warnings = validated.warnings;
     const { value } = validated;
     // A patch that changes nothing (every field sent as stored) writes nothing: the

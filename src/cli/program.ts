@@ -9,6 +9,9 @@ import { MAX_PREVIEW_COUNT } from "../recurrence/index.js";
 import { ENV_VARS } from "../config/env.js";
 import { LOG_LEVELS } from "../observability/logger.js";
 import { DRY_RUN_DAYS, runImport, type ImportFlags } from "./calendar.js";
+import { EXIT_FAILURE } from "./errors.js";
+import { runImportEvery, signalWait } from "./import-every.js";
+import { addKindsCommands } from "./kinds.js";
 import { runPreview, runValidate, type PreviewFlags } from "./local.js";
 import {
   deliveriesBulk,
@@ -399,6 +402,10 @@ export function buildProgram(io: Io): Command {
     )
     .option("--dry-run", "store nothing, need no server: print the deliveries it would plan", false)
     .option(
+      "--every <period>",
+      'import again every period (e.g. "15m", "1h") until stopped, printing each summary (OPS-7); <file> may be an http(s) URL',
+    )
+    .option(
       "--from <instant>",
       "with --dry-run: window start, inclusive, as the scheduler's clock (default: now)",
       instant,
@@ -428,14 +435,19 @@ export function buildProgram(io: Io): Command {
           "punctual import work.ics --remind -PT15M --target https://example.com/hooks/punctual",
           "punctual import shifts.ics --source shifts --use-alarms --channel log --tzid Europe/Berlin",
           "punctual import work.ics --remind -PT15M --dry-run --from 2027-01-01T00:00:00Z --to 2027-02-01T00:00:00Z --json",
+          "punctual import https://calendar.example.com/team.ics --every 15m --remind -PT15M --channel log",
         ]),
     )
-    .action((file: string, flags: ImportFlags) =>
-      runImport(file, flags, io, {
-        errIsTTY: process.stderr.isTTY === true,
-        now: () => Date.now(),
-      }),
-    );
+    .action(async (file: string, flags: ImportFlags & { every?: string }) => {
+      const env = { errIsTTY: process.stderr.isTTY === true, now: () => Date.now() };
+      if (flags.every === undefined) return runImport(file, flags, io, env);
+      const every = flags.every;
+      const failed = await runImportEvery(file, { ...flags, every }, io, {
+        ...env,
+        wait: signalWait(),
+      });
+      if (failed > 0) process.exitCode = EXIT_FAILURE;
+    });
 
   // --- schedules (through the API) -----------------------------------------------------
 
@@ -567,6 +579,10 @@ export function buildProgram(io: Io): Command {
       .action((id: string, flags: RemoteFlags) => schedulesTransition(action, id, flags, io));
   }
   addScheduleOperatorCommands(schedules, io);
+
+  // --- reminder kinds (through the API, DEL-11) ---------------------------------------
+
+  addKindsCommands(program, io, { remoteOptions, example });
 
   // --- deliveries (through the API) ----------------------------------------------------
 

@@ -136,6 +136,14 @@ export const reminderInputSchema = z
     maxAttempts: z.number().int().min(1).max(100).optional(),
     /** CH-6: `{ subject?, text?, html? }` Liquid templates the channel renders. */
     template: templateSchema.optional(),
+    /**
+     * DEL-11: a reminder kind of the registry; its fields fill the ones this reminder
+     * leaves out (copied when the schedule is written). The reminder key defaults to it.
+     */
+    kind: z
+      .string()
+      .regex(/^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$/, "must be 1–64 letters, digits, _ . : -")
+      .optional(),
   })
   .strict();
 

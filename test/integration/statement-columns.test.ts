@@ -15,13 +15,24 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Database, QueryResult } from "../../src/store/database.js";
 import * as deliveries from "../../src/store/deliveries.js";
 import * as durability from "../../src/store/durability.js";
+import * as kinds from "../../src/store/kinds.js";
 import * as operations from "../../src/store/operations.js";
 import * as operator from "../../src/store/operator.js";
 import * as planning from "../../src/store/planning.js";
 import * as schedules from "../../src/store/schedules.js";
+import * as tasks from "../../src/store/tasks.js";
 import { openTestDatabase, type TestDatabase } from "../support/db.js";
 
-const MODULES = { deliveries, durability, operations, operator, planning, schedules } as const;
+const MODULES = {
+  deliveries,
+  durability,
+  kinds,
+  operations,
+  operator,
+  planning,
+  schedules,
+  tasks,
+} as const;
 
 const ID = "00000000-0000-4000-8000-000000000000";
 /** A valid schedule definition in statement order ($n … $n+13). */
@@ -114,6 +125,14 @@ const PARAMS: Record<string, readonly unknown[]> = {
   INSERT_SCHEDULE_BY_EXTERNAL_ID_SQL: [null, "default", null, "hash", ...DEFINITION, "s", "x"],
   PURGE_SCHEDULE_SQL: ["default", ID],
   MISSED_SQL: ["default", ID, 1],
+  // kinds.ts
+  UPSERT_REMINDER_KIND_SQL: [null, "default", "k", "log", "PT0S", null, null, false, true],
+  LIST_REMINDER_KINDS_SQL: ["default"],
+  REMINDER_KINDS_BY_KEY_SQL: ["default", []],
+  DELETE_REMINDER_KIND_SQL: ["default", "k"],
+  // tasks.ts
+  CLAIM_TASK_OCCURRENCE_SQL: [null, "task", new Date(0), "owner", 1_000],
+  END_TASK_LEASE_SQL: [null, "task", new Date(0), "owner"],
 };
 
 /** Statements that cannot run in a transaction block (VACUUM): run on their own. */
