@@ -467,7 +467,9 @@ export interface ClaimParams {
 
 /** DEL-2: runs {@link CLAIM_SQL}. */
 export async function claimDeliveries(db: Queryable, p: ClaimParams): Promise<ClaimedDelivery[]> {
-  return rows<ClaimedDelivery>(db, CLAIM_SQL, [p.now, p.owner, p.leaseMs, p.limit, p.channels]);
+  return rows<ClaimedDelivery>(db, CLAIM_SQL, [p.now, p.owner, p.leaseMs, p.limit, p.channels], {
+    prepare: "punctual_claim",
+  });
 }
 
 /**
@@ -480,22 +482,27 @@ export async function settleDeliveries(
   owner: string,
   batch: readonly SettleInput[],
 ): Promise<Set<number>> {
-  const settled = await rows<IdRow>(db, SETTLE_SQL, [
-    now,
-    owner,
-    batch.map((b) => b.id),
-    batch.map((b) => b.attempt),
-    batch.map((b) => b.state),
-    batch.map((b) => b.runAt),
-    batch.map((b) => b.reason),
-    batch.map((b) => b.error?.slice(0, 2_000) ?? null),
-    batch.map((b) => b.failure),
-    batch.map((b) => b.startedAt),
-    batch.map((b) => b.outcome),
-    batch.map((b) => b.status),
-    batch.map((b) => b.messageId),
-    batch.map((b) => b.deferral),
-  ]);
+  const settled = await rows<IdRow>(
+    db,
+    SETTLE_SQL,
+    [
+      now,
+      owner,
+      batch.map((b) => b.id),
+      batch.map((b) => b.attempt),
+      batch.map((b) => b.state),
+      batch.map((b) => b.runAt),
+      batch.map((b) => b.reason),
+      batch.map((b) => b.error?.slice(0, 2_000) ?? null),
+      batch.map((b) => b.failure),
+      batch.map((b) => b.startedAt),
+      batch.map((b) => b.outcome),
+      batch.map((b) => b.status),
+      batch.map((b) => b.messageId),
+      batch.map((b) => b.deferral),
+    ],
+    { prepare: "punctual_settle" },
+  );
   return new Set(settled.map((r) => r.id));
 }
 
@@ -515,13 +522,12 @@ export async function renewLeases(
   held: ReadonlyArray<{ id: number; attempt: number }>,
 ): Promise<RenewedLease[]> {
   if (held.length === 0) return [];
-  return rows<RenewedLease>(db, RENEW_SQL, [
-    now,
-    owner,
-    leaseMs,
-    held.map((h) => h.id),
-    held.map((h) => h.attempt),
-  ]);
+  return rows<RenewedLease>(
+    db,
+    RENEW_SQL,
+    [now, owner, leaseMs, held.map((h) => h.id), held.map((h) => h.attempt)],
+    { prepare: "punctual_renew" },
+  );
 }
 
 /** OPS-6 / DEL-16: runs {@link RELEASE_SQL}: gives back claims this worker will not send. */
@@ -584,5 +590,9 @@ export async function nextWake(
   now: Date | null,
   channels: readonly string[],
 ): Promise<NextWake | null> {
-  return (await rows<NextWake>(db, NEXT_WAKE_SQL, [now, channels]))[0] ?? null;
+  return (
+    (
+      await rows<NextWake>(db, NEXT_WAKE_SQL, [now, channels], { prepare: "punctual_next_wake" })
+    )[0] ?? null
+  );
 }
