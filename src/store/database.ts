@@ -16,23 +16,12 @@ export interface QueryResult<T> {
   fields: string[];
 }
 
-/** How one statement is run. */
-export interface QueryOptions {
-  /**
-   * Name of a server-side prepared statement for `sql` (PostgreSQL: parsed and planned
-   * once per connection, then executed by name; PGlite ignores it). One name always
-   * stands for one text. Used by the statements of the delivery hot path.
-   */
-  prepare?: string;
-}
-
 /** Something that runs parameterized SQL: the database itself or an open transaction. */
 export interface Queryable {
   /** Runs one statement with `$1…$n` parameters. Never interpolate values into `sql`. */
   query<T = Record<string, unknown>>(
     sql: string,
     params?: readonly unknown[],
-    options?: QueryOptions,
   ): Promise<QueryResult<T>>;
 }
 

@@ -520,9 +520,7 @@ export interface ClaimParams {
 
 /** DEL-2: runs {@link CLAIM_SQL}. */
 export async function claimDeliveries(db: Queryable, p: ClaimParams): Promise<ClaimedDelivery[]> {
-  return rows<ClaimedDelivery>(db, CLAIM_SQL, [p.now, p.owner, p.leaseMs, p.limit, p.channels], {
-    prepare: "punctual_claim",
-  });
+  return rows<ClaimedDelivery>(db, CLAIM_SQL, [p.now, p.owner, p.leaseMs, p.limit, p.channels]);
 }
 
 /** Parameters $1–$14 of {@link SETTLE_SQL} for a batch. */
@@ -555,9 +553,7 @@ export async function settleDeliveries(
   owner: string,
   batch: readonly SettleInput[],
 ): Promise<Set<number>> {
-  const settled = await rows<IdRow>(db, SETTLE_SQL, settleParams(now, owner, batch), {
-    prepare: "punctual_settle",
-  });
+  const settled = await rows<IdRow>(db, SETTLE_SQL, settleParams(now, owner, batch));
   return new Set(settled.map((r) => r.id));
 }
 
@@ -580,12 +576,12 @@ export async function settleAndClaim(
   batch: readonly SettleInput[],
   claim: Pick<ClaimParams, "leaseMs" | "limit" | "channels">,
 ): Promise<SettleAndClaimResult> {
-  const result = await rows<SettleAndClaimRow>(
-    db,
-    SETTLE_AND_CLAIM_SQL,
-    [...settleParams(now, owner, batch), claim.leaseMs, claim.limit, claim.channels],
-    { prepare: "punctual_settle_claim" },
-  );
+  const result = await rows<SettleAndClaimRow>(db, SETTLE_AND_CLAIM_SQL, [
+    ...settleParams(now, owner, batch),
+    claim.leaseMs,
+    claim.limit,
+    claim.channels,
+  ]);
   const settled = new Set<number>(result[0]?.settled_ids ?? []);
   const claimed: ClaimedDelivery[] = [];
   for (const r of result) {
@@ -612,12 +608,13 @@ export async function renewLeases(
   held: ReadonlyArray<{ id: number; attempt: number }>,
 ): Promise<RenewedLease[]> {
   if (held.length === 0) return [];
-  return rows<RenewedLease>(
-    db,
-    RENEW_SQL,
-    [now, owner, leaseMs, held.map((h) => h.id), held.map((h) => h.attempt)],
-    { prepare: "punctual_renew" },
-  );
+  return rows<RenewedLease>(db, RENEW_SQL, [
+    now,
+    owner,
+    leaseMs,
+    held.map((h) => h.id),
+    held.map((h) => h.attempt),
+  ]);
 }
 
 /** OPS-6 / DEL-16: runs {@link RELEASE_SQL}: gives back claims this worker will not send. */
@@ -680,9 +677,5 @@ export async function nextWake(
   now: Date | null,
   channels: readonly string[],
 ): Promise<NextWake | null> {
-  return (
-    (
-      await rows<NextWake>(db, NEXT_WAKE_SQL, [now, channels], { prepare: "punctual_next_wake" })
-    )[0] ?? null
-  );
+  return (await rows<NextWake>(db, NEXT_WAKE_SQL, [now, channels]))[0] ?? null;
 }

@@ -3,7 +3,7 @@
  * of hosts may share one database (DEL-8).
  */
 import pg from "pg";
-import type { Database, Queryable, QueryOptions, QueryResult } from "./database.js";
+import type { Database, Queryable, QueryResult } from "./database.js";
 
 /** int8 → number (as on PGlite); everything else keeps pg's defaults (timestamptz → Date). */
 const types = {
@@ -24,12 +24,6 @@ export interface PostgresOptions {
   maxConnections?: number;
   /** Called for errors of idle clients (a server restart): logged, never thrown. */
   onError?: (err: Error) => void;
-  /**
-   * Whether statements that ask for it ({@link QueryOptions.prepare}) run as server-side
-   * prepared statements. Default true; turn it off behind a connection pooler that cannot
-   * keep prepared statements (transaction pooling without prepared-statement support).
-   */
-  preparedStatements?: boolean;
 }
 
 /** Host, port and database of a URL, without credentials, for logs. */
@@ -54,19 +48,12 @@ export function openPostgres(options: PostgresOptions): Database & { pool: pg.Po
   });
   pool.on("error", (err) => options.onError?.(err));
   let closed = false;
-  const prepare = options.preparedStatements ?? true;
   const run = async <T>(
     client: pg.Pool | pg.PoolClient,
     sql: string,
     params: readonly unknown[] = [],
-    queryOptions?: QueryOptions,
   ) => {
-    // A named query is parsed and planned once per connection (pg keeps the names each
-    // connection has prepared): about a quarter of a hot statement's fixed cost.
-    const result =
-      prepare && queryOptions?.prepare
-        ? await client.query({ name: queryOptions.prepare, text: sql, values: params as unknown[] })
-        : await client.query(sql, params as unknown[]);
+    const result = await client.query(sql, params as unknown[]);
     return {
       rows: result.rows as T[],
       rowCount: result.rowCount ?? result.rows.length,
@@ -77,7 +64,7 @@ export function openPostgres(options: PostgresOptions): Database & { pool: pg.Po
     engine: "postgres",
     description: describeUrl(options.url),
     pool,
-    query: (sql, params, queryOptions) => run(pool, sql, params, queryOptions),
+    query: (sql, params) => run(pool, sql, params),
     async transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
       const client = await pool.connect();
       // A checked-out client has no pool error listener: without this one a connection
@@ -87,9 +74,7 @@ export function openPostgres(options: PostgresOptions): Database & { pool: pg.Po
       client.on("error", onClientError);
       try {
         await client.query("begin");
-        const result = await fn({
-          query: (sql, params, queryOptions) => run(client, sql, params, queryOptions),
-        });
+        const result = await fn({ query: (sql, params) => run(client, sql, params) });
         await client.query("commit");
         client.off("error", onClientError);
         client.release();

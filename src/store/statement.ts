@@ -10,7 +10,7 @@
  * the keys of its row type; test/integration/statement-columns.test.ts runs every
  * statement on both engines and compares the engine's column names with that list.
  */
-import type { Queryable, QueryOptions } from "./database.js";
+import type { Queryable } from "./database.js";
 
 /** Keys of `Row` that the list `C` leaves out. */
 type Missing<Row, C extends readonly PropertyKey[]> = Exclude<keyof Row, C[number]>;
@@ -37,9 +37,8 @@ export async function rows<T>(
   db: Queryable,
   sql: string,
   params: readonly unknown[] = [],
-  options?: QueryOptions,
 ): Promise<T[]> {
-  return (await db.query<T>(sql, params, options)).rows;
+  return (await db.query<T>(sql, params)).rows;
 }
 
 /** Runs a statement that returns at most one row; `null` when it returned none. */

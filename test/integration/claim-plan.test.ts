@@ -116,25 +116,6 @@ describe(`claim and sweep plans on ${engine}, before and after ANALYZE`, () => {
         expect(tableScans(plan, "punctual_deliveries"), shape).toEqual([]);
       });
 
-      it("DEL-2/DEL-3: the claim as a prepared statement keeps that shape in its generic plan (what PostgreSQL reuses after five runs)", async () => {
-        const name = `generic_claim_${phase === "before ANALYZE" ? "before" : "after"}`;
-        const plan = await t().db.transaction(async (tx) => {
-          await tx.query("set local plan_cache_mode = force_generic_plan");
-          await tx.query(
-            `prepare ${name} (timestamptz, text, double precision, int, text[]) as ${CLAIM_SQL}`,
-          );
-          // EXECUTE takes literals (an EXPLAIN of it cannot bind parameters).
-          const generic = await explain(
-            tx,
-            `execute ${name}('${NOW.toISOString()}', 'w#1#x', 60000, 100, array['log'])`,
-            [],
-          );
-          await tx.query(`deallocate ${name}`);
-          return generic;
-        });
-        expectIndexOrderedClaim(plan);
-      });
-
       const sweeps: Array<[string, string, unknown[]]> = [
         ["REC-6 misfire (stale and expired rows)", SELECT_STALE_SQL, [NOW, 5_000]],
         [
