@@ -42,8 +42,8 @@ export const schedulerOptionsSchema = z
     /**
      * Most claimed rows held beyond the send slots, waiting for one (DEL-13): a crash
      * strands at most `concurrency + prefetch` rows. The producer holds less when sends are
-     * slow (about 100 ms of measured throughput), so the full amount is held only while a
-     * burst drains faster than 3,000 per second. Default 300.
+     * slow (about 300 ms of measured throughput), so the full amount is held only while a
+     * burst drains faster than 1,000 per second. Default 300.
      */
     prefetch: z.number().int().min(0).max(10_000).default(300),
     /** Attempts before a delivery is dead with SEND_FAILED (DEL-4). Default 5. */
