@@ -105,7 +105,7 @@ export const ENV_VARS: ReadonlyArray<{ name: string; path: string; kind: Kind; h
     name: "PUNCTUAL_PREFETCH",
     path: "scheduler.prefetch",
     kind: "int",
-    help: "claimed rows held beyond the send slots (default 100)",
+    help: "claimed rows held beyond the send slots (default 300)",
   },
   {
     name: "PUNCTUAL_POLL_MS",

@@ -34,14 +34,18 @@ export const schedulerOptionsSchema = z
     maxExpansionDays: z.number().int().min(1).max(36_600).default(366),
     /** Most deliveries one worker sends at once (its free send slots). Default 100. */
     concurrency: z.number().int().min(1).max(1_000).default(100),
-    /** Most rows one claim statement takes. Default 100. */
-    claimBatch: z.number().int().min(1).max(1_000).default(100),
+    /**
+     * Most rows one claim statement takes. Default 300: under a burst a claim's fixed cost
+     * (about 1.5 ms of database CPU) is shared by up to this many rows (docs/benchmarks.md).
+     */
+    claimBatch: z.number().int().min(1).max(1_000).default(300),
     /**
      * Most claimed rows held beyond the send slots, waiting for one (DEL-13): a crash
      * strands at most `concurrency + prefetch` rows. The producer holds less when sends are
-     * slow (about 100 ms of measured throughput). Default 100.
+     * slow (about 300 ms of measured throughput), so the full amount is held only while a
+     * burst drains faster than 1,000 per second. Default 300.
      */
-    prefetch: z.number().int().min(0).max(10_000).default(100),
+    prefetch: z.number().int().min(0).max(10_000).default(300),
     /** Attempts before a delivery is dead with SEND_FAILED (DEL-4). Default 5. */
     maxAttempts: z.number().int().min(1).max(100).default(5),
     /** First retry delay, ms; doubles per failure. Default 1 s. */

@@ -153,6 +153,7 @@ export class Scheduler {
       owner: this.owner,
       book: this.#book,
       streak: this.#streak("settle"),
+      settle: (batch) => this.#producer.settle(batch),
     });
     this.#executor = new Executor({
       clock,
@@ -186,6 +187,8 @@ export class Scheduler {
       book: this.#book,
       executor: this.#executor,
       keeper: this.#keeper,
+      mayRide: () => this.#running && !this.#stopping && this.#claimFailures === 0,
+      onRide: (claimed, exhausted) => this.#onRide(claimed, exhausted),
     });
   }
 
@@ -404,7 +407,23 @@ export class Scheduler {
 
   #onSlotFree(): void {
     if (!this.#running || this.#stopping) return;
+    // The freed slot's outcome is about to be settled: the claim rides on that statement
+    // (Producer.settle) unless a claim is already on its way.
+    if (this.#completer.busy) return;
     if (this.#producer.wantsMore()) this.#kick();
+  }
+
+  /** After a claim rode on a settle: claim on, or arm the wake-up when it came back short. */
+  #onRide(claimed: number, exhausted: boolean): void {
+    if (!this.#running || this.#stopping) return;
+    this.#dispatchFailing = false;
+    if (claimed > 0) this.#emptyBackoffMs = 0;
+    if (!exhausted) {
+      if (this.#producer.wantsMore()) this.#kick();
+      return;
+    }
+    // Like a short claim of the fill loop: one timer for the next admissible row.
+    if (!this.#claims.pending && !this.#claims.current) void this.#armWake(claimed === 0);
   }
 
   /** Coalesced claim: one fill at a time, one follow-up at most. */
