@@ -87,6 +87,7 @@ export function definitionHash(
       maxAttempts: r.maxAttempts ?? defaultMaxAttempts,
       // CH-6: only hashed when present, so schedules without one keep their hash.
       ...(r.template ? { template: r.template } : {}),
+      ...(r.rateLimitKey ? { rateLimitKey: r.rateLimitKey } : {}),
     })),
   };
   return createHash("sha256").update(canonicalJson(normalized)).digest("hex");
@@ -126,6 +127,7 @@ function remindersOf(
       r.delivery === "at-least-once" ? "retry" : r.delivery === "at-most-once" ? "in_doubt" : null,
     maxAttempts: r.maxAttempts ?? defaultMaxAttempts,
     templateJson: r.template ? JSON.stringify(r.template) : null,
+    rateLimitKey: r.rateLimitKey ?? null,
   }));
 }
 
@@ -357,6 +359,7 @@ export async function updateSchedule(
           : {}),
         maxAttempts: r.max_attempts,
         ...(r.template ? { template: r.template } : {}),
+        ...(r.rate_limit_key ? { rateLimitKey: r.rate_limit_key } : {}),
       }));
     }
     const validated = validateSchedule(app, merged);

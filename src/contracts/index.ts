@@ -3,6 +3,7 @@
  * generates its OpenAPI document from them), the CLI and the dashboard (API-1).
  * Field names are a public contract: keep them.
  */
+import { rateLimitKeySchema } from "./rate-limits.js";
 import { z } from "zod";
 import { DELIVERY_STATES, SCHEDULE_STATES } from "../domain/index.js";
 
@@ -136,6 +137,8 @@ export const reminderInputSchema = z
     maxAttempts: z.number().int().min(1).max(100).optional(),
     /** CH-6: `{ subject?, text?, html? }` Liquid templates the channel renders. */
     template: templateSchema.optional(),
+    /** DEL-13: the rate limit this reminder's deliveries count against; default its channel name. */
+    rateLimitKey: rateLimitKeySchema.optional(),
   })
   .strict();
 
@@ -193,6 +196,8 @@ export interface ReminderView {
   maxAttempts: number;
   /** CH-6: the reminder's templates, or null. */
   template: { subject?: string; text?: string; html?: string } | null;
+  /** DEL-13: the reminder's rate-limit key; null: its channel name. */
+  rateLimitKey: string | null;
 }
 
 /** A schedule as returned by the API. Instants are ISO 8601 UTC with `Z`. */

@@ -111,7 +111,9 @@ const ID_COLUMNS = columnsOf<IdRow>()(["id"]);
  * DEL-2: claim due deliveries in one statement.
  *
  * Parameters: $1 now, $2 lease owner (`host#pid#nonce`), $3 lease length ms, $4 limit,
- * $5 channel names this worker can send.
+ * $5 channel names this worker can send, $6 limiters with a rate limit (DEL-13: their rows
+ * are claimed by `CLAIM_LIMITED_SQL` in rate-limits.ts, under their token bucket; empty
+ * when no limit is set, and then the filter is a constant).
  *
  * Shape: a CTE walks the partial index `punctual_deliveries_claimable` (`claimable_at,
  * id`; `claimable_at` is `run_at` of a `pending`/`retry` row, a generated column) in
@@ -161,6 +163,7 @@ with due as (
   from punctual_deliveries d
   where ${ADMISSION_PREDICATE}
     and coalesce(d.channel = any($5::text[]), false)
+    and not coalesce(d.limiter = any($6::text[]), false)
   order by d.claimable_at, d.id
   limit $4
   for update of d skip locked
@@ -463,11 +466,20 @@ export interface ClaimParams {
   limit: number;
   /** Channels this worker can send. */
   channels: readonly string[];
+  /** DEL-13: limiters (`tenant/key`) with a rate limit, left to their own claim; default none. */
+  limited?: readonly string[];
 }
 
 /** DEL-2: runs {@link CLAIM_SQL}. */
 export async function claimDeliveries(db: Queryable, p: ClaimParams): Promise<ClaimedDelivery[]> {
-  return rows<ClaimedDelivery>(db, CLAIM_SQL, [p.now, p.owner, p.leaseMs, p.limit, p.channels]);
+  return rows<ClaimedDelivery>(db, CLAIM_SQL, [
+    p.now,
+    p.owner,
+    p.leaseMs,
+    p.limit,
+    p.channels,
+    p.limited ?? [],
+  ]);
 }
 
 /**

@@ -18,9 +18,19 @@ import * as durability from "../../src/store/durability.js";
 import * as operations from "../../src/store/operations.js";
 import * as planning from "../../src/store/planning.js";
 import * as schedules from "../../src/store/schedules.js";
+import * as rateLimits from "../../src/store/rate-limits.js";
+import * as circuits from "../../src/store/circuits.js";
 import { openTestDatabase, type TestDatabase } from "../support/db.js";
 
-const MODULES = { deliveries, durability, operations, planning, schedules } as const;
+const MODULES = {
+  deliveries,
+  durability,
+  operations,
+  planning,
+  schedules,
+  rateLimits,
+  circuits,
+} as const;
 
 const ID = "00000000-0000-4000-8000-000000000000";
 /** A valid schedule definition in statement order ($n … $n+13). */
@@ -45,7 +55,7 @@ const nulls = (n: number) => Array.from({ length: n }, () => null);
 /** Parameters that make each statement valid; `$1` "now" is NULL (the database clock). */
 const PARAMS: Record<string, readonly unknown[]> = {
   // deliveries.ts
-  CLAIM_SQL: [null, "owner", 1_000, 1, ["log"]],
+  CLAIM_SQL: [null, "owner", 1_000, 1, ["log"], []],
   SETTLE_SQL: [null, "owner", ...nulls(12)],
   RECOVER_SQL: [null, 1, 0],
   RELEASE_SQL: [null, "owner", null, null],
@@ -82,7 +92,7 @@ const PARAMS: Record<string, readonly unknown[]> = {
   SYNC_WAITING_SQL: [null, ID],
   // schedules.ts
   INSERT_SCHEDULE_SQL: [null, "default", null, "hash", ...DEFINITION, null, null],
-  INSERT_REMINDERS_SQL: [ID, ...nulls(7)],
+  INSERT_REMINDERS_SQL: [ID, ...nulls(8)],
   SCHEDULE_BY_IDEMPOTENCY_KEY_SQL: ["default", "key"],
   SCHEDULE_BY_ID_SQL: ["default", ID],
   REMINDERS_SQL: [[]],
@@ -98,8 +108,22 @@ const PARAMS: Record<string, readonly unknown[]> = {
   DELETE_REMINDERS_SQL: [ID],
   SCHEDULES_OF_SOURCE_SQL: ["default", "source"],
   INSERT_SCHEDULES_BULK_SQL: [null, "default", ...nulls(17)],
-  INSERT_REMINDERS_BULK_SQL: nulls(8),
+  INSERT_REMINDERS_BULK_SQL: nulls(9),
   REVIVE_SCHEDULE_SQL: [null, ID],
+  // rate-limits.ts
+  UPSERT_RATE_LIMIT_SQL: [null, "default", "key", 1, 1, null],
+  LIST_RATE_LIMITS_SQL: [null, "default"],
+  ALL_RATE_LIMITS_SQL: [null],
+  DELETE_RATE_LIMIT_SQL: ["default", "key"],
+  LOCK_BUCKET_SQL: [null, "default", "key", "default/key"],
+  CLAIM_LIMITED_SQL: [null, "owner", 1_000, 1, ["log"], "default", "key", "default/key"],
+  // circuits.ts
+  CIRCUIT_FAILURE_SQL: [null, "host", 5, 1_000, 10_000],
+  CIRCUIT_SUCCESS_SQL: [null, "host"],
+  CIRCUIT_PROBE_SQL: [null, "host", "owner", 1_000],
+  CIRCUIT_SQL: ["host"],
+  LIST_CIRCUITS_SQL: [],
+  DEFER_CLAIMS_SQL: [null, "owner", null, null, new Date(0)],
 };
 
 /** Statements that cannot run in a transaction block (VACUUM): run on their own. */
