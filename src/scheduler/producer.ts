@@ -20,10 +20,11 @@ import { isRetryableDatabaseError } from "../errors/index.js";
 import type { Logger } from "../observability/logger.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { Database } from "../store/database.js";
-import { claimDeliveries, releaseOrphans } from "../store/deliveries.js";
+import { claimDeliveries, releaseOrphans, type ClaimedDelivery } from "../store/deliveries.js";
 import type { Executor } from "./executor.js";
 import type { HeldBook } from "./held.js";
 import type { LeaseKeeper } from "./lease-keeper.js";
+import type { Limiter } from "./limiter.js";
 
 /** How much work, in ms of measured throughput, the prefetch aims to hold. */
 export const PREFETCH_WINDOW_MS = 100;
@@ -39,6 +40,8 @@ export interface ProducerDeps {
   book: HeldBook;
   executor: Executor;
   keeper: LeaseKeeper;
+  /** DEL-13: claims the rows of rate-limited keys; without it every row is unlimited. */
+  limiter?: Limiter;
 }
 
 /** What one {@link Producer.fill} did. */
@@ -120,19 +123,39 @@ export class Producer {
           leaseMs: o.leaseMs,
           limit: want,
           channels: this.#d.channels,
+          limited: this.#d.limiter?.limiters ?? [],
         });
       } catch (err) {
         if (isRetryableDatabaseError(err)) this.orphansSuspected = true;
         throw err;
       }
-      if (rows.length > 0) {
-        const held = this.#d.book.add(rows, this.#d.clock.now());
-        this.#d.executor.enqueue(held);
-        this.#d.keeper.ensure();
-      }
+      this.#hold(rows);
       claimed += rows.length;
+      // DEL-13: then rows of limited keys, under their shared buckets.
+      const limiter = this.#d.limiter;
+      if (limiter && limiter.limiters.length > 0 && rows.length < want) {
+        let more;
+        try {
+          more = await limiter.claim({ limit: want - rows.length, leaseMs: o.leaseMs });
+        } catch (err) {
+          if (isRetryableDatabaseError(err)) this.orphansSuspected = true;
+          throw err;
+        }
+        this.#hold(more);
+        claimed += more.length;
+        if (rows.length + more.length < want) return { claimed, exhausted: true };
+        continue;
+      }
       if (rows.length < want) return { claimed, exhausted: true };
     }
+  }
+
+  /** Hands claimed rows to the executor, their leases to the keeper. */
+  #hold(rows: readonly ClaimedDelivery[]): void {
+    if (rows.length === 0) return;
+    const held = this.#d.book.add(rows, this.#d.clock.now());
+    this.#d.executor.enqueue(held);
+    this.#d.keeper.ensure();
   }
 
   /**
