@@ -52,6 +52,7 @@ import {
 } from "./routes.js";
 import type { ImportQuery } from "./schemas.js";
 import { readStatus } from "./status.js";
+import { registerRateLimitRoutes } from "./rate-limit-routes.js";
 
 /** The Hono app returned by {@link createApi}. */
 export type PunctualApi = OpenAPIHono;
@@ -605,6 +606,8 @@ export function createApi(punctual: Punctual, options: ApiOptions = {}): Punctua
   // --- operations --------------------------------------------------------------------
 
   app.openapi(statusRoute, async (c) => c.json(await readStatus(punctual), 200));
+
+  registerRateLimitRoutes(app, punctual);
 
   app.openapi(webhookSecretRoute, (c) => c.json({ ...punctual.webhookSecret }, 200));
 

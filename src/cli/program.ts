@@ -10,6 +10,7 @@ import { ENV_VARS } from "../config/env.js";
 import { LOG_LEVELS } from "../observability/logger.js";
 import { DRY_RUN_DAYS, runImport, type ImportFlags } from "./calendar.js";
 import { runPreview, runValidate, type PreviewFlags } from "./local.js";
+import { addRateLimitCommands } from "./rate-limits.js";
 import {
   deliveriesAct,
   deliveriesList,
@@ -628,6 +629,8 @@ export function buildProgram(io: Io): Command {
     .action((id: string, flags: RemoteFlags & { outcome: "sent" | "dead" }) =>
       deliveriesAct(id, flags, io),
     );
+
+  addRateLimitCommands(program, { io, remoteOptions, example });
 
   return program;
 }
