@@ -105,12 +105,7 @@ export interface BucketRow {
 }
 
 /** Result columns of {@link LOCK_BUCKET_SQL}. */
-const BUCKET_COLUMNS = columnsOf<BucketRow>()([
-  "tokens",
-  "rate_per_second",
-  "concurrency",
-  "busy",
-]);
+const BUCKET_COLUMNS = columnsOf<BucketRow>()(["tokens", "rate_per_second", "concurrency", "busy"]);
 
 /**
  * Locks one bucket for the rest of the transaction and reads it. $1 now, $2 tenant,
