@@ -9,6 +9,7 @@
  * two ever drift apart.
  */
 import { z } from "zod";
+import { circuitViewSchema } from "./rate-limit-schemas.js";
 import {
   DELIVERY_STATE_VALUES,
   SCHEDULE_STATE_VALUES,
@@ -64,6 +65,7 @@ export const reminderViewSchema = z
         html: z.string().optional(),
       })
       .nullable(),
+    rateLimitKey: z.string().nullable(),
   })
   .meta({ id: "Reminder" });
 
@@ -280,6 +282,8 @@ export const statusSchema = z.object({
     dead: z.number().int(),
     oldestDueAt: z.string().nullable(),
   }),
+  /** CH-7: circuits of target hosts that are open, half-open or counting failures. */
+  circuits: z.array(circuitViewSchema),
 });
 
 export type StatusView = z.infer<typeof statusSchema>;

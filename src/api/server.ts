@@ -54,6 +54,7 @@ import {
 import type { ImportQuery } from "./schemas.js";
 import { readStatus } from "./status.js";
 import { registerOperatorRoutes } from "./operator-handlers.js";
+import { registerRateLimitRoutes } from "./rate-limit-routes.js";
 
 /** The Hono app returned by {@link createApi}. */
 export type PunctualApi = OpenAPIHono;
@@ -638,6 +639,8 @@ export function createApi(punctual: Punctual, options: ApiOptions = {}): Punctua
   // --- operations --------------------------------------------------------------------
 
   app.openapi(statusRoute, async (c) => c.json(await readStatus(punctual), 200));
+
+  registerRateLimitRoutes(app, punctual);
 
   app.openapi(webhookSecretRoute, (c) => c.json({ ...punctual.webhookSecret }, 200));
 

@@ -19,11 +19,12 @@ const num = (v: number | string | null | undefined): number => Number(v ?? 0);
 /** Collects the status of the cluster as this process's database sees it. */
 export async function readStatus(punctual: Punctual): Promise<StatusView> {
   const now = punctual.clock.sqlNow();
-  const [health, instances, g, counts] = await Promise.all([
+  const [health, instances, g, counts, circuits] = await Promise.all([
     punctual.health(),
     listInstances(punctual.db, { now, windowMs: INSTANCE_WINDOW_MS }),
     readGauges(punctual.db, now, OVERDUE_MS),
     countSchedulesByState(punctual.db),
+    punctual.listCircuits(),
   ]);
   return {
     version: VERSION,
@@ -51,5 +52,6 @@ export async function readStatus(punctual: Punctual): Promise<StatusView> {
       dead: num(g?.dead),
       oldestDueAt: iso(g?.oldest_due ?? null),
     },
+    circuits,
   };
 }

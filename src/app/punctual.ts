@@ -49,6 +49,9 @@ import * as schedules from "./schedules.js";
 import type { CreateResult } from "./schedules.js";
 import { ScheduleHandles } from "./handles.js";
 import * as operator from "./operator.js";
+import * as rateLimits from "./rate-limits.js";
+import * as circuits from "./circuits.js";
+import type { CircuitView, RateLimitView } from "../contracts/rate-limits.js";
 
 export { DEFAULT_TENANT, type CallContext } from "./context.js";
 export type { Health } from "./health.js";
@@ -420,6 +423,26 @@ export class Punctual {
     ctx: CallContext = {},
   ): Promise<ReminderKindView[]> {
     return kinds.seedReminderKinds(this.#app, input, ctx);
+  }
+
+  /** DEL-13: creates or changes the shared rate limit of `key`. @throws ValidationError */
+  setRateLimit(key: string, input: unknown, ctx: CallContext = {}): Promise<RateLimitView> {
+    return rateLimits.setRateLimit(this.#app, key, input, ctx);
+  }
+
+  /** DEL-13: the rate limits by key, with their tokens now. */
+  listRateLimits(ctx: CallContext = {}): Promise<RateLimitView[]> {
+    return rateLimits.listLimits(this.#app, ctx);
+  }
+
+  /** DEL-13: removes the rate limit of `key`. @throws NotFoundError */
+  removeRateLimit(key: string, ctx: CallContext = {}): Promise<void> {
+    return rateLimits.removeRateLimit(this.#app, key, ctx);
+  }
+
+  /** CH-7: the circuits of target hosts that failed lately (closed ones with no failures left out). */
+  listCircuits(): Promise<CircuitView[]> {
+    return circuits.listCircuits(this.#app);
   }
 
   /** OPS-4: liveness and readiness (database reachable, schema current, last pass fresh). */

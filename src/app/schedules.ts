@@ -94,6 +94,7 @@ export function definitionHash(
       maxAttempts: r.maxAttempts ?? defaultMaxAttempts,
       // CH-6: only hashed when present, so schedules without one keep their hash.
       ...(r.template ? { template: r.template } : {}),
+      ...(r.rateLimitKey ? { rateLimitKey: r.rateLimitKey } : {}),
     })),
   };
   return createHash("sha256").update(canonicalJson(normalized)).digest("hex");
@@ -133,6 +134,7 @@ export function remindersOf(
       r.delivery === "at-least-once" ? "retry" : r.delivery === "at-most-once" ? "in_doubt" : null,
     maxAttempts: r.maxAttempts ?? defaultMaxAttempts,
     templateJson: r.template ? JSON.stringify(r.template) : null,
+    rateLimitKey: r.rateLimitKey ?? null,
   }));
 }
 
@@ -409,6 +411,7 @@ export async function updateSchedule(
           : {}),
         maxAttempts: r.max_attempts,
         ...(r.template ? { template: r.template } : {}),
+        ...(r.rate_limit_key ? { rateLimitKey: r.rate_limit_key } : {}),
       })) as unknown,
     };
     // DEL-11: the reminders as sent (a kind fills the fields they leave out, not zod's defaults).

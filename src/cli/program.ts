@@ -13,6 +13,7 @@ import { EXIT_FAILURE } from "./errors.js";
 import { runImportEvery, signalWait } from "./import-every.js";
 import { addKindsCommands } from "./kinds.js";
 import { runPreview, runValidate, type PreviewFlags } from "./local.js";
+import { addRateLimitCommands } from "./rate-limits.js";
 import {
   deliveriesBulk,
   schedulesBackfill,
@@ -676,6 +677,8 @@ export function buildProgram(io: Io): Command {
     .action((id: string | undefined, flags: BulkFlags & { outcome: "sent" | "dead" }) =>
       id === undefined ? deliveriesBulk("resolve", flags, io) : deliveriesAct(id, flags, io),
     );
+
+  addRateLimitCommands(program, { io, remoteOptions, example });
 
   return program;
 }

@@ -9,6 +9,7 @@ import type {
   DeliveryView,
   ScheduleView,
 } from "../contracts/index.js";
+import type { CircuitView } from "../contracts/rate-limits.js";
 import { ApiClient } from "./client.js";
 import { CliError, EXIT_FAILURE } from "./errors.js";
 import { cellText, jsonText, keyValues, table, type Column } from "./format.js";
@@ -358,6 +359,8 @@ export async function deliveriesAct(
 }
 
 interface StatusBody {
+  /** CH-7 (absent from servers before it). */
+  circuits?: CircuitView[];
   version: string;
   database: { engine: string; description: string };
   ready: boolean;
@@ -429,6 +432,22 @@ export async function status(flags: RemoteFlags, io: Io): Promise<void> {
       "  ",
     ),
   );
+  const circuits = s.circuits ?? [];
+  if (circuits.length > 0) {
+    io.out("circuits (CH-7):\n");
+    io.out(
+      table(
+        circuits,
+        [
+          { header: "HOST", cell: (c) => c.host },
+          { header: "STATE", cell: (c) => c.state },
+          { header: "FAILURES", cell: (c) => c.failures },
+          { header: "NEXT PROBE", cell: (c) => c.retryAt },
+        ],
+        "  ",
+      ),
+    );
+  }
   if (d.inDoubt > 0 || d.dead > 0) {
     io.out(
       "Inspect with `punctual deliveries list --state in_doubt` (or dead); redrive or resolve each.\n",

@@ -65,6 +65,15 @@ export const schedulerOptionsSchema = z
     rateLimitMaxAgeMs: ms(86_400_000, 1_000),
     /** Longest Retry-After honoured, ms; a longer one is shortened to it (DEL-13). Default 1 h. */
     rateLimitMaxDelayMs: ms(3_600_000, 1_000),
+    /**
+     * CH-7: consecutive transient failures (any process) to one target host that open its
+     * circuit. Default 5.
+     */
+    circuitFailures: z.number().int().min(1).max(1_000).default(5),
+    /** CH-7: wait before the first probe of an opened circuit, ms; doubles per failed probe. Default 30 s. */
+    circuitBackoffMs: ms(30_000, 10),
+    /** CH-7: longest wait between probes of an open circuit, ms. Default 10 min. */
+    circuitMaxBackoffMs: ms(600_000, 10),
     /** Schedules planned per planning transaction. Default 1,000. */
     planBatch: z.number().int().min(1).max(10_000).default(1_000),
     /** Longest a planning sweep runs before dispatch gets its turn, ms. Default 1 s. */

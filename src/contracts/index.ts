@@ -3,6 +3,7 @@
  * generates its OpenAPI document from them), the CLI and the dashboard (API-1).
  * Field names are a public contract: keep them.
  */
+import { rateLimitKeySchema } from "./rate-limits.js";
 import { z } from "zod";
 import { DELIVERY_STATES, SCHEDULE_STATES } from "../domain/index.js";
 
@@ -144,6 +145,8 @@ export const reminderInputSchema = z
       .string()
       .regex(/^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$/, "must be 1–64 letters, digits, _ . : -")
       .optional(),
+    /** DEL-13: the rate limit this reminder's deliveries count against; default its channel name. */
+    rateLimitKey: rateLimitKeySchema.optional(),
   })
   .strict();
 
@@ -206,6 +209,8 @@ export interface ReminderView {
   maxAttempts: number;
   /** CH-6: the reminder's templates, or null. */
   template: { subject?: string; text?: string; html?: string } | null;
+  /** DEL-13: the reminder's rate-limit key; null: its channel name. */
+  rateLimitKey: string | null;
 }
 
 /** A schedule as returned by the API. Instants are ISO 8601 UTC with `Z`. */

@@ -49,6 +49,14 @@ export interface Metrics {
    * the send), `lease_lost` (a renewal found the row taken over).
    */
   claimsReleased: Counter<"reason">;
+  /** DEL-13: tokens in each limiter's bucket (`tenant/key`) as this process last read it. */
+  rateLimitTokens: Gauge<"key">;
+  /** DEL-13: claims of a limited key cut short by its bucket or concurrency cap. */
+  rateLimitThrottled: Counter<"key">;
+  /** CH-7: circuit state per target host: 0 closed, 1 half-open, 2 open. */
+  circuitState: Gauge<"host">;
+  /** CH-7: deliveries that waited for an open circuit instead of being sent, by host. */
+  circuitDeferred: Counter<"host">;
 }
 
 /** Creates the metric set on a fresh registry. */
@@ -149,6 +157,30 @@ export function createMetrics(): Metrics {
       name: "punctual_claims_released_total",
       help: "Claimed deliveries this process gave back or dropped without sending, by reason.",
       labelNames: ["reason"],
+      registers: r,
+    }),
+    rateLimitTokens: new Gauge({
+      name: "punctual_rate_limit_tokens",
+      help: "Tokens in each rate limit's bucket (tenant/key), as this process last read it.",
+      labelNames: ["key"],
+      registers: r,
+    }),
+    rateLimitThrottled: new Counter({
+      name: "punctual_rate_limit_throttled_total",
+      help: "Claims of a rate-limited key cut short by its token bucket or concurrency cap.",
+      labelNames: ["key"],
+      registers: r,
+    }),
+    circuitState: new Gauge({
+      name: "punctual_circuit_state",
+      help: "Circuit of each target host: 0 closed, 1 half-open, 2 open.",
+      labelNames: ["host"],
+      registers: r,
+    }),
+    circuitDeferred: new Counter({
+      name: "punctual_circuit_deferred_total",
+      help: "Deliveries that waited for an open circuit instead of being sent, by host.",
+      labelNames: ["host"],
       registers: r,
     }),
   };

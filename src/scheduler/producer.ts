@@ -31,6 +31,7 @@ import {
 import type { Executor } from "./executor.js";
 import type { HeldBook } from "./held.js";
 import type { LeaseKeeper } from "./lease-keeper.js";
+import type { Limiter } from "./limiter.js";
 
 /**
  * How much work, in ms of measured throughput, the prefetch aims to hold. 300 ms: under a
@@ -59,6 +60,8 @@ export interface ProducerDeps {
   mayRide?: () => boolean;
   /** Called after a claim rode on a settle: `exhausted` when it came back short. */
   onRide?: (claimed: number, exhausted: boolean) => void;
+  /** DEL-13: claims the rows of rate-limited keys; without it every row is unlimited. */
+  limiter?: Limiter;
 }
 
 /** What one {@link Producer.fill} did. */
@@ -172,6 +175,7 @@ export class Producer {
           leaseMs: d.options.leaseMs,
           limit: want,
           channels: d.channels,
+          limited: d.limiter?.limiters ?? [],
         });
       } catch (err) {
         if (isRetryableDatabaseError(err)) this.orphansSuspected = true;
@@ -180,7 +184,9 @@ export class Producer {
         this.#claiming = false;
       }
       this.#take(result.claimed);
-      d.onRide?.(result.claimed.length, result.claimed.length < want);
+      // DEL-13: rows of limited keys are claimed by the next fill, under their buckets.
+      const limitedKeys = (d.limiter?.limiters.length ?? 0) > 0;
+      d.onRide?.(result.claimed.length, result.claimed.length < want && !limitedKeys);
       return result.settled;
     });
   }
@@ -201,6 +207,7 @@ export class Producer {
           leaseMs: o.leaseMs,
           limit: want,
           channels: this.#d.channels,
+          limited: this.#d.limiter?.limiters ?? [],
         });
       } catch (err) {
         if (isRetryableDatabaseError(err)) this.orphansSuspected = true;
@@ -208,6 +215,21 @@ export class Producer {
       }
       this.#take(rows);
       claimed += rows.length;
+      // DEL-13: then rows of limited keys, under their shared buckets.
+      const limiter = this.#d.limiter;
+      if (limiter && limiter.limiters.length > 0 && rows.length < want) {
+        let more;
+        try {
+          more = await limiter.claim({ limit: want - rows.length, leaseMs: o.leaseMs });
+        } catch (err) {
+          if (isRetryableDatabaseError(err)) this.orphansSuspected = true;
+          throw err;
+        }
+        this.#take(more);
+        claimed += more.length;
+        if (rows.length + more.length < want) return { claimed, exhausted: true };
+        continue;
+      }
       if (rows.length < want) return { claimed, exhausted: true };
     }
   }

@@ -34,6 +34,8 @@ import { Completer } from "./completer.js";
 import { Executor } from "./executor.js";
 import { HeldBook } from "./held.js";
 import { LeaseKeeper } from "./lease-keeper.js";
+import { Limiter } from "./limiter.js";
+import { CircuitBreaker } from "./circuits.js";
 import { planSweep, misfireSweep } from "./plan.js";
 import { Producer } from "./producer.js";
 import { SingleFlight } from "./single-flight.js";
@@ -91,6 +93,8 @@ export class Scheduler {
   readonly #completer: Completer;
   readonly #keeper: LeaseKeeper;
   readonly #producer: Producer;
+  readonly #limiter: Limiter;
+  readonly #circuits: CircuitBreaker;
   readonly #heartbeat: HeartbeatState = { skewMs: 0 };
   readonly #streaks = new Map<string, StreakLogger>();
   readonly #channelNames: string[];
@@ -155,6 +159,19 @@ export class Scheduler {
       streak: this.#streak("settle"),
       settle: (batch) => this.#producer.settle(batch),
     });
+    this.#circuits = new CircuitBreaker({
+      db,
+      clock,
+      logger: this.#log,
+      metrics,
+      owner: this.owner,
+      policy: {
+        failures: options.circuitFailures,
+        backoffMs: options.circuitBackoffMs,
+        maxBackoffMs: options.circuitMaxBackoffMs,
+      },
+      probeTurnMs: options.sendTimeoutMs,
+    });
     this.#executor = new Executor({
       clock,
       channels: deps.channels,
@@ -164,6 +181,7 @@ export class Scheduler {
       book: this.#book,
       completer: this.#completer,
       onSlotFree: () => this.#onSlotFree(),
+      circuits: this.#circuits,
     });
     this.#keeper = new LeaseKeeper({
       db,
@@ -175,6 +193,14 @@ export class Scheduler {
       book: this.#book,
       executor: this.#executor,
       streak: this.#streak("renew"),
+    });
+    this.#limiter = new Limiter({
+      db,
+      clock,
+      logger: this.#log,
+      metrics,
+      owner: this.owner,
+      channels: this.#channelNames,
     });
     this.#producer = new Producer({
       db,
@@ -189,6 +215,7 @@ export class Scheduler {
       keeper: this.#keeper,
       mayRide: () => this.#running && !this.#stopping && this.#claimFailures === 0,
       onRide: (claimed, exhausted) => this.#onRide(claimed, exhausted),
+      limiter: this.#limiter,
     });
   }
 
@@ -324,6 +351,8 @@ export class Scheduler {
     const report = emptyReport();
     const sweeps: Array<[string, () => Promise<void>]> = [
       ["heartbeat", () => heartbeat(this.#ctx, this.#heartbeat, this.#streak("clock-skew"))],
+      // DEL-13 / OPS-11 / CH-7: limits and circuits of every process, from this pass on.
+      ["limits", () => this.#limiter.refresh().then(() => this.#circuits.refresh())],
       ["recover", async () => void (report.recovered = await this.recover())],
       ["plan", async () => void (report.planned = await planSweep(this.#planDeps()))],
       ["misfire", async () => void (report.skipped = await misfireSweep(this.#planDeps()))],
@@ -466,6 +495,9 @@ export class Scheduler {
           if (until > 0) {
             delay = Math.min(delay, until);
             this.#emptyBackoffMs = 0;
+          } else if (this.#limiter.wakeHintMs() !== null) {
+            // DEL-13: due rows held back by a rate limit: look again when a token is due.
+            delay = Math.min(delay, this.#limiter.wakeHintMs() as number);
           } else if (claimedNothing) {
             // Due rows this worker could not claim (others hold their locks): back off,
             // doubling, rather than spin.

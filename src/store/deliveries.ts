@@ -111,7 +111,9 @@ const ID_COLUMNS = columnsOf<IdRow>()(["id"]);
  * DEL-2: claim due deliveries in one statement.
  *
  * Parameters: $1 now, $2 lease owner (`host#pid#nonce`), $3 lease length ms, $4 limit,
- * $5 channel names this worker can send.
+ * $5 channel names this worker can send, $6 limiters with a rate limit (DEL-13: their rows
+ * are claimed by `CLAIM_LIMITED_SQL` in rate-limits.ts, under their token bucket; empty
+ * when no limit is set, and then the filter is a constant).
  *
  * Shape: a CTE walks the partial index `punctual_deliveries_claimable` (`claimable_at,
  * id`; `claimable_at` is `run_at` of a `pending`/`retry` row, a generated column) in
@@ -157,15 +159,17 @@ const ID_COLUMNS = columnsOf<IdRow>()(["id"]);
  */
 /**
  * The `due` and `claimed` CTEs of {@link CLAIM_SQL} (and of {@link SETTLE_AND_CLAIM_SQL}),
- * with the positions of their lease length, limit and channel parameters; `$1` is "now"
- * and `$2` the lease owner in both.
+ * with the positions of their lease length, limit, channel and limited-key parameters
+ * (DEL-13: rows of rate-limited keys are claimed under their bucket, not here); `$1` is
+ * "now" and `$2` the lease owner in both.
  */
-function claimCtes(lease: string, limit: string, channels: string): string {
+function claimCtes(lease: string, limit: string, channels: string, limited: string): string {
   return `due as (
   select d.id
   from punctual_deliveries d
   where ${ADMISSION_PREDICATE}
     and coalesce(d.channel = any(${channels}::text[]), false)
+    and not coalesce(d.limiter = any(${limited}::text[]), false)
   order by d.claimable_at, d.id
   limit ${limit}
   for update of d skip locked
@@ -203,7 +207,7 @@ from claimed c
 order by c.run_at, c.id`;
 
 export const CLAIM_SQL = `
-with ${claimCtes("$3", "$4", "$5")}${CLAIMED_SELECT}`;
+with ${claimCtes("$3", "$4", "$5", "$6")}${CLAIMED_SELECT}`;
 
 /** Outcome of one send, as the settle statement records it. */
 export interface SettleInput {
@@ -356,7 +360,7 @@ export const SETTLE_COLUMNS = ID_COLUMNS;
  */
 export const SETTLE_AND_CLAIM_SQL = `
 with ${SETTLE_CTES},
-${claimCtes("$15", "$16", "$17")},
+${claimCtes("$15", "$16", "$17", "$18")},
 claimed_rows as (${CLAIMED_SELECT}
 )
 select (select coalesce(json_agg(s.id), '[]'::json) from settled s) as settled_ids, x.*
@@ -520,11 +524,20 @@ export interface ClaimParams {
   limit: number;
   /** Channels this worker can send. */
   channels: readonly string[];
+  /** DEL-13: limiters (`tenant/key`) with a rate limit, left to their own claim; default none. */
+  limited?: readonly string[];
 }
 
 /** DEL-2: runs {@link CLAIM_SQL}. */
 export async function claimDeliveries(db: Queryable, p: ClaimParams): Promise<ClaimedDelivery[]> {
-  return rows<ClaimedDelivery>(db, CLAIM_SQL, [p.now, p.owner, p.leaseMs, p.limit, p.channels]);
+  return rows<ClaimedDelivery>(db, CLAIM_SQL, [
+    p.now,
+    p.owner,
+    p.leaseMs,
+    p.limit,
+    p.channels,
+    p.limited ?? [],
+  ]);
 }
 
 /** Parameters $1–$14 of {@link SETTLE_SQL} for a batch. */
@@ -578,13 +591,14 @@ export async function settleAndClaim(
   now: Date | null,
   owner: string,
   batch: readonly SettleInput[],
-  claim: Pick<ClaimParams, "leaseMs" | "limit" | "channels">,
+  claim: Pick<ClaimParams, "leaseMs" | "limit" | "channels" | "limited">,
 ): Promise<SettleAndClaimResult> {
   const result = await rows<SettleAndClaimRow>(db, SETTLE_AND_CLAIM_SQL, [
     ...settleParams(now, owner, batch),
     claim.leaseMs,
     claim.limit,
     claim.channels,
+    claim.limited ?? [],
   ]);
   const settled = new Set<number>(result[0]?.settled_ids ?? []);
   const claimed: ClaimedDelivery[] = [];

@@ -107,16 +107,20 @@ order by schedule_id, key`;
  * $8 lost-lease policies, $9 max attempts.
  * The admission columns come from the schedule row in the same statement (DEL-3): held
  * (`paused`) unless the schedule is active, its expiry, and `stale_at` (REC-6). Nothing is
- * inserted for a cancelled schedule.
+ * inserted for a cancelled schedule. DEL-13: `limiter` is `tenant/key`, the key being the
+ * reminder's `rate_limit_key` or else the channel name (one primary-key read per row).
  */
 export const INSERT_DELIVERIES_SQL = `
 insert into punctual_deliveries
   (delivery_key, schedule_id, reminder_key, occurrence_at, due_at, run_at, channel,
-   on_lost_lease, max_attempts, state, expires_at, stale_at, created_at, updated_at)
+   on_lost_lease, max_attempts, state, expires_at, stale_at, created_at, updated_at, limiter)
 select u.key, u.schedule_id, u.reminder_key, u.occurrence_at, u.due_at, u.due_at, u.channel,
        u.on_lost_lease, u.max_attempts,
        case when s.state = 'active' then 'pending' else 'paused' end,
-       s.expires_at, ${staleAtSql("s", "u.due_at", "0", "false")}, ${NOW}, ${NOW}
+       s.expires_at, ${staleAtSql("s", "u.due_at", "0", "false")}, ${NOW}, ${NOW},
+       s.tenant || '/' || coalesce((select r.rate_limit_key from punctual_reminders r
+                                    where r.schedule_id = u.schedule_id and r.key = u.reminder_key),
+                                   u.channel)
 from unnest($2::text[], $3::uuid[], $4::text[], $5::timestamptz[], $6::timestamptz[],
             $7::text[], $8::text[], $9::int[])
   as u(key, schedule_id, reminder_key, occurrence_at, due_at, channel, on_lost_lease, max_attempts)

@@ -21,6 +21,8 @@ import * as operator from "../../src/store/operator.js";
 import * as planning from "../../src/store/planning.js";
 import * as schedules from "../../src/store/schedules.js";
 import * as tasks from "../../src/store/tasks.js";
+import * as rateLimits from "../../src/store/rate-limits.js";
+import * as circuits from "../../src/store/circuits.js";
 import { openTestDatabase, type TestDatabase } from "../support/db.js";
 
 const MODULES = {
@@ -32,6 +34,8 @@ const MODULES = {
   planning,
   schedules,
   tasks,
+  rateLimits,
+  circuits,
 } as const;
 
 const ID = "00000000-0000-4000-8000-000000000000";
@@ -57,7 +61,7 @@ const nulls = (n: number) => Array.from({ length: n }, () => null);
 /** Parameters that make each statement valid; `$1` "now" is NULL (the database clock). */
 const PARAMS: Record<string, readonly unknown[]> = {
   // deliveries.ts
-  CLAIM_SQL: [null, "owner", 1_000, 1, ["log"]],
+  CLAIM_SQL: [null, "owner", 1_000, 1, ["log"], []],
   SETTLE_SQL: [null, "owner", ...nulls(12)],
   SETTLE_AND_CLAIM_SQL: [null, "owner", ...nulls(12), 1_000, 1, ["log"]],
   RECOVER_SQL: [null, 1, 0],
@@ -96,7 +100,7 @@ const PARAMS: Record<string, readonly unknown[]> = {
   NEXT_PLANNING_SQL: [],
   // schedules.ts
   INSERT_SCHEDULE_SQL: [null, "default", null, "hash", ...DEFINITION, null, null],
-  INSERT_REMINDERS_SQL: [ID, ...nulls(7)],
+  INSERT_REMINDERS_SQL: [ID, ...nulls(8)],
   SCHEDULE_BY_IDEMPOTENCY_KEY_SQL: ["default", "key"],
   SCHEDULE_BY_ID_SQL: ["default", ID],
   REMINDERS_SQL: [[]],
@@ -112,7 +116,7 @@ const PARAMS: Record<string, readonly unknown[]> = {
   DELETE_REMINDERS_SQL: [ID],
   SCHEDULES_OF_SOURCE_SQL: ["default", "source"],
   INSERT_SCHEDULES_BULK_SQL: [null, "default", ...nulls(17)],
-  INSERT_REMINDERS_BULK_SQL: nulls(8),
+  INSERT_REMINDERS_BULK_SQL: nulls(9),
   REVIVE_SCHEDULE_SQL: [null, ID],
   // operator.ts
   INSERT_TRIGGERED_SQL: [null, "default", ID, "trigger", [], [], []],
@@ -134,6 +138,20 @@ const PARAMS: Record<string, readonly unknown[]> = {
   // tasks.ts
   CLAIM_TASK_OCCURRENCE_SQL: [null, "task", new Date(0), "owner", 1_000],
   END_TASK_LEASE_SQL: [null, "task", new Date(0), "owner"],
+  // rate-limits.ts
+  UPSERT_RATE_LIMIT_SQL: [null, "default", "key", 1, 1, null],
+  LIST_RATE_LIMITS_SQL: [null, "default"],
+  ALL_RATE_LIMITS_SQL: [null],
+  DELETE_RATE_LIMIT_SQL: ["default", "key"],
+  LOCK_BUCKET_SQL: [null, "default", "key", "default/key"],
+  CLAIM_LIMITED_SQL: [null, "owner", 1_000, 1, ["log"], "default", "key", "default/key"],
+  // circuits.ts
+  CIRCUIT_FAILURE_SQL: [null, "host", 5, 1_000, 10_000],
+  CIRCUIT_SUCCESS_SQL: [null, "host"],
+  CIRCUIT_PROBE_SQL: [null, "host", "owner", 1_000],
+  CIRCUIT_SQL: ["host"],
+  LIST_CIRCUITS_SQL: [],
+  DEFER_CLAIMS_SQL: [null, "owner", null, null, new Date(0)],
 };
 
 /** Statements that cannot run in a transaction block (VACUUM): run on their own. */
