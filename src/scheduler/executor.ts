@@ -167,10 +167,12 @@ export class Executor {
     const abort = held.abort as AbortController;
     const channel = this.#d.channels.get(row.channel);
     const startedAt = HeldBook.dbNow(held, clock.now());
-    this.#d.metrics.lateness.observe(
-      { channel: row.channel },
-      Math.max(0, startedAt - row.due_at.getTime()) / 1000,
-    );
+    // OPS-13: a first attempt (a retry after a Retry-After deferral repeats the attempt
+    // number, so it counts as the attempt it repeats) and retries have separate histograms.
+    (row.attempt - row.deferrals <= 1
+      ? this.#d.metrics.lateness
+      : this.#d.metrics.retryLateness
+    ).observe({ channel: row.channel }, Math.max(0, startedAt - row.due_at.getTime()) / 1000);
     const delivery: ChannelDelivery = {
       deliveryKey: row.delivery_key,
       scheduleId: row.schedule_id,
@@ -242,7 +244,7 @@ export class Executor {
         decision.log.message,
       );
     }
-    this.#d.metrics.deliveries.inc({ channel: row.channel, outcome: decision.outcome });
+    this.#d.metrics.attempts.inc({ channel: row.channel, outcome: decision.outcome });
     held.phase = "settling";
     held.abort = null;
     const { log: _log, ...fields } = decision;
