@@ -53,9 +53,9 @@ const integer =
     return n;
   };
 
-/** A port, or `off` (returned as null): the worker's `--metrics-port`. */
-const portOrOff = (value: string): number | null =>
-  value.trim().toLowerCase() === "off" ? null : integer(0, 65_535)(value);
+/** A port, or `off`: the worker's `--metrics-port`. */
+const portOrOff = (value: string): number | "off" =>
+  value.trim().toLowerCase() === "off" ? "off" : integer(0, 65_535)(value);
 
 /**
  * An instant flag: `2027-01-01T00:00:00Z`, one with an offset (`…+01:00`), or a date

@@ -36,8 +36,8 @@ export interface DatabaseFlags {
 
 /** `worker` flags. */
 export interface WorkerFlags extends DatabaseFlags {
-  /** Port of the probe server (/metrics, /healthz, /readyz); null: none. */
-  metricsPort: number | null;
+  /** Port of the probe server (/metrics, /healthz, /readyz); `off`: none. */
+  metricsPort: number | "off";
   /** Its listen address. */
   metricsHost: string;
 }
@@ -194,7 +194,7 @@ export async function runStart(flags: StartFlags, io: Io, env = process.env): Pr
 
 /**
  * `punctual worker`: the scheduler loop without the API, for extra processes on PostgreSQL,
- * with its probe server (/metrics, /healthz, /readyz, OPS-13) on `metricsPort` unless null.
+ * with its probe server (/metrics, /healthz, /readyz, OPS-13) on `metricsPort` unless `off`.
  * Resolves once running; the process lives until SIGTERM/SIGINT.
  * @throws CliError (exit 2) when the metrics port cannot be bound.
  */
@@ -208,7 +208,7 @@ export async function runWorker(flags: WorkerFlags, io: Io, env = process.env): 
   }
   const punctual = await createPunctual({ ...configFromFlags(flags, env), role: "worker" });
   let probes: ServedApi | null = null;
-  if (flags.metricsPort !== null) {
+  if (flags.metricsPort !== "off") {
     const apiKey = env.PUNCTUAL_API_KEY || undefined;
     const allowedHosts = configFromEnv(env).api?.allowedHosts;
     try {

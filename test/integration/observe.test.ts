@@ -97,7 +97,7 @@ describe("OPS-13 deliveries by final outcome, attempts apart", () => {
     );
   });
 
-  it("OPS-13: a permanent failure counts once as dead, and an occurrence the misfire policy skipped once as skipped", async () => {
+  it("OPS-13: a permanent failure counts once as dead, an occurrence the misfire policy skipped once as skipped, a cancelled delivery once as cancelled", async () => {
     const t = await open();
     const { punctual, channel, clock } = t;
     channel.behaviour = () => {
@@ -124,6 +124,15 @@ describe("OPS-13 deliveries by final outcome, attempts apart", () => {
     expect(
       await sample(punctual, 'punctual_deliveries_total{channel="test",outcome="skipped"}'),
     ).toBe(skipped);
+
+    const later = new Date(clock.now() + 1_800_000).toISOString();
+    const { schedule } = await punctual.createSchedule(oneOff(later));
+    await tickAndDrain(punctual);
+    await punctual.cancelSchedule(schedule.id);
+    await punctual.cancelSchedule(schedule.id);
+    expect(
+      await sample(punctual, 'punctual_deliveries_total{channel="test",outcome="cancelled"}'),
+    ).toBe(1);
   });
 });
 
