@@ -265,7 +265,7 @@ export function buildProgram(io: Io): Command {
     .addOption(
       new Option(
         "--database-url <url>",
-        "check heartbeats in PostgreSQL instead of /readyz (for workers that serve no HTTP)",
+        "check heartbeats in PostgreSQL instead of /readyz (for workers run with --metrics-port off)",
       ).env("DATABASE_URL"),
     )
     .addOption(

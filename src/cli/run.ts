@@ -65,7 +65,7 @@ export function isLoopbackHost(host: string): boolean {
  */
 export function configFromFlags(flags: DatabaseFlags, env: NodeJS.ProcessEnv): ConfigInput {
   const fromEnv = configFromEnv(env);
-  // The API address comes from start's own flags; workers serve no HTTP.
+  // The API address comes from start's own flags; workers serve only their metrics port.
   delete (fromEnv as { api?: unknown }).api;
   return mergeConfig(fromEnv, {
     dataDir: flags.dataDir,
