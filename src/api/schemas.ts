@@ -261,8 +261,15 @@ export const instanceSchema = z.object({
   role: z.string(),
   startedAt: z.string(),
   lastPassAt: z.string().nullable(),
+  /** Start of its last tick, successful or not. */
+  lastTickAt: z.string().nullable(),
+  /** Duration of its last successful pass, ms (fractional). */
   lastTickMs: z.number().nullable(),
   stoppedAt: z.string().nullable(),
+  /** Running, but no tick started within `heartbeatStaleMs`: killed or hung. */
+  stale: z.boolean(),
+  /** Settings version it runs on (OPS-11). */
+  settingsVersion: z.number().int().nullable(),
 });
 
 /** `GET /v1/status` reply: what `punctual status` shows. */
@@ -272,6 +279,8 @@ export const statusSchema = z.object({
   ready: z.boolean(),
   checks: z.object({ database: z.boolean(), schema: z.boolean(), heartbeat: z.boolean() }),
   lastPassAt: z.string().nullable(),
+  /** Current version of the database-held settings (OPS-11). */
+  settingsVersion: z.number().int().nullable(),
   instances: z.array(instanceSchema),
   schedules: z.record(z.string(), z.number().int()),
   deliveries: z.object({

@@ -30,6 +30,12 @@ import { PunctualError } from "../errors/index.js";
 import { createLogger, safeLogger, type Logger } from "../observability/logger.js";
 import { createMetrics, type Metrics } from "../observability/metrics.js";
 import type { RealignReport } from "../scheduler/realign.js";
+import {
+  LiveSettings,
+  rotateWebhookSecret,
+  setRetryPolicy,
+  type RetryPolicySetting,
+} from "../scheduler/services/settings.js";
 import { Scheduler } from "../scheduler/scheduler.js";
 import { TaskRunner, type TaskContext, type TaskDefinition } from "../scheduler/tasks.js";
 import type { ReminderKindInput, ReminderKindView } from "../contracts/kinds.js";
@@ -152,6 +158,8 @@ export class Punctual {
     metrics: Metrics;
     channels: ChannelRegistry;
     role: string;
+    /** Database-held settings (OPS-11); default: none over the configuration. */
+    settings?: LiveSettings;
     closers: Array<() => Promise<void> | void>;
     webhookSecret: { secret: string; source: "configured" | "generated" };
     tasks?: readonly PunctualTaskDefinition[];
@@ -173,6 +181,7 @@ export class Punctual {
       options: parts.config.scheduler,
       version: VERSION,
       role: parts.role,
+      ...(parts.settings ? { settings: parts.settings } : {}),
     });
     const scheduler = this.scheduler;
     const { db, clock, logger } = parts;
@@ -211,6 +220,48 @@ export class Punctual {
   async start(): Promise<void> {
     await this.scheduler.start();
     this.tasks.start();
+  }
+
+  /**
+   * OPS-11: rotates the database-held default webhook secret. Every process signs with the
+   * new secret within one tick; until `overlapMs` has passed, requests also carry a
+   * signature by the old one, so receivers can switch at their own pace.
+   * @param options `secret`: the new `whsec_<base64>` secret (default: generated);
+   *   `overlapMs`: how long the old secret still signs, ms.
+   * @returns the new secret and the end of the overlap.
+   * @throws PunctualError `SETTINGS` when the secret is configured (`PUNCTUAL_WEBHOOK_SECRET`
+   *   wins over the database's: rotate it there).
+   */
+  async rotateWebhookSecret(options: {
+    secret?: string;
+    overlapMs: number;
+  }): Promise<{ secret: string; overlapUntil: Date }> {
+    if (this.config.webhookSecret) {
+      throw new PunctualError(
+        "SETTINGS",
+        "the default webhook secret is configured (PUNCTUAL_WEBHOOK_SECRET); change it there, not in the database",
+      );
+    }
+    const current = this.scheduler.settings.signingSecrets(this.clock.now())?.current;
+    const secret = options.secret ?? `whsec_${randomBytes(24).toString("base64")}`;
+    const overlapUntil = new Date(this.clock.now() + Math.max(0, options.overlapMs));
+    await rotateWebhookSecret(this.db, {
+      secret,
+      previous: current ?? this.webhookSecret.secret,
+      until: overlapUntil,
+    });
+    this.scheduler.wake();
+    return { secret, overlapUntil };
+  }
+
+  /**
+   * OPS-11: stores the retry policy (`backoffBaseMs`, `backoffCapMs`, ms) in the database;
+   * every process applies it to its next retry decision within one tick.
+   * @throws Error naming the malformed field.
+   */
+  async setRetryPolicy(policy: RetryPolicySetting): Promise<void> {
+    await setRetryPolicy(this.db, policy);
+    this.scheduler.wake();
   }
 
   /** OPS-6: stops the loop (finishing in-flight sends) and closes the database. Idempotent. */
@@ -537,8 +588,14 @@ export async function createPunctual(options: PunctualOptions = {}): Promise<Pun
     await assertSchemaCurrent(db);
     if (db.engine === "postgres") await warnIfNotDurable(db, logger);
     const secret = config.webhookSecret ?? (await sharedWebhookSecret(db, logger));
+    // OPS-11: settings that reach the running process (retry policy, secret rotation).
+    const settings = new LiveSettings(config.scheduler, {
+      ...(config.webhookSecret ? { configured: config.webhookSecret } : {}),
+      initial: secret,
+    });
     const webhook = createWebhookChannel({
       secret,
+      signingSecrets: (nowMs) => settings.signingSecrets(nowMs),
       allowPrivateTargets: config.allowPrivateTargets,
       timeoutMs: config.scheduler.sendTimeoutMs,
       logger,
@@ -574,7 +631,9 @@ export async function createPunctual(options: PunctualOptions = {}): Promise<Pun
       db,
       clock: clock ?? new SystemClock(),
       logger,
-      metrics: createMetrics(),
+      // OPS-13: the CLI's processes also export the default process metrics.
+      metrics: createMetrics({ processMetrics: role === "start" || role === "worker" }),
+      settings,
       channels: registry,
       role: role ?? "library",
       closers,

@@ -603,6 +603,10 @@ export async function cancelSchedule(
     by: ctx.by ?? "user",
   });
   if (!row) throw new NotFoundError("schedule", id);
+  // OPS-13: a cancelled delivery counts once, by the process whose statement cancelled it.
+  for (const [channel, n] of Object.entries(row.cancelled_by_channel ?? {})) {
+    app.metrics.outcomes.inc({ channel, outcome: "cancelled" }, Number(n));
+  }
   const reminders = await remindersOfSchedules(app.db, { scheduleIds: [id] });
   return {
     ...toScheduleView(row, reminders),

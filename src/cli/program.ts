@@ -46,7 +46,9 @@ import {
   type DatabaseFlags,
   type Io,
   type StartFlags,
+  type WorkerFlags,
 } from "./run.js";
+import { DEFAULT_METRICS_PORT } from "../api/probes.js";
 
 /** Default server URL of the remote commands. */
 export const DEFAULT_URL = "http://127.0.0.1:8080";
@@ -62,6 +64,10 @@ const integer =
     }
     return n;
   };
+
+/** A port, or `off`: the worker's `--metrics-port`. */
+const portOrOff = (value: string): number | "off" =>
+  value.trim().toLowerCase() === "off" ? "off" : integer(0, 65_535)(value);
 
 /**
  * An instant flag: `2027-01-01T00:00:00Z`, one with an offset (`…+01:00`), or a date
@@ -205,7 +211,24 @@ export function buildProgram(io: Io): Command {
     program
       .command("worker")
       .description(
-        "Run the scheduler only (no HTTP), as an extra process against PostgreSQL. Stops cleanly on SIGTERM/SIGINT.",
+        "Run the scheduler without the API, as an extra process against PostgreSQL; serves /metrics, /healthz and /readyz on --metrics-port. Stops cleanly on SIGTERM/SIGINT.",
+      )
+      .addOption(
+        new Option(
+          "--metrics-port <port>",
+          "port of /metrics, /healthz and /readyz; 0 picks a free one (the startup line shows it); off serves none",
+        )
+          .env("PUNCTUAL_METRICS_PORT")
+          .default(DEFAULT_METRICS_PORT)
+          .argParser(portOrOff),
+      )
+      .addOption(
+        new Option(
+          "--metrics-host <host>",
+          "address of the metrics port (loopback by default; 0.0.0.0 for a scraper in another container)",
+        )
+          .env("PUNCTUAL_METRICS_HOST")
+          .default("127.0.0.1"),
       ),
     true,
   )
@@ -213,10 +236,15 @@ export function buildProgram(io: Io): Command {
       "after",
       "\nEmbedded mode allows one process per data folder: extra workers need --database-url.\n" +
         "\nEnvironment:\n" +
-        envHelp("email.", "scheduler.") +
-        example(["DATABASE_URL=postgres://punctual@db:5432/punctual punctual worker"]),
+        "  PUNCTUAL_API_KEY                     bearer token required on /metrics when set\n" +
+        envHelp("api.allowedHosts", "email.", "scheduler.") +
+        example([
+          "DATABASE_URL=postgres://punctual@db:5432/punctual punctual worker",
+          "punctual worker --database-url postgres://punctual@db:5432/punctual --metrics-port 9465",
+          "curl -s http://127.0.0.1:9464/metrics | grep punctual_deliveries_total",
+        ]),
     )
-    .action((flags: DatabaseFlags) => runWorker(flags, io));
+    .action((flags: WorkerFlags) => runWorker(flags, io));
 
   databaseOptions(
     program
@@ -249,7 +277,7 @@ export function buildProgram(io: Io): Command {
     .addOption(
       new Option(
         "--database-url <url>",
-        "check heartbeats in PostgreSQL instead of /readyz (for workers that serve no HTTP)",
+        "check heartbeats in PostgreSQL instead of /readyz (for workers run with --metrics-port off)",
       ).env("DATABASE_URL"),
     )
     .addOption(

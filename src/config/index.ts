@@ -84,8 +84,26 @@ export const schedulerOptionsSchema = z
     recoverBatch: z.number().int().min(1).max(100_000).default(1_000),
     /** Sent / skipped / cancelled deliveries are deleted after this many days. Default 30. */
     retentionDays: z.number().int().min(1).max(3_650).default(30),
+    /**
+     * Attempt-log rows (failures, deferrals, timeouts, recovered leases) are deleted after
+     * this many days; `null` keeps them as long as their delivery row (`retentionDays`).
+     * The attempt that sent a delivery is kept on its row. Default null.
+     */
+    attemptRetentionDays: z.number().int().min(1).max(3_650).nullable().default(null),
     /** Retention runs at most this often, ms. Default 10 min. */
     retentionEveryMs: ms(600_000, 1_000),
+    /**
+     * Instance rows whose last heartbeat is older than this are deleted (a killed process
+     * never marks itself stopped), ms. `punctual status` marks them stale after
+     * `heartbeatStaleMs` already. Default 24 h.
+     */
+    instancePruneAfterMs: ms(86_400_000, 60_000),
+    /**
+     * The cluster gauges (backlog, overdue, retry waiting, oldest due age, in doubt, dead)
+     * are computed this often by the process holding their lease, and read this often by
+     * the others (OPS-13), ms. Default 15 s.
+     */
+    gaugesEveryMs: ms(15_000, 1_000),
     /** Readiness fails when the last pass is older than this, ms. Default 60 s. */
     heartbeatStaleMs: ms(60_000, 1_000),
     /** On SIGTERM, in-flight sends get this long to finish, ms. Default 10 s. */

@@ -118,6 +118,13 @@ export class Completer {
               { deliveryId: b.id, attempt: b.attempt, outcome: b.outcome },
               "settle found the lease lost (recovered or reclaimed meanwhile): changed nothing",
             );
+            this.#d.book.delete(b.id);
+            continue;
+          }
+          // OPS-13: a delivery counts once, by the process whose settle made it final.
+          if (b.state !== "retry") {
+            const channel = this.#d.book.get(b.id)?.row.channel ?? "unknown";
+            this.#d.metrics.outcomes.inc({ channel, outcome: b.state });
           }
           this.#d.book.delete(b.id);
         }

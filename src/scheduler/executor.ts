@@ -173,10 +173,12 @@ export class Executor {
     const host = circuits ? targetHost(row.target) : null;
     if (circuits && host !== null && (await this.#waitsForCircuit(circuits, host, held))) return;
     const startedAt = HeldBook.dbNow(held, clock.now());
-    this.#d.metrics.lateness.observe(
-      { channel: row.channel },
-      Math.max(0, startedAt - row.due_at.getTime()) / 1000,
-    );
+    // OPS-13: a first attempt (a retry after a Retry-After deferral repeats the attempt
+    // number, so it counts as the attempt it repeats) and retries have separate histograms.
+    (row.attempt - row.deferrals <= 1
+      ? this.#d.metrics.lateness
+      : this.#d.metrics.retryLateness
+    ).observe({ channel: row.channel }, Math.max(0, startedAt - row.due_at.getTime()) / 1000);
     const delivery: ChannelDelivery = {
       deliveryKey: row.delivery_key,
       scheduleId: row.schedule_id,
@@ -248,7 +250,7 @@ export class Executor {
         decision.log.message,
       );
     }
-    this.#d.metrics.deliveries.inc({ channel: row.channel, outcome: decision.outcome });
+    this.#d.metrics.attempts.inc({ channel: row.channel, outcome: decision.outcome });
     // CH-7: counted before the settle, so a drained scheduler has recorded it (no DB work
     // for a host without trouble unless the send failed).
     if (circuits) await circuits.record(host, decision.outcome);

@@ -7,7 +7,8 @@
  *        └──── lease keeper renews what is held ────┘   (lease-keeper.ts)
  *
  *   maintenance, every `pollMs` or when woken:
- *   heartbeat → recover (+ orphaned claims) → plan → misfire → retention (own cadence)
+ *   heartbeat → settings → recover (+ orphaned claims) → plan → misfire → retention and
+ *   gauges (own cadences)
  *
  * Wake-ups are event-driven and coalesced: a freed send slot refills the producer only
  * when the held rows fall to half the target; a claim that came back short arms one
@@ -29,7 +30,7 @@ import type { Logger } from "../observability/logger.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { Database } from "../store/database.js";
 import { nextWake, releaseClaims } from "../store/deliveries.js";
-import { markInstanceStopped, readGauges } from "../store/operations.js";
+import { markInstanceStopped } from "../store/operations.js";
 import { Completer } from "./completer.js";
 import { Executor } from "./executor.js";
 import { HeldBook } from "./held.js";
@@ -40,9 +41,11 @@ import { planSweep, misfireSweep } from "./plan.js";
 import { Producer } from "./producer.js";
 import { SingleFlight } from "./single-flight.js";
 import { heartbeat, passSucceeded, type HeartbeatState } from "./services/heartbeat.js";
+import { clusterGauges } from "./services/gauges.js";
 import { recover } from "./services/recover.js";
 import { retention } from "./services/retention.js";
 import type { ServiceContext } from "./services/service.js";
+import { LiveSettings, settingsSweep } from "./services/settings.js";
 
 /** What one tick did (tests and `punctual status` read it). */
 export interface TickReport {
@@ -65,6 +68,11 @@ export interface SchedulerDeps {
   version: string;
   /** `start` (API + scheduler) or `worker`. */
   role: string;
+  /**
+   * Database-held settings this process applies (OPS-11); its `options` replace
+   * `options` above. Default: live settings over `options`, without a webhook secret.
+   */
+  settings?: LiveSettings;
 }
 
 function emptyReport(): TickReport {
@@ -107,6 +115,8 @@ export class Scheduler {
   #emptyBackoffMs = 0;
   #unlisten: (() => Promise<void>) | null = null;
   #lastRetention = Number.NEGATIVE_INFINITY;
+  #lastGauges = Number.NEGATIVE_INFINITY;
+  readonly #settings: LiveSettings;
   #dbFailures = 0;
   #lastPassAt: number | null = null;
   #lastTickAt: number | null = null;
@@ -116,7 +126,10 @@ export class Scheduler {
   /** Claim attempts that failed in a row; 0 after a successful one. */
   #claimFailures = 0;
 
-  constructor(deps: SchedulerDeps) {
+  constructor(given: SchedulerDeps) {
+    // OPS-11: every part reads the live options, which a settings change updates in place.
+    this.#settings = given.settings ?? new LiveSettings(given.options);
+    const deps = { ...given, options: this.#settings.options };
     this.#d = deps;
     const live = () => this.#running && !this.#stopping;
     this.#maintenance = new SingleFlight(
@@ -231,6 +244,16 @@ export class Scheduler {
   /** Process-clock time the last maintenance tick started, successful or not, ms. */
   get lastTickAt(): number | null {
     return this.#lastTickAt;
+  }
+
+  /** The database-held settings this process runs on (OPS-11). */
+  get settings(): LiveSettings {
+    return this.#settings;
+  }
+
+  /** Duration of the last maintenance pass, ms (null before the first). */
+  get lastTickMs(): number | null {
+    return this.#lastTickMs;
   }
 
   /** Estimated database-clock minus process-clock, ms (OPS-9). */
@@ -353,10 +376,12 @@ export class Scheduler {
       ["heartbeat", () => heartbeat(this.#ctx, this.#heartbeat, this.#streak("clock-skew"))],
       // DEL-13 / OPS-11 / CH-7: limits and circuits of every process, from this pass on.
       ["limits", () => this.#limiter.refresh().then(() => this.#circuits.refresh())],
+      ["settings", () => settingsSweep({ ...this.#ctx, settings: this.#settings })],
       ["recover", async () => void (report.recovered = await this.recover())],
       ["plan", async () => void (report.planned = await planSweep(this.#planDeps()))],
       ["misfire", async () => void (report.skipped = await misfireSweep(this.#planDeps()))],
       ["retention", () => this.#retention()],
+      ["gauges", () => this.#gauges()],
     ];
     for (const [name, run] of sweeps) {
       if (this.#stopping && name !== "heartbeat") break;
@@ -406,6 +431,13 @@ export class Scheduler {
     if (now - this.#lastRetention < this.#d.options.retentionEveryMs) return;
     this.#lastRetention = now;
     await retention(this.#ctx);
+  }
+
+  async #gauges(): Promise<void> {
+    const now = this.#d.clock.now();
+    if (now - this.#lastGauges < this.#d.options.gaugesEveryMs) return;
+    this.#lastGauges = now;
+    await clusterGauges(this.#ctx);
   }
 
   /**
@@ -567,14 +599,14 @@ export class Scheduler {
     await this.#completer.idle();
   }
 
-  /** Refreshes the gauges of /metrics (due backlog, overdue, in doubt, dead). */
+  /**
+   * OPS-13: runs the gauges sweep now, off its cadence: computes and stores the cluster
+   * gauges when this process holds (or wins) their lease, else reads the stored ones.
+   * `/metrics` never calls it: it serves what the last sweep set.
+   */
   async refreshGauges(): Promise<void> {
-    const g = await readGauges(this.#d.db, this.#d.clock.sqlNow(), 15 * 60_000);
-    if (!g) return;
-    this.#d.metrics.dueBacklog.set(g.due_backlog);
-    this.#d.metrics.overdue.set(g.overdue);
-    this.#d.metrics.inDoubt.set(g.in_doubt);
-    this.#d.metrics.dead.set(g.dead);
+    this.#lastGauges = this.#d.clock.now();
+    await clusterGauges(this.#ctx);
   }
 
   /**

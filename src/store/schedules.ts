@@ -186,9 +186,12 @@ stopped as (
   set state = 'cancelled', reason = 'schedule_cancelled', finished_at = ${NOW}, updated_at = ${NOW}
   from cancelled c
   where d.schedule_id = c.id and d.state in ('pending', 'retry', 'paused')
-  returning d.id
+  returning d.id, d.channel
 )
-select c.*, (select count(*) from stopped) as cancelled_deliveries from cancelled c`;
+select c.*, (select count(*) from stopped) as cancelled_deliveries,
+  (select coalesce(jsonb_object_agg(x.channel, x.n), '{}'::jsonb)
+     from (select channel, count(*) as n from stopped group by channel) x) as cancelled_by_channel
+from cancelled c`;
 
 /**
  * DEL-10: pause or resume, in one statement with the waiting deliveries. Pausing holds
@@ -430,12 +433,17 @@ export const LIST_SCHEDULES_COLUMNS = columnsOf<ListedScheduleRow>()([
 ]);
 
 /** What {@link CANCEL_SCHEDULE_SQL} returns: the schedule and how many waiting rows it cancelled. */
-export type CancelledScheduleRow = ScheduleRow & { cancelled_deliveries: number };
+export type CancelledScheduleRow = ScheduleRow & {
+  cancelled_deliveries: number;
+  /** Deliveries this statement cancelled, by channel (OPS-13 counts them). */
+  cancelled_by_channel: Record<string, number>;
+};
 
 /** Result columns of {@link CANCEL_SCHEDULE_SQL}. */
 export const CANCEL_SCHEDULE_COLUMNS = columnsOf<CancelledScheduleRow>()([
   ...SCHEDULE_ROW_KEYS,
   "cancelled_deliveries",
+  "cancelled_by_channel",
 ]);
 
 /** What {@link SET_SCHEDULE_STATE_SQL} returns: the schedule and how many waiting rows it moved. */

@@ -16,6 +16,7 @@ import type { Database, QueryResult } from "../../src/store/database.js";
 import * as deliveries from "../../src/store/deliveries.js";
 import * as durability from "../../src/store/durability.js";
 import * as kinds from "../../src/store/kinds.js";
+import * as observe from "../../src/store/observe.js";
 import * as operations from "../../src/store/operations.js";
 import * as operator from "../../src/store/operator.js";
 import * as planning from "../../src/store/planning.js";
@@ -28,6 +29,7 @@ import { openTestDatabase, type TestDatabase } from "../support/db.js";
 const MODULES = {
   deliveries,
   durability,
+  observe,
   kinds,
   operations,
   operator,
@@ -83,6 +85,15 @@ const PARAMS: Record<string, readonly unknown[]> = {
   PING_SQL: [],
   NOTIFY_WAKE_SQL: [""],
   INIT_SETTING_SQL: ["column_test", '"value"'],
+  // observe.ts
+  STORE_GAUGES_SQL: [null, "instance", 1_000],
+  READ_STORED_GAUGES_SQL: [null],
+  READ_SETTINGS_VERSION_SQL: [],
+  RECORD_SETTINGS_VERSION_SQL: ["instance", 1],
+  PUT_SETTING_SQL: ["column_test", '"value"'],
+  READ_SETTINGS_SQL: [["column_test"]],
+  PRUNE_INSTANCES_SQL: [null, 1_000],
+  DELETE_OLD_ATTEMPTS_SQL: [null, 1_000, 1],
   // planning.ts
   LOCK_SCHEDULES_TO_PLAN_SQL: [null, 1_000, 1],
   REMINDERS_OF_SQL: [[]],
