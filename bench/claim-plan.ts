@@ -147,7 +147,7 @@ async function finished(db: Queryable, scheduleId: string, n: number) {
   );
 }
 
-const claim = (limit: number) => [null, "bench#1#x", 60_000, limit, ["log"]];
+const claim = (limit: number) => [null, "bench#1#x", 60_000, limit, ["log"], []];
 
 async function report(label: string, db: Database): Promise<void> {
   await migrate(db);

@@ -111,3 +111,24 @@ export {
   type ScheduleState,
 } from "./domain/index.js";
 export type { Database, Engine } from "./store/database.js";
+export {
+  calendarImportTask,
+  readCalendarSource,
+  type CalendarImportTaskOptions,
+} from "./app/calendar-task.js";
+export type { PunctualTaskContext, PunctualTaskDefinition } from "./app/punctual.js";
+export {
+  parseEvery,
+  TASK_LEASE_MARGIN_MS,
+  TASK_OUTCOMES,
+  type TaskContext,
+  type TaskDefinition,
+  type TaskOutcome,
+} from "./scheduler/tasks.js";
+export {
+  reminderKindSchema,
+  reminderKindsSchema,
+  type ReminderKind,
+  type ReminderKindInput,
+  type ReminderKindView,
+} from "./contracts/kinds.js";

@@ -8,9 +8,11 @@
  *   allow: `read` the GET routes (and the rule preview), `write` also every other
  *   schedule, delivery and import route, `admin` also that tenant's keys. Another
  *   tenant's objects answer 404, as if they did not exist.
+ * - A tenant's settings (`/v1/rate-limits`, `/v1/reminder-kinds`) are read with `read`
+ *   and written with `admin`.
  * - Root only, whatever the scopes: `/metrics`, `/v1/status` (every process of the
- *   cluster), `/v1/webhook-secret` (one secret signs every tenant's webhooks), and writes
- *   to cluster-wide settings (rate limits, reminder kinds, circuits).
+ *   cluster), `/v1/webhook-secret` (one secret signs every tenant's webhooks) and
+ *   `/v1/circuits` (one per target host, across tenants).
  * An unknown or revoked key is 401, also on a server without `PUNCTUAL_API_KEY`: a
  * presented key is never ignored.
  */
@@ -38,14 +40,14 @@ export interface Caller {
 const ALL_SCOPES: ReadonlySet<ApiKeyScope> = new Set(["read", "write", "admin"]);
 const callers = new WeakMap<Request, Caller>();
 
-/** Paths only the root caller may use, any method. */
-const ROOT_PATHS = [/^\/metrics$/, /^\/v1\/status$/, /^\/v1\/webhook-secret$/];
-/** Cluster-wide settings: readable with `read`, written only by the root caller. */
-const ROOT_WRITE_PATHS = [
-  /^\/v1\/rate-limits(\/|$)/,
-  /^\/v1\/reminder-kinds(\/|$)/,
-  /^\/v1\/circuits(\/|$)/,
-];
+/**
+ * Paths only the root caller may use, any method: metrics, the cluster's processes, the
+ * signing secret, and the circuits (one per target host, shared by every tenant: they
+ * would show which hosts other tenants send to).
+ */
+const ROOT_PATHS = [/^\/metrics$/, /^\/v1\/status$/, /^\/v1\/webhook-secret$/, /^\/v1\/circuits$/];
+/** A tenant's settings (its rate limits and reminder kinds): read with `read`, written with `admin`. */
+const SETTINGS_PATHS = [/^\/v1\/rate-limits(\/|$)/, /^\/v1\/reminder-kinds(\/|$)/];
 /** Paths that need `admin` (a tenant's keys). */
 const ADMIN_PATHS = [/^\/v1\/api-keys(\/|$)/];
 /** POST routes that change nothing (need only `read`). */
@@ -58,7 +60,7 @@ const READ_ONLY_POSTS = [/^\/v1\/preview$/];
 export function requiredScope(method: string, path: string): ApiKeyScope | "root" {
   if (ROOT_PATHS.some((p) => p.test(path))) return "root";
   const reading = method === "GET" || method === "HEAD" || method === "OPTIONS";
-  if (ROOT_WRITE_PATHS.some((p) => p.test(path))) return reading ? "read" : "root";
+  if (SETTINGS_PATHS.some((p) => p.test(path))) return reading ? "read" : "admin";
   if (ADMIN_PATHS.some((p) => p.test(path))) return "admin";
   if (reading || (method === "POST" && READ_ONLY_POSTS.some((p) => p.test(path)))) return "read";
   return "write";

@@ -9,6 +9,7 @@
  * two ever drift apart.
  */
 import { z } from "zod";
+import { circuitViewSchema } from "./rate-limit-schemas.js";
 import {
   DELIVERY_STATE_VALUES,
   SCHEDULE_STATE_VALUES,
@@ -64,6 +65,7 @@ export const reminderViewSchema = z
         html: z.string().optional(),
       })
       .nullable(),
+    rateLimitKey: z.string().nullable(),
   })
   .meta({ id: "Reminder" });
 
@@ -259,8 +261,15 @@ export const instanceSchema = z.object({
   role: z.string(),
   startedAt: z.string(),
   lastPassAt: z.string().nullable(),
+  /** Start of its last tick, successful or not. */
+  lastTickAt: z.string().nullable(),
+  /** Duration of its last successful pass, ms (fractional). */
   lastTickMs: z.number().nullable(),
   stoppedAt: z.string().nullable(),
+  /** Running, but no tick started within `heartbeatStaleMs`: killed or hung. */
+  stale: z.boolean(),
+  /** Settings version it runs on (OPS-11). */
+  settingsVersion: z.number().int().nullable(),
 });
 
 /** `GET /v1/status` reply: what `punctual status` shows. */
@@ -270,6 +279,8 @@ export const statusSchema = z.object({
   ready: z.boolean(),
   checks: z.object({ database: z.boolean(), schema: z.boolean(), heartbeat: z.boolean() }),
   lastPassAt: z.string().nullable(),
+  /** Current version of the database-held settings (OPS-11). */
+  settingsVersion: z.number().int().nullable(),
   instances: z.array(instanceSchema),
   schedules: z.record(z.string(), z.number().int()),
   deliveries: z.object({
@@ -280,6 +291,8 @@ export const statusSchema = z.object({
     dead: z.number().int(),
     oldestDueAt: z.string().nullable(),
   }),
+  /** CH-7: circuits of target hosts that are open, half-open or counting failures. */
+  circuits: z.array(circuitViewSchema),
 });
 
 export type StatusView = z.infer<typeof statusSchema>;

@@ -31,6 +31,7 @@ import { registerApiKeyRoutes } from "./api-keys.js";
 import { authenticate, tenantOf } from "./auth.js";
 import { errorBody, issuesFromZod, toErrorReply } from "./errors.js";
 import { crossSiteGuard, hostGuard, secretGuard } from "./security.js";
+import { registerReminderKindRoutes } from "./kinds.js";
 import {
   cancelScheduleRoute,
   createScheduleRoute,
@@ -55,6 +56,7 @@ import {
 import type { ImportQuery } from "./schemas.js";
 import { readStatus } from "./status.js";
 import { registerOperatorRoutes } from "./operator-handlers.js";
+import { registerRateLimitRoutes } from "./rate-limit-routes.js";
 
 /** The Hono app returned by {@link createApi}. */
 export type PunctualApi = OpenAPIHono;
@@ -299,13 +301,17 @@ function requestIssues(error: z.ZodError, target: string, input?: unknown): Fiel
   );
 }
 
+/** Query parameters that may repeat (`POST /v1/imports?remind=-PT15M&remind=-PT1H`). */
+const MULTI_VALUE_QUERY_PARAMETERS: ReadonlySet<string> = new Set(["remind"]);
+
 /**
- * Every query parameter of the API takes one value: a parameter given twice
+ * Every other query parameter of the API takes one value: a parameter given twice
  * (`?limit=1&limit=2`) is a 400 naming it, rather than a schema error about `NaN`.
  */
 const singleQueryValues: MiddlewareHandler = async (c, next) => {
   const counts = new Map<string, number>();
   for (const key of new URL(c.req.url).searchParams.keys()) {
+    if (MULTI_VALUE_QUERY_PARAMETERS.has(key)) continue;
     counts.set(key, (counts.get(key) ?? 0) + 1);
   }
   const issues = [...counts]
@@ -439,7 +445,10 @@ export function createApi(punctual: Punctual, options: ApiOptions = {}): Punctua
     createScheduleRoute,
     async (c) => {
       const idempotencyKey = c.req.valid("header")["idempotency-key"];
-      const result = await punctual.createSchedule(c.req.valid("json"), {
+      // The raw body, not the parsed one: a reminder naming a kind (DEL-11) takes the
+      // kind's fields for those it left out, not the schema's defaults.
+      const raw: unknown = await c.req.json();
+      const result = await punctual.createSchedule(raw, {
         ...tenantOf(c),
         ...(idempotencyKey ? { idempotencyKey } : {}),
       });
@@ -506,6 +515,10 @@ export function createApi(punctual: Punctual, options: ApiOptions = {}): Punctua
   app.openapi(resumeScheduleRoute, async (c) =>
     c.json(await punctual.resumeSchedule(c.req.valid("param").id, tenantOf(c)), 200),
   );
+
+  // --- reminder kinds (DEL-11) ---------------------------------------------------------
+
+  registerReminderKindRoutes(app, punctual);
 
   // --- deliveries --------------------------------------------------------------------
 
@@ -617,6 +630,8 @@ export function createApi(punctual: Punctual, options: ApiOptions = {}): Punctua
   // --- operations --------------------------------------------------------------------
 
   app.openapi(statusRoute, async (c) => c.json(await readStatus(punctual), 200));
+
+  registerRateLimitRoutes(app, punctual);
 
   app.openapi(webhookSecretRoute, (c) => c.json({ ...punctual.webhookSecret }, 200));
 

@@ -1,10 +1,13 @@
 /**
  * `GET /v1/status`: what `punctual status` shows — the scheduler instances seen in the
- * last hour with their heartbeats, schedules by state, and the delivery gauges (due
+ * last hour with their heartbeats (a running one whose ticks stopped for longer than
+ * `heartbeatStaleMs` is marked stale; retention prunes it after `instancePruneAfterMs`),
+ * the settings version each runs on, schedules by state, and the delivery gauges (due
  * backlog, overdue, claimed, in doubt, dead). Read-only; uses the store's named queries.
  */
 import type { Punctual } from "../app/punctual.js";
 import { VERSION } from "../app/punctual.js";
+import { readSettingsVersion } from "../store/observe.js";
 import { countSchedulesByState, listInstances, readGauges } from "../store/operations.js";
 import type { StatusView } from "./schemas.js";
 
@@ -19,18 +22,24 @@ const num = (v: number | string | null | undefined): number => Number(v ?? 0);
 /** Collects the status of the cluster as this process's database sees it. */
 export async function readStatus(punctual: Punctual): Promise<StatusView> {
   const now = punctual.clock.sqlNow();
-  const [health, instances, g, counts] = await Promise.all([
+  const [health, instances, g, counts, circuits, settings] = await Promise.all([
     punctual.health(),
     listInstances(punctual.db, { now, windowMs: INSTANCE_WINDOW_MS }),
     readGauges(punctual.db, now, OVERDUE_MS),
     countSchedulesByState(punctual.db),
+    punctual.listCircuits(),
+    readSettingsVersion(punctual.db),
   ]);
+  // Ages on the database clock as this process estimates it (OPS-9).
+  const dbNow = now?.getTime() ?? punctual.clock.now() + punctual.scheduler.skewMs;
+  const staleMs = punctual.config.scheduler.heartbeatStaleMs;
   return {
     version: VERSION,
     database: { engine: punctual.db.engine, description: punctual.db.description },
     ready: health.ready,
     checks: health.checks,
     lastPassAt: health.lastPassAt,
+    settingsVersion: settings ? settings.version : null,
     instances: instances.map((r) => ({
       id: r.id,
       host: r.host,
@@ -39,8 +48,13 @@ export async function readStatus(punctual: Punctual): Promise<StatusView> {
       role: r.role,
       startedAt: r.started_at.toISOString(),
       lastPassAt: iso(r.last_pass_at),
+      lastTickAt: iso(r.last_tick_at),
       lastTickMs: r.last_tick_ms === null ? null : Number(r.last_tick_ms),
       stoppedAt: iso(r.stopped_at),
+      stale:
+        r.stopped_at === null &&
+        dbNow - (r.last_tick_at ?? r.last_pass_at ?? r.started_at).getTime() > staleMs,
+      settingsVersion: r.settings_version === null ? null : Number(r.settings_version),
     })),
     schedules: Object.fromEntries(counts.map((r) => [r.state, num(r.count)])),
     deliveries: {
@@ -51,5 +65,6 @@ export async function readStatus(punctual: Punctual): Promise<StatusView> {
       dead: num(g?.dead),
       oldestDueAt: iso(g?.oldest_due ?? null),
     },
+    circuits,
   };
 }

@@ -75,13 +75,11 @@ export function heartbeatFreshness(
   return { running, fresh };
 }
 
-/** Prometheus text exposition, with gauges refreshed from the database. */
+/**
+ * Prometheus text exposition (OPS-13). The cluster gauges are those the last gauges sweep
+ * set (computed under a lease by one process, read by the others): a scrape runs no query.
+ */
 export async function metricsText(app: AppContext): Promise<{ contentType: string; body: string }> {
-  try {
-    await app.scheduler.refreshGauges();
-  } catch (err) {
-    app.logger.warn({ err }, "could not refresh gauges");
-  }
   return {
     contentType: app.metrics.registry.contentType,
     body: await app.metrics.registry.metrics(),

@@ -30,7 +30,15 @@ import { PunctualError } from "../errors/index.js";
 import { createLogger, safeLogger, type Logger } from "../observability/logger.js";
 import { createMetrics, type Metrics } from "../observability/metrics.js";
 import type { RealignReport } from "../scheduler/realign.js";
+import {
+  LiveSettings,
+  rotateWebhookSecret,
+  setRetryPolicy,
+  type RetryPolicySetting,
+} from "../scheduler/services/settings.js";
 import { Scheduler } from "../scheduler/scheduler.js";
+import { TaskRunner, type TaskContext, type TaskDefinition } from "../scheduler/tasks.js";
+import type { ReminderKindInput, ReminderKindView } from "../contracts/kinds.js";
 import type { Database } from "../store/database.js";
 import { assertSchemaCurrent, migrate } from "../store/migrator.js";
 import { nonDurableSettings } from "../store/durability.js";
@@ -42,11 +50,15 @@ import * as apiKeys from "./api-keys.js";
 import { channelMap, type AppContext, type CallContext } from "./context.js";
 import * as deliveries from "./deliveries.js";
 import * as health from "./health.js";
+import * as kinds from "./kinds.js";
 import type { Health } from "./health.js";
 import * as schedules from "./schedules.js";
 import type { CreateResult } from "./schedules.js";
 import { ScheduleHandles } from "./handles.js";
 import * as operator from "./operator.js";
+import * as rateLimits from "./rate-limits.js";
+import * as circuits from "./circuits.js";
+import type { CircuitView, RateLimitView } from "../contracts/rate-limits.js";
 
 export { DEFAULT_TENANT, type CallContext } from "./context.js";
 export type { Health } from "./health.js";
@@ -73,6 +85,20 @@ export const VERSION: string = (() => {
   }
 })();
 
+/** What a task of the `tasks` option receives: the task context and the punctual (OPS-7). */
+export interface PunctualTaskContext extends TaskContext {
+  /** The running punctual the task belongs to. */
+  readonly punctual: Punctual;
+}
+
+/**
+ * A periodic task of the `tasks` option (OPS-7; fields documented on `TaskDefinition`):
+ * `{ name, every | rrule + tzid, budgetMs, singleton?, run(ctx) }`.
+ */
+export interface PunctualTaskDefinition extends Omit<TaskDefinition, "run"> {
+  run(ctx: PunctualTaskContext): Promise<void> | void;
+}
+
 /** Options of {@link createPunctual}: the configuration plus what code can inject. */
 export interface PunctualOptions extends ConfigInput {
   /** Bring your own database (tests, embedding); otherwise opened from the configuration. */
@@ -83,6 +109,13 @@ export interface PunctualOptions extends ConfigInput {
   logger?: Logger;
   /** `start` (API + scheduler) or `worker`; recorded in the instances table. */
   role?: string;
+  /**
+   * DEL-11: reminder kinds written to the registry of the default tenant at start
+   * (validated first: a bad entry stops the start with a ConfigError naming it).
+   */
+  reminderKinds?: readonly ReminderKindInput[];
+  /** OPS-7: periodic tasks, run in their own lane while the scheduler runs. */
+  tasks?: readonly PunctualTaskDefinition[];
 }
 
 /** Options of {@link createPunctual}: the configuration plus what code can inject. */
@@ -106,6 +139,8 @@ export class Punctual {
   readonly metrics: Metrics;
   readonly channels: ChannelRegistry;
   readonly scheduler: Scheduler;
+  /** OPS-7: the periodic tasks of this process, started and stopped with the scheduler. */
+  readonly tasks: TaskRunner;
   /** The default webhook signing secret in use, and where it came from. */
   readonly webhookSecret: { secret: string; source: "configured" | "generated" };
   #closed = false;
@@ -124,8 +159,11 @@ export class Punctual {
     metrics: Metrics;
     channels: ChannelRegistry;
     role: string;
+    /** Database-held settings (OPS-11); default: none over the configuration. */
+    settings?: LiveSettings;
     closers: Array<() => Promise<void> | void>;
     webhookSecret: { secret: string; source: "configured" | "generated" };
+    tasks?: readonly PunctualTaskDefinition[];
   }) {
     this.webhookSecret = parts.webhookSecret;
     this.config = parts.config;
@@ -144,9 +182,22 @@ export class Punctual {
       options: parts.config.scheduler,
       version: VERSION,
       role: parts.role,
+      ...(parts.settings ? { settings: parts.settings } : {}),
     });
     const scheduler = this.scheduler;
     const { db, clock, logger } = parts;
+    // Each task's run gets this punctual in its context (e.g. to import a calendar).
+    const tasks = (parts.tasks ?? []).map((t) => ({
+      ...t,
+      run: (ctx: TaskContext) => t.run({ ...ctx, punctual: this }),
+    }));
+    this.tasks = new TaskRunner(tasks, {
+      db,
+      clock,
+      logger: logger.child({ component: "tasks" }),
+      registry: parts.metrics.registry,
+      owner: scheduler.owner,
+    });
     this.#app = {
       config: parts.config,
       db,
@@ -169,12 +220,56 @@ export class Punctual {
   /** Starts the scheduler loop. */
   async start(): Promise<void> {
     await this.scheduler.start();
+    this.tasks.start();
+  }
+
+  /**
+   * OPS-11: rotates the database-held default webhook secret. Every process signs with the
+   * new secret within one tick; until `overlapMs` has passed, requests also carry a
+   * signature by the old one, so receivers can switch at their own pace.
+   * @param options `secret`: the new `whsec_<base64>` secret (default: generated);
+   *   `overlapMs`: how long the old secret still signs, ms.
+   * @returns the new secret and the end of the overlap.
+   * @throws PunctualError `SETTINGS` when the secret is configured (`PUNCTUAL_WEBHOOK_SECRET`
+   *   wins over the database's: rotate it there).
+   */
+  async rotateWebhookSecret(options: {
+    secret?: string;
+    overlapMs: number;
+  }): Promise<{ secret: string; overlapUntil: Date }> {
+    if (this.config.webhookSecret) {
+      throw new PunctualError(
+        "SETTINGS",
+        "the default webhook secret is configured (PUNCTUAL_WEBHOOK_SECRET); change it there, not in the database",
+      );
+    }
+    const current = this.scheduler.settings.signingSecrets(this.clock.now())?.current;
+    const secret = options.secret ?? `whsec_${randomBytes(24).toString("base64")}`;
+    const overlapUntil = new Date(this.clock.now() + Math.max(0, options.overlapMs));
+    await rotateWebhookSecret(this.db, {
+      secret,
+      previous: current ?? this.webhookSecret.secret,
+      until: overlapUntil,
+    });
+    this.scheduler.wake();
+    return { secret, overlapUntil };
+  }
+
+  /**
+   * OPS-11: stores the retry policy (`backoffBaseMs`, `backoffCapMs`, ms) in the database;
+   * every process applies it to its next retry decision within one tick.
+   * @throws Error naming the malformed field.
+   */
+  async setRetryPolicy(policy: RetryPolicySetting): Promise<void> {
+    await setRetryPolicy(this.db, policy);
+    this.scheduler.wake();
   }
 
   /** OPS-6: stops the loop (finishing in-flight sends) and closes the database. Idempotent. */
   async close(graceMs?: number): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    await this.tasks.stop(graceMs);
     await this.scheduler.stop(graceMs);
     for (const close of this.#closers) await close();
   }
@@ -343,6 +438,65 @@ export class Punctual {
     return operator.purgeSchedule(this.#app, id, ctx);
   }
 
+  /**
+   * DEL-11: creates or replaces the reminder kind `key`; reminders written afterwards
+   * that name it copy its fields.
+   * @throws ValidationError naming each bad field (unknown channel, offset, target, template).
+   */
+  putReminderKind(
+    key: string,
+    body: unknown,
+    ctx: CallContext = {},
+  ): Promise<{ kind: ReminderKindView; created: boolean }> {
+    return kinds.putReminderKind(this.#app, key, body, ctx);
+  }
+
+  /** DEL-11: the reminder kinds of the caller's tenant, by key. */
+  listReminderKinds(ctx: CallContext = {}): Promise<ReminderKindView[]> {
+    return kinds.listReminderKinds(this.#app, ctx);
+  }
+
+  /** DEL-11: one reminder kind. @throws NotFoundError */
+  getReminderKind(key: string, ctx: CallContext = {}): Promise<ReminderKindView> {
+    return kinds.getReminderKind(this.#app, key, ctx);
+  }
+
+  /** DEL-11: removes a kind; reminders written from it keep their fields. @throws NotFoundError */
+  removeReminderKind(key: string, ctx: CallContext = {}): Promise<void> {
+    return kinds.removeReminderKind(this.#app, key, ctx);
+  }
+
+  /**
+   * DEL-11, at start: validates `reminderKinds` and writes them to the registry.
+   * @throws ConfigError naming each bad entry and field.
+   */
+  seedReminderKinds(
+    input: readonly ReminderKindInput[],
+    ctx: CallContext = {},
+  ): Promise<ReminderKindView[]> {
+    return kinds.seedReminderKinds(this.#app, input, ctx);
+  }
+
+  /** DEL-13: creates or changes the shared rate limit of `key`. @throws ValidationError */
+  setRateLimit(key: string, input: unknown, ctx: CallContext = {}): Promise<RateLimitView> {
+    return rateLimits.setRateLimit(this.#app, key, input, ctx);
+  }
+
+  /** DEL-13: the rate limits by key, with their tokens now. */
+  listRateLimits(ctx: CallContext = {}): Promise<RateLimitView[]> {
+    return rateLimits.listLimits(this.#app, ctx);
+  }
+
+  /** DEL-13: removes the rate limit of `key`. @throws NotFoundError */
+  removeRateLimit(key: string, ctx: CallContext = {}): Promise<void> {
+    return rateLimits.removeRateLimit(this.#app, key, ctx);
+  }
+
+  /** CH-7: the circuits of target hosts that failed lately (closed ones with no failures left out). */
+  listCircuits(): Promise<CircuitView[]> {
+    return circuits.listCircuits(this.#app);
+  }
+
   /** OPS-4: liveness and readiness (database reachable, schema current, last pass fresh). */
   health(): Promise<Health> {
     return health.health(this.#app);
@@ -437,7 +591,16 @@ async function warnIfNotDurable(db: Database, logger: Logger): Promise<void> {
  * @throws ConfigError, SchemaMismatchError, DataDirLockedError
  */
 export async function createPunctual(options: PunctualOptions = {}): Promise<Punctual> {
-  const { database, channels: extra, clock, logger: givenLogger, role, ...configInput } = options;
+  const {
+    database,
+    channels: extra,
+    clock,
+    logger: givenLogger,
+    role,
+    reminderKinds,
+    tasks,
+    ...configInput
+  } = options;
   const config = resolveConfig(configInput);
   // API-7: a logger the caller brought gets punctual's redaction too.
   const logger = givenLogger ? safeLogger(givenLogger) : createLogger({ level: config.logLevel });
@@ -452,8 +615,14 @@ export async function createPunctual(options: PunctualOptions = {}): Promise<Pun
     await assertSchemaCurrent(db);
     if (db.engine === "postgres") await warnIfNotDurable(db, logger);
     const secret = config.webhookSecret ?? (await sharedWebhookSecret(db, logger));
+    // OPS-11: settings that reach the running process (retry policy, secret rotation).
+    const settings = new LiveSettings(config.scheduler, {
+      ...(config.webhookSecret ? { configured: config.webhookSecret } : {}),
+      initial: secret,
+    });
     const webhook = createWebhookChannel({
       secret,
+      signingSecrets: (nowMs) => settings.signingSecrets(nowMs),
       allowPrivateTargets: config.allowPrivateTargets,
       timeoutMs: config.scheduler.sendTimeoutMs,
       logger,
@@ -483,17 +652,22 @@ export async function createPunctual(options: PunctualOptions = {}): Promise<Pun
       builtIn.push(email);
     }
     const registry = new ChannelRegistry([...builtIn, ...(extra ?? [])]);
-    return new Punctual({
+    const punctual = new Punctual({
+      tasks: tasks ?? [],
       config,
       db,
       clock: clock ?? new SystemClock(),
       logger,
-      metrics: createMetrics(),
+      // OPS-13: the CLI's processes also export the default process metrics.
+      metrics: createMetrics({ processMetrics: role === "start" || role === "worker" }),
+      settings,
       channels: registry,
       role: role ?? "library",
       closers,
       webhookSecret: { secret, source: config.webhookSecret ? "configured" : "generated" },
     });
+    if (reminderKinds?.length) await punctual.seedReminderKinds(reminderKinds);
+    return punctual;
   } catch (err) {
     for (const close of closers) await close();
     throw err;

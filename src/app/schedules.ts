@@ -47,6 +47,7 @@ import {
 } from "../store/schedules.js";
 import { DEFAULT_TENANT, planDeps, type AppContext, type CallContext } from "./context.js";
 import { parseInput, prefixIssues } from "./input.js";
+import { resolveReminderKinds } from "./kinds.js";
 
 /** Result of a create: `created` is false when an Idempotency-Key replay returned the existing one. */
 export interface CreateResult {
@@ -93,6 +94,7 @@ export function definitionHash(
       maxAttempts: r.maxAttempts ?? defaultMaxAttempts,
       // CH-6: only hashed when present, so schedules without one keep their hash.
       ...(r.template ? { template: r.template } : {}),
+      ...(r.rateLimitKey ? { rateLimitKey: r.rateLimitKey } : {}),
     })),
   };
   return createHash("sha256").update(canonicalJson(normalized)).digest("hex");
@@ -132,6 +134,7 @@ export function remindersOf(
       r.delivery === "at-least-once" ? "retry" : r.delivery === "at-most-once" ? "in_doubt" : null,
     maxAttempts: r.maxAttempts ?? defaultMaxAttempts,
     templateJson: r.template ? JSON.stringify(r.template) : null,
+    rateLimitKey: r.rateLimitKey ?? null,
   }));
 }
 
@@ -265,6 +268,31 @@ export function validateSchedule(
 const PAST_DUE_WARNING_MS = 60_000;
 
 /**
+ * {@link validateSchedule} after filling the reminders that name a kind (DEL-11). Issues
+ * of the kinds come first; a reminder whose kind was refused reports only that.
+ * @throws ValidationError naming every bad field.
+ */
+async function validateWithKinds(
+  app: AppContext,
+  input: unknown,
+  tenant: string,
+  db: Queryable,
+  options: { warnPastDue?: boolean } = {},
+): Promise<ReturnType<typeof validateSchedule>> {
+  const resolved = await resolveReminderKinds(app, input, tenant, db);
+  if (resolved.issues.length === 0) return validateSchedule(app, resolved.input, options);
+  const refused = resolved.issues.map((i) => i.field.replace(/\.kind$/, "."));
+  let rest: FieldIssue[] = [];
+  try {
+    validateSchedule(app, resolved.input);
+  } catch (err) {
+    if (!(err instanceof ValidationError)) throw err;
+    rest = err.issues.filter((i) => !refused.some((p) => i.field.startsWith(p)));
+  }
+  throw new ValidationError([...resolved.issues, ...rest]);
+}
+
+/**
  * Creates a schedule with its reminders in one transaction (API-1). With an
  * idempotency key, a retried create returns the first schedule (`created: false`);
  * the same key with a different body is a ConflictError.
@@ -276,7 +304,9 @@ export async function createSchedule(
   options: CallContext & { idempotencyKey?: string } = {},
 ): Promise<CreateResult> {
   const tenant = options.tenant ?? DEFAULT_TENANT;
-  const { value, warnings } = validateSchedule(app, input, { warnPastDue: true });
+  const { value, warnings } = await validateWithKinds(app, input, tenant, app.db, {
+    warnPastDue: true,
+  });
   const hash = definitionHash(value, app.config.scheduler.maxAttempts);
   const idem = options.idempotencyKey ?? null;
   const result = await app.db.transaction(async (tx) => {
@@ -381,10 +411,17 @@ export async function updateSchedule(
           : {}),
         maxAttempts: r.max_attempts,
         ...(r.template ? { template: r.template } : {}),
+        ...(r.rate_limit_key ? { rateLimitKey: r.rate_limit_key } : {}),
       })) as unknown,
     };
-    const merged = { ...stored, ...sent };
-    const validated = validateSchedule(app, merged);
+    // DEL-11: the reminders as sent (a kind fills the fields they leave out, not zod's defaults).
+    const rawReminders = (patch as { reminders?: unknown } | null)?.reminders;
+    const merged = {
+      ...stored,
+      ...sent,
+      ...(rawReminders === undefined ? {} : { reminders: rawReminders }),
+    };
+    const validated = await validateWithKinds(app, merged, tenant, tx);
     warnings = validated.warnings;
     const { value } = validated;
     // A patch that changes nothing (every field sent as stored) writes nothing: the
@@ -566,6 +603,10 @@ export async function cancelSchedule(
     by: ctx.by ?? "user",
   });
   if (!row) throw new NotFoundError("schedule", id);
+  // OPS-13: a cancelled delivery counts once, by the process whose statement cancelled it.
+  for (const [channel, n] of Object.entries(row.cancelled_by_channel ?? {})) {
+    app.metrics.outcomes.inc({ channel, outcome: "cancelled" }, Number(n));
+  }
   const reminders = await remindersOfSchedules(app.db, { scheduleIds: [id] });
   return {
     ...toScheduleView(row, reminders),

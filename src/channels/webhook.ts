@@ -77,6 +77,14 @@ export interface WebhookChannelOptions {
    * a target's own `secret` wins. With neither, targets are refused.
    */
   secret?: string;
+  /**
+   * The default secrets at send time, when they can change while the process runs (OPS-11:
+   * a rotation stored in the database): `current` replaces `secret`, and each of `previous`
+   * (secrets inside their overlap window) adds a signature, so the `webhook-signature`
+   * header carries one space-separated `v1,` entry per secret (Standard Webhooks). Used only
+   * for targets without their own secret; null falls back to `secret`.
+   */
+  signingSecrets?: (nowMs: number) => { current: string; previous: readonly string[] } | null;
   /** Allow private, loopback and link-local targets (`PUNCTUAL_ALLOW_PRIVATE_TARGETS`). Default false. */
   allowPrivateTargets?: boolean;
   /** Hostnames (`hooks.internal`, `*.svc.local`), IPs or CIDRs allowed even when private. */
@@ -204,19 +212,23 @@ export function createWebhookChannel(options: WebhookChannelOptions = {}): Webho
       });
     }
     const target = checked.target;
-    // inspect() guarantees one of the two is present.
-    const secret = (target.secret ?? options.secret) as string;
     const id = ctx.idempotencyKey || delivery.deliveryKey;
     const body: WebhookBody = { type: WEBHOOK_EVENT_TYPE, ...reminderMessage(delivery) };
     if (delivery.template) body.rendered = renderTemplate(delivery.template, delivery);
     const text = JSON.stringify(body);
-    const timestamp = Math.floor((ctx.now ?? now)() / 1000);
+    const nowMs = (ctx.now ?? now)();
+    const timestamp = Math.floor(nowMs / 1000);
+    // inspect() guarantees a target secret or a default one.
+    const live = target.secret === undefined ? (options.signingSecrets?.(nowMs) ?? null) : null;
+    const secrets = live
+      ? [live.current, ...live.previous]
+      : [(target.secret ?? options.secret) as string];
     const headers = {
       "content-type": "application/json",
       "user-agent": userAgent,
       "webhook-id": id,
       "webhook-timestamp": String(timestamp),
-      "webhook-signature": signWebhook(secret, id, timestamp, text),
+      "webhook-signature": secrets.map((s) => signWebhook(s, id, timestamp, text)).join(" "),
     };
     const started = now();
     const log = logger.child({

@@ -13,6 +13,7 @@
  */
 import { readFile } from "node:fs/promises";
 import { basename, extname } from "node:path";
+import { readCalendarSource } from "../app/calendar-task.js";
 import { dryRunImport, type ImportSummary } from "../app/import.js";
 import { ValidationError, type FieldIssue } from "../errors/index.js";
 import { parseCalendar, type DryRunDelivery, type SkippedEvent } from "../ical/index.js";
@@ -97,7 +98,10 @@ function refusal(file: string, issues: readonly FieldIssue[], status?: string): 
 /** Reads the calendar as UTF-8 text (a byte-order mark is dropped). */
 async function readCalendar(file: string): Promise<string> {
   try {
-    const text = await readFile(file, "utf8");
+    // OPS-7: a calendar URL (`punctual import --every 15m https://…`) is fetched.
+    const text = /^https?:\/\//i.test(file)
+      ? await readCalendarSource(file, AbortSignal.timeout(IMPORT_TIMEOUT_MS))
+      : await readFile(file, "utf8");
     return text.charCodeAt(0) === 0xfeff ? text.slice(1) : text;
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;

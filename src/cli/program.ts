@@ -10,7 +10,11 @@ import { ENV_VARS } from "../config/env.js";
 import { LOG_LEVELS } from "../observability/logger.js";
 import { apiKeysCreate, apiKeysList, apiKeysRevoke } from "./api-keys.js";
 import { DRY_RUN_DAYS, runImport, type ImportFlags } from "./calendar.js";
+import { EXIT_FAILURE } from "./errors.js";
+import { runImportEvery, signalWait } from "./import-every.js";
+import { addKindsCommands } from "./kinds.js";
 import { runPreview, runValidate, type PreviewFlags } from "./local.js";
+import { addRateLimitCommands } from "./rate-limits.js";
 import {
   deliveriesBulk,
   schedulesBackfill,
@@ -43,7 +47,9 @@ import {
   type DatabaseFlags,
   type Io,
   type StartFlags,
+  type WorkerFlags,
 } from "./run.js";
+import { DEFAULT_METRICS_PORT } from "../api/probes.js";
 
 /** Default server URL of the remote commands. */
 export const DEFAULT_URL = "http://127.0.0.1:8080";
@@ -59,6 +65,10 @@ const integer =
     }
     return n;
   };
+
+/** A port, or `off`: the worker's `--metrics-port`. */
+const portOrOff = (value: string): number | "off" =>
+  value.trim().toLowerCase() === "off" ? "off" : integer(0, 65_535)(value);
 
 /**
  * An instant flag: `2027-01-01T00:00:00Z`, one with an offset (`…+01:00`), or a date
@@ -203,7 +213,24 @@ export function buildProgram(io: Io): Command {
     program
       .command("worker")
       .description(
-        "Run the scheduler only (no HTTP), as an extra process against PostgreSQL. Stops cleanly on SIGTERM/SIGINT.",
+        "Run the scheduler without the API, as an extra process against PostgreSQL; serves /metrics, /healthz and /readyz on --metrics-port. Stops cleanly on SIGTERM/SIGINT.",
+      )
+      .addOption(
+        new Option(
+          "--metrics-port <port>",
+          "port of /metrics, /healthz and /readyz; 0 picks a free one (the startup line shows it); off serves none",
+        )
+          .env("PUNCTUAL_METRICS_PORT")
+          .default(DEFAULT_METRICS_PORT)
+          .argParser(portOrOff),
+      )
+      .addOption(
+        new Option(
+          "--metrics-host <host>",
+          "address of the metrics port (loopback by default; 0.0.0.0 for a scraper in another container)",
+        )
+          .env("PUNCTUAL_METRICS_HOST")
+          .default("127.0.0.1"),
       ),
     true,
   )
@@ -211,10 +238,15 @@ export function buildProgram(io: Io): Command {
       "after",
       "\nEmbedded mode allows one process per data folder: extra workers need --database-url.\n" +
         "\nEnvironment:\n" +
-        envHelp("email.", "scheduler.") +
-        example(["DATABASE_URL=postgres://punctual@db:5432/punctual punctual worker"]),
+        "  PUNCTUAL_API_KEY                     bearer token required on /metrics when set\n" +
+        envHelp("api.allowedHosts", "email.", "scheduler.") +
+        example([
+          "DATABASE_URL=postgres://punctual@db:5432/punctual punctual worker",
+          "punctual worker --database-url postgres://punctual@db:5432/punctual --metrics-port 9465",
+          "curl -s http://127.0.0.1:9464/metrics | grep punctual_deliveries_total",
+        ]),
     )
-    .action((flags: DatabaseFlags) => runWorker(flags, io));
+    .action((flags: WorkerFlags) => runWorker(flags, io));
 
   databaseOptions(
     program
@@ -247,7 +279,7 @@ export function buildProgram(io: Io): Command {
     .addOption(
       new Option(
         "--database-url <url>",
-        "check heartbeats in PostgreSQL instead of /readyz (for workers that serve no HTTP)",
+        "check heartbeats in PostgreSQL instead of /readyz (for workers run with --metrics-port off)",
       ).env("DATABASE_URL"),
     )
     .addOption(
@@ -401,6 +433,10 @@ export function buildProgram(io: Io): Command {
     )
     .option("--dry-run", "store nothing, need no server: print the deliveries it would plan", false)
     .option(
+      "--every <period>",
+      'import again every period (e.g. "15m", "1h") until stopped, printing each summary (OPS-7); <file> may be an http(s) URL',
+    )
+    .option(
       "--from <instant>",
       "with --dry-run: window start, inclusive, as the scheduler's clock (default: now)",
       instant,
@@ -430,14 +466,19 @@ export function buildProgram(io: Io): Command {
           "punctual import work.ics --remind -PT15M --target https://example.com/hooks/punctual",
           "punctual import shifts.ics --source shifts --use-alarms --channel log --tzid Europe/Berlin",
           "punctual import work.ics --remind -PT15M --dry-run --from 2027-01-01T00:00:00Z --to 2027-02-01T00:00:00Z --json",
+          "punctual import https://calendar.example.com/team.ics --every 15m --remind -PT15M --channel log",
         ]),
     )
-    .action((file: string, flags: ImportFlags) =>
-      runImport(file, flags, io, {
-        errIsTTY: process.stderr.isTTY === true,
-        now: () => Date.now(),
-      }),
-    );
+    .action(async (file: string, flags: ImportFlags & { every?: string }) => {
+      const env = { errIsTTY: process.stderr.isTTY === true, now: () => Date.now() };
+      if (flags.every === undefined) return runImport(file, flags, io, env);
+      const every = flags.every;
+      const failed = await runImportEvery(file, { ...flags, every }, io, {
+        ...env,
+        wait: signalWait(),
+      });
+      if (failed > 0) process.exitCode = EXIT_FAILURE;
+    });
 
   // --- schedules (through the API) -----------------------------------------------------
 
@@ -570,6 +611,10 @@ export function buildProgram(io: Io): Command {
   }
   addScheduleOperatorCommands(schedules, io);
 
+  // --- reminder kinds (through the API, DEL-11) ---------------------------------------
+
+  addKindsCommands(program, io, { remoteOptions, example });
+
   // --- deliveries (through the API) ----------------------------------------------------
 
   const deliveries = program
@@ -662,6 +707,8 @@ export function buildProgram(io: Io): Command {
     .action((id: string | undefined, flags: BulkFlags & { outcome: "sent" | "dead" }) =>
       id === undefined ? deliveriesBulk("resolve", flags, io) : deliveriesAct(id, flags, io),
     );
+
+  addRateLimitCommands(program, { io, remoteOptions, example });
 
   // --- api keys (API-2) ---------------------------------------------------------------
 

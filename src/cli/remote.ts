@@ -9,6 +9,7 @@ import type {
   DeliveryView,
   ScheduleView,
 } from "../contracts/index.js";
+import type { CircuitView } from "../contracts/rate-limits.js";
 import { ApiClient } from "./client.js";
 import { CliError, EXIT_FAILURE } from "./errors.js";
 import { cellText, jsonText, keyValues, table, type Column } from "./format.js";
@@ -365,11 +366,14 @@ export async function deliveriesAct(
 }
 
 interface StatusBody {
+  /** CH-7 (absent from servers before it). */
+  circuits?: CircuitView[];
   version: string;
   database: { engine: string; description: string };
   ready: boolean;
   checks: { database: boolean; schema: boolean; heartbeat: boolean };
   lastPassAt: string | null;
+  settingsVersion?: number | null;
   instances: Array<{
     id: string;
     role: string;
@@ -377,8 +381,11 @@ interface StatusBody {
     pid: number;
     version: string;
     lastPassAt: string | null;
+    lastTickAt?: string | null;
     lastTickMs: number | null;
     stoppedAt: string | null;
+    stale?: boolean;
+    settingsVersion?: number | null;
   }>;
   schedules: Record<string, number>;
   deliveries: {
@@ -389,6 +396,18 @@ interface StatusBody {
     dead: number;
     oldestDueAt: string | null;
   };
+}
+
+/** An instance's state column: `stopped`, `STALE` (no tick within the heartbeat limit) or `running`. */
+function instanceState(i: StatusBody["instances"][number]): string {
+  if (i.stoppedAt) return "stopped";
+  return i.stale ? "STALE" : "running";
+}
+
+/** A pass duration in ms as it is: one decimal under 10 ms (a fast pass is not `0`). */
+function tickMs(ms: number | null): string | null {
+  if (ms === null) return null;
+  return ms < 10 ? ms.toFixed(1) : String(Math.round(ms));
 }
 
 /** `punctual status`: a summary of `GET /v1/status`. */
@@ -406,6 +425,7 @@ export async function status(flags: RemoteFlags, io: Io): Promise<void> {
         `${s.ready ? "yes" : "NO"} (database ${ok(s.checks.database)}, schema ${ok(s.checks.schema)}, heartbeat ${ok(s.checks.heartbeat)})`,
       ],
       ["last pass", s.lastPassAt],
+      ["settings", s.settingsVersion == null ? null : `version ${s.settingsVersion}`],
       [
         "schedules",
         Object.entries(s.schedules)
@@ -425,17 +445,37 @@ export async function status(flags: RemoteFlags, io: Io): Promise<void> {
       [
         { header: "INSTANCE", cell: (i) => i.id },
         { header: "ROLE", cell: (i) => i.role },
+        { header: "STATE", cell: instanceState },
         { header: "VERSION", cell: (i) => i.version },
+        { header: "SETTINGS", cell: (i) => i.settingsVersion ?? null },
         { header: "LAST PASS", cell: (i) => i.lastPassAt },
-        {
-          header: "TICK MS",
-          cell: (i) => (i.lastTickMs === null ? null : Math.round(i.lastTickMs)),
-        },
+        { header: "TICK MS", cell: (i) => tickMs(i.lastTickMs) },
         { header: "STOPPED", cell: (i) => i.stoppedAt },
       ],
       "  ",
     ),
   );
+  const circuits = s.circuits ?? [];
+  if (circuits.length > 0) {
+    io.out("circuits (CH-7):\n");
+    io.out(
+      table(
+        circuits,
+        [
+          { header: "HOST", cell: (c) => c.host },
+          { header: "STATE", cell: (c) => c.state },
+          { header: "FAILURES", cell: (c) => c.failures },
+          { header: "NEXT PROBE", cell: (c) => c.retryAt },
+        ],
+        "  ",
+      ),
+    );
+  }
+  if (s.instances.some((i) => i.stale)) {
+    io.out(
+      "Stale instances started no tick for longer than the heartbeat limit (killed or hung); retention prunes them after PUNCTUAL_INSTANCE_PRUNE_AFTER_MS.\n",
+    );
+  }
   if (d.inDoubt > 0 || d.dead > 0) {
     io.out(
       "Inspect with `punctual deliveries list --state in_doubt` (or dead); redrive or resolve each.\n",

@@ -4,6 +4,7 @@
  */
 import { hostname } from "node:os";
 import { isIP } from "node:net";
+import { createProbeApi } from "../api/probes.js";
 import { createApi, serveApi, type ServedApi } from "../api/server.js";
 import { heartbeatFreshness } from "../app/health.js";
 import { createPunctual, openDatabase, VERSION, type Punctual } from "../app/punctual.js";
@@ -33,6 +34,14 @@ export interface DatabaseFlags {
   logLevel?: LogLevel;
 }
 
+/** `worker` flags. */
+export interface WorkerFlags extends DatabaseFlags {
+  /** Port of the probe server (/metrics, /healthz, /readyz); `off`: none. */
+  metricsPort: number | "off";
+  /** Its listen address. */
+  metricsHost: string;
+}
+
 /** `start` flags. */
 export interface StartFlags extends DatabaseFlags {
   host: string;
@@ -56,7 +65,7 @@ export function isLoopbackHost(host: string): boolean {
  */
 export function configFromFlags(flags: DatabaseFlags, env: NodeJS.ProcessEnv): ConfigInput {
   const fromEnv = configFromEnv(env);
-  // The API address comes from start's own flags; workers serve no HTTP.
+  // The API address comes from start's own flags; workers serve only their metrics port.
   delete (fromEnv as { api?: unknown }).api;
   return mergeConfig(fromEnv, {
     dataDir: flags.dataDir,
@@ -184,10 +193,12 @@ export async function runStart(flags: StartFlags, io: Io, env = process.env): Pr
 }
 
 /**
- * `punctual worker`: the scheduler loop only, for extra processes on PostgreSQL.
+ * `punctual worker`: the scheduler loop without the API, for extra processes on PostgreSQL,
+ * with its probe server (/metrics, /healthz, /readyz, OPS-13) on `metricsPort` unless `off`.
  * Resolves once running; the process lives until SIGTERM/SIGINT.
+ * @throws CliError (exit 2) when the metrics port cannot be bound.
  */
-export async function runWorker(flags: DatabaseFlags, io: Io, env = process.env): Promise<void> {
+export async function runWorker(flags: WorkerFlags, io: Io, env = process.env): Promise<void> {
   if (!flags.databaseUrl) {
     io.err(
       `punctual: note: no --database-url / DATABASE_URL, so this worker uses the embedded database in ${flags.dataDir}. ` +
@@ -196,20 +207,51 @@ export async function runWorker(flags: DatabaseFlags, io: Io, env = process.env)
     );
   }
   const punctual = await createPunctual({ ...configFromFlags(flags, env), role: "worker" });
+  let probes: ServedApi | null = null;
+  if (flags.metricsPort !== "off") {
+    const apiKey = env.PUNCTUAL_API_KEY || undefined;
+    const allowedHosts = configFromEnv(env).api?.allowedHosts;
+    try {
+      probes = await serveApi(
+        createProbeApi(punctual, {
+          host: flags.metricsHost,
+          ...(apiKey ? { apiKey } : {}),
+          ...(allowedHosts ? { allowedHosts } : {}),
+        }),
+        { host: flags.metricsHost, port: flags.metricsPort },
+      );
+    } catch (err) {
+      await punctual.close(0);
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === "EADDRINUSE" || code === "EACCES" || code === "EADDRNOTAVAIL") {
+        throw new CliError(
+          `Cannot serve metrics on ${flags.metricsHost}:${flags.metricsPort} (${code}). ` +
+            `Choose another --metrics-port / PUNCTUAL_METRICS_PORT (0 picks a free one), or turn it off with --metrics-port off.`,
+          EXIT_STARTUP,
+        );
+      }
+      throw err;
+    }
+  }
   await punctual.start();
   // The scheduler's timers do not keep the process alive on their own.
   const keepAlive = setInterval(() => undefined, 1 << 30);
-  io.err(`punctual ${VERSION} worker running — database: ${describeDatabase(punctual.db)}\n`);
+  io.err(
+    `punctual ${VERSION} worker running — database: ${describeDatabase(punctual.db)}` +
+      (probes ? ` — metrics on ${probes.url}/metrics\n` : " — no metrics port\n"),
+  );
   punctual.logger.info(
     {
       database: punctual.db.description,
       engine: punctual.db.engine,
       owner: punctual.scheduler.owner,
+      metrics: probes ? `${probes.url}/metrics` : null,
     },
     "worker started",
   );
   exitOnSignals(punctual, io, async () => {
     clearInterval(keepAlive);
+    await probes?.close();
     await punctual.close();
   });
 }

@@ -105,7 +105,7 @@ export const ENV_VARS: ReadonlyArray<{ name: string; path: string; kind: Kind; h
     name: "PUNCTUAL_PREFETCH",
     path: "scheduler.prefetch",
     kind: "int",
-    help: "claimed rows held beyond the send slots (default 100)",
+    help: "claimed rows held beyond the send slots (default 300)",
   },
   {
     name: "PUNCTUAL_POLL_MS",
@@ -154,6 +154,30 @@ export const ENV_VARS: ReadonlyArray<{ name: string; path: string; kind: Kind; h
     path: "scheduler.maxExpansionDays",
     kind: "int",
     help: "cap of unbounded series, days (default 366)",
+  },
+  {
+    name: "PUNCTUAL_RETENTION_DAYS",
+    path: "scheduler.retentionDays",
+    kind: "int",
+    help: "sent, skipped and cancelled deliveries are deleted after this many days (default 30)",
+  },
+  {
+    name: "PUNCTUAL_ATTEMPT_RETENTION_DAYS",
+    path: "scheduler.attemptRetentionDays",
+    kind: "int",
+    help: "attempt-log rows are deleted after this many days (default: with their delivery)",
+  },
+  {
+    name: "PUNCTUAL_INSTANCE_PRUNE_AFTER_MS",
+    path: "scheduler.instancePruneAfterMs",
+    kind: "int",
+    help: "instances whose heartbeat stopped this long ago leave the status, ms (default 86400000)",
+  },
+  {
+    name: "PUNCTUAL_GAUGES_EVERY_MS",
+    path: "scheduler.gaugesEveryMs",
+    kind: "int",
+    help: "cluster gauges computed by one process this often, ms (default 15000)",
   },
   {
     name: "PUNCTUAL_SHUTDOWN_GRACE_MS",

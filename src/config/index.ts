@@ -34,14 +34,18 @@ export const schedulerOptionsSchema = z
     maxExpansionDays: z.number().int().min(1).max(36_600).default(366),
     /** Most deliveries one worker sends at once (its free send slots). Default 100. */
     concurrency: z.number().int().min(1).max(1_000).default(100),
-    /** Most rows one claim statement takes. Default 100. */
-    claimBatch: z.number().int().min(1).max(1_000).default(100),
+    /**
+     * Most rows one claim statement takes. Default 300: under a burst a claim's fixed cost
+     * (about 1.5 ms of database CPU) is shared by up to this many rows (docs/benchmarks.md).
+     */
+    claimBatch: z.number().int().min(1).max(1_000).default(300),
     /**
      * Most claimed rows held beyond the send slots, waiting for one (DEL-13): a crash
      * strands at most `concurrency + prefetch` rows. The producer holds less when sends are
-     * slow (about 100 ms of measured throughput). Default 100.
+     * slow (about 300 ms of measured throughput), so the full amount is held only while a
+     * burst drains faster than 1,000 per second. Default 300.
      */
-    prefetch: z.number().int().min(0).max(10_000).default(100),
+    prefetch: z.number().int().min(0).max(10_000).default(300),
     /** Attempts before a delivery is dead with SEND_FAILED (DEL-4). Default 5. */
     maxAttempts: z.number().int().min(1).max(100).default(5),
     /** First retry delay, ms; doubles per failure. Default 1 s. */
@@ -61,6 +65,15 @@ export const schedulerOptionsSchema = z
     rateLimitMaxAgeMs: ms(86_400_000, 1_000),
     /** Longest Retry-After honoured, ms; a longer one is shortened to it (DEL-13). Default 1 h. */
     rateLimitMaxDelayMs: ms(3_600_000, 1_000),
+    /**
+     * CH-7: consecutive transient failures (any process) to one target host that open its
+     * circuit. Default 5.
+     */
+    circuitFailures: z.number().int().min(1).max(1_000).default(5),
+    /** CH-7: wait before the first probe of an opened circuit, ms; doubles per failed probe. Default 30 s. */
+    circuitBackoffMs: ms(30_000, 10),
+    /** CH-7: longest wait between probes of an open circuit, ms. Default 10 min. */
+    circuitMaxBackoffMs: ms(600_000, 10),
     /** Schedules planned per planning transaction. Default 1,000. */
     planBatch: z.number().int().min(1).max(10_000).default(1_000),
     /** Longest a planning sweep runs before dispatch gets its turn, ms. Default 1 s. */
@@ -71,8 +84,26 @@ export const schedulerOptionsSchema = z
     recoverBatch: z.number().int().min(1).max(100_000).default(1_000),
     /** Sent / skipped / cancelled deliveries are deleted after this many days. Default 30. */
     retentionDays: z.number().int().min(1).max(3_650).default(30),
+    /**
+     * Attempt-log rows (failures, deferrals, timeouts, recovered leases) are deleted after
+     * this many days; `null` keeps them as long as their delivery row (`retentionDays`).
+     * The attempt that sent a delivery is kept on its row. Default null.
+     */
+    attemptRetentionDays: z.number().int().min(1).max(3_650).nullable().default(null),
     /** Retention runs at most this often, ms. Default 10 min. */
     retentionEveryMs: ms(600_000, 1_000),
+    /**
+     * Instance rows whose last heartbeat is older than this are deleted (a killed process
+     * never marks itself stopped), ms. `punctual status` marks them stale after
+     * `heartbeatStaleMs` already. Default 24 h.
+     */
+    instancePruneAfterMs: ms(86_400_000, 60_000),
+    /**
+     * The cluster gauges (backlog, overdue, retry waiting, oldest due age, in doubt, dead)
+     * are computed this often by the process holding their lease, and read this often by
+     * the others (OPS-13), ms. Default 15 s.
+     */
+    gaugesEveryMs: ms(15_000, 1_000),
     /** Readiness fails when the last pass is older than this, ms. Default 60 s. */
     heartbeatStaleMs: ms(60_000, 1_000),
     /** On SIGTERM, in-flight sends get this long to finish, ms. Default 10 s. */

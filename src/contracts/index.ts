@@ -3,6 +3,7 @@
  * generates its OpenAPI document from them), the CLI and the dashboard (API-1).
  * Field names are a public contract: keep them.
  */
+import { rateLimitKeySchema } from "./rate-limits.js";
 import { z } from "zod";
 import { DELIVERY_STATES, SCHEDULE_STATES } from "../domain/index.js";
 
@@ -136,6 +137,16 @@ export const reminderInputSchema = z
     maxAttempts: z.number().int().min(1).max(100).optional(),
     /** CH-6: `{ subject?, text?, html? }` Liquid templates the channel renders. */
     template: templateSchema.optional(),
+    /**
+     * DEL-11: a reminder kind of the registry; its fields fill the ones this reminder
+     * leaves out (copied when the schedule is written). The reminder key defaults to it.
+     */
+    kind: z
+      .string()
+      .regex(/^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$/, "must be 1–64 letters, digits, _ . : -")
+      .optional(),
+    /** DEL-13: the rate limit this reminder's deliveries count against; default its channel name. */
+    rateLimitKey: rateLimitKeySchema.optional(),
   })
   .strict();
 
@@ -198,6 +209,8 @@ export interface ReminderView {
   maxAttempts: number;
   /** CH-6: the reminder's templates, or null. */
   template: { subject?: string; text?: string; html?: string } | null;
+  /** DEL-13: the reminder's rate-limit key; null: its channel name. */
+  rateLimitKey: string | null;
 }
 
 /** A schedule as returned by the API. Instants are ISO 8601 UTC with `Z`. */

@@ -1,9 +1,33 @@
 /**
- * Prometheus metrics (OPS-3): one table of names, units and labels, in code and in
- * docs/metrics.md. Each scheduler owns a registry (several in one process stay apart).
+ * Prometheus metrics (OPS-3, OPS-13): one table of names, units and labels, in code and in
+ * docs/operations.md. Each scheduler owns a registry (several in one process stay apart).
  * Recording never throws into the loop.
+ *
+ * Counters and histograms count what this process did (summed over processes they are the
+ * cluster's totals); the cluster gauges (backlog, overdue, retry waiting, oldest due age, in
+ * doubt, dead) are the last values one process computed under a database lease and
+ * stored, so every process serves the same figures and a scrape counts no rows.
  */
-import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
+
+/** Final outcomes of a delivery, as `punctual_deliveries_total` counts them (OPS-13). */
+export const FINAL_OUTCOMES = ["sent", "dead", "in_doubt", "skipped", "cancelled"] as const;
+
+/** A final outcome of a delivery ({@link FINAL_OUTCOMES}). */
+export type FinalOutcome = (typeof FINAL_OUTCOMES)[number];
+
+/** Buckets of the lateness histograms, seconds. */
+const LATENESS_BUCKETS = [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 15, 60, 300, 900, 3600];
+
+/** Options of {@link createMetrics}. */
+export interface MetricsOptions {
+  /**
+   * Also collect prom-client's default process metrics (CPU, memory, event-loop lag, GC)
+   * on this registry. The CLI processes turn it on; a library embedding several
+   * schedulers in one process leaves it off (its host usually collects them). Default false.
+   */
+  processMetrics?: boolean;
+}
 
 /** The metric set of one punctual process. */
 export interface Metrics {
@@ -19,14 +43,36 @@ export interface Metrics {
   dueBacklog: Gauge;
   /** Deliveries due more than 15 minutes ago and not settled. */
   overdue: Gauge;
+  /** Deliveries in state retry: failed at least once, waiting for their next try. */
+  retryWaiting: Gauge;
+  /** Age of the oldest delivery the claim may take now, seconds (0 when none is due). */
+  oldestDueAge: Gauge;
+  /** Unix seconds the cluster gauges were computed (by whichever process held the lease). */
+  gaugesComputed: Gauge;
   /** Deliveries in state in_doubt. */
   inDoubt: Gauge;
   /** Deliveries in state dead. */
   dead: Gauge;
-  /** Settled sends by channel and outcome (sent, transient, permanent, rate_limited, timeout, lease_expired). */
-  deliveries: Counter<"channel" | "outcome">;
-  /** Seconds between due time and the send's start. */
+  /**
+   * Attempts by channel and outcome (`sent`, `transient`, `permanent`, `rate_limited`,
+   * `timeout`, `lease_expired`): `punctual_attempts_total`.
+   */
+  attempts: Counter<"channel" | "outcome">;
+  /**
+   * Deliveries by channel and final outcome ({@link FINAL_OUTCOMES}), once each, by the
+   * process whose statement made it final: `punctual_deliveries_total`.
+   */
+  outcomes: Counter<"channel" | "outcome">;
+  /** Seconds between due time and the start of a delivery's first attempt. */
   lateness: Histogram<"channel">;
+  /** Seconds between due time and the start of a retry (second attempt on). */
+  retryLateness: Histogram<"channel">;
+  /** Settings version this process runs on (OPS-11). */
+  settingsVersion: Gauge;
+  /** Changes of the database-held settings this process picked up (OPS-11). */
+  settingsChanges: Counter;
+  /** Instances pruned from the status because their heartbeat stopped long ago. */
+  instancesPruned: Counter;
   /** Seconds one scheduler tick took. */
   tickDuration: Histogram;
   /** Failures by sweep (plan, dispatch, recover, misfire, retention, heartbeat). */
@@ -49,11 +95,20 @@ export interface Metrics {
    * the send), `lease_lost` (a renewal found the row taken over).
    */
   claimsReleased: Counter<"reason">;
+  /** DEL-13: tokens in each limiter's bucket (`tenant/key`) as this process last read it. */
+  rateLimitTokens: Gauge<"key">;
+  /** DEL-13: claims of a limited key cut short by its bucket or concurrency cap. */
+  rateLimitThrottled: Counter<"key">;
+  /** CH-7: circuit state per target host: 0 closed, 1 half-open, 2 open. */
+  circuitState: Gauge<"host">;
+  /** CH-7: deliveries that waited for an open circuit instead of being sent, by host. */
+  circuitDeferred: Counter<"host">;
 }
 
 /** Creates the metric set on a fresh registry. */
-export function createMetrics(): Metrics {
+export function createMetrics(options: MetricsOptions = {}): Metrics {
   const registry = new Registry();
+  if (options.processMetrics) collectDefaultMetrics({ register: registry });
   const r = [registry];
   return {
     registry,
@@ -79,6 +134,21 @@ export function createMetrics(): Metrics {
       help: "Deliveries due more than 15 minutes ago and not yet settled.",
       registers: r,
     }),
+    retryWaiting: new Gauge({
+      name: "punctual_retry_waiting_deliveries",
+      help: "Deliveries that failed at least once and wait for their next try.",
+      registers: r,
+    }),
+    oldestDueAge: new Gauge({
+      name: "punctual_oldest_due_age_seconds",
+      help: "Age of the oldest delivery due now and not yet claimed (0 when none is due).",
+      registers: r,
+    }),
+    gaugesComputed: new Gauge({
+      name: "punctual_gauges_computed_timestamp_seconds",
+      help: "Unix time the cluster gauges were last computed (by the process holding the lease).",
+      registers: r,
+    }),
     inDoubt: new Gauge({
       name: "punctual_in_doubt_deliveries",
       help: "Deliveries whose outcome is unknown (in_doubt): need a person.",
@@ -89,17 +159,45 @@ export function createMetrics(): Metrics {
       help: "Dead-lettered deliveries.",
       registers: r,
     }),
-    deliveries: new Counter({
-      name: "punctual_deliveries_total",
+    attempts: new Counter({
+      name: "punctual_attempts_total",
       help: "Delivery attempts by channel and outcome.",
+      labelNames: ["channel", "outcome"],
+      registers: r,
+    }),
+    outcomes: new Counter({
+      name: "punctual_deliveries_total",
+      help: "Deliveries by channel and final outcome (sent, dead, in_doubt, skipped, cancelled), once each.",
       labelNames: ["channel", "outcome"],
       registers: r,
     }),
     lateness: new Histogram({
       name: "punctual_delivery_lateness_seconds",
-      help: "Seconds between a delivery's due time and the start of its send.",
+      help: "Seconds between a delivery's due time and the start of its first attempt.",
       labelNames: ["channel"],
-      buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 15, 60, 300, 900, 3600],
+      buckets: LATENESS_BUCKETS,
+      registers: r,
+    }),
+    retryLateness: new Histogram({
+      name: "punctual_retry_lateness_seconds",
+      help: "Seconds between a delivery's due time and the start of a retry.",
+      labelNames: ["channel"],
+      buckets: LATENESS_BUCKETS,
+      registers: r,
+    }),
+    settingsVersion: new Gauge({
+      name: "punctual_settings_version",
+      help: "Version of the database-held settings this process runs on.",
+      registers: r,
+    }),
+    settingsChanges: new Counter({
+      name: "punctual_settings_changes_total",
+      help: "Changes of the database-held settings this process picked up.",
+      registers: r,
+    }),
+    instancesPruned: new Counter({
+      name: "punctual_instances_pruned_total",
+      help: "Instance rows deleted because their heartbeat stopped longer ago than the prune age.",
       registers: r,
     }),
     tickDuration: new Histogram({
@@ -149,6 +247,30 @@ export function createMetrics(): Metrics {
       name: "punctual_claims_released_total",
       help: "Claimed deliveries this process gave back or dropped without sending, by reason.",
       labelNames: ["reason"],
+      registers: r,
+    }),
+    rateLimitTokens: new Gauge({
+      name: "punctual_rate_limit_tokens",
+      help: "Tokens in each rate limit's bucket (tenant/key), as this process last read it.",
+      labelNames: ["key"],
+      registers: r,
+    }),
+    rateLimitThrottled: new Counter({
+      name: "punctual_rate_limit_throttled_total",
+      help: "Claims of a rate-limited key cut short by its token bucket or concurrency cap.",
+      labelNames: ["key"],
+      registers: r,
+    }),
+    circuitState: new Gauge({
+      name: "punctual_circuit_state",
+      help: "Circuit of each target host: 0 closed, 1 half-open, 2 open.",
+      labelNames: ["host"],
+      registers: r,
+    }),
+    circuitDeferred: new Counter({
+      name: "punctual_circuit_deferred_total",
+      help: "Deliveries that waited for an open circuit instead of being sent, by host.",
+      labelNames: ["host"],
       registers: r,
     }),
   };

@@ -30,6 +30,11 @@ export interface CompleterDeps {
   owner: string;
   book: HeldBook;
   streak: StreakLogger;
+  /**
+   * Runs one settle statement for a batch (the producer's, so a claim can ride on it);
+   * default: a plain {@link settleDeliveries}.
+   */
+  settle?: (batch: readonly SettleInput[]) => Promise<Set<number>>;
 }
 
 export class Completer {
@@ -47,6 +52,11 @@ export class Completer {
   /** Outcomes waiting to be recorded. */
   get pending(): number {
     return this.#queue.length;
+  }
+
+  /** Whether a settle is queued or running (a claim can ride on the next one). */
+  get busy(): boolean {
+    return this.#queue.length > 0 || this.#flushing !== null;
   }
 
   /** Queues one outcome; it is recorded with whatever else finishes meanwhile. */
@@ -97,12 +107,9 @@ export class Completer {
     while (this.#queue.length > 0) {
       const batch = this.#queue.splice(0, SETTLE_BATCH_MAX);
       try {
-        const settled = await settleDeliveries(
-          this.#d.db,
-          this.#d.clock.sqlNow(),
-          this.#d.owner,
-          batch,
-        );
+        const settled = this.#d.settle
+          ? await this.#d.settle(batch)
+          : await settleDeliveries(this.#d.db, this.#d.clock.sqlNow(), this.#d.owner, batch);
         this.#d.streak.success();
         for (const b of batch) {
           if (!settled.has(b.id)) {
@@ -111,6 +118,13 @@ export class Completer {
               { deliveryId: b.id, attempt: b.attempt, outcome: b.outcome },
               "settle found the lease lost (recovered or reclaimed meanwhile): changed nothing",
             );
+            this.#d.book.delete(b.id);
+            continue;
+          }
+          // OPS-13: a delivery counts once, by the process whose settle made it final.
+          if (b.state !== "retry") {
+            const channel = this.#d.book.get(b.id)?.row.channel ?? "unknown";
+            this.#d.metrics.outcomes.inc({ channel, outcome: b.state });
           }
           this.#d.book.delete(b.id);
         }

@@ -23,6 +23,7 @@ import type { Metrics } from "../observability/metrics.js";
 import { HeldBook, type HeldRow } from "./held.js";
 import type { Completer } from "./completer.js";
 import { decideOutcome, type SendResult } from "./outcome.js";
+import { targetHost, type Admission, type CircuitBreaker } from "./circuits.js";
 
 export interface ExecutorDeps {
   clock: Clock;
@@ -34,6 +35,8 @@ export interface ExecutorDeps {
   completer: Completer;
   /** Called whenever a send slot frees (the producer may refill). */
   onSlotFree: () => void;
+  /** CH-7: the per-host circuits; without it every send goes. */
+  circuits?: CircuitBreaker;
 }
 
 /** Safety margin kept on a lease before a send starts or while it runs, ms. */
@@ -166,11 +169,16 @@ export class Executor {
     const clock = this.#d.clock;
     const abort = held.abort as AbortController;
     const channel = this.#d.channels.get(row.channel);
+    const circuits = this.#d.circuits;
+    const host = circuits ? targetHost(row.target) : null;
+    if (circuits && host !== null && (await this.#waitsForCircuit(circuits, host, held))) return;
     const startedAt = HeldBook.dbNow(held, clock.now());
-    this.#d.metrics.lateness.observe(
-      { channel: row.channel },
-      Math.max(0, startedAt - row.due_at.getTime()) / 1000,
-    );
+    // OPS-13: a first attempt (a retry after a Retry-After deferral repeats the attempt
+    // number, so it counts as the attempt it repeats) and retries have separate histograms.
+    (row.attempt - row.deferrals <= 1
+      ? this.#d.metrics.lateness
+      : this.#d.metrics.retryLateness
+    ).observe({ channel: row.channel }, Math.max(0, startedAt - row.due_at.getTime()) / 1000);
     const delivery: ChannelDelivery = {
       deliveryKey: row.delivery_key,
       scheduleId: row.schedule_id,
@@ -242,7 +250,10 @@ export class Executor {
         decision.log.message,
       );
     }
-    this.#d.metrics.deliveries.inc({ channel: row.channel, outcome: decision.outcome });
+    this.#d.metrics.attempts.inc({ channel: row.channel, outcome: decision.outcome });
+    // CH-7: counted before the settle, so a drained scheduler has recorded it (no DB work
+    // for a host without trouble unless the send failed).
+    if (circuits) await circuits.record(host, decision.outcome);
     held.phase = "settling";
     held.abort = null;
     const { log: _log, ...fields } = decision;
@@ -252,6 +263,34 @@ export class Executor {
       attempt: row.attempt,
       startedAt: new Date(startedAt),
     });
+  }
+
+  /**
+   * CH-7: when the host's circuit is open, gives the row back unsent (no attempt spent)
+   * to wait for the next probe, and returns true. A database error here lets the send go:
+   * the circuit spares the host, it never loses a delivery.
+   */
+  async #waitsForCircuit(circuits: CircuitBreaker, host: string, held: HeldRow): Promise<boolean> {
+    const { row } = held;
+    let gate: Admission;
+    try {
+      gate = await circuits.admit(host, HeldBook.dbNow(held, this.#d.clock.now()));
+    } catch (err) {
+      this.#d.logger.warn({ err, host }, "could not read the circuit; sending");
+      return false;
+    }
+    if (gate.send) return false;
+    try {
+      await circuits.defer(host, { id: row.id, attempt: row.attempt }, gate.until);
+    } catch (err) {
+      this.#d.logger.warn({ err, host }, "could not give back a row for an open circuit; sending");
+      return false;
+    }
+    held.watchdog?.();
+    held.watchdog = null;
+    held.abort = null;
+    this.#d.book.delete(row.id);
+    return true;
   }
 
   /** Aborts every send in flight (forced shutdown). */

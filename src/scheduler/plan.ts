@@ -365,6 +365,7 @@ async function misfireBatch(
   const nowMs = rows[0]!.db_now.getTime();
   const skip: Array<{ id: number; reason: string }> = [];
   const lateIds: number[] = [];
+  const channelOf = new Map<string, string>();
   // Rows arrive grouped by (schedule, reminder), oldest first.
   let group: StaleRow[] = [];
   const judge = () => {
@@ -386,6 +387,7 @@ async function misfireBatch(
       if (d.action === "skip") {
         skip.push({ id: row.id, reason: d.reason ?? "stale" });
         deps.metrics.skipped.inc({ reason: d.reason ?? "stale" });
+        channelOf.set(String(row.id), row.channel);
       } else if (d.late) {
         // Kept and late: marked, so the next sweep does not judge it again.
         lateIds.push(row.id);
@@ -400,7 +402,14 @@ async function misfireBatch(
     group.push(row);
   }
   judge();
-  await recordMisfire(deps.db, { now, skip, lateIds });
+  const applied = await recordMisfire(deps.db, { now, skip, lateIds });
+  // OPS-13: a skipped delivery counts once, by the process whose statement skipped it.
+  for (const id of applied?.skipped_ids ?? []) {
+    deps.metrics.outcomes.inc({
+      channel: channelOf.get(String(id)) ?? "unknown",
+      outcome: "skipped",
+    });
+  }
   if (skip.length > 0) {
     deps.logger.info(
       { skipped: skip.length, late: lateIds.length },

@@ -4,7 +4,7 @@
  * It keeps up to `concurrency + prefetch target` rows held (queued or sending) and
  * refills when that falls to half, so a freed slot never claims alone and the executor
  * never waits on a round trip. The prefetch target follows the executor's measured
- * completion rate: about {@link PREFETCH_WINDOW_MS} of work, at most
+ * completion rate: about {@link PREFETCH_WINDOW_MS} (300 ms) of work, at most
  * `options.prefetch`, and `min(prefetch, concurrency)` before a rate is known. So the
  * most a crash can strand is `concurrency + prefetch` rows (what is sending plus what
  * is queued), and a queued row waits about one prefetch window, far below its lease.
@@ -20,13 +20,27 @@ import { isRetryableDatabaseError } from "../errors/index.js";
 import type { Logger } from "../observability/logger.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { Database } from "../store/database.js";
-import { claimDeliveries, releaseOrphans } from "../store/deliveries.js";
+import {
+  claimDeliveries,
+  releaseOrphans,
+  settleAndClaim,
+  settleDeliveries,
+  type ClaimedDelivery,
+  type SettleInput,
+} from "../store/deliveries.js";
 import type { Executor } from "./executor.js";
 import type { HeldBook } from "./held.js";
 import type { LeaseKeeper } from "./lease-keeper.js";
+import type { Limiter } from "./limiter.js";
 
-/** How much work, in ms of measured throughput, the prefetch aims to hold. */
-export const PREFETCH_WINDOW_MS = 100;
+/**
+ * How much work, in ms of measured throughput, the prefetch aims to hold. 300 ms: under a
+ * burst a claim then takes ~150 rows instead of ~50 (each statement's fixed cost shared
+ * by three times the rows; database CPU per delivery −30 % measured here,
+ * docs/benchmarks.md), and a prefetched row still waits well under a second, far below
+ * any lease (at least 1 s; 60 s by default).
+ */
+export const PREFETCH_WINDOW_MS = 300;
 
 export interface ProducerDeps {
   db: Database;
@@ -39,6 +53,15 @@ export interface ProducerDeps {
   book: HeldBook;
   executor: Executor;
   keeper: LeaseKeeper;
+  /**
+   * Whether a claim may ride on a settle now ({@link Producer.settle}); the scheduler
+   * allows it while its loop runs (tests that step it by hand claim only when they ask).
+   */
+  mayRide?: () => boolean;
+  /** Called after a claim rode on a settle: `exhausted` when it came back short. */
+  onRide?: (claimed: number, exhausted: boolean) => void;
+  /** DEL-13: claims the rows of rate-limited keys; without it every row is unlimited. */
+  limiter?: Limiter;
 }
 
 /** What one {@link Producer.fill} did. */
@@ -52,6 +75,8 @@ export class Producer {
   readonly #d: ProducerDeps;
   #serial: Promise<unknown> = Promise.resolve();
   #stopped = false;
+  /** A claim statement (alone or riding on a settle) is in flight. */
+  #claiming = false;
   /** A claim failed in a way that may have lost its reply: release orphans soon. */
   orphansSuspected = false;
 
@@ -101,7 +126,69 @@ export class Producer {
    * batch to the executor. Throws the database error of a failed claim.
    */
   fill(): Promise<FillResult> {
-    return this.#serialized(() => this.#fill());
+    return this.#serialized(async () => {
+      this.#claiming = true;
+      try {
+        return await this.#fill();
+      } finally {
+        this.#claiming = false;
+      }
+    });
+  }
+
+  /** Rows a claim now should take (0: none wanted). */
+  #want(): number {
+    const o = this.#d.options;
+    const target = o.concurrency + this.prefetchTarget();
+    return Math.max(0, Math.min(o.claimBatch, target - this.#active()));
+  }
+
+  /** Hands claimed rows to the executor. */
+  #take(rows: readonly ClaimedDelivery[]): void {
+    if (rows.length === 0) return;
+    const held = this.#d.book.add(rows, this.#d.clock.now());
+    this.#d.executor.enqueue(held);
+    this.#d.keeper.ensure();
+  }
+
+  /**
+   * DEL-2: settles `batch` (for the completer), with this process's next claim riding on
+   * the same statement when it wants rows, may ride ({@link ProducerDeps.mayRide}) and no
+   * claim is in flight: one statement and one commit per batch instead of two under a
+   * burst. Otherwise a plain settle. Returns the ids whose outcome was recorded; throws
+   * the database error (the settle's outcomes are then not recorded, and the claim, if
+   * its reply was lost, is an orphan released soon).
+   */
+  async settle(batch: readonly SettleInput[]): Promise<Set<number>> {
+    const d = this.#d;
+    const plain = () => settleDeliveries(d.db, d.clock.sqlNow(), d.owner, batch);
+    if (this.#stopped || this.#claiming || !(d.mayRide?.() ?? false) || !this.wantsMore()) {
+      return plain();
+    }
+    return this.#serialized(async () => {
+      const want = this.#stopped ? 0 : this.#want();
+      if (want === 0) return plain();
+      this.#claiming = true;
+      let result;
+      try {
+        result = await settleAndClaim(d.db, d.clock.sqlNow(), d.owner, batch, {
+          leaseMs: d.options.leaseMs,
+          limit: want,
+          channels: d.channels,
+          limited: d.limiter?.limiters ?? [],
+        });
+      } catch (err) {
+        if (isRetryableDatabaseError(err)) this.orphansSuspected = true;
+        throw err;
+      } finally {
+        this.#claiming = false;
+      }
+      this.#take(result.claimed);
+      // DEL-13: rows of limited keys are claimed by the next fill, under their buckets.
+      const limitedKeys = (d.limiter?.limiters.length ?? 0) > 0;
+      d.onRide?.(result.claimed.length, result.claimed.length < want && !limitedKeys);
+      return result.settled;
+    });
   }
 
   async #fill(): Promise<FillResult> {
@@ -120,17 +207,29 @@ export class Producer {
           leaseMs: o.leaseMs,
           limit: want,
           channels: this.#d.channels,
+          limited: this.#d.limiter?.limiters ?? [],
         });
       } catch (err) {
         if (isRetryableDatabaseError(err)) this.orphansSuspected = true;
         throw err;
       }
-      if (rows.length > 0) {
-        const held = this.#d.book.add(rows, this.#d.clock.now());
-        this.#d.executor.enqueue(held);
-        this.#d.keeper.ensure();
-      }
+      this.#take(rows);
       claimed += rows.length;
+      // DEL-13: then rows of limited keys, under their shared buckets.
+      const limiter = this.#d.limiter;
+      if (limiter && limiter.limiters.length > 0 && rows.length < want) {
+        let more;
+        try {
+          more = await limiter.claim({ limit: want - rows.length, leaseMs: o.leaseMs });
+        } catch (err) {
+          if (isRetryableDatabaseError(err)) this.orphansSuspected = true;
+          throw err;
+        }
+        this.#take(more);
+        claimed += more.length;
+        if (rows.length + more.length < want) return { claimed, exhausted: true };
+        continue;
+      }
       if (rows.length < want) return { claimed, exhausted: true };
     }
   }

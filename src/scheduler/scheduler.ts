@@ -7,7 +7,8 @@
  *        └──── lease keeper renews what is held ────┘   (lease-keeper.ts)
  *
  *   maintenance, every `pollMs` or when woken:
- *   heartbeat → recover (+ orphaned claims) → plan → misfire → retention (own cadence)
+ *   heartbeat → settings → recover (+ orphaned claims) → plan → misfire → retention and
+ *   gauges (own cadences)
  *
  * Wake-ups are event-driven and coalesced: a freed send slot refills the producer only
  * when the held rows fall to half the target; a claim that came back short arms one
@@ -29,18 +30,22 @@ import type { Logger } from "../observability/logger.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { Database } from "../store/database.js";
 import { nextWake, releaseClaims } from "../store/deliveries.js";
-import { markInstanceStopped, readGauges } from "../store/operations.js";
+import { markInstanceStopped } from "../store/operations.js";
 import { Completer } from "./completer.js";
 import { Executor } from "./executor.js";
 import { HeldBook } from "./held.js";
 import { LeaseKeeper } from "./lease-keeper.js";
+import { Limiter } from "./limiter.js";
+import { CircuitBreaker } from "./circuits.js";
 import { planSweep, misfireSweep } from "./plan.js";
 import { Producer } from "./producer.js";
 import { SingleFlight } from "./single-flight.js";
 import { heartbeat, passSucceeded, type HeartbeatState } from "./services/heartbeat.js";
+import { clusterGauges } from "./services/gauges.js";
 import { recover } from "./services/recover.js";
 import { retention } from "./services/retention.js";
 import type { ServiceContext } from "./services/service.js";
+import { LiveSettings, settingsSweep } from "./services/settings.js";
 
 /** What one tick did (tests and `punctual status` read it). */
 export interface TickReport {
@@ -63,6 +68,11 @@ export interface SchedulerDeps {
   version: string;
   /** `start` (API + scheduler) or `worker`. */
   role: string;
+  /**
+   * Database-held settings this process applies (OPS-11); its `options` replace
+   * `options` above. Default: live settings over `options`, without a webhook secret.
+   */
+  settings?: LiveSettings;
 }
 
 function emptyReport(): TickReport {
@@ -91,6 +101,8 @@ export class Scheduler {
   readonly #completer: Completer;
   readonly #keeper: LeaseKeeper;
   readonly #producer: Producer;
+  readonly #limiter: Limiter;
+  readonly #circuits: CircuitBreaker;
   readonly #heartbeat: HeartbeatState = { skewMs: 0 };
   readonly #streaks = new Map<string, StreakLogger>();
   readonly #channelNames: string[];
@@ -103,6 +115,8 @@ export class Scheduler {
   #emptyBackoffMs = 0;
   #unlisten: (() => Promise<void>) | null = null;
   #lastRetention = Number.NEGATIVE_INFINITY;
+  #lastGauges = Number.NEGATIVE_INFINITY;
+  readonly #settings: LiveSettings;
   #dbFailures = 0;
   #lastPassAt: number | null = null;
   #lastTickAt: number | null = null;
@@ -112,7 +126,10 @@ export class Scheduler {
   /** Claim attempts that failed in a row; 0 after a successful one. */
   #claimFailures = 0;
 
-  constructor(deps: SchedulerDeps) {
+  constructor(given: SchedulerDeps) {
+    // OPS-11: every part reads the live options, which a settings change updates in place.
+    this.#settings = given.settings ?? new LiveSettings(given.options);
+    const deps = { ...given, options: this.#settings.options };
     this.#d = deps;
     const live = () => this.#running && !this.#stopping;
     this.#maintenance = new SingleFlight(
@@ -153,6 +170,20 @@ export class Scheduler {
       owner: this.owner,
       book: this.#book,
       streak: this.#streak("settle"),
+      settle: (batch) => this.#producer.settle(batch),
+    });
+    this.#circuits = new CircuitBreaker({
+      db,
+      clock,
+      logger: this.#log,
+      metrics,
+      owner: this.owner,
+      policy: {
+        failures: options.circuitFailures,
+        backoffMs: options.circuitBackoffMs,
+        maxBackoffMs: options.circuitMaxBackoffMs,
+      },
+      probeTurnMs: options.sendTimeoutMs,
     });
     this.#executor = new Executor({
       clock,
@@ -163,6 +194,7 @@ export class Scheduler {
       book: this.#book,
       completer: this.#completer,
       onSlotFree: () => this.#onSlotFree(),
+      circuits: this.#circuits,
     });
     this.#keeper = new LeaseKeeper({
       db,
@@ -175,6 +207,14 @@ export class Scheduler {
       executor: this.#executor,
       streak: this.#streak("renew"),
     });
+    this.#limiter = new Limiter({
+      db,
+      clock,
+      logger: this.#log,
+      metrics,
+      owner: this.owner,
+      channels: this.#channelNames,
+    });
     this.#producer = new Producer({
       db,
       clock,
@@ -186,6 +226,9 @@ export class Scheduler {
       book: this.#book,
       executor: this.#executor,
       keeper: this.#keeper,
+      mayRide: () => this.#running && !this.#stopping && this.#claimFailures === 0,
+      onRide: (claimed, exhausted) => this.#onRide(claimed, exhausted),
+      limiter: this.#limiter,
     });
   }
 
@@ -201,6 +244,16 @@ export class Scheduler {
   /** Process-clock time the last maintenance tick started, successful or not, ms. */
   get lastTickAt(): number | null {
     return this.#lastTickAt;
+  }
+
+  /** The database-held settings this process runs on (OPS-11). */
+  get settings(): LiveSettings {
+    return this.#settings;
+  }
+
+  /** Duration of the last maintenance pass, ms (null before the first). */
+  get lastTickMs(): number | null {
+    return this.#lastTickMs;
   }
 
   /** Estimated database-clock minus process-clock, ms (OPS-9). */
@@ -321,10 +374,14 @@ export class Scheduler {
     const report = emptyReport();
     const sweeps: Array<[string, () => Promise<void>]> = [
       ["heartbeat", () => heartbeat(this.#ctx, this.#heartbeat, this.#streak("clock-skew"))],
+      // DEL-13 / OPS-11 / CH-7: limits and circuits of every process, from this pass on.
+      ["limits", () => this.#limiter.refresh().then(() => this.#circuits.refresh())],
+      ["settings", () => settingsSweep({ ...this.#ctx, settings: this.#settings })],
       ["recover", async () => void (report.recovered = await this.recover())],
       ["plan", async () => void (report.planned = await planSweep(this.#planDeps()))],
       ["misfire", async () => void (report.skipped = await misfireSweep(this.#planDeps()))],
       ["retention", () => this.#retention()],
+      ["gauges", () => this.#gauges()],
     ];
     for (const [name, run] of sweeps) {
       if (this.#stopping && name !== "heartbeat") break;
@@ -376,6 +433,13 @@ export class Scheduler {
     await retention(this.#ctx);
   }
 
+  async #gauges(): Promise<void> {
+    const now = this.#d.clock.now();
+    if (now - this.#lastGauges < this.#d.options.gaugesEveryMs) return;
+    this.#lastGauges = now;
+    await clusterGauges(this.#ctx);
+  }
+
   /**
    * DEL-6: recovers expired leases (any worker's), and gives back this worker's orphaned
    * claims (DEL-16). Returns how many expired leases it recovered.
@@ -404,7 +468,23 @@ export class Scheduler {
 
   #onSlotFree(): void {
     if (!this.#running || this.#stopping) return;
+    // The freed slot's outcome is about to be settled: the claim rides on that statement
+    // (Producer.settle) unless a claim is already on its way.
+    if (this.#completer.busy) return;
     if (this.#producer.wantsMore()) this.#kick();
+  }
+
+  /** After a claim rode on a settle: claim on, or arm the wake-up when it came back short. */
+  #onRide(claimed: number, exhausted: boolean): void {
+    if (!this.#running || this.#stopping) return;
+    this.#dispatchFailing = false;
+    if (claimed > 0) this.#emptyBackoffMs = 0;
+    if (!exhausted) {
+      if (this.#producer.wantsMore()) this.#kick();
+      return;
+    }
+    // Like a short claim of the fill loop: one timer for the next admissible row.
+    if (!this.#claims.pending && !this.#claims.current) void this.#armWake(claimed === 0);
   }
 
   /** Coalesced claim: one fill at a time, one follow-up at most. */
@@ -447,6 +527,9 @@ export class Scheduler {
           if (until > 0) {
             delay = Math.min(delay, until);
             this.#emptyBackoffMs = 0;
+          } else if (this.#limiter.wakeHintMs() !== null) {
+            // DEL-13: due rows held back by a rate limit: look again when a token is due.
+            delay = Math.min(delay, this.#limiter.wakeHintMs() as number);
           } else if (claimedNothing) {
             // Due rows this worker could not claim (others hold their locks): back off,
             // doubling, rather than spin.
@@ -516,14 +599,14 @@ export class Scheduler {
     await this.#completer.idle();
   }
 
-  /** Refreshes the gauges of /metrics (due backlog, overdue, in doubt, dead). */
+  /**
+   * OPS-13: runs the gauges sweep now, off its cadence: computes and stores the cluster
+   * gauges when this process holds (or wins) their lease, else reads the stored ones.
+   * `/metrics` never calls it: it serves what the last sweep set.
+   */
   async refreshGauges(): Promise<void> {
-    const g = await readGauges(this.#d.db, this.#d.clock.sqlNow(), 15 * 60_000);
-    if (!g) return;
-    this.#d.metrics.dueBacklog.set(g.due_backlog);
-    this.#d.metrics.overdue.set(g.overdue);
-    this.#d.metrics.inDoubt.set(g.in_doubt);
-    this.#d.metrics.dead.set(g.dead);
+    this.#lastGauges = this.#d.clock.now();
+    await clusterGauges(this.#ctx);
   }
 
   /**

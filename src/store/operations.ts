@@ -30,7 +30,8 @@ export const INSTANCE_STOPPED_SQL = `update punctual_instances set stopped_at = 
 
 /** Instances seen recently: $1 now, $2 window ms */
 export const LIST_INSTANCES_SQL = `
-select id, host, pid, version, role, started_at, last_tick_at, last_pass_at, last_tick_ms, stopped_at
+select id, host, pid, version, role, started_at, last_tick_at, last_pass_at, last_tick_ms, stopped_at,
+  settings_version
 from punctual_instances
 where stopped_at is null or stopped_at > ${NOW} - make_interval(secs => $2::double precision / 1000)
 order by started_at`;
@@ -50,6 +51,8 @@ export interface InstanceRow {
   /** Duration of its last pass, ms. */
   last_tick_ms: number | null;
   stopped_at: Date | null;
+  /** Settings version the instance runs on (OPS-11; null before its first settings read). */
+  settings_version: number | string | null;
 }
 
 /** Result columns of {@link LIST_INSTANCES_SQL}. */
@@ -64,6 +67,7 @@ export const LIST_INSTANCES_COLUMNS = columnsOf<InstanceRow>()([
   "last_pass_at",
   "last_tick_ms",
   "stopped_at",
+  "settings_version",
 ]);
 
 /**

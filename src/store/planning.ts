@@ -107,16 +107,20 @@ order by schedule_id, key`;
  * $8 lost-lease policies, $9 max attempts.
  * The admission columns come from the schedule row in the same statement (DEL-3): held
  * (`paused`) unless the schedule is active, its expiry, and `stale_at` (REC-6). Nothing is
- * inserted for a cancelled schedule.
+ * inserted for a cancelled schedule. DEL-13: `limiter` is `tenant/key`, the key being the
+ * reminder's `rate_limit_key` or else the channel name (one primary-key read per row).
  */
 export const INSERT_DELIVERIES_SQL = `
 insert into punctual_deliveries
   (delivery_key, schedule_id, reminder_key, occurrence_at, due_at, run_at, channel,
-   on_lost_lease, max_attempts, state, expires_at, stale_at, created_at, updated_at)
+   on_lost_lease, max_attempts, state, expires_at, stale_at, created_at, updated_at, limiter)
 select u.key, u.schedule_id, u.reminder_key, u.occurrence_at, u.due_at, u.due_at, u.channel,
        u.on_lost_lease, u.max_attempts,
        case when s.state = 'active' then 'pending' else 'paused' end,
-       s.expires_at, ${staleAtSql("s", "u.due_at", "0", "false")}, ${NOW}, ${NOW}
+       s.expires_at, ${staleAtSql("s", "u.due_at", "0", "false")}, ${NOW}, ${NOW},
+       s.tenant || '/' || coalesce((select r.rate_limit_key from punctual_reminders r
+                                    where r.schedule_id = u.schedule_id and r.key = u.reminder_key),
+                                   u.channel)
 from unnest($2::text[], $3::uuid[], $4::text[], $5::timestamptz[], $6::timestamptz[],
             $7::text[], $8::text[], $9::int[])
   as u(key, schedule_id, reminder_key, occurrence_at, due_at, channel, on_lost_lease, max_attempts)
@@ -156,6 +160,8 @@ export interface StaleRow {
   id: number;
   schedule_id: string;
   reminder_key: string;
+  /** Channel of the row (metrics count a skip by channel, OPS-13). */
+  channel: string;
   occurrence_at: Date;
   due_at: Date;
   misfire: "skip" | "latest" | "all";
@@ -171,6 +177,7 @@ export const SELECT_STALE_COLUMNS = columnsOf<StaleRow>()([
   "id",
   "schedule_id",
   "reminder_key",
+  "channel",
   "occurrence_at",
   "due_at",
   "misfire",
@@ -207,12 +214,12 @@ with picked as (
     limit $2)
 ),
 grp as (select distinct schedule_id, reminder_key from picked)
-select x.id, x.schedule_id, x.reminder_key, x.occurrence_at, x.due_at, s.misfire, s.grace_ms,
+select x.id, x.schedule_id, x.reminder_key, x.channel, x.occurrence_at, x.due_at, s.misfire, s.grace_ms,
        s.recurring, x.expires_at, ${NOW} as db_now
 from grp g
 join punctual_schedules s on s.id = g.schedule_id
 cross join lateral (
-  select d.id, d.schedule_id, d.reminder_key, d.occurrence_at, d.due_at, d.expires_at
+  select d.id, d.schedule_id, d.reminder_key, d.channel, d.occurrence_at, d.due_at, d.expires_at
   from punctual_deliveries d
   where d.schedule_id = g.schedule_id and d.state in ('pending', 'retry')
     and d.reminder_key = g.reminder_key
@@ -243,16 +250,23 @@ late as (
   where d.id = any($4::bigint[]) and d.state = 'pending'
   returning d.id
 )
-select (select count(*) from skipped) as skipped, (select count(*) from late) as late`;
+select (select count(*) from skipped) as skipped, (select count(*) from late) as late,
+  array(select id from skipped) as skipped_ids`;
 
 /** What {@link APPLY_MISFIRE_SQL} changed. */
 export interface MisfireCountsRow {
   skipped: number;
   late: number;
+  /** Ids this statement skipped (a row another worker skipped first is not among them). */
+  skipped_ids: Array<number | string>;
 }
 
 /** Result columns of {@link APPLY_MISFIRE_SQL}. */
-export const APPLY_MISFIRE_COLUMNS = columnsOf<MisfireCountsRow>()(["skipped", "late"]);
+export const APPLY_MISFIRE_COLUMNS = columnsOf<MisfireCountsRow>()([
+  "skipped",
+  "late",
+  "skipped_ids",
+]);
 
 /** Locks one schedule for an edit. $1 now, $2 tenant, $3 id. */
 export const LOCK_SCHEDULE_FOR_EDIT_SQL = `

@@ -98,6 +98,8 @@ export interface ReminderRow {
   max_attempts: number;
   /** CH-6: the reminder's template, or null. */
   template: ReminderTemplate | null;
+  /** DEL-13: the reminder's limiter key; null: its channel name. */
+  rate_limit_key: string | null;
 }
 
 /** Result columns of {@link REMINDERS_SQL}. */
@@ -110,6 +112,7 @@ export const REMINDERS_COLUMNS = columnsOf<ReminderRow>()([
   "on_lost_lease",
   "max_attempts",
   "template",
+  "rate_limit_key",
 ]);
 
 /**
@@ -131,12 +134,12 @@ values ($2, $3, $4, $5, $6, $7, $8::text[], $9::text[], $10, $11, $12, $13, $14,
 on conflict (tenant, idempotency_key) where idempotency_key is not null do nothing
 returning *, ${NOW} as db_now`;
 
-/** Parameters: $1 schedule id, then parallel arrays $2 keys, $3 offsets, $4 channels, $5 targets (json text), $6 lost-lease policies, $7 max attempts, $8 templates (json text or null). */
+/** Parameters: $1 schedule id, then parallel arrays $2 keys, $3 offsets, $4 channels, $5 targets (json text), $6 lost-lease policies, $7 max attempts, $8 templates (json text or null), $9 rate-limit keys (or null). */
 export const INSERT_REMINDERS_SQL = `
-insert into punctual_reminders (schedule_id, key, offset_duration, channel, target, on_lost_lease, max_attempts, template)
-select $1, u.key, u.offset_duration, u.channel, u.target::jsonb, u.on_lost_lease, u.max_attempts, u.template::jsonb
-from unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int[], $8::text[])
-  as u(key, offset_duration, channel, target, on_lost_lease, max_attempts, template)`;
+insert into punctual_reminders (schedule_id, key, offset_duration, channel, target, on_lost_lease, max_attempts, template, rate_limit_key)
+select $1, u.key, u.offset_duration, u.channel, u.target::jsonb, u.on_lost_lease, u.max_attempts, u.template::jsonb, u.rate_limit_key
+from unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int[], $8::text[], $9::text[])
+  as u(key, offset_duration, channel, target, on_lost_lease, max_attempts, template, rate_limit_key)`;
 
 /** $1 tenant, $2 idempotency key */
 export const SCHEDULE_BY_IDEMPOTENCY_KEY_SQL = `
@@ -183,9 +186,12 @@ stopped as (
   set state = 'cancelled', reason = 'schedule_cancelled', finished_at = ${NOW}, updated_at = ${NOW}
   from cancelled c
   where d.schedule_id = c.id and d.state in ('pending', 'retry', 'paused')
-  returning d.id
+  returning d.id, d.channel
 )
-select c.*, (select count(*) from stopped) as cancelled_deliveries from cancelled c`;
+select c.*, (select count(*) from stopped) as cancelled_deliveries,
+  (select coalesce(jsonb_object_agg(x.channel, x.n), '{}'::jsonb)
+     from (select channel, count(*) as n from stopped group by channel) x) as cancelled_by_channel
+from cancelled c`;
 
 /**
  * DEL-10: pause or resume, in one statement with the waiting deliveries. Pausing holds
@@ -319,6 +325,8 @@ export interface DeliveryRow {
   send_status: number | null;
   /** That attempt's channel message id, if any. */
   send_message_id: string | null;
+  /** DEL-13: the row's limiter, `tenant/key` (null: planned by a release before 0010, not limited). */
+  limiter: string | null;
   created_at: Date;
   updated_at: Date;
 }
@@ -373,6 +381,7 @@ export const DELIVERY_ROW_KEYS = columnsOf<DeliveryRow>()([
   "send_started_at",
   "send_status",
   "send_message_id",
+  "limiter",
 ]);
 
 /** Result columns of {@link ATTEMPTS_SQL}. */
@@ -424,12 +433,17 @@ export const LIST_SCHEDULES_COLUMNS = columnsOf<ListedScheduleRow>()([
 ]);
 
 /** What {@link CANCEL_SCHEDULE_SQL} returns: the schedule and how many waiting rows it cancelled. */
-export type CancelledScheduleRow = ScheduleRow & { cancelled_deliveries: number };
+export type CancelledScheduleRow = ScheduleRow & {
+  cancelled_deliveries: number;
+  /** Deliveries this statement cancelled, by channel (OPS-13 counts them). */
+  cancelled_by_channel: Record<string, number>;
+};
 
 /** Result columns of {@link CANCEL_SCHEDULE_SQL}. */
 export const CANCEL_SCHEDULE_COLUMNS = columnsOf<CancelledScheduleRow>()([
   ...SCHEDULE_ROW_KEYS,
   "cancelled_deliveries",
+  "cancelled_by_channel",
 ]);
 
 /** What {@link SET_SCHEDULE_STATE_SQL} returns: the schedule and how many waiting rows it moved. */
@@ -483,6 +497,7 @@ export function toReminderView(row: ReminderRow): ReminderView {
           : null,
     maxAttempts: row.max_attempts,
     template: row.template ?? null,
+    rateLimitKey: row.rate_limit_key ?? null,
   };
 }
 
@@ -606,13 +621,13 @@ returning *, ${NOW} as db_now`;
 /**
  * Bulk reminders. Parameters: parallel arrays $1 schedule ids, $2 keys, $3 offsets,
  * $4 channels, $5 targets (json text), $6 lost-lease policies, $7 max attempts,
- * $8 templates (json text or null).
+ * $8 templates (json text or null), $9 rate-limit keys (or null).
  */
 export const INSERT_REMINDERS_BULK_SQL = `
-insert into punctual_reminders (schedule_id, key, offset_duration, channel, target, on_lost_lease, max_attempts, template)
-select u.schedule_id, u.key, u.offset_duration, u.channel, u.target::jsonb, u.on_lost_lease, u.max_attempts, u.template::jsonb
-from unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int[], $8::text[])
-  as u(schedule_id, key, offset_duration, channel, target, on_lost_lease, max_attempts, template)`;
+insert into punctual_reminders (schedule_id, key, offset_duration, channel, target, on_lost_lease, max_attempts, template, rate_limit_key)
+select u.schedule_id, u.key, u.offset_duration, u.channel, u.target::jsonb, u.on_lost_lease, u.max_attempts, u.template::jsonb, u.rate_limit_key
+from unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int[], $8::text[], $9::text[])
+  as u(schedule_id, key, offset_duration, channel, target, on_lost_lease, max_attempts, template, rate_limit_key)`;
 
 /**
  * Brings a cancelled schedule back (an event that reappears in an imported calendar).
@@ -722,6 +737,8 @@ export interface ReminderToInsert {
   maxAttempts: number;
   /** CH-6: the template as JSON text, or null (absent: null). */
   templateJson?: string | null;
+  /** DEL-13: the limiter key, or null (absent: null, the channel name). */
+  rateLimitKey?: string | null;
 }
 
 /** API-1 / DEL-9: runs {@link INSERT_REMINDERS_SQL}: the reminders of one schedule. */
@@ -739,6 +756,7 @@ export async function insertReminders(
     r.map((x) => x.onLostLease),
     r.map((x) => x.maxAttempts),
     r.map((x) => x.templateJson ?? null),
+    r.map((x) => x.rateLimitKey ?? null),
   ]);
 }
 
@@ -965,6 +983,7 @@ export async function insertRemindersBulk(
     r.map((x) => x.onLostLease),
     r.map((x) => x.maxAttempts),
     r.map((x) => x.templateJson ?? null),
+    r.map((x) => x.rateLimitKey ?? null),
   ]);
 }
 

@@ -53,7 +53,7 @@ function expectIndexOrderedClaim(plan: PlanNode): void {
   ]);
 }
 
-const claimParams = (limit: number) => [NOW, "w#1#x", 60_000, limit, ["log"]];
+const claimParams = (limit: number) => [NOW, "w#1#x", 60_000, limit, ["log"], []];
 
 describe(`claim and sweep plans on ${engine}, before and after ANALYZE`, () => {
   const t = useTestDatabase();

@@ -49,6 +49,7 @@ async function claim(db: Queryable, limit = 100, now: Date = NOW) {
     60_000,
     limit,
     ["log"],
+    [],
   ]);
   return rows;
 }
@@ -98,7 +99,7 @@ describe(`claimable by the row's own state on ${engine}`, () => {
     let shape = "";
     try {
       await db.transaction(async (tx) => {
-        const p = await explain(tx, CLAIM_SQL, [NOW, "w#1#x", 60_000, 8, ["log"]], "analyze");
+        const p = await explain(tx, CLAIM_SQL, [NOW, "w#1#x", 60_000, 8, ["log"], []], "analyze");
         shape = outline(p);
         scan = nodes(p).find((n) => n["Index Name"] === "punctual_deliveries_claimable");
         throw new Rollback();

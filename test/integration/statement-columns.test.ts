@@ -16,20 +16,30 @@ import type { Database, QueryResult } from "../../src/store/database.js";
 import * as apiKeys from "../../src/store/api-keys.js";
 import * as deliveries from "../../src/store/deliveries.js";
 import * as durability from "../../src/store/durability.js";
+import * as kinds from "../../src/store/kinds.js";
+import * as observe from "../../src/store/observe.js";
 import * as operations from "../../src/store/operations.js";
 import * as operator from "../../src/store/operator.js";
 import * as planning from "../../src/store/planning.js";
 import * as schedules from "../../src/store/schedules.js";
+import * as tasks from "../../src/store/tasks.js";
+import * as rateLimits from "../../src/store/rate-limits.js";
+import * as circuits from "../../src/store/circuits.js";
 import { openTestDatabase, type TestDatabase } from "../support/db.js";
 
 const MODULES = {
   apiKeys,
   deliveries,
   durability,
+  observe,
+  kinds,
   operations,
   operator,
   planning,
   schedules,
+  tasks,
+  rateLimits,
+  circuits,
 } as const;
 
 const ID = "00000000-0000-4000-8000-000000000000";
@@ -55,8 +65,9 @@ const nulls = (n: number) => Array.from({ length: n }, () => null);
 /** Parameters that make each statement valid; `$1` "now" is NULL (the database clock). */
 const PARAMS: Record<string, readonly unknown[]> = {
   // deliveries.ts
-  CLAIM_SQL: [null, "owner", 1_000, 1, ["log"]],
+  CLAIM_SQL: [null, "owner", 1_000, 1, ["log"], []],
   SETTLE_SQL: [null, "owner", ...nulls(12)],
+  SETTLE_AND_CLAIM_SQL: [null, "owner", ...nulls(12), 1_000, 1, ["log"]],
   RECOVER_SQL: [null, 1, 0],
   RELEASE_SQL: [null, "owner", null, null],
   NEXT_WAKE_SQL: [null, ["log"]],
@@ -76,6 +87,15 @@ const PARAMS: Record<string, readonly unknown[]> = {
   PING_SQL: [],
   NOTIFY_WAKE_SQL: [""],
   INIT_SETTING_SQL: ["column_test", '"value"'],
+  // observe.ts
+  STORE_GAUGES_SQL: [null, "instance", 1_000],
+  READ_STORED_GAUGES_SQL: [null],
+  READ_SETTINGS_VERSION_SQL: [],
+  RECORD_SETTINGS_VERSION_SQL: ["instance", 1],
+  PUT_SETTING_SQL: ["column_test", '"value"'],
+  READ_SETTINGS_SQL: [["column_test"]],
+  PRUNE_INSTANCES_SQL: [null, 1_000],
+  DELETE_OLD_ATTEMPTS_SQL: [null, 1_000, 1],
   // planning.ts
   LOCK_SCHEDULES_TO_PLAN_SQL: [null, 1_000, 1],
   REMINDERS_OF_SQL: [[]],
@@ -93,7 +113,7 @@ const PARAMS: Record<string, readonly unknown[]> = {
   NEXT_PLANNING_SQL: [],
   // schedules.ts
   INSERT_SCHEDULE_SQL: [null, "default", null, "hash", ...DEFINITION, null, null],
-  INSERT_REMINDERS_SQL: [ID, ...nulls(7)],
+  INSERT_REMINDERS_SQL: [ID, ...nulls(8)],
   SCHEDULE_BY_IDEMPOTENCY_KEY_SQL: ["default", "key"],
   SCHEDULE_BY_ID_SQL: ["default", ID],
   REMINDERS_SQL: [[]],
@@ -109,7 +129,7 @@ const PARAMS: Record<string, readonly unknown[]> = {
   DELETE_REMINDERS_SQL: [ID],
   SCHEDULES_OF_SOURCE_SQL: ["default", "source"],
   INSERT_SCHEDULES_BULK_SQL: [null, "default", ...nulls(17)],
-  INSERT_REMINDERS_BULK_SQL: nulls(8),
+  INSERT_REMINDERS_BULK_SQL: nulls(9),
   REVIVE_SCHEDULE_SQL: [null, ID],
   // api-keys.ts
   INSERT_API_KEY_SQL: [null, "default", "name", ["read"], "hash", "pk_"],
@@ -128,6 +148,28 @@ const PARAMS: Record<string, readonly unknown[]> = {
   INSERT_SCHEDULE_BY_EXTERNAL_ID_SQL: [null, "default", null, "hash", ...DEFINITION, "s", "x"],
   PURGE_SCHEDULE_SQL: ["default", ID],
   MISSED_SQL: ["default", ID, 1],
+  // kinds.ts
+  UPSERT_REMINDER_KIND_SQL: [null, "default", "k", "log", "PT0S", null, null, false, true],
+  LIST_REMINDER_KINDS_SQL: ["default"],
+  REMINDER_KINDS_BY_KEY_SQL: ["default", []],
+  DELETE_REMINDER_KIND_SQL: ["default", "k"],
+  // tasks.ts
+  CLAIM_TASK_OCCURRENCE_SQL: [null, "task", new Date(0), "owner", 1_000],
+  END_TASK_LEASE_SQL: [null, "task", new Date(0), "owner"],
+  // rate-limits.ts
+  UPSERT_RATE_LIMIT_SQL: [null, "default", "key", 1, 1, null],
+  LIST_RATE_LIMITS_SQL: [null, "default"],
+  ALL_RATE_LIMITS_SQL: [null],
+  DELETE_RATE_LIMIT_SQL: ["default", "key"],
+  LOCK_BUCKET_SQL: [null, "default", "key", "default/key"],
+  CLAIM_LIMITED_SQL: [null, "owner", 1_000, 1, ["log"], "default", "key", "default/key"],
+  // circuits.ts
+  CIRCUIT_FAILURE_SQL: [null, "host", 5, 1_000, 10_000],
+  CIRCUIT_SUCCESS_SQL: [null, "host"],
+  CIRCUIT_PROBE_SQL: [null, "host", "owner", 1_000],
+  CIRCUIT_SQL: ["host"],
+  LIST_CIRCUITS_SQL: [],
+  DEFER_CLAIMS_SQL: [null, "owner", null, null, new Date(0)],
 };
 
 /** Statements that cannot run in a transaction block (VACUUM): run on their own. */

@@ -13,7 +13,10 @@ export async function recover(ctx: ServiceContext): Promise<number> {
   const { db, clock, logger, metrics, options } = ctx;
   const rows = await recoverExpired(db, clock.sqlNow(), options.recoverBatch, 0);
   for (const row of rows) {
-    metrics.deliveries.inc({ channel: row.channel, outcome: "lease_expired" });
+    metrics.attempts.inc({ channel: row.channel, outcome: "lease_expired" });
+    if (row.state === "in_doubt" || row.state === "dead") {
+      metrics.outcomes.inc({ channel: row.channel, outcome: row.state });
+    }
     const fields = {
       deliveryId: row.id,
       deliveryKey: row.delivery_key,

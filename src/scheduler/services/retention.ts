@@ -1,10 +1,12 @@
 /**
  * Retention service: deletes finished rows (sent, skipped, cancelled) older than
  * `retentionDays`, once per `retentionEveryMs` cluster-wide — whoever holds the database
- * lease `punctual.retention` does it (DEL-8) — and vacuums on the embedded engine, which
- * has no autovacuum.
+ * lease `punctual.retention` does it (DEL-8) — with the {@link housekeeping} of stale
+ * instances and old attempt-log rows, and vacuums on the embedded engine, which has no
+ * autovacuum.
  */
 import { acquireLease, deleteFinished, vacuumHotTables } from "../../store/operations.js";
+import { housekeeping } from "./housekeeping.js";
 import type { ServiceContext } from "./service.js";
 
 /** Most rows one retention pass deletes. */
@@ -27,6 +29,7 @@ export async function retention(ctx: ServiceContext): Promise<number> {
     options.retentionDays * 86_400_000,
     RETENTION_BATCH,
   );
+  await housekeeping(ctx);
   if (db.engine === "pglite") await vacuumHotTables(db);
   return deleted;
 }

@@ -546,6 +546,29 @@ describe("API-7 strict posture of the HTTP API", () => {
     ).not.toContain("NaN");
   });
 
+  it("API-5 API-7: remind may repeat on an import (one reminder each)", async () => {
+    const ics = [
+      "BEGIN:VCALENDAR",
+      "VERSION:2.0",
+      "PRODID:-//test//EN",
+      "BEGIN:VEVENT",
+      "UID:twice@test",
+      "DTSTAMP:20270101T000000Z",
+      "DTSTART:20270301T090000Z",
+      "END:VEVENT",
+      "END:VCALENDAR",
+      "",
+    ].join("\r\n");
+    const res = await openApp.request(
+      "/v1/imports?source=remind-twice&remind=-PT15M&remind=-PT1H&channel=log",
+      { method: "POST", headers: { "content-type": "text/calendar" }, body: ics },
+    );
+    expect(res.status).toBe(200);
+    const { items } = await open.listSchedules({ limit: 1000 });
+    const imported = items.find((s) => s.source === "remind-twice");
+    expect(imported?.reminders.map((r) => r.offset).sort()).toEqual(["-PT15M", "-PT1H"]);
+  });
+
   it("API-7: a trailing slash is 404 (with a hint), never 405; another method on a known path is still 405", async () => {
     for (const [method, path, hint] of [
       ["GET", "/metrics/", "/metrics"],

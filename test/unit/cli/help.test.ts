@@ -28,3 +28,13 @@ describe("--help lists the environment", () => {
     }
   });
 });
+
+describe("worker --help names its metrics port", () => {
+  it("OPS-13: worker --help names PUNCTUAL_METRICS_PORT, PUNCTUAL_METRICS_HOST, the default port and how to turn it off", () => {
+    const help = helpOf("worker");
+    expect(help).toContain("PUNCTUAL_METRICS_PORT");
+    expect(help).toContain("PUNCTUAL_METRICS_HOST");
+    expect(help).toContain("9464");
+    expect(help).toMatch(/off serves\s+none/);
+  });
+});

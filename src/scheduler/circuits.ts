@@ -1,0 +1,146 @@
+/**
+ * CH-7: the scheduler's side of the per-host circuits (src/store/circuits.ts).
+ *
+ * Before a send, {@link CircuitBreaker.admit} decides from what this process knows: a host
+ * with no recorded trouble is sent at once, with no database work (the common path); a
+ * host whose circuit is open either gets this process's probe (one per opening, across
+ * processes: the database row decides) or waits, and the executor gives the row back
+ * unsent with its run time at the circuit's next probe. After a send,
+ * {@link CircuitBreaker.record} counts a transient failure or a timeout against the host,
+ * and a success closes a circuit this process knows to be troubled. What other processes
+ * recorded reaches this one at its next maintenance pass ({@link CircuitBreaker.refresh}).
+ */
+import type { Clock } from "../clock/index.js";
+import type { Logger } from "../observability/logger.js";
+import type { Metrics } from "../observability/metrics.js";
+import type { Database } from "../store/database.js";
+import {
+  circuitOf,
+  deferClaims,
+  listCircuitRows,
+  recordCircuitFailure,
+  recordCircuitSuccess,
+  takeCircuitProbe,
+  type CircuitPolicy,
+  type CircuitRow,
+} from "../store/circuits.js";
+
+export interface CircuitDeps {
+  db: Database;
+  clock: Clock;
+  logger: Logger;
+  metrics: Metrics;
+  owner: string;
+  policy: CircuitPolicy;
+  /** How long a probe's turn lasts before another process may probe, ms (the send timeout). */
+  probeTurnMs: number;
+}
+
+/** What {@link CircuitBreaker.admit} decided for one send. */
+export type Admission = { send: true; probe: boolean } | { send: false; until: Date };
+
+/** The circuit's host of a channel target: the host of its `url`, if it has one. */
+export function targetHost(target: unknown): string | null {
+  const url = (target as { url?: unknown } | null)?.url;
+  if (typeof url !== "string") return null;
+  try {
+    return new URL(url).host || null;
+  } catch {
+    return null;
+  }
+}
+
+const STATE_VALUE = { closed: 0, half_open: 1, open: 2 } as const;
+
+export class CircuitBreaker {
+  readonly #d: CircuitDeps;
+  /** Hosts with recorded trouble (not closed, or failures counted), as last seen. */
+  #known = new Map<string, CircuitRow>();
+
+  constructor(deps: CircuitDeps) {
+    this.#d = deps;
+  }
+
+  /** Reloads the troubled circuits of every process, and the state gauge. */
+  async refresh(): Promise<void> {
+    const list = await listCircuitRows(this.#d.db);
+    const next = new Map(list.map((r) => [r.host, r]));
+    for (const host of this.#known.keys()) {
+      if (!next.has(host)) this.#d.metrics.circuitState.set({ host }, 0);
+    }
+    this.#known = next;
+    for (const r of list) this.#d.metrics.circuitState.set({ host: r.host }, STATE_VALUE[r.state]);
+  }
+
+  #remember(row: CircuitRow | null, host: string): void {
+    if (!row || (row.state === "closed" && row.failures === 0)) this.#known.delete(host);
+    else this.#known.set(host, row);
+    this.#d.metrics.circuitState.set({ host }, row ? STATE_VALUE[row.state] : 0);
+  }
+
+  /**
+   * Whether a send to `host` may go now. `nowMs` is the database clock (ms). Throws the
+   * database error of a failed probe take.
+   */
+  async admit(host: string | null, nowMs: number): Promise<Admission> {
+    if (host === null) return { send: true, probe: false };
+    const known = this.#known.get(host);
+    if (!known || known.state === "closed") return { send: true, probe: false };
+    if (known.retry_at && known.retry_at.getTime() > nowMs) {
+      return { send: false, until: known.retry_at };
+    }
+    const now = this.#d.clock.sqlNow();
+    const probe = await takeCircuitProbe(this.#d.db, now, host, this.#d.owner, this.#d.probeTurnMs);
+    if (probe) {
+      this.#remember(probe, host);
+      this.#d.logger.info({ host }, "circuit half-open: sending one probe");
+      return { send: true, probe: true };
+    }
+    const row = await circuitOf(this.#d.db, host);
+    this.#remember(row, host);
+    if (!row || row.state === "closed" || !row.retry_at) return { send: true, probe: false };
+    return { send: false, until: row.retry_at };
+  }
+
+  /**
+   * Counts a send's outcome against its host: `transient` and `timeout` are failures,
+   * `sent` a success; other outcomes (a permanent refusal, a rate limit) say the host
+   * answered and change nothing. Never throws: a failure to record is logged.
+   */
+  async record(host: string | null, outcome: string): Promise<void> {
+    if (host === null) return;
+    const now = this.#d.clock.sqlNow();
+    try {
+      if (outcome === "transient" || outcome === "timeout") {
+        const row = await recordCircuitFailure(this.#d.db, now, host, this.#d.policy);
+        const was = this.#known.get(host)?.state;
+        this.#remember(row, host);
+        if (row && row.state === "open" && was !== "open") {
+          this.#d.logger.warn(
+            { host, failures: row.failures, retryAt: row.retry_at },
+            "circuit opened: deliveries to this host wait for a probe",
+          );
+        }
+      } else if (outcome === "sent" && this.#known.has(host)) {
+        const row = await recordCircuitSuccess(this.#d.db, now, host);
+        if (row) this.#d.logger.info({ host }, "circuit closed");
+        this.#remember(null, host);
+      }
+    } catch (err) {
+      this.#d.logger.warn({ err, host }, "could not record the circuit outcome");
+    }
+  }
+
+  /** Gives a claimed row back unsent until `until` (no attempt spent). */
+  async defer(host: string, held: { id: number; attempt: number }, until: Date): Promise<boolean> {
+    const back = await deferClaims(
+      this.#d.db,
+      this.#d.clock.sqlNow(),
+      this.#d.owner,
+      [held],
+      until,
+    );
+    if (back.length > 0) this.#d.metrics.circuitDeferred.inc({ host });
+    return back.length > 0;
+  }
+}

@@ -1,0 +1,125 @@
+/**
+ * DEL-13: the scheduler's side of the shared rate limits.
+ *
+ * The limits live in the database (src/store/rate-limits.ts). Each maintenance pass
+ * reloads them ({@link Limiter.refresh}), so a limit set, changed or removed through any
+ * process applies to every process from its next pass (OPS-11); between passes the
+ * buckets themselves are always read under lock at claim time, so a changed rate or cap
+ * takes effect on the next claim of that key everywhere.
+ *
+ * The producer's main claim leaves out the rows of the limited keys
+ * ({@link Limiter.limiters}) and, when it wants more, asks {@link Limiter.claim}, which
+ * runs one locked claim per limited key in turn. When a bucket or a cap held rows back,
+ * {@link Limiter.wakeHintMs} tells the scheduler when the next token is due, so it neither
+ * spins nor sleeps a whole poll.
+ */
+import type { Clock } from "../clock/index.js";
+import type { Logger } from "../observability/logger.js";
+import type { Metrics } from "../observability/metrics.js";
+import type { Database } from "../store/database.js";
+import type { ClaimedDelivery } from "../store/deliveries.js";
+import { allRateLimits, claimLimited, type RateLimitRow } from "../store/rate-limits.js";
+
+/** Wait before looking again at a key held back by its concurrency cap, ms. */
+const CAP_RETRY_MS = 50;
+
+/** Shortest wait the hint gives, ms (a token due sooner is taken a little late). */
+const MIN_HINT_MS = 5;
+
+export interface LimiterDeps {
+  db: Database;
+  clock: Clock;
+  logger: Logger;
+  metrics: Metrics;
+  owner: string;
+  channels: readonly string[];
+}
+
+/** Parameters of one {@link Limiter.claim}. */
+export interface LimiterClaim {
+  /** Most rows wanted, over every key. */
+  limit: number;
+  /** Lease length, ms. */
+  leaseMs: number;
+}
+
+export class Limiter {
+  readonly #d: LimiterDeps;
+  #limits: RateLimitRow[] = [];
+  #limiters: string[] = [];
+  /** Round-robin start, so no key starves another when the batch is small. */
+  #next = 0;
+  #hintMs: number | null = null;
+
+  constructor(deps: LimiterDeps) {
+    this.#d = deps;
+  }
+
+  /** The limiters (`tenant/key`) that have a limit, as of the last refresh. */
+  get limiters(): readonly string[] {
+    return this.#limiters;
+  }
+
+  /**
+   * When a bucket or a cap last held due rows back: how long until it is worth claiming
+   * again, ms; null when nothing was held back.
+   */
+  wakeHintMs(): number | null {
+    return this.#hintMs;
+  }
+
+  /** OPS-11: reloads every limit from the database and updates the token gauge. */
+  async refresh(): Promise<void> {
+    const limits = await allRateLimits(this.#d.db, this.#d.clock.sqlNow());
+    this.#limits = limits;
+    this.#limiters = limits.map((l) => l.limiter);
+    this.#d.metrics.rateLimitTokens.reset();
+    for (const l of limits) {
+      this.#d.metrics.rateLimitTokens.set({ key: l.limiter }, Number(l.tokens));
+    }
+  }
+
+  /**
+   * Claims due rows of the limited keys, at most `limit` in all, each key under its bucket
+   * and cap. Throws the database error of a failed claim (rows claimed before it are
+   * returned by none: the caller's orphan release gives them back).
+   */
+  async claim(p: LimiterClaim): Promise<ClaimedDelivery[]> {
+    const out: ClaimedDelivery[] = [];
+    const n = this.#limits.length;
+    this.#hintMs = null;
+    if (n === 0) return out;
+    const start = this.#next % n;
+    this.#next = (start + 1) % n;
+    for (let i = 0; i < n && out.length < p.limit; i++) {
+      const l = this.#limits[(start + i) % n] as RateLimitRow;
+      const result = await claimLimited(this.#d.db, {
+        now: this.#d.clock.sqlNow(),
+        owner: this.#d.owner,
+        leaseMs: p.leaseMs,
+        limit: p.limit - out.length,
+        channels: this.#d.channels,
+        tenant: l.tenant,
+        key: l.key,
+      });
+      out.push(...result.rows);
+      const bucket = result.bucket;
+      if (!bucket) continue;
+      const tokensLeft = Math.max(0, Number(bucket.tokens) - result.rows.length);
+      this.#d.metrics.rateLimitTokens.set({ key: l.limiter }, tokensLeft);
+      if (result.rows.length < result.allowed) continue; // nothing more is due for this key
+      if (result.allowed >= p.limit - (out.length - result.rows.length)) continue; // not held back
+      // Held back by the bucket or the cap while due rows may wait.
+      this.#d.metrics.rateLimitThrottled.inc({ key: l.limiter });
+      const capped =
+        bucket.concurrency !== null &&
+        bucket.concurrency - Number(bucket.busy) <= result.allowed &&
+        Math.floor(Number(bucket.tokens) + 1e-9) > result.allowed;
+      const waitMs = capped
+        ? CAP_RETRY_MS
+        : Math.max(MIN_HINT_MS, ((1 - (tokensLeft % 1)) / Number(bucket.rate_per_second)) * 1000);
+      this.#hintMs = this.#hintMs === null ? waitMs : Math.min(this.#hintMs, waitMs);
+    }
+    return out;
+  }
+}

@@ -1,0 +1,37 @@
+/**
+ * Housekeeping beside retention (run by the holder of the retention lease, on its cadence):
+ * prunes instance rows whose heartbeat stopped longer ago than `instancePruneAfterMs`
+ * (killed processes never mark themselves stopped), and deletes attempt-log rows older than
+ * `attemptRetentionDays` (the log of a delivery also goes with its row, after
+ * `retentionDays`; for an audit trail of a year, keep both at 366 days or more).
+ */
+import { deleteOldAttempts, pruneInstances } from "../../store/observe.js";
+import type { ServiceContext } from "./service.js";
+
+/** Most attempt rows one pass deletes. */
+const ATTEMPT_BATCH = 10_000;
+
+/** Runs both; returns what each deleted. */
+export async function housekeeping(
+  ctx: ServiceContext,
+): Promise<{ instances: number; attempts: number }> {
+  const { db, clock, options, metrics, logger } = ctx;
+  const now = clock.sqlNow();
+  const instances = await pruneInstances(db, { now, olderThanMs: options.instancePruneAfterMs });
+  if (instances > 0) {
+    metrics.instancesPruned.inc(instances);
+    logger.info(
+      { pruned: instances, olderThanMs: options.instancePruneAfterMs },
+      "pruned instances whose heartbeat stopped",
+    );
+  }
+  const attempts =
+    options.attemptRetentionDays === null
+      ? 0
+      : await deleteOldAttempts(db, {
+          now,
+          retentionMs: options.attemptRetentionDays * 86_400_000,
+          limit: ATTEMPT_BATCH,
+        });
+  return { instances, attempts };
+}

@@ -1,0 +1,294 @@
+/**
+ * DEL-13: rate limits and concurrency caps shared by every process on one database.
+ *
+ * One token bucket per (tenant, key) in `punctual_rate_limits` (migration 0010), refilled
+ * on the database clock: the row holds `tokens` as of `refilled_at`; the tokens now are
+ * `min(burst, tokens + seconds since refilled_at × rate_per_second)`. A delivery row names
+ * its limiter in `limiter` (`tenant/key`, written when it is planned; the key is the
+ * reminder's `rateLimitKey`, else its channel name).
+ *
+ * Rows of keys without a limit never come here: the main claim (`CLAIM_SQL`) leaves out
+ * the rows of limited keys and is otherwise unchanged. Rows of a limited key are claimed
+ * by {@link claimLimited}: in one transaction it locks the bucket row
+ * ({@link LOCK_BUCKET_SQL}: `FOR UPDATE`, so two processes never spend the same token),
+ * reads the tokens and the rows of that key claimed right now (the concurrency cap counts
+ * them across processes), then claims at most that many rows and takes their tokens in
+ * one statement ({@link CLAIM_LIMITED_SQL}). The second statement runs on a snapshot taken
+ * after the lock was granted, so it sees every claim committed before.
+ *
+ * Every statement takes `$1` = "now" (NULL: the database clock, OPS-9).
+ */
+import type { Database, Queryable } from "./database.js";
+import { ADMISSION_PREDICATE, CLAIM_COLUMNS, type ClaimedDelivery } from "./deliveries.js";
+import { columnsOf, execute, firstRow, rows } from "./statement.js";
+
+const NOW = "coalesce($1::timestamptz, now())";
+
+/** The tokens of bucket `l` now: refilled since `refilled_at`, capped at the burst. */
+const TOKENS_NOW = (l: string) => `least(${l}.burst::double precision,
+  ${l}.tokens + greatest(0, extract(epoch from (${NOW} - ${l}.refilled_at))) * ${l}.rate_per_second)`;
+
+/** A limit as stored, with its tokens now. */
+export interface RateLimitRow {
+  tenant: string;
+  key: string;
+  /** `tenant/key`: what delivery rows carry in `limiter`. */
+  limiter: string;
+  /** Tokens added per second. */
+  rate_per_second: number;
+  /** Most tokens the bucket holds (the largest burst). */
+  burst: number;
+  /** Most rows of this key claimed at once across processes; null: no cap. */
+  concurrency: number | null;
+  /** Tokens in the bucket now (database clock). */
+  tokens: number;
+  created_at: Date;
+  updated_at: Date;
+}
+
+/** Result columns of the statements returning {@link RateLimitRow}. */
+const RATE_LIMIT_COLUMNS = columnsOf<RateLimitRow>()([
+  "tenant",
+  "key",
+  "limiter",
+  "rate_per_second",
+  "burst",
+  "concurrency",
+  "tokens",
+  "created_at",
+  "updated_at",
+]);
+
+const LIMIT_SELECT = (
+  l: string,
+) => `${l}.tenant, ${l}.key, ${l}.tenant || '/' || ${l}.key as limiter,
+  ${l}.rate_per_second, ${l}.burst, ${l}.concurrency, ${TOKENS_NOW(l)} as tokens,
+  ${l}.created_at, ${l}.updated_at`;
+
+/**
+ * Creates or changes a limit. $1 now, $2 tenant, $3 key, $4 rate per second, $5 burst,
+ * $6 concurrency (NULL: none). A new bucket starts full; a changed one keeps the tokens it
+ * has now, capped at the new burst.
+ */
+export const UPSERT_RATE_LIMIT_SQL = `
+insert into punctual_rate_limits as l
+  (tenant, key, rate_per_second, burst, concurrency, tokens, refilled_at, created_at, updated_at)
+values ($2, $3, $4::double precision, $5::int, $6::int, $5::int, ${NOW}, ${NOW}, ${NOW})
+on conflict (tenant, key) do update
+set rate_per_second = excluded.rate_per_second,
+    burst = excluded.burst,
+    concurrency = excluded.concurrency,
+    tokens = least(excluded.burst::double precision, ${TOKENS_NOW("l")}),
+    refilled_at = greatest(l.refilled_at, ${NOW}),
+    updated_at = ${NOW}
+returning ${LIMIT_SELECT("l")}`;
+
+/** The limits of one tenant by key. $1 now, $2 tenant. */
+export const LIST_RATE_LIMITS_SQL = `
+select ${LIMIT_SELECT("l")} from punctual_rate_limits l where l.tenant = $2 order by l.key`;
+
+/** Every limit of every tenant (what a scheduler reloads each tick, OPS-11). $1 now. */
+export const ALL_RATE_LIMITS_SQL = `
+select ${LIMIT_SELECT("l")} from punctual_rate_limits l order by l.tenant, l.key`;
+
+/** Removes a limit. $1 tenant, $2 key. Its rows go back to the main claim. */
+export const DELETE_RATE_LIMIT_SQL = `delete from punctual_rate_limits where tenant = $1 and key = $2`;
+
+/** What {@link LOCK_BUCKET_SQL} returns. */
+export interface BucketRow {
+  /** Tokens now. */
+  tokens: number;
+  rate_per_second: number;
+  concurrency: number | null;
+  /** Rows of this limiter claimed right now, by any process. */
+  busy: number;
+}
+
+/** Result columns of {@link LOCK_BUCKET_SQL}. */
+const BUCKET_COLUMNS = columnsOf<BucketRow>()(["tokens", "rate_per_second", "concurrency", "busy"]);
+
+/**
+ * Locks one bucket for the rest of the transaction and reads it. $1 now, $2 tenant,
+ * $3 key, $4 limiter (`tenant/key`). `busy` counts the rows of that limiter in state
+ * `claimed` (the lease index: claimed rows only, a few per process).
+ */
+export const LOCK_BUCKET_SQL = `
+select ${TOKENS_NOW("l")} as tokens, l.rate_per_second, l.concurrency,
+       (select count(*)::int from punctual_deliveries d
+         where d.state = 'claimed' and d.limiter = $4) as busy
+from punctual_rate_limits l
+where l.tenant = $2 and l.key = $3
+for update`;
+
+/**
+ * DEL-2 / DEL-13: claims due rows of one limiter and takes their tokens, in one statement.
+ * Run only after {@link LOCK_BUCKET_SQL} in the same transaction. $1 now, $2 lease owner,
+ * $3 lease ms, $4 most rows (what the tokens and the cap allow), $5 channel names,
+ * $6 tenant, $7 key, $8 limiter.
+ *
+ * The row-level work is the main claim's (`CLAIM_SQL` in deliveries.ts: same admission,
+ * same order, same lease and fencing token, same result columns), restricted to one
+ * limiter; it walks the same index and skips rows of other limiters. The bucket loses one
+ * token per row claimed, so the tokens spent never exceed what the lock read.
+ */
+export const CLAIM_LIMITED_SQL = `
+with due as (
+  select d.id
+  from punctual_deliveries d
+  where ${ADMISSION_PREDICATE}
+    and coalesce(d.limiter = $8, false)
+    and coalesce(d.channel = any($5::text[]), false)
+  order by d.claimable_at, d.id
+  limit $4
+  for update of d skip locked
+),
+claimed as (
+  update punctual_deliveries d
+  set state = 'claimed',
+      attempt = d.attempt + 1,
+      lease_owner = $2,
+      lease_expires_at = ${NOW} + make_interval(secs => $3::double precision / 1000),
+      claimed_at = ${NOW},
+      late = d.late or (d.attempt = 0 and ${NOW} > d.due_at + interval '1 second'),
+      stale_at = null,
+      updated_at = ${NOW}
+  where d.id = any(array(select due.id from due))
+  returning d.id, d.delivery_key, d.schedule_id, d.reminder_key, d.occurrence_at, d.due_at,
+            d.attempt, d.failures, d.max_attempts, d.deferrals, d.first_attempt_at, d.channel,
+            d.on_lost_lease, d.lease_expires_at, d.late, d.run_at
+),
+spent as (
+  update punctual_rate_limits l
+  set tokens = greatest(0, ${TOKENS_NOW("l")} - (select count(*) from claimed)),
+      refilled_at = greatest(l.refilled_at, ${NOW})
+  where l.tenant = $6 and l.key = $7
+  returning l.key
+)
+select c.id, c.delivery_key, c.schedule_id, c.reminder_key, c.occurrence_at, c.due_at,
+       c.attempt, c.failures, c.max_attempts, c.deferrals, c.first_attempt_at, c.channel,
+       c.on_lost_lease, c.lease_expires_at, c.late,
+       (select s.payload from punctual_schedules s where s.id = c.schedule_id) as payload,
+       (select r.target from punctual_reminders r
+         where r.schedule_id = c.schedule_id and r.key = c.reminder_key) as target,
+       (select r.template from punctual_reminders r
+         where r.schedule_id = c.schedule_id and r.key = c.reminder_key) as template,
+       (select s.tzid from punctual_schedules s where s.id = c.schedule_id) as tzid,
+       ${NOW} as db_now
+from claimed c
+order by c.run_at, c.id`;
+
+/** Parameters of {@link upsertRateLimit}. */
+export interface RateLimitInput {
+  tenant: string;
+  key: string;
+  /** Tokens per second, > 0. */
+  ratePerSecond: number;
+  /** Bucket size, ≥ 1. */
+  burst: number;
+  /** Most rows claimed at once across processes; null: no cap. */
+  concurrency: number | null;
+}
+
+/** DEL-13: runs {@link UPSERT_RATE_LIMIT_SQL}. */
+export async function upsertRateLimit(
+  db: Queryable,
+  now: Date | null,
+  p: RateLimitInput,
+): Promise<RateLimitRow> {
+  const row = await firstRow<RateLimitRow>(db, UPSERT_RATE_LIMIT_SQL, [
+    now,
+    p.tenant,
+    p.key,
+    p.ratePerSecond,
+    p.burst,
+    p.concurrency,
+  ]);
+  if (!row) throw new Error("upsert of a rate limit returned no row");
+  return row;
+}
+
+/** DEL-13: runs {@link LIST_RATE_LIMITS_SQL}. */
+export function listRateLimits(
+  db: Queryable,
+  now: Date | null,
+  tenant: string,
+): Promise<RateLimitRow[]> {
+  return rows<RateLimitRow>(db, LIST_RATE_LIMITS_SQL, [now, tenant]);
+}
+
+/** DEL-13 / OPS-11: runs {@link ALL_RATE_LIMITS_SQL}. */
+export function allRateLimits(db: Queryable, now: Date | null): Promise<RateLimitRow[]> {
+  return rows<RateLimitRow>(db, ALL_RATE_LIMITS_SQL, [now]);
+}
+
+/** DEL-13: runs {@link DELETE_RATE_LIMIT_SQL}. Returns whether a limit was removed. */
+export async function deleteRateLimit(
+  db: Queryable,
+  tenant: string,
+  key: string,
+): Promise<boolean> {
+  return (await execute(db, DELETE_RATE_LIMIT_SQL, [tenant, key])) > 0;
+}
+
+/** Parameters of {@link claimLimited}. */
+export interface LimitedClaimParams {
+  now: Date | null;
+  owner: string;
+  leaseMs: number;
+  /** Most rows wanted. */
+  limit: number;
+  channels: readonly string[];
+  tenant: string;
+  key: string;
+}
+
+/** What {@link claimLimited} did. */
+export interface LimitedClaim {
+  rows: ClaimedDelivery[];
+  /** The bucket as locked (null: the limit was removed meanwhile). */
+  bucket: BucketRow | null;
+  /** How many rows the tokens and the cap allowed. */
+  allowed: number;
+}
+
+/**
+ * DEL-13: claims up to `limit` due rows of one limiter in one transaction, never more than
+ * its tokens and its concurrency cap allow (see the module comment).
+ */
+export async function claimLimited(db: Database, p: LimitedClaimParams): Promise<LimitedClaim> {
+  const limiter = `${p.tenant}/${p.key}`;
+  return db.transaction(async (tx) => {
+    const bucket = await firstRow<BucketRow>(tx, LOCK_BUCKET_SQL, [
+      p.now,
+      p.tenant,
+      p.key,
+      limiter,
+    ]);
+    if (!bucket) return { rows: [], bucket: null, allowed: 0 };
+    const cap = bucket.concurrency === null ? p.limit : bucket.concurrency - bucket.busy;
+    const allowed = Math.max(0, Math.min(p.limit, Math.floor(bucket.tokens + 1e-9), cap));
+    if (allowed === 0) return { rows: [], bucket, allowed };
+    const claimed = await rows<ClaimedDelivery>(tx, CLAIM_LIMITED_SQL, [
+      p.now,
+      p.owner,
+      p.leaseMs,
+      allowed,
+      p.channels,
+      p.tenant,
+      p.key,
+      limiter,
+    ]);
+    return { rows: claimed, bucket, allowed };
+  });
+}
+
+/** Result columns of {@link UPSERT_RATE_LIMIT_SQL}. */
+export const UPSERT_RATE_LIMIT_COLUMNS = RATE_LIMIT_COLUMNS;
+/** Result columns of {@link LIST_RATE_LIMITS_SQL}. */
+export const LIST_RATE_LIMITS_COLUMNS = RATE_LIMIT_COLUMNS;
+/** Result columns of {@link ALL_RATE_LIMITS_SQL}. */
+export const ALL_RATE_LIMITS_COLUMNS = RATE_LIMIT_COLUMNS;
+/** Result columns of {@link LOCK_BUCKET_SQL}. */
+export const LOCK_BUCKET_COLUMNS = BUCKET_COLUMNS;
+/** Result columns of {@link CLAIM_LIMITED_SQL}: those of the main claim. */
+export const CLAIM_LIMITED_COLUMNS = CLAIM_COLUMNS;

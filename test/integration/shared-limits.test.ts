@@ -1,0 +1,196 @@
+/**
+ * DEL-13: rate limits and concurrency caps kept in the database and shared by every
+ * scheduler on it; CH-7: a circuit per target host. On the test clock, both engines.
+ * (Real worker processes racing on one bucket: test/concurrency/rate-limits.test.ts.)
+ */
+import { afterEach, describe, expect, it } from "vitest";
+import type { ConfigInput } from "../../src/config/index.js";
+import { startReceiver, type Receiver } from "../unit/channels/receiver.js";
+import { deferred } from "../support/channels.js";
+import {
+  deliveries,
+  peer,
+  testPunctual,
+  tickAndDrain,
+  type TestPunctual,
+} from "../support/punctual.js";
+
+const T0 = "2027-01-04T08:00:00Z";
+const cleanups: Array<() => Promise<void>> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+async function open(scheduler: NonNullable<ConfigInput["scheduler"]> = {}): Promise<TestPunctual> {
+  const t = await testPunctual({ start: T0, scheduler });
+  cleanups.push(() => t.close());
+  return t;
+}
+
+/** One due schedule with `n` reminders on the scripted channel, optionally under `rateLimitKey`. */
+async function due(t: TestPunctual, n: number, rateLimitKey?: string, prefix = "r") {
+  await t.punctual.createSchedule({
+    dtstart: T0,
+    tzid: "UTC",
+    reminders: Array.from({ length: n }, (_, i) => ({
+      key: `${prefix}${i}`,
+      offset: "PT0S",
+      channel: "test",
+      ...(rateLimitKey ? { rateLimitKey } : {}),
+    })),
+  });
+}
+
+const sentCount = async (t: TestPunctual) =>
+  (await deliveries(t.punctual)).filter((d) => d.state === "sent").length;
+
+describe("shared rate limits (DEL-13)", () => {
+  it("DEL-13: a bucket of burst 3 at 2/s lets 3 due deliveries go, then 2 per second of database clock", async () => {
+    const t = await open();
+    await t.punctual.setRateLimit("test", { ratePerSecond: 2, burst: 3 });
+    await due(t, 10);
+    await tickAndDrain(t.punctual);
+    expect(await sentCount(t)).toBe(3);
+    await tickAndDrain(t.punctual);
+    expect(await sentCount(t)).toBe(3);
+    t.clock.advance(1_000);
+    await tickAndDrain(t.punctual);
+    expect(await sentCount(t)).toBe(5);
+    t.clock.advance(1_500);
+    await tickAndDrain(t.punctual);
+    expect(await sentCount(t)).toBe(8);
+    const [limit] = await t.punctual.listRateLimits();
+    expect(limit).toMatchObject({ key: "test", ratePerSecond: 2, burst: 3, tokens: 0 });
+  });
+
+  it("DEL-13: a reminder's rateLimitKey picks its bucket; keys without a limit are not held back", async () => {
+    const t = await open();
+    await t.punctual.setRateLimit("sms-carrier", { ratePerSecond: 1, burst: 2 });
+    await due(t, 5, "sms-carrier", "limited");
+    await due(t, 5, undefined, "free");
+    await tickAndDrain(t.punctual);
+    const sent = (await deliveries(t.punctual)).filter((d) => d.state === "sent");
+    expect(sent.filter((d) => d.reminderKey.startsWith("free"))).toHaveLength(5);
+    expect(sent.filter((d) => d.reminderKey.startsWith("limited"))).toHaveLength(2);
+    const schedule = (await t.punctual.listSchedules()).items.find((s) =>
+      s.reminders.some((r) => r.rateLimitKey === "sms-carrier"),
+    );
+    expect(schedule?.reminders[0]?.rateLimitKey).toBe("sms-carrier");
+  });
+
+  it("DEL-13: the concurrency cap counts claimed rows of the key: at most 2 in flight", async () => {
+    const t = await open();
+    await t.punctual.setRateLimit("test", { ratePerSecond: 1_000, burst: 1_000, concurrency: 2 });
+    await due(t, 6);
+    const gate = deferred();
+    t.channel.behaviour = async () => {
+      await gate.promise;
+      return { messageId: null };
+    };
+    await t.punctual.scheduler.tick();
+    expect(t.punctual.scheduler.held).toBe(2);
+    await t.punctual.scheduler.tick();
+    expect(t.punctual.scheduler.held).toBe(2);
+    gate.resolve();
+    await t.punctual.scheduler.drain();
+    await tickAndDrain(t.punctual);
+    expect(await sentCount(t)).toBe(4);
+  });
+
+  it("DEL-13 / OPS-11: two schedulers on one database share one bucket, and a limit set through one applies to the other from its next tick", async () => {
+    const t = await open();
+    const other = await peer(t, { start: T0 });
+    cleanups.push(() => other.close());
+    await due(t, 10);
+    await t.punctual.setRateLimit("test", { ratePerSecond: 0.001, burst: 4 });
+    // Neither has ticked since: the next tick of each reloads the limits.
+    await tickAndDrain(other.punctual);
+    await tickAndDrain(t.punctual);
+    await tickAndDrain(other.punctual);
+    expect(t.channel.sends.length + other.channel.sends.length).toBe(4);
+    // Raising the limit through the other process reaches this one at its next tick.
+    await other.punctual.setRateLimit("test", { ratePerSecond: 0.001, burst: 10 });
+    t.clock.advance(1);
+    await tickAndDrain(t.punctual);
+    expect(await sentCount(t)).toBe(4);
+    expect(await t.punctual.listRateLimits()).toEqual([
+      expect.objectContaining({ key: "test", burst: 10 }),
+    ]);
+    // Removing it puts the key back on the unlimited claim.
+    await other.punctual.removeRateLimit("test");
+    await tickAndDrain(t.punctual);
+    expect(await sentCount(t)).toBe(10);
+    await expect(t.punctual.removeRateLimit("test")).rejects.toMatchObject({ code: "NOT_FOUND" });
+  });
+
+  it("DEL-13: a bad limit is refused naming the field", async () => {
+    const t = await open();
+    await expect(t.punctual.setRateLimit("test", { ratePerSecond: 0 })).rejects.toMatchObject({
+      code: "VALIDATION_FAILED",
+      issues: [expect.objectContaining({ field: "ratePerSecond" })],
+    });
+    await expect(t.punctual.setRateLimit("a/b", { ratePerSecond: 1 })).rejects.toMatchObject({
+      code: "VALIDATION_FAILED",
+    });
+  });
+});
+
+describe("circuit per target host (CH-7)", () => {
+  let receiver: Receiver | null = null;
+  afterEach(async () => {
+    await receiver?.close();
+    receiver = null;
+  });
+
+  it("CH-7: 3 transient failures open the circuit; while open no attempt is spent; a probe after the backoff closes it", async () => {
+    receiver = await startReceiver();
+    const rx = receiver;
+    const t = await open({ circuitFailures: 3, circuitBackoffMs: 60_000, backoffBaseMs: 1_000 });
+    let failing = true;
+    rx.respond = (_req, res) => res.writeHead(failing ? 503 : 200).end();
+    await t.punctual.createSchedule({
+      dtstart: T0,
+      tzid: "UTC",
+      reminders: Array.from({ length: 5 }, (_, i) => ({
+        key: `w${i}`,
+        offset: "PT0S",
+        channel: "webhook",
+        target: { url: rx.url },
+        maxAttempts: 10,
+      })),
+    });
+    // The first tick sends all 5 at once: every one fails (attempt 1 each), the circuit opens.
+    await tickAndDrain(t.punctual);
+    expect(rx.requests).toHaveLength(5);
+    const [circuit] = await t.punctual.listCircuits();
+    expect(circuit).toMatchObject({ state: "open", failures: 5, backoffMs: 60_000 });
+    // Retries fall due; the circuit holds them back: nothing sent, no attempt spent.
+    t.clock.advance(30_000);
+    await tickAndDrain(t.punctual);
+    expect(rx.requests).toHaveLength(5);
+    let rows = await deliveries(t.punctual);
+    expect(rows.every((d) => d.state === "retry" && d.failures === 1)).toBe(true);
+    expect(rows.every((d) => d.attempt === 1)).toBe(true);
+    expect(rows.every((d) => new Date(d.runAt).getTime() >= Date.parse(T0) + 60_000)).toBe(true);
+    // After the backoff, one probe; it fails: open again with the backoff doubled.
+    t.clock.set(circuit!.retryAt!);
+    await tickAndDrain(t.punctual);
+    expect(rx.requests).toHaveLength(6);
+    expect((await t.punctual.listCircuits())[0]).toMatchObject({
+      state: "open",
+      backoffMs: 120_000,
+    });
+    // The next probe succeeds: closed, and the rest go.
+    failing = false;
+    t.clock.advance(120_000);
+    await tickAndDrain(t.punctual);
+    expect(await t.punctual.listCircuits()).toEqual([]);
+    // Rows held back during the probe wait out its turn (the send timeout, 30 s), then go.
+    t.clock.advance(30_000);
+    await tickAndDrain(t.punctual);
+    rows = await deliveries(t.punctual);
+    expect(rows.filter((d) => d.state === "sent")).toHaveLength(5);
+    // Attempts spent: the 5 failures, the failed probe, and 5 sends (one of them the probe).
+    expect(rx.requests).toHaveLength(11);
+  });
+});
