@@ -36,3 +36,11 @@ export { MAX_PREVIEW_COUNT, preview, type PreviewInput, type PreviewItem } from 
 export { DEFAULT_HORIZON_MS, planningWindow, type PlanningWindowInput } from "./horizon.js";
 export { isValidTimeZone, toInstant } from "./local.js";
 export { isOffsetZone } from "./zone.js";
+export {
+  QUIET_TIME_PATTERN,
+  WEEKDAY_NAMES,
+  quietHoursEnd,
+  quietTimeSeconds,
+  type QuietHours,
+  type WeekdayName,
+} from "./quiet-hours.js";
