@@ -41,6 +41,7 @@ import {
 } from "../store/schedules.js";
 import { DEFAULT_TENANT, planDeps, type AppContext, type CallContext } from "./context.js";
 import { parseInput, prefixIssues } from "./input.js";
+import { catchUpIssues, quietHoursIssues } from "./policy.js";
 
 /** Result of a create: `created` is false when an Idempotency-Key replay returned the existing one. */
 export interface CreateResult {
@@ -87,8 +88,13 @@ export function definitionHash(
       maxAttempts: r.maxAttempts ?? defaultMaxAttempts,
       // CH-6: only hashed when present, so schedules without one keep their hash.
       ...(r.template ? { template: r.template } : {}),
+      // DEL-15: likewise.
+      ...(r.quietHours ? { quietHours: r.quietHours } : {}),
+      ...(r.priority === "critical" ? { priority: r.priority } : {}),
     })),
   };
+  // DEL-17: only hashed when present.
+  if (!definition.catchUp) delete (normalized as { catchUp?: unknown }).catchUp;
   return createHash("sha256").update(canonicalJson(normalized)).digest("hex");
 }
 
@@ -109,6 +115,7 @@ function definitionOf(value: z.output<typeof createScheduleSchema>): ScheduleDef
     graceMs: value.graceMs,
     perpetual: value.perpetual,
     payloadJson: JSON.stringify(value.payload ?? null),
+    catchUpJson: value.catchUp ? JSON.stringify(value.catchUp) : null,
   };
 }
 
@@ -126,6 +133,8 @@ function remindersOf(
       r.delivery === "at-least-once" ? "retry" : r.delivery === "at-most-once" ? "in_doubt" : null,
     maxAttempts: r.maxAttempts ?? defaultMaxAttempts,
     templateJson: r.template ? JSON.stringify(r.template) : null,
+    quietHoursJson: r.quietHours ? JSON.stringify(r.quietHours) : null,
+    priority: r.priority === "critical" ? "critical" : null,
   }));
 }
 
@@ -173,9 +182,11 @@ export function validateSchedule(
     if (err instanceof ValidationError) issues.push(...err.issues);
     else throw err;
   }
+  issues.push(...catchUpIssues(value));
   const keys = new Set<string>();
   value.reminders.forEach((reminder, i) => {
     const at = `reminders.${i}`;
+    issues.push(...quietHoursIssues(reminder.quietHours, `${at}.quietHours`));
     if (keys.has(reminder.key))
       issues.push({ field: `${at}.key`, message: "duplicate reminder key", value: reminder.key });
     keys.add(reminder.key);
@@ -339,6 +350,7 @@ export async function updateSchedule(
       dst: current.dst,
       misfire: current.misfire,
       graceMs: current.graceMs,
+      catchUp: current.catchUp,
       perpetual: current.perpetual,
       payload: current.payload,
       reminders: undefined as unknown,
@@ -357,6 +369,8 @@ export async function updateSchedule(
           : {}),
         maxAttempts: r.max_attempts,
         ...(r.template ? { template: r.template } : {}),
+        ...(r.quiet_hours ? { quietHours: r.quiet_hours } : {}),
+        ...(r.priority ? { priority: r.priority } : {}),
       }));
     }
     const validated = validateSchedule(app, merged);

@@ -24,6 +24,7 @@ export { MAX_RRULE_LENGTH } from "./rule.js";
 export { applyOffset, isValidOffset, parseOffset, type Offset } from "./offset.js";
 export {
   applyMisfire,
+  type CatchUp,
   DEFAULT_GRACE_MS,
   DEFAULT_MAX_CATCH_UP,
   LATE_THRESHOLD_MS,

@@ -6,6 +6,17 @@
 /** Series policy: `skip` (default), `latest` or `all`. */
 export type MisfirePolicy = "skip" | "latest" | "all";
 
+/**
+ * DEL-17: a schedule's catch-up bounds under misfire `all`, as stored and as the API takes
+ * it: `windowMs` (missed occurrences due longer ago are skipped as `stale`; absent: no
+ * window) and `paceMs` (kept catch-up sends of one reminder are spread this far apart,
+ * oldest first; absent or 0: all at once).
+ */
+export interface CatchUp {
+  windowMs?: number;
+  paceMs?: number;
+}
+
 /** Default grace period: 15 minutes, in ms. */
 export const DEFAULT_GRACE_MS = 900_000;
 /** Default cap of catch-up sends under `all`. */

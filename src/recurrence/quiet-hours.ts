@@ -34,7 +34,7 @@ export interface QuietHours {
   /** End of the window (exclusive), `HH:MM`; before `start` when the window crosses midnight. */
   end: string;
   /** The days a window starts on; absent or empty: every day. */
-  days?: readonly WeekdayName[];
+  days?: WeekdayName[];
 }
 
 /** `HH:MM`, 00:00 to 23:59. */

@@ -24,6 +24,7 @@ import {
   parseRule,
   planningWindow,
 } from "../recurrence/index.js";
+import { quietDeferral } from "./quiet-hours.js";
 import type { Recurrence, RecurrenceInput } from "../recurrence/types.js";
 import type { Database, Queryable } from "../store/database.js";
 import {
@@ -195,6 +196,7 @@ export function planSchedule(
         channel: reminder.channel,
         onLostLease: policy,
         maxAttempts: reminder.max_attempts,
+        deferredUntil: quietDeferral(reminder, due),
       });
     }
     if (occurrences.length >= MAX_OCCURRENCES_PER_PASS) {
@@ -365,6 +367,7 @@ async function misfireBatch(
   const nowMs = rows[0]!.db_now.getTime();
   const skip: Array<{ id: number; reason: string }> = [];
   const lateIds: number[] = [];
+  const lateRunAt: Array<Date | null> = [];
   // Rows arrive grouped by (schedule, reminder), oldest first.
   let group: StaleRow[] = [];
   const judge = () => {
@@ -373,13 +376,17 @@ async function misfireBatch(
     const decisions = applyMisfire({
       items: group.map((r) => ({
         occurrenceAt: r.occurrence_at.getTime(),
-        dueAt: r.due_at.getTime(),
+        // DEL-15: a row deferred by quiet hours is judged from its deferred instant.
+        dueAt: (r.deferred_until ?? r.due_at).getTime(),
       })),
       nowMs,
       policy: first.misfire,
       graceMs: first.grace_ms,
       oneOff: !first.recurring,
       expiresAtMs: first.expires_at?.getTime() ?? null,
+      // DEL-17: the schedule's catch-up window and pacing.
+      catchUpWindowMs: first.catch_up?.windowMs ?? null,
+      catchUpPaceMs: first.catch_up?.paceMs ?? 0,
     });
     decisions.forEach((d, i) => {
       const row = group[i]!;
@@ -389,6 +396,7 @@ async function misfireBatch(
       } else if (d.late) {
         // Kept and late: marked, so the next sweep does not judge it again.
         lateIds.push(row.id);
+        lateRunAt.push(d.runAtMs === undefined ? null : new Date(d.runAtMs));
       }
     });
     group = [];
@@ -400,7 +408,7 @@ async function misfireBatch(
     group.push(row);
   }
   judge();
-  await recordMisfire(deps.db, { now, skip, lateIds });
+  await recordMisfire(deps.db, { now, skip, lateIds, lateRunAt });
   if (skip.length > 0) {
     deps.logger.info(
       { skipped: skip.length, late: lateIds.length },
