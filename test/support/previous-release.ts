@@ -2,7 +2,8 @@
  * The previous release, built from git history (OPS-10): `scripts/releases.json` maps each
  * released version to its commit; {@link previousRelease} extracts that commit's tree with
  * `git archive`, installs its locked dependencies (`npm ci --prefer-offline`, or this
- * checkout's own node_modules when the two lockfiles are byte-identical), builds it, and
+ * checkout's own node_modules when it holds every package the release locks, at the same
+ * path, version and integrity), builds it, and
  * keeps the result in `.test-tmp/releases/<commit>/` so later runs reuse it.
  */
 import { execFileSync, spawnSync } from "node:child_process";
@@ -48,6 +49,29 @@ export function previousReleaseUnavailable(commit: string): string | null {
   return null;
 }
 
+interface Lock {
+  packages?: Record<string, { version?: string; integrity?: string; link?: boolean }>;
+}
+
+/**
+ * Whether every package of lockfile `older` is locked in `newer` at the same path with the
+ * same version and integrity (so one install serves both; `newer` may hold more).
+ */
+function lockedTreeIncluded(older: string, newer: string): boolean {
+  const a = (JSON.parse(readFileSync(older, "utf8")) as Lock).packages ?? {};
+  const b = (JSON.parse(readFileSync(newer, "utf8")) as Lock).packages ?? {};
+  return Object.entries(a).every(([path, entry]) => {
+    if (path === "") return true; // the root package itself
+    const other = b[path];
+    return (
+      other !== undefined &&
+      other.version === entry.version &&
+      other.integrity === entry.integrity &&
+      Boolean(other.link) === Boolean(entry.link)
+    );
+  });
+}
+
 function run(cmd: string, args: string[], cwd: string): void {
   const r = spawnSync(cmd, args, { cwd, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
   if (r.status !== 0) {
@@ -74,11 +98,9 @@ export function previousRelease(version: string, commit: string): BuiltRelease {
       maxBuffer: 256 * 1024 * 1024,
     });
     execFileSync("tar", ["-x", "-C", work], { input: tar });
-    const sameLock =
-      readFileSync(join(work, "package-lock.json"), "utf8") ===
-      readFileSync(join(ROOT, "package-lock.json"), "utf8");
-    if (sameLock) {
-      // Same locked tree: this checkout's install is exactly what `npm ci` would produce.
+    if (lockedTreeIncluded(join(work, "package-lock.json"), join(ROOT, "package-lock.json"))) {
+      // Every package the release locks is installed here at the same place and version:
+      // resolution from its files finds exactly what `npm ci` would have put there.
       symlinkSync(join(ROOT, "node_modules"), join(work, "node_modules"), "dir");
     } else {
       run("npm", ["ci", "--prefer-offline", "--no-audit", "--no-fund", "--ignore-scripts"], work);
