@@ -14,6 +14,9 @@
 -- Expand only: new nullable columns and a trigger function that reads the same as before
 -- for every row without a deferral; an older release ignores the columns (a row it plans
 -- is never deferred).
+--
+-- kind: expand
+-- min_reader_version: 2
 
 alter table punctual_reminders add column quiet_hours jsonb
   check (quiet_hours is null or jsonb_typeof(quiet_hours) = 'object');
