@@ -130,6 +130,7 @@ async function deliveries(db: Queryable, scheduleId: string, n: number, dueAt: n
       at.map(() => "log"),
       at.map(() => "retry"),
       at.map(() => 5),
+      at.map(() => null),
     ]);
   }
 }

@@ -1,6 +1,10 @@
 -- 0001 initial schema: schedules, reminders, deliveries (the due-date table), attempts,
 -- scheduler instances, cluster-wide leases. PostgreSQL 15 SQL only (also runs on PGlite).
 -- Invariants are CHECK constraints, so no code path can store an impossible row.
+--
+-- Compatibility (OPS-10): the first schema; no older release exists.
+-- kind: expand
+-- min_reader_version: 1
 
 create table punctual_schedules (
   id uuid primary key default gen_random_uuid(),

@@ -12,8 +12,16 @@
 --               quarantined (invalid) schedule.
 --   claimable_at run_at while the row is pending or retry (generated), the claim's key.
 -- The claim then reads one table through one partial index, whatever the statistics say.
--- Expand only: new nullable columns, a wider CHECK, new indexes; an older release
--- ignores all of them (it refuses to start on this schema version anyway, OPS-5).
+-- New nullable columns, a wider CHECK, new indexes: each alone an older release could
+-- ignore, but see Compatibility below.
+--
+-- Compatibility (OPS-10): contract. It drops the previous claim index and replaces the
+-- state CHECK, and above all admission now reads only the row's own state: a release
+-- built for schema 1 pauses a schedule without holding its waiting rows and plans rows
+-- without expires_at / stale_at, so a release built for 2 beside it would send a paused
+-- schedule's reminders. Releases built for schema 1 may not run on it.
+-- kind: contract
+-- min_reader_version: 2
 
 alter table punctual_deliveries add column expires_at timestamptz;
 

@@ -10,6 +10,9 @@
 --                     counts from it.
 -- A redrive starts both over. Expand only: new columns with a constant default or NULL
 -- (no table rewrite); an older release ignores them.
+--
+-- kind: expand
+-- min_reader_version: 2
 
 alter table punctual_deliveries
   add column deferrals integer not null default 0

@@ -8,4 +8,7 @@
 --                  duration): what health and the last-pass metric read.
 -- Expand only: one nullable column. The previous release neither reads nor writes it and
 -- keeps writing last_pass_at as before, which this release reads as it always did.
+--
+-- kind: expand
+-- min_reader_version: 2
 alter table punctual_instances add column if not exists last_tick_at timestamptz;

@@ -15,6 +15,9 @@
 -- Expand only: new nullable columns, a CHECK that holds for every existing row, a new
 -- view. A release that does not know them keeps inserting an attempt row for each send
 -- and leaves the columns NULL; the view shows its attempts all the same.
+--
+-- kind: expand
+-- min_reader_version: 2
 
 alter table punctual_deliveries add column sent_by text;
 

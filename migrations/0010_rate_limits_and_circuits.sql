@@ -10,6 +10,9 @@
 --                          state, and when the next probe may go.
 -- Expand only: new tables, new nullable columns; an older release ignores all of them
 -- (and plans rows with a NULL limiter, which no limit applies to).
+--
+-- kind: expand
+-- min_reader_version: 2
 
 create table punctual_rate_limits (
   tenant text not null default 'default',

@@ -15,6 +15,9 @@
 -- Expand only: two new tables, one nullable column, one index, a trigger that writes only
 -- the new table. The previous release neither reads nor writes any of them; its writes to
 -- punctual_settings bump the version like ours, so a newer process notices them.
+--
+-- kind: expand
+-- min_reader_version: 2
 create table if not exists punctual_gauges (
   id smallint primary key default 1 check (id = 1),
   computed_at timestamptz not null,

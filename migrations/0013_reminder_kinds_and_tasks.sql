@@ -13,6 +13,9 @@
 -- never overlap across the cluster.
 --
 -- Expand only: two new tables. A release that does not know them never reads them.
+--
+-- kind: expand
+-- min_reader_version: 2
 
 create table if not exists punctual_reminder_kinds (
   tenant text not null,

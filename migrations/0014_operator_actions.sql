@@ -7,6 +7,9 @@
 -- Rows go with their delivery and their schedule (purge, retention).
 -- Expand only: a new table; an older release never reads it (its realign would remove a
 -- triggered row still waiting, as if it were an occurrence gone from the rule).
+--
+-- kind: expand
+-- min_reader_version: 2
 create table if not exists punctual_triggers (
   delivery_id bigint primary key references punctual_deliveries (id) on delete cascade,
   schedule_id uuid not null references punctual_schedules (id) on delete cascade,

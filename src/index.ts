@@ -87,14 +87,18 @@ export {
   parseOffset,
   parseRule,
   preview,
+  quietHoursEnd,
   validateRule,
+  type CatchUp,
   type DstPolicy,
   type Occurrence,
   type ParseResult,
   type PreviewInput,
   type PreviewItem,
+  type QuietHours,
   type Recurrence,
   type RecurrenceInput,
+  type WeekdayName,
 } from "./recurrence/index.js";
 export type {
   AttemptView,

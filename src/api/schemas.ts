@@ -15,6 +15,8 @@ import {
   SCHEDULE_STATE_VALUES,
   dstSchema,
   dtstartSchema,
+  catchUpSchema,
+  quietHoursSchema,
   type AttemptView,
   type DeliveryView,
   type ErrorBody,
@@ -66,6 +68,8 @@ export const reminderViewSchema = z
       })
       .nullable(),
     rateLimitKey: z.string().nullable(),
+    quietHours: quietHoursSchema.nullable(),
+    priority: z.enum(["normal", "critical"]),
   })
   .meta({ id: "Reminder" });
 
@@ -86,6 +90,7 @@ export const scheduleViewSchema = z
     dst: z.object({ gap: z.enum(["shift", "skip"]), overlap: z.enum(["earlier", "later"]) }),
     misfire: z.enum(["skip", "latest", "all"]),
     graceMs: z.number().int(),
+    catchUp: catchUpSchema.nullable(),
     perpetual: z.boolean(),
     payload: z.unknown(),
     reminders: z.array(reminderViewSchema),
@@ -155,6 +160,14 @@ export const deliveryViewSchema = z
     reason: z.string().nullable(),
     lastError: z.string().nullable(),
     late: z.boolean(),
+    deferredUntil: z
+      .string()
+      .nullable()
+      .describe("DEL-15: the end of the quiet window a delivery due inside it was deferred to"),
+    deferredReason: z
+      .string()
+      .nullable()
+      .describe("DEL-15: why it was deferred: QUIET_HOURS; null when not deferred"),
     createdAt: instantText,
     updatedAt: instantText,
   })

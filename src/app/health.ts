@@ -1,7 +1,7 @@
 /**
  * Health (OPS-4) and metrics (OPS-3) of this process.
  */
-import { expectedVersion, schemaVersion } from "../store/migrator.js";
+import { schemaCompatibility } from "../store/migrator.js";
 import { ping, type InstanceRow } from "../store/operations.js";
 import type { AppContext } from "./context.js";
 
@@ -15,7 +15,8 @@ export interface Health {
 }
 
 /**
- * OPS-4: liveness and readiness (database reachable, schema current, last pass fresh).
+ * OPS-4: liveness and readiness (database reachable, schema inside this release's
+ * compatibility window (OPS-10), last pass fresh).
  * "Last pass" is the last *successful* one (every sweep succeeded): a scheduler whose ticks
  * keep starting but fail goes not-ready once it is `heartbeatStaleMs` old.
  */
@@ -26,9 +27,19 @@ export async function health(app: AppContext): Promise<Health> {
   try {
     await ping(app.db);
     database = true;
-    const version = await schemaVersion(app.db);
-    schema = version === expectedVersion();
-    if (!schema) detail.push(`schema version ${version}, expected ${expectedVersion()}`);
+    // OPS-10: any schema inside this release's compatibility window is ready.
+    const c = await schemaCompatibility(app.db);
+    schema = c.state === "current" || c.state === "ahead-compatible";
+    if (!schema) {
+      detail.push(
+        c.state === "behind"
+          ? `schema version ${c.database}, this release needs ${c.release}`
+          : `schema version ${c.database} is newer than this release (${c.release}) and ` +
+              (c.minReaderVersion === null
+                ? "records no oldest compatible release"
+                : `needs a release built for ${c.minReaderVersion} or later`),
+      );
+    }
   } catch (err) {
     detail.push(`database unreachable: ${err instanceof Error ? err.message : String(err)}`);
   }

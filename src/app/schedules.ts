@@ -48,6 +48,7 @@ import {
 import { DEFAULT_TENANT, planDeps, type AppContext, type CallContext } from "./context.js";
 import { parseInput, prefixIssues } from "./input.js";
 import { resolveReminderKinds } from "./kinds.js";
+import { catchUpIssues, quietHoursIssues } from "./policy.js";
 
 /** Result of a create: `created` is false when an Idempotency-Key replay returned the existing one. */
 export interface CreateResult {
@@ -95,8 +96,13 @@ export function definitionHash(
       // CH-6: only hashed when present, so schedules without one keep their hash.
       ...(r.template ? { template: r.template } : {}),
       ...(r.rateLimitKey ? { rateLimitKey: r.rateLimitKey } : {}),
+      // DEL-15: likewise.
+      ...(r.quietHours ? { quietHours: r.quietHours } : {}),
+      ...(r.priority === "critical" ? { priority: r.priority } : {}),
     })),
   };
+  // DEL-17: only hashed when present.
+  if (!definition.catchUp) delete (normalized as { catchUp?: unknown }).catchUp;
   return createHash("sha256").update(canonicalJson(normalized)).digest("hex");
 }
 
@@ -117,6 +123,7 @@ export function definitionOf(value: z.output<typeof createScheduleSchema>): Sche
     graceMs: value.graceMs,
     perpetual: value.perpetual,
     payloadJson: JSON.stringify(value.payload ?? null),
+    catchUpJson: value.catchUp ? JSON.stringify(value.catchUp) : null,
   };
 }
 
@@ -135,6 +142,8 @@ export function remindersOf(
     maxAttempts: r.maxAttempts ?? defaultMaxAttempts,
     templateJson: r.template ? JSON.stringify(r.template) : null,
     rateLimitKey: r.rateLimitKey ?? null,
+    quietHoursJson: r.quietHours ? JSON.stringify(r.quietHours) : null,
+    priority: r.priority === "critical" ? "critical" : null,
   }));
 }
 
@@ -185,9 +194,11 @@ export function validateSchedule(
     if (err instanceof ValidationError) issues.push(...err.issues);
     else throw err;
   }
+  issues.push(...catchUpIssues(value));
   const keys = new Set<string>();
   value.reminders.forEach((reminder, i) => {
     const at = `reminders.${i}`;
+    issues.push(...quietHoursIssues(reminder.quietHours, `${at}.quietHours`));
     if (keys.has(reminder.key))
       issues.push({ field: `${at}.key`, message: "duplicate reminder key", value: reminder.key });
     keys.add(reminder.key);
@@ -395,6 +406,7 @@ export async function updateSchedule(
       dst: current.dst,
       misfire: current.misfire,
       graceMs: current.graceMs,
+      catchUp: current.catchUp,
       perpetual: current.perpetual,
       payload: current.payload,
     };
@@ -412,6 +424,8 @@ export async function updateSchedule(
         maxAttempts: r.max_attempts,
         ...(r.template ? { template: r.template } : {}),
         ...(r.rate_limit_key ? { rateLimitKey: r.rate_limit_key } : {}),
+        ...(r.quiet_hours ? { quietHours: r.quiet_hours } : {}),
+        ...(r.priority ? { priority: r.priority } : {}),
       })) as unknown,
     };
     // DEL-11: the reminders as sent (a kind fills the fields they leave out, not zod's defaults).

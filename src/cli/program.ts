@@ -540,12 +540,40 @@ export function buildProgram(io: Io): Command {
           "missed occurrences: skip, latest or all (default skip)",
         ).choices(["skip", "latest", "all"]),
       )
-      .option("--perpetual", "an unbounded series that is never capped", false),
+      .option("--perpetual", "an unbounded series that is never capped", false)
+      .option(
+        "--quiet-hours <HH:MM-HH:MM>",
+        "quiet window of every reminder, e.g. 22:00-07:00: due inside it, sent at its end (DEL-15)",
+      )
+      .option("--quiet-tz <zone>", "the recipient's IANA zone for --quiet-hours (default: --tzid)")
+      .option(
+        "--quiet-days <days>",
+        "days the quiet window starts on, e.g. MO,TU,WE,TH,FR (default: every day)",
+      )
+      .addOption(
+        new Option("--priority <priority>", "critical: sent on time even in quiet hours").choices([
+          "normal",
+          "critical",
+        ]),
+      )
+      .addOption(
+        new Option(
+          "--catch-up-window-ms <ms>",
+          "with --misfire all: missed occurrences older than this are skipped as stale (DEL-17)",
+        ).argParser(integer(0, 31_622_400_000)),
+      )
+      .addOption(
+        new Option(
+          "--catch-up-pace-ms <ms>",
+          "with --misfire all: catch-up sends of one reminder this far apart, oldest first",
+        ).argParser(integer(0, 86_400_000)),
+      ),
   )
     .addHelpText(
       "after",
       example([
         'punctual schedules add --dtstart 2027-01-04T09:00:00 --tzid Europe/Berlin --rrule "FREQ=WEEKLY;BYDAY=MO" --perpetual --offset -PT15M --target-url https://example.com/hooks/punctual',
+        'punctual schedules add --dtstart 2027-01-04T21:00:00Z --rrule "FREQ=DAILY;COUNT=30" --channel log --quiet-hours 22:00-07:00 --quiet-tz Europe/Berlin',
         "punctual schedules add --dtstart 2027-03-01T09:00:00Z --channel log --payload '{\"user\":42}'",
       ]),
     )

@@ -14,6 +14,7 @@ import { ApiClient } from "./client.js";
 import { CliError, EXIT_FAILURE } from "./errors.js";
 import { cellText, jsonText, keyValues, table, type Column } from "./format.js";
 import { localTokenPath, readLocalToken } from "./local-token.js";
+import { reminderPolicy, schedulePolicy, type PolicyFlags } from "./policy-flags.js";
 import type { Io } from "./run.js";
 
 /** Flags every remote command takes. */
@@ -48,6 +49,7 @@ const deliveryColumns: Column<DeliveryView>[] = [
   { header: "ID", cell: (d) => d.id },
   { header: "STATE", cell: (d) => d.state },
   { header: "DUE", cell: (d) => d.dueAt },
+  { header: "DEFERRED", cell: (d) => d.deferredUntil },
   { header: "SCHEDULE", cell: (d) => d.scheduleId },
   { header: "REMINDER", cell: (d) => d.reminderKey },
   { header: "CHANNEL", cell: (d) => d.channel },
@@ -71,6 +73,12 @@ export function scheduleText(s: ScheduleView): string {
       ["expiresAt", s.expiresAt],
       ["dst", `gap ${s.dst.gap}, overlap ${s.dst.overlap}`],
       ["misfire", `${s.misfire} (grace ${s.graceMs} ms)`],
+      [
+        "catchUp",
+        s.catchUp
+          ? `window ${s.catchUp.windowMs ?? "none"} ms, pace ${s.catchUp.paceMs ?? 0} ms`
+          : null,
+      ],
       ["perpetual", s.perpetual],
       ["payload", s.payload],
       ["createdAt", s.createdAt],
@@ -87,6 +95,17 @@ export function scheduleText(s: ScheduleView): string {
         { header: "TARGET", cell: (r) => r.target },
         { header: "DELIVERY", cell: (r) => r.delivery ?? "channel default" },
         { header: "MAX ATTEMPTS", cell: (r) => r.maxAttempts },
+        {
+          header: "QUIET HOURS",
+          cell: (r) =>
+            r.quietHours
+              ? `${r.quietHours.start}-${r.quietHours.end} ${r.quietHours.tzid}` +
+                (r.quietHours.days ? ` ${r.quietHours.days.join(",")}` : "") +
+                (r.priority === "critical" ? " (bypassed: critical)" : "")
+              : r.priority === "critical"
+                ? "critical"
+                : null,
+        },
       ],
       "  ",
     )
@@ -110,6 +129,7 @@ function deliveryText(d: DeliveryView & { attempts?: AttemptView[] }): string {
         (d.deferrals ? `, ${d.deferrals} deferred by Retry-After)` : ")"),
     ],
     ["late", d.late],
+    ["deferredUntil", d.deferredUntil ? `${d.deferredUntil} (${d.deferredReason})` : null],
     ["lease", d.leaseOwner ? `${d.leaseOwner} until ${cellText(d.leaseExpiresAt)}` : null],
     ["sentAt", d.sentAt],
     ["finishedAt", d.finishedAt],
@@ -137,7 +157,7 @@ function deliveryText(d: DeliveryView & { attempts?: AttemptView[] }): string {
 }
 
 /** `schedules add` flags. */
-export interface AddFlags extends RemoteFlags {
+export interface AddFlags extends RemoteFlags, PolicyFlags {
   dtstart: string;
   tzid: string;
   rrule?: string;
@@ -184,6 +204,7 @@ export function createBodyFromFlags(flags: AddFlags): CreateScheduleInput {
   if (flags.secret !== undefined && flags.channel !== "webhook") {
     throw new CliError(`--secret applies to --channel webhook only (got ${flags.channel}).`);
   }
+  const policy = reminderPolicy(flags, flags.tzid);
   const target = URL_CHANNELS.has(flags.channel)
     ? {
         url: flags.targetUrl,
@@ -200,11 +221,13 @@ export function createBodyFromFlags(flags: AddFlags): CreateScheduleInput {
     ...(flags.misfire ? { misfire: flags.misfire } : {}),
     ...(flags.perpetual ? { perpetual: true } : {}),
     ...(payload !== undefined ? { payload } : {}),
+    ...schedulePolicy(flags),
     reminders: offsets.map((offset, i) => ({
       key: flags.key[i] ?? `r${i + 1}`,
       offset,
       channel: flags.channel,
       ...(target ? { target } : {}),
+      ...policy,
     })),
   };
 }

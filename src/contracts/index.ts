@@ -111,6 +111,42 @@ export const templateSchema = z
   })
   .strict();
 
+const quietTime = z
+  .string()
+  .regex(/^([01]\d|2[0-3]):[0-5]\d$/, 'must be a 24-hour time "HH:MM", e.g. "22:00"');
+
+/**
+ * DEL-15: a reminder's quiet window `{ tzid, start, end, days? }`: a delivery due inside
+ * it (wall-clock time in `tzid`, `[start, end)`, crossing midnight when `start > end`) is
+ * deferred to the window's end. `days` names the days a window STARTS on (RFC 5545
+ * weekday names); absent: every day. That the zone exists and start differs from end is
+ * checked where the schedule is validated.
+ */
+export const quietHoursSchema = z
+  .object({
+    tzid: storableText().min(1).max(64),
+    start: quietTime,
+    end: quietTime,
+    days: z
+      .array(z.enum(["MO", "TU", "WE", "TH", "FR", "SA", "SU"]))
+      .min(1)
+      .max(7)
+      .optional(),
+  })
+  .strict();
+
+/**
+ * DEL-17: catch-up bounds of a schedule under misfire `all`: `windowMs` (missed
+ * occurrences due longer ago than this are recorded `skipped`, reason `stale`) and
+ * `paceMs` (catch-up sends of one reminder spread this far apart, oldest first).
+ */
+export const catchUpSchema = z
+  .object({
+    windowMs: z.number().int().min(0).max(31_622_400_000).optional(),
+    paceMs: z.number().int().min(0).max(86_400_000).optional(),
+  })
+  .strict();
+
 /** One reminder of a schedule. */
 export const reminderInputSchema = z
   .object({
@@ -147,6 +183,10 @@ export const reminderInputSchema = z
       .optional(),
     /** DEL-13: the rate limit this reminder's deliveries count against; default its channel name. */
     rateLimitKey: rateLimitKeySchema.optional(),
+    /** DEL-15: the recipient's quiet window; deliveries due inside it wait for its end. */
+    quietHours: quietHoursSchema.nullable().optional(),
+    /** DEL-15: `critical` is sent on time even inside quiet hours. Default `normal`. */
+    priority: z.enum(["normal", "critical"]).optional(),
   })
   .strict();
 
@@ -170,6 +210,8 @@ export const createScheduleSchema = z
     dst: dstSchema.optional(),
     misfire: z.enum(["skip", "latest", "all"]).default("skip"),
     graceMs: z.number().int().min(0).max(604_800_000).default(900_000),
+    /** DEL-17: catch-up window and pacing; only with misfire `all`. */
+    catchUp: catchUpSchema.nullable().optional(),
     perpetual: z.boolean().default(false),
     payload: payloadSchema.optional(),
     reminders: z.array(reminderInputSchema).min(1).max(50),
@@ -211,6 +253,15 @@ export interface ReminderView {
   template: { subject?: string; text?: string; html?: string } | null;
   /** DEL-13: the reminder's rate-limit key; null: its channel name. */
   rateLimitKey: string | null;
+  /** DEL-15: the quiet window, or null. */
+  quietHours: {
+    tzid: string;
+    start: string;
+    end: string;
+    days?: Array<"MO" | "TU" | "WE" | "TH" | "FR" | "SA" | "SU">;
+  } | null;
+  /** DEL-15: `critical` bypasses quiet hours. */
+  priority: "normal" | "critical";
 }
 
 /** A schedule as returned by the API. Instants are ISO 8601 UTC with `Z`. */
@@ -229,6 +280,8 @@ export interface ScheduleView {
   dst: { gap: "shift" | "skip"; overlap: "earlier" | "later" };
   misfire: "skip" | "latest" | "all";
   graceMs: number;
+  /** DEL-17: catch-up bounds under misfire `all`, or null. */
+  catchUp: { windowMs?: number; paceMs?: number } | null;
   perpetual: boolean;
   payload: unknown;
   reminders: ReminderView[];
@@ -263,6 +316,10 @@ export interface DeliveryView {
   reason: string | null;
   lastError: string | null;
   late: boolean;
+  /** DEL-15: the instant a delivery due in quiet hours was deferred to (`runAt` started there), or null. */
+  deferredUntil: string | null;
+  /** DEL-15: why it was deferred (`QUIET_HOURS`), or null. */
+  deferredReason: string | null;
   createdAt: string;
   updatedAt: string;
 }

@@ -24,6 +24,7 @@ export { MAX_RRULE_LENGTH } from "./rule.js";
 export { applyOffset, isValidOffset, parseOffset, type Offset } from "./offset.js";
 export {
   applyMisfire,
+  type CatchUp,
   DEFAULT_GRACE_MS,
   DEFAULT_MAX_CATCH_UP,
   LATE_THRESHOLD_MS,
@@ -36,3 +37,11 @@ export { MAX_PREVIEW_COUNT, preview, type PreviewInput, type PreviewItem } from 
 export { DEFAULT_HORIZON_MS, planningWindow, type PlanningWindowInput } from "./horizon.js";
 export { canonicalTimeZone, isValidTimeZone, toInstant } from "./local.js";
 export { isOffsetZone } from "./zone.js";
+export {
+  QUIET_TIME_PATTERN,
+  WEEKDAY_NAMES,
+  quietHoursEnd,
+  quietTimeSeconds,
+  type QuietHours,
+  type WeekdayName,
+} from "./quiet-hours.js";

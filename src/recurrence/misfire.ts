@@ -6,6 +6,17 @@
 /** Series policy: `skip` (default), `latest` or `all`. */
 export type MisfirePolicy = "skip" | "latest" | "all";
 
+/**
+ * DEL-17: a schedule's catch-up bounds under misfire `all`, as stored and as the API takes
+ * it: `windowMs` (missed occurrences due longer ago are skipped as `stale`; absent: no
+ * window) and `paceMs` (kept catch-up sends of one reminder are spread this far apart,
+ * oldest first; absent or 0: all at once).
+ */
+export interface CatchUp {
+  windowMs?: number;
+  paceMs?: number;
+}
+
 /** Default grace period: 15 minutes, in ms. */
 export const DEFAULT_GRACE_MS = 900_000;
 /** Default cap of catch-up sends under `all`. */
@@ -34,6 +45,17 @@ export interface MisfireInput {
   expiresAtMs?: number | null;
   /** Cap of catch-up sends under `all` (default 100). */
   maxCatchUp?: number;
+  /**
+   * DEL-17: catch-up window in ms under `all`: missed items due before `nowMs − catchUpWindowMs`
+   * are skipped as `stale`. Absent or null: no window (only `maxCatchUp` bounds it).
+   */
+  catchUpWindowMs?: number | null;
+  /**
+   * DEL-17: pacing in ms under `all`: the k-th missed item kept (oldest first, k from 0) is
+   * sent no earlier than `nowMs + k × catchUpPaceMs` ({@link MisfireDecision.runAtMs}).
+   * Absent or 0: no pacing (all kept items are due at once).
+   */
+  catchUpPaceMs?: number;
 }
 
 /** Decision for one item, in the order of the input. */
@@ -43,6 +65,8 @@ export interface MisfireDecision {
   late: boolean;
   /** Why an item is skipped: missed beyond grace (`stale`) or past its expiry (`expired`). */
   reason?: "stale" | "expired";
+  /** DEL-17: a paced catch-up send's earliest send time (epoch ms); absent: unchanged. */
+  runAtMs?: number;
 }
 
 /**
@@ -57,7 +81,9 @@ export interface MisfireDecision {
  *   `latest` → the most recent missed item is sent (late) unless an item within the
  *   grace period is already due, the others are `stale`;
  *   `all` → the most recent `maxCatchUp` missed items are sent (late), oldest first;
- *   older ones are `stale`.
+ *   older ones are `stale`. With `catchUpWindowMs` (DEL-17) missed items due before
+ *   `nowMs − catchUpWindowMs` are `stale` too; with `catchUpPaceMs` the kept missed items
+ *   are spread `catchUpPaceMs` apart from `nowMs` on, oldest first (`runAtMs`).
  *
  * Pure: no clock, no I/O. Decisions come back in input order; send them in ascending
  * `dueAt` order.
@@ -87,10 +113,23 @@ export function applyMisfire(input: MisfireInput): MisfireDecision[] {
     const last = missed[missed.length - 1];
     if (!dueInGrace && last !== undefined) keep.add(last.index);
   } else if (policy === "all") {
-    for (const m of missed.slice(Math.max(0, missed.length - maxCatchUp))) keep.add(m.index);
+    const windowMs = input.catchUpWindowMs;
+    const inWindow =
+      windowMs === undefined || windowMs === null
+        ? missed
+        : missed.filter(({ item }) => item.dueAt >= nowMs - Math.max(0, windowMs));
+    for (const m of inWindow.slice(Math.max(0, inWindow.length - maxCatchUp))) keep.add(m.index);
+  }
+  const paceMs = policy === "all" ? Math.max(0, input.catchUpPaceMs ?? 0) : 0;
+  const slot = new Map<number, number>();
+  if (paceMs > 0) {
+    let k = 0;
+    for (const m of missed) if (keep.has(m.index)) slot.set(m.index, nowMs + k++ * paceMs);
   }
   return items.map((item, index) => {
     if (item.dueAt >= cutoff) return send(item);
-    return keep.has(index) ? send(item) : stale;
+    if (!keep.has(index)) return stale;
+    const runAtMs = slot.get(index);
+    return runAtMs === undefined ? send(item) : { ...send(item), runAtMs };
   });
 }

@@ -24,6 +24,7 @@ import {
   parseRule,
   planningWindow,
 } from "../recurrence/index.js";
+import { quietDeferral } from "./quiet-hours.js";
 import type { Recurrence, RecurrenceInput } from "../recurrence/types.js";
 import type { Database, Queryable } from "../store/database.js";
 import {
@@ -195,6 +196,7 @@ export function planSchedule(
         channel: reminder.channel,
         onLostLease: policy,
         maxAttempts: reminder.max_attempts,
+        deferredUntil: quietDeferral(reminder, due),
       });
     }
     if (occurrences.length >= MAX_OCCURRENCES_PER_PASS) {
@@ -366,6 +368,7 @@ async function misfireBatch(
   const skip: Array<{ id: number; reason: string }> = [];
   const lateIds: number[] = [];
   const channelOf = new Map<string, string>();
+  const lateRunAt: Array<Date | null> = [];
   // Rows arrive grouped by (schedule, reminder), oldest first.
   let group: StaleRow[] = [];
   const judge = () => {
@@ -374,13 +377,17 @@ async function misfireBatch(
     const decisions = applyMisfire({
       items: group.map((r) => ({
         occurrenceAt: r.occurrence_at.getTime(),
-        dueAt: r.due_at.getTime(),
+        // DEL-15: a row deferred by quiet hours is judged from its deferred instant.
+        dueAt: (r.deferred_until ?? r.due_at).getTime(),
       })),
       nowMs,
       policy: first.misfire,
       graceMs: first.grace_ms,
       oneOff: !first.recurring,
       expiresAtMs: first.expires_at?.getTime() ?? null,
+      // DEL-17: the schedule's catch-up window and pacing.
+      catchUpWindowMs: first.catch_up?.windowMs ?? null,
+      catchUpPaceMs: first.catch_up?.paceMs ?? 0,
     });
     decisions.forEach((d, i) => {
       const row = group[i]!;
@@ -391,6 +398,7 @@ async function misfireBatch(
       } else if (d.late) {
         // Kept and late: marked, so the next sweep does not judge it again.
         lateIds.push(row.id);
+        lateRunAt.push(d.runAtMs === undefined ? null : new Date(d.runAtMs));
       }
     });
     group = [];
@@ -402,7 +410,7 @@ async function misfireBatch(
     group.push(row);
   }
   judge();
-  const applied = await recordMisfire(deps.db, { now, skip, lateIds });
+  const applied = await recordMisfire(deps.db, { now, skip, lateIds, lateRunAt });
   // OPS-13: a skipped delivery counts once, by the process whose statement skipped it.
   for (const id of applied?.skipped_ids ?? []) {
     deps.metrics.outcomes.inc({

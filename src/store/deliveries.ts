@@ -154,8 +154,9 @@ const ID_COLUMNS = columnsOf<IdRow>()(["id"]);
  *   delivery to probe it, 464 of a 100-row claim's 2,871 buffers over 20k rows; by
  *   primary key (`id = any(array(select id from due))`) the claim reads 2,619, none of
  *   them a scan of the table.
- * `late` is set on the first claim when it happens more than 1 s after the due time
- * (the threshold of `applyMisfire`, LATE_THRESHOLD_MS).
+ * `late` is set on the first claim when it happens more than 1 s after the due time, or
+ * after the quiet-hours deferral when there is one (DEL-15; the threshold of
+ * `applyMisfire`, LATE_THRESHOLD_MS).
  */
 /**
  * The `due` and `claimed` CTEs of {@link CLAIM_SQL} (and of {@link SETTLE_AND_CLAIM_SQL}),
@@ -181,7 +182,8 @@ claimed as (
       lease_owner = $2,
       lease_expires_at = ${NOW} + make_interval(secs => ${lease}::double precision / 1000),
       claimed_at = ${NOW},
-      late = d.late or (d.attempt = 0 and ${NOW} > d.due_at + interval '1 second'),
+      late = d.late or (d.attempt = 0
+                        and ${NOW} > coalesce(d.deferred_until, d.due_at) + interval '1 second'),
       stale_at = null,
       updated_at = ${NOW}
   where d.id = any(array(select due.id from due))

@@ -4,6 +4,18 @@
  * version row inserted first, so two migrators at once serialize and the second finds
  * nothing left to do. Migrations are expand-then-contract (OPS-10): a release only adds
  * what the previous release can ignore; removals come one release later.
+ *
+ * Compatibility window (OPS-10). Each file declares in its header
+ * ```sql
+ * -- kind: expand            (or contract)
+ * -- min_reader_version: N
+ * ```
+ * `min_reader_version` is the oldest schema version a release may have been built for and
+ * still run against a database at this migration: an expand migration keeps the previous
+ * file's value, a contract one may raise it. The migrator records both beside the version.
+ * A release built for schema R runs against a database at D when D = R, or D > R and every
+ * migration above R declared a min_reader_version ≤ R; a database behind R is migrated
+ * (or refused when migrations are off).
  */
 import { readdirSync, readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
@@ -11,11 +23,49 @@ import { SchemaMismatchError } from "../errors/index.js";
 import type { Database, Queryable } from "./database.js";
 import { MIGRATION_SQL } from "./sql/migrations.js";
 
+/** What a migration does to the schema's readers (OPS-10). */
+export type MigrationKind = "expand" | "contract";
+
 /** One migration file. */
 export interface Migration {
   version: number;
   name: string;
   sql: string;
+  /** `-- kind:` header; undefined when the file has none (a test requires it). */
+  kind?: MigrationKind;
+  /** `-- min_reader_version:` header; undefined when the file has none (recorded as NULL). */
+  minReaderVersion?: number;
+}
+
+/**
+ * Reads the `-- kind: expand|contract` and `-- min_reader_version: N` header lines of a
+ * migration file (anywhere in its comment lines; absent headers give undefined).
+ * @throws Error when a header is present but malformed, naming `file`.
+ */
+export function parseMigrationHeaders(
+  sql: string,
+  file = "migration",
+): { kind?: MigrationKind; minReaderVersion?: number } {
+  const out: { kind?: MigrationKind; minReaderVersion?: number } = {};
+  for (const line of sql.split("\n")) {
+    const m = /^--\s*(kind|min_reader_version)\s*:\s*(.*?)\s*$/.exec(line);
+    if (!m) continue;
+    const [, key, value = ""] = m;
+    if (key === "kind") {
+      if (value !== "expand" && value !== "contract") {
+        throw new Error(`${file}: "-- kind:" must be expand or contract, not "${value}"`);
+      }
+      out.kind = value;
+    } else {
+      if (!/^\d+$/.test(value)) {
+        throw new Error(
+          `${file}: "-- min_reader_version:" must be a schema version, not "${value}"`,
+        );
+      }
+      out.minReaderVersion = Number(value);
+    }
+  }
+  return out;
 }
 
 /** The folder of migration files, shipped with the package (src/ and dist/ alike). */
@@ -26,11 +76,15 @@ export function loadMigrations(dir: string = MIGRATIONS_DIR): Migration[] {
   return readdirSync(dir)
     .filter((f) => /^\d{4}_[a-z0-9_]+\.sql$/.test(f))
     .sort()
-    .map((file) => ({
-      version: Number(file.slice(0, 4)),
-      name: file.slice(5, -4),
-      sql: readFileSync(`${dir}/${file}`, "utf8"),
-    }));
+    .map((file) => {
+      const sql = readFileSync(`${dir}/${file}`, "utf8");
+      return {
+        version: Number(file.slice(0, 4)),
+        name: file.slice(5, -4),
+        sql,
+        ...parseMigrationHeaders(sql, file),
+      };
+    });
 }
 
 /** The schema version this release needs. */
@@ -45,10 +99,112 @@ async function appliedVersion(db: Queryable): Promise<number> {
   return rows[0]?.version ?? 0;
 }
 
+/** Where a database's schema stands for this release (OPS-10). */
+export type SchemaState =
+  /** At exactly this release's version. */
+  | "current"
+  /** Older: migrate first. */
+  | "behind"
+  /** Newer, and every newer migration keeps this release as a reader: run. */
+  | "ahead-compatible"
+  /** Newer, and a newer migration needs a later release (or declared nothing): refuse. */
+  | "ahead-incompatible";
+
+/** A database's schema against this release's (OPS-10). */
+export interface SchemaCompatibility {
+  /** Schema version of the database (0: never migrated). */
+  database: number;
+  /** Schema version this release is built for. */
+  release: number;
+  /**
+   * Oldest release schema version the database accepts as a reader; null when not known
+   * (the database is not ahead, or its migrator recorded none).
+   */
+  minReaderVersion: number | null;
+  state: SchemaState;
+}
+
 /**
- * Applies pending migrations. Safe to run from many processes at once.
- * @returns the versions this call applied (empty when up to date).
- * @throws SchemaMismatchError when the database is newer than this release.
+ * OPS-10: the window rule, pure. `minReaderVersion` is the database's (null: unknown,
+ * which refuses a newer schema).
+ */
+export function schemaState(
+  database: number,
+  release: number,
+  minReaderVersion: number | null,
+): SchemaState {
+  if (database === release) return "current";
+  if (database < release) return "behind";
+  return minReaderVersion !== null && minReaderVersion <= release
+    ? "ahead-compatible"
+    : "ahead-incompatible";
+}
+
+async function hasCompatColumns(db: Queryable): Promise<boolean> {
+  const { rows } = await db.query<{ name: string }>(MIGRATION_SQL.compatColumns);
+  return rows.length === 2;
+}
+
+/**
+ * OPS-10: the database's schema version and whether this release may run against it.
+ * One query when the database is not ahead, three when it is.
+ */
+export async function schemaCompatibility(
+  db: Queryable,
+  migrations: Migration[] = loadMigrations(),
+): Promise<SchemaCompatibility> {
+  const database = await appliedVersion(db);
+  const release = expectedVersion(migrations);
+  let minReaderVersion: number | null = null;
+  if (database > release && (await hasCompatColumns(db))) {
+    const { rows } = await db.query<{ min_reader: number | null }>(MIGRATION_SQL.minReaderVersion);
+    minReaderVersion = rows[0]?.min_reader ?? null;
+  }
+  return {
+    database,
+    release,
+    minReaderVersion,
+    state: schemaState(database, release, minReaderVersion),
+  };
+}
+
+function newerMessage(c: SchemaCompatibility): string {
+  const needs =
+    c.minReaderVersion === null
+      ? "it records no oldest compatible release"
+      : `it needs a release built for schema ${c.minReaderVersion} or later`;
+  return (
+    `The database schema is at version ${c.database}, newer than this release (${c.release}), ` +
+    `and ${needs}. Upgrade punctual.`
+  );
+}
+
+/**
+ * The migrator's own bootstrap (expand-only): its table, the OPS-10 columns when missing,
+ * and their values for versions an older migrator recorded without them.
+ */
+async function bootstrap(tx: Queryable, migrations: Migration[]): Promise<void> {
+  await tx.query(MIGRATION_SQL.createTable);
+  if (!(await hasCompatColumns(tx))) {
+    await tx.query(MIGRATION_SQL.addMinReaderColumn);
+    await tx.query(MIGRATION_SQL.addKindColumn);
+  }
+  const known = migrations.filter((m) => m.minReaderVersion !== undefined);
+  if (known.length === 0) return;
+  await tx.query(MIGRATION_SQL.backfillCompat, [
+    known.map((m) => m.version),
+    known.map((m) => m.minReaderVersion),
+    known.map((m) => m.kind ?? null),
+  ]);
+}
+
+/**
+ * Applies pending migrations. Safe to run from many processes at once, and beside an
+ * older release's migrator. A database already ahead of this release inside its
+ * compatibility window (OPS-10) is left as it is.
+ * @returns the versions this call applied (empty when up to date or ahead).
+ * @throws SchemaMismatchError when the database is newer than this release and outside
+ *   its window.
  */
 export async function migrate(
   db: Database,
@@ -56,48 +212,53 @@ export async function migrate(
 ): Promise<number[]> {
   const target = expectedVersion(migrations);
   const applied: number[] = [];
+  await db.transaction(async (tx) => {
+    await tx.query(MIGRATION_SQL.lock);
+    await bootstrap(tx, migrations);
+  });
   for (const migration of migrations) {
     const did = await db.transaction(async (tx) => {
       await tx.query(MIGRATION_SQL.lock);
-      await tx.query(MIGRATION_SQL.createTable);
       const current = await appliedVersion(tx);
       if (current > target) {
-        throw new SchemaMismatchError(
-          `The database schema is at version ${current}, newer than this release (${target}). Upgrade punctual.`,
-        );
+        const compatibility = await schemaCompatibility(tx, migrations);
+        if (compatibility.state === "ahead-compatible") return "ahead";
+        throw new SchemaMismatchError(newerMessage(compatibility));
       }
       if (current >= migration.version) return false;
       // Version row first: a concurrent migrator that got past the lock would collide here.
-      await tx.query(MIGRATION_SQL.insertVersion, [migration.version, migration.name]);
+      await tx.query(MIGRATION_SQL.insertVersionCompat, [
+        migration.version,
+        migration.name,
+        migration.minReaderVersion ?? null,
+        migration.kind ?? null,
+      ]);
       for (const statement of splitStatements(migration.sql)) await tx.query(statement);
       return true;
     });
+    if (did === "ahead") break;
     if (did) applied.push(migration.version);
   }
   return applied;
 }
 
 /**
- * Refuses to run against an unmigrated or newer schema (OPS-5).
+ * Refuses to run against an unmigrated schema, or a newer one outside this release's
+ * compatibility window (OPS-5, OPS-10). A newer schema inside the window passes.
  * @throws SchemaMismatchError saying what to run.
  */
 export async function assertSchemaCurrent(
   db: Database,
   migrations: Migration[] = loadMigrations(),
 ): Promise<void> {
-  const current = await appliedVersion(db);
-  const target = expectedVersion(migrations);
-  if (current < target) {
+  const c = await schemaCompatibility(db, migrations);
+  if (c.state === "behind") {
     throw new SchemaMismatchError(
-      `The database schema is at version ${current}; this release needs ${target}. ` +
+      `The database schema is at version ${c.database}; this release needs ${c.release}. ` +
         `Run \`punctual migrate\` (with the same DATABASE_URL), or start with --migrate.`,
     );
   }
-  if (current > target) {
-    throw new SchemaMismatchError(
-      `The database schema is at version ${current}, newer than this release (${target}). Upgrade punctual.`,
-    );
-  }
+  if (c.state === "ahead-incompatible") throw new SchemaMismatchError(newerMessage(c));
 }
 
 /** Current schema version (0 when never migrated). */

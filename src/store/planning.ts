@@ -3,6 +3,7 @@
  * deliveries are inserted, how the watermark advances, and how stale rows are found.
  * Parameters are listed per statement; `$1` is always "now" (NULL = database clock).
  */
+import type { CatchUp, QuietHours } from "../recurrence/index.js";
 import type { Queryable } from "./database.js";
 import { SCHEDULE_AT_ROW_KEYS, type ScheduleRow, type ScheduleRowAt } from "./schedules.js";
 import { columnsOf, execute, firstRow, rows } from "./statement.js";
@@ -43,6 +44,10 @@ export interface PlanReminderRow {
   channel: string;
   on_lost_lease: "retry" | "in_doubt" | null;
   max_attempts: number;
+  /** DEL-15: the quiet window, or null (absent: none). */
+  quiet_hours?: QuietHours | null;
+  /** DEL-15: `critical` bypasses the quiet window; null or absent: normal. */
+  priority?: "normal" | "critical" | null;
 }
 
 /** Result columns of {@link LOCK_SCHEDULES_TO_PLAN_SQL}. */
@@ -75,6 +80,8 @@ export const REMINDERS_OF_COLUMNS = columnsOf<PlanReminderRow>()([
   "channel",
   "on_lost_lease",
   "max_attempts",
+  "quiet_hours",
+  "priority",
 ]);
 
 /**
@@ -95,7 +102,8 @@ for update of s skip locked`;
 
 /** Reminders of the given schedules. $1 schedule ids. */
 export const REMINDERS_OF_SQL = `
-select schedule_id, key, offset_duration, channel, on_lost_lease, max_attempts
+select schedule_id, key, offset_duration, channel, on_lost_lease, max_attempts, quiet_hours,
+       priority
 from punctual_reminders where schedule_id = any($1::uuid[])
 order by schedule_id, key`;
 
@@ -104,26 +112,32 @@ order by schedule_id, key`;
  * reminder and occurrence) is left as it is, so planning is idempotent and safe with many
  * planners. Parameters: $1 now, then parallel arrays $2 keys, $3 schedule ids,
  * $4 reminder keys, $5 occurrence instants, $6 due instants, $7 channels,
- * $8 lost-lease policies, $9 max attempts.
+ * $8 lost-lease policies, $9 max attempts, $10 quiet-hours deferrals (NULL: not deferred).
  * The admission columns come from the schedule row in the same statement (DEL-3): held
  * (`paused`) unless the schedule is active, its expiry, and `stale_at` (REC-6). Nothing is
  * inserted for a cancelled schedule. DEL-13: `limiter` is `tenant/key`, the key being the
  * reminder's `rate_limit_key` or else the channel name (one primary-key read per row).
+ * DEL-15: a deferred row keeps its `due_at` and waits from `deferred_until` (`run_at`),
+ * with reason `QUIET_HOURS`; its misfire grace counts from there.
  */
 export const INSERT_DELIVERIES_SQL = `
 insert into punctual_deliveries
   (delivery_key, schedule_id, reminder_key, occurrence_at, due_at, run_at, channel,
-   on_lost_lease, max_attempts, state, expires_at, stale_at, created_at, updated_at, limiter)
-select u.key, u.schedule_id, u.reminder_key, u.occurrence_at, u.due_at, u.due_at, u.channel,
-       u.on_lost_lease, u.max_attempts,
+   on_lost_lease, max_attempts, state, expires_at, stale_at, created_at, updated_at,
+   deferred_until, deferred_reason, limiter)
+select u.key, u.schedule_id, u.reminder_key, u.occurrence_at, u.due_at,
+       coalesce(u.deferred_until, u.due_at), u.channel, u.on_lost_lease, u.max_attempts,
        case when s.state = 'active' then 'pending' else 'paused' end,
-       s.expires_at, ${staleAtSql("s", "u.due_at", "0", "false")}, ${NOW}, ${NOW},
+       s.expires_at, ${staleAtSql("s", "coalesce(u.deferred_until, u.due_at)", "0", "false")},
+       ${NOW}, ${NOW}, u.deferred_until,
+       case when u.deferred_until is not null then 'QUIET_HOURS' end,
        s.tenant || '/' || coalesce((select r.rate_limit_key from punctual_reminders r
                                     where r.schedule_id = u.schedule_id and r.key = u.reminder_key),
                                    u.channel)
 from unnest($2::text[], $3::uuid[], $4::text[], $5::timestamptz[], $6::timestamptz[],
-            $7::text[], $8::text[], $9::int[])
-  as u(key, schedule_id, reminder_key, occurrence_at, due_at, channel, on_lost_lease, max_attempts)
+            $7::text[], $8::text[], $9::int[], $10::timestamptz[])
+  as u(key, schedule_id, reminder_key, occurrence_at, due_at, channel, on_lost_lease, max_attempts,
+       deferred_until)
 join punctual_schedules s on s.id = u.schedule_id and s.state <> 'cancelled'
 on conflict do nothing`;
 
@@ -168,6 +182,10 @@ export interface StaleRow {
   grace_ms: number;
   recurring: boolean;
   expires_at: Date | null;
+  /** DEL-15: the quiet-hours deferral; the row's grace counts from it. */
+  deferred_until: Date | null;
+  /** DEL-17: the schedule's catch-up bounds, or null. */
+  catch_up: CatchUp | null;
   /** "Now" of the statement: the instant the misfire policy judges against. */
   db_now: Date;
 }
@@ -184,6 +202,8 @@ export const SELECT_STALE_COLUMNS = columnsOf<StaleRow>()([
   "grace_ms",
   "recurring",
   "expires_at",
+  "deferred_until",
+  "catch_up",
   "db_now",
 ]);
 
@@ -215,11 +235,12 @@ with picked as (
 ),
 grp as (select distinct schedule_id, reminder_key from picked)
 select x.id, x.schedule_id, x.reminder_key, x.channel, x.occurrence_at, x.due_at, s.misfire, s.grace_ms,
-       s.recurring, x.expires_at, ${NOW} as db_now
+       s.recurring, x.expires_at, x.deferred_until, s.catch_up, ${NOW} as db_now
 from grp g
 join punctual_schedules s on s.id = g.schedule_id
 cross join lateral (
-  select d.id, d.schedule_id, d.reminder_key, d.channel, d.occurrence_at, d.due_at, d.expires_at
+  select d.id, d.schedule_id, d.reminder_key, d.channel, d.occurrence_at, d.due_at, d.expires_at,
+         d.deferred_until
   from punctual_deliveries d
   where d.schedule_id = g.schedule_id and d.state in ('pending', 'retry')
     and d.reminder_key = g.reminder_key
@@ -227,14 +248,15 @@ cross join lateral (
          or (d.state = 'pending' and d.stale_at <= ${NOW})
          -- 'latest' must also see what is due inside the grace period.
          or (s.misfire = 'latest' and d.state = 'pending' and d.stale_at is not null
-             and d.due_at <= ${NOW}))
+             and coalesce(d.deferred_until, d.due_at) <= ${NOW}))
 ) x
 order by x.schedule_id, x.reminder_key, x.due_at, x.id`;
 
 /**
  * Applies misfire decisions. Parameters: $1 now, $2 ids to skip, $3 their reasons,
- * $4 ids to send late. Only touches rows still waiting; a row kept and late is judged:
- * `stale_at` is cleared, so it is admissible again (DEL-3).
+ * $4 ids to send late, $5 their paced send times (DEL-17; NULL: unchanged). Only touches
+ * rows still waiting; a row kept and late is judged: `stale_at` is cleared, so it is
+ * admissible again (DEL-3), from its paced `run_at` on.
  */
 export const APPLY_MISFIRE_SQL = `
 with skipped as (
@@ -246,8 +268,10 @@ with skipped as (
   returning d.id
 ),
 late as (
-  update punctual_deliveries d set late = true, stale_at = null, updated_at = ${NOW}
-  where d.id = any($4::bigint[]) and d.state = 'pending'
+  update punctual_deliveries d
+  set late = true, stale_at = null, run_at = coalesce(u.run_at, d.run_at), updated_at = ${NOW}
+  from unnest($4::bigint[], $5::timestamptz[]) as u(id, run_at)
+  where d.id = u.id and d.state = 'pending'
   returning d.id
 )
 select (select count(*) from skipped) as skipped, (select count(*) from late) as late,
@@ -331,20 +355,24 @@ export interface RemovedRow {
  * row keeps its retry time unless the new due time is later. Rows an earlier realign
  * cancelled (reason `realigned`, they had attempts) that are back in the set reopen as
  * `retry`, with their history. $1 now, then parallel arrays $2 keys, $3 due instants,
- * $4 channels, $5 lost-lease policies, $6 max attempts, and $7 the earliest due instant
- * a reopened row may have (older ones stay cancelled; NULL: no limit).
+ * $4 channels, $5 lost-lease policies, $6 max attempts, $7 the earliest due instant
+ * a reopened row may have (older ones stay cancelled; NULL: no limit), and $8 the
+ * quiet-hours deferrals (DEL-15; NULL: not deferred), so an edited window moves rows too.
  * Admission columns (held state, expiry, `stale_at` of a moved row) are rewritten by
  * {@link SYNC_WAITING_SQL} afterwards, in the same transaction.
  */
 export const REALIGN_MOVE_SQL = `
 with u as (
-  select * from unnest($2::text[], $3::timestamptz[], $4::text[], $5::text[], $6::int[])
-    as u(key, due_at, channel, on_lost_lease, max_attempts)
+  select * from unnest($2::text[], $3::timestamptz[], $4::text[], $5::text[], $6::int[],
+                       $8::timestamptz[])
+    as u(key, due_at, channel, on_lost_lease, max_attempts, deferred_until)
 ),
 reopened as (
   update punctual_deliveries d
   set state = 'retry', finished_at = null, reason = null, due_at = u.due_at,
-      run_at = greatest(u.due_at, ${NOW}), channel = u.channel,
+      run_at = greatest(coalesce(u.deferred_until, u.due_at), ${NOW}), channel = u.channel,
+      deferred_until = u.deferred_until,
+      deferred_reason = case when u.deferred_until is not null then 'QUIET_HOURS' end,
       on_lost_lease = u.on_lost_lease, max_attempts = greatest(u.max_attempts, d.failures + 1),
       updated_at = ${NOW}
   from u
@@ -355,13 +383,16 @@ reopened as (
 moved as (
   update punctual_deliveries d
   set due_at = u.due_at,
-      run_at = case when d.state = 'pending' then u.due_at else greatest(d.run_at, u.due_at) end,
+      run_at = case when d.state = 'pending' then coalesce(u.deferred_until, u.due_at)
+                    else greatest(d.run_at, coalesce(u.deferred_until, u.due_at)) end,
       channel = u.channel, on_lost_lease = u.on_lost_lease, max_attempts = u.max_attempts,
+      deferred_until = u.deferred_until,
+      deferred_reason = case when u.deferred_until is not null then 'QUIET_HOURS' end,
       updated_at = ${NOW}
   from u
   where d.delivery_key = u.key and d.state in ('pending', 'retry', 'paused')
-    and (d.due_at, d.channel, d.on_lost_lease, d.max_attempts)
-        is distinct from (u.due_at, u.channel, u.on_lost_lease, u.max_attempts)
+    and (d.due_at, d.channel, d.on_lost_lease, d.max_attempts, d.deferred_until)
+        is distinct from (u.due_at, u.channel, u.on_lost_lease, u.max_attempts, u.deferred_until)
   returning d.id
 )
 select (select count(*) from reopened) + (select count(*) from moved) as moved`;
@@ -443,6 +474,8 @@ export interface DeliveryToInsert {
   channel: string;
   onLostLease: "retry" | "in_doubt";
   maxAttempts: number;
+  /** DEL-15: the end of the quiet window `dueAt` falls in (the row waits until it); null: none. */
+  deferredUntil?: Date | null;
 }
 
 /** Parameters of {@link insertPlannedDeliveries}. */
@@ -468,6 +501,7 @@ export function insertPlannedDeliveries(tx: Queryable, p: InsertDeliveriesParams
     d.map((r) => r.channel),
     d.map((r) => r.onLostLease),
     d.map((r) => r.maxAttempts),
+    d.map((r) => r.deferredUntil ?? null),
   ]);
 }
 
@@ -524,6 +558,8 @@ export interface RecordMisfireParams {
   skip: ReadonlyArray<{ id: number; reason: string }>;
   /** Rows kept and sent late. */
   lateIds: readonly number[];
+  /** DEL-17: paced send time of each of `lateIds` (same order; null: unchanged). Absent: none. */
+  lateRunAt?: ReadonlyArray<Date | null>;
 }
 
 /** REC-6: runs {@link APPLY_MISFIRE_SQL}: records the misfire policy's decisions. */
@@ -536,6 +572,7 @@ export async function recordMisfire(
     p.skip.map((s) => s.id),
     p.skip.map((s) => s.reason),
     p.lateIds,
+    p.lateIds.map((_, i) => p.lateRunAt?.[i] ?? null),
   ]);
 }
 
@@ -583,6 +620,8 @@ export interface RealignedDelivery {
   channel: string;
   onLostLease: "retry" | "in_doubt";
   maxAttempts: number;
+  /** DEL-15: the quiet-hours deferral of `dueAt`, or null. */
+  deferredUntil?: Date | null;
 }
 
 /** Parameters of {@link realignWaiting}. */
@@ -604,6 +643,7 @@ export async function realignWaiting(tx: Queryable, p: RealignWaitingParams): Pr
     d.map((x) => x.onLostLease),
     d.map((x) => x.maxAttempts),
     p.reopenFrom,
+    d.map((x) => x.deferredUntil ?? null),
   ]);
   return Number(row?.moved ?? 0);
 }

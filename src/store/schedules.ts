@@ -4,6 +4,7 @@
  */
 import type { DeliveryView, ReminderView, ScheduleView, AttemptView } from "../contracts/index.js";
 import type { ReminderTemplate } from "../channels/template.js";
+import type { CatchUp, QuietHours } from "../recurrence/index.js";
 import type { Queryable } from "./database.js";
 import { columnsOf, execute, firstRow, rows } from "./statement.js";
 import { staleAtSql, syncWaitingSql } from "./waiting.js";
@@ -45,6 +46,8 @@ export interface ScheduleRow {
   updated_at: Date;
   cancelled_at: Date | null;
   cancelled_by: "user" | "import" | null;
+  /** DEL-17: catch-up bounds under misfire `all` (migration 0009), or null. */
+  catch_up: CatchUp | null;
 }
 
 /** The keys of {@link ScheduleRow}: the columns of `punctual_schedules`, for statements that return its rows whole. */
@@ -79,6 +82,7 @@ export const SCHEDULE_ROW_KEYS = columnsOf<ScheduleRow>()([
   "updated_at",
   "cancelled_at",
   "cancelled_by",
+  "catch_up",
 ]);
 
 /** A schedule row with the "now" of the statement that wrote or locked it (ready to plan). */
@@ -100,6 +104,10 @@ export interface ReminderRow {
   template: ReminderTemplate | null;
   /** DEL-13: the reminder's limiter key; null: its channel name. */
   rate_limit_key: string | null;
+  /** DEL-15: the reminder's quiet window (migration 0009), or null. */
+  quiet_hours: QuietHours | null;
+  /** DEL-15: `critical` bypasses the quiet window; null: normal. */
+  priority: "normal" | "critical" | null;
 }
 
 /** Result columns of {@link REMINDERS_SQL}. */
@@ -113,6 +121,8 @@ export const REMINDERS_COLUMNS = columnsOf<ReminderRow>()([
   "max_attempts",
   "template",
   "rate_limit_key",
+  "quiet_hours",
+  "priority",
 ]);
 
 /**
@@ -120,7 +130,7 @@ export const REMINDERS_COLUMNS = columnsOf<ReminderRow>()([
  * Parameters: $1 now, $2 tenant, $3 idempotency key, $4 request hash, $5 dtstart, $6 tzid,
  * $7 rrule, $8 rdate, $9 exdate, $10 recurring, $11 ends_at, $12 expires_at, $13 dst gap,
  * $14 dst overlap, $15 misfire, $16 grace ms, $17 perpetual, $18 payload (json text),
- * $19 source, $20 external id.
+ * $19 source, $20 external id, $21 catch-up (json text or null, DEL-17).
  * Returns the new row (with `db_now`, ready to plan), or nothing when the key was already
  * used (the caller reads it).
  */
@@ -128,18 +138,18 @@ export const INSERT_SCHEDULE_SQL = `
 insert into punctual_schedules
   (tenant, idempotency_key, request_hash, dtstart, tzid, rrule, rdate, exdate, recurring,
    ends_at, expires_at, dst_gap, dst_overlap, misfire, grace_ms, perpetual, payload, source,
-   external_id, created_at, updated_at)
+   external_id, created_at, updated_at, catch_up)
 values ($2, $3, $4, $5, $6, $7, $8::text[], $9::text[], $10, $11, $12, $13, $14, $15, $16, $17,
-        $18::jsonb, $19, $20, ${NOW}, ${NOW})
+        $18::jsonb, $19, $20, ${NOW}, ${NOW}, $21::jsonb)
 on conflict (tenant, idempotency_key) where idempotency_key is not null do nothing
 returning *, ${NOW} as db_now`;
 
-/** Parameters: $1 schedule id, then parallel arrays $2 keys, $3 offsets, $4 channels, $5 targets (json text), $6 lost-lease policies, $7 max attempts, $8 templates (json text or null), $9 rate-limit keys (or null). */
+/** Parameters: $1 schedule id, then parallel arrays $2 keys, $3 offsets, $4 channels, $5 targets (json text), $6 lost-lease policies, $7 max attempts, $8 templates (json text or null), $9 rate-limit keys (or null, DEL-13), $10 quiet hours (json text or null, DEL-15), $11 priorities (or null). */
 export const INSERT_REMINDERS_SQL = `
-insert into punctual_reminders (schedule_id, key, offset_duration, channel, target, on_lost_lease, max_attempts, template, rate_limit_key)
-select $1, u.key, u.offset_duration, u.channel, u.target::jsonb, u.on_lost_lease, u.max_attempts, u.template::jsonb, u.rate_limit_key
-from unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int[], $8::text[], $9::text[])
-  as u(key, offset_duration, channel, target, on_lost_lease, max_attempts, template, rate_limit_key)`;
+insert into punctual_reminders (schedule_id, key, offset_duration, channel, target, on_lost_lease, max_attempts, template, rate_limit_key, quiet_hours, priority)
+select $1, u.key, u.offset_duration, u.channel, u.target::jsonb, u.on_lost_lease, u.max_attempts, u.template::jsonb, u.rate_limit_key, u.quiet_hours::jsonb, u.priority
+from unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int[], $8::text[], $9::text[], $10::text[], $11::text[])
+  as u(key, offset_duration, channel, target, on_lost_lease, max_attempts, template, rate_limit_key, quiet_hours, priority)`;
 
 /** $1 tenant, $2 idempotency key */
 export const SCHEDULE_BY_IDEMPOTENCY_KEY_SQL = `
@@ -327,6 +337,10 @@ export interface DeliveryRow {
   send_message_id: string | null;
   /** DEL-13: the row's limiter, `tenant/key` (null: planned by a release before 0010, not limited). */
   limiter: string | null;
+  /** DEL-15: the instant a delivery due in a quiet window was deferred to (migration 0009). */
+  deferred_until: Date | null;
+  /** DEL-15: why it was deferred (`QUIET_HOURS`); null when not deferred. */
+  deferred_reason: string | null;
   created_at: Date;
   updated_at: Date;
 }
@@ -382,6 +396,8 @@ export const DELIVERY_ROW_KEYS = columnsOf<DeliveryRow>()([
   "send_status",
   "send_message_id",
   "limiter",
+  "deferred_until",
+  "deferred_reason",
 ]);
 
 /** Result columns of {@link ATTEMPTS_SQL}. */
@@ -498,6 +514,8 @@ export function toReminderView(row: ReminderRow): ReminderView {
     maxAttempts: row.max_attempts,
     template: row.template ?? null,
     rateLimitKey: row.rate_limit_key ?? null,
+    quietHours: row.quiet_hours ?? null,
+    priority: row.priority ?? "normal",
   };
 }
 
@@ -517,6 +535,7 @@ export function toScheduleView(row: ScheduleRow, reminders: ReminderRow[]): Sche
     dst: { gap: row.dst_gap, overlap: row.dst_overlap },
     misfire: row.misfire,
     graceMs: row.grace_ms,
+    catchUp: row.catch_up ?? null,
     perpetual: row.perpetual,
     payload: row.payload,
     reminders: reminders.filter((r) => r.schedule_id === row.id).map(toReminderView),
@@ -550,6 +569,8 @@ export function toDeliveryView(row: DeliveryRow): DeliveryView {
     reason: row.reason,
     lastError: row.last_error,
     late: row.late,
+    deferredUntil: iso(row.deferred_until),
+    deferredReason: row.deferred_reason,
     createdAt: row.created_at.toISOString(),
     updatedAt: row.updated_at.toISOString(),
   };
@@ -574,14 +595,15 @@ export function toAttemptView(row: AttemptRow): AttemptView {
  * the caller checked the version under the row lock).
  * Parameters: $1 now, $2 id, $3 dtstart, $4 tzid, $5 rrule, $6 rdate, $7 exdate,
  * $8 recurring, $9 ends_at, $10 expires_at, $11 dst gap, $12 dst overlap, $13 misfire,
- * $14 grace ms, $15 perpetual, $16 payload (json text), $17 request hash.
+ * $14 grace ms, $15 perpetual, $16 payload (json text), $17 request hash, $18 catch-up
+ * (json text or null, DEL-17).
  */
 export const UPDATE_SCHEDULE_SQL = `
 update punctual_schedules
 set dtstart = $3, tzid = $4, rrule = $5, rdate = $6::text[], exdate = $7::text[], recurring = $8,
     ends_at = $9, expires_at = $10, dst_gap = $11, dst_overlap = $12, misfire = $13,
     grace_ms = $14, perpetual = $15, payload = $16::jsonb, request_hash = $17,
-    plan_complete = false, cap_logged_at = null,
+    catch_up = $18::jsonb, plan_complete = false, cap_logged_at = null,
     version = version + 1, updated_at = ${NOW}
 where id = $2
 returning *, ${NOW} as db_now`;
@@ -670,6 +692,8 @@ export interface ScheduleDefinition {
   perpetual: boolean;
   /** The payload as JSON text. */
   payloadJson: string;
+  /** DEL-17: catch-up bounds as JSON text, or null (absent: null). Not written by bulk creates. */
+  catchUpJson?: string | null;
 }
 
 /** The definition in the order the statements take it ($n … $n+13). */
@@ -721,6 +745,7 @@ export function insertSchedule(
     ...definitionParams(p.definition),
     p.source,
     p.externalId,
+    p.definition.catchUpJson ?? null,
   ]);
 }
 
@@ -739,6 +764,10 @@ export interface ReminderToInsert {
   templateJson?: string | null;
   /** DEL-13: the limiter key, or null (absent: null, the channel name). */
   rateLimitKey?: string | null;
+  /** DEL-15: the quiet window as JSON text, or null (absent: null). Not written by bulk creates. */
+  quietHoursJson?: string | null;
+  /** DEL-15: `critical` bypasses quiet hours; null or absent: normal. */
+  priority?: "normal" | "critical" | null;
 }
 
 /** API-1 / DEL-9: runs {@link INSERT_REMINDERS_SQL}: the reminders of one schedule. */
@@ -757,6 +786,8 @@ export async function insertReminders(
     r.map((x) => x.maxAttempts),
     r.map((x) => x.templateJson ?? null),
     r.map((x) => x.rateLimitKey ?? null),
+    r.map((x) => x.quietHoursJson ?? null),
+    r.map((x) => x.priority ?? null),
   ]);
 }
 
@@ -915,6 +946,7 @@ export function updateScheduleDefinition(
     p.id,
     ...definitionParams(p.definition),
     p.requestHash,
+    p.definition.catchUpJson ?? null,
   ]);
 }
 

@@ -14,11 +14,17 @@ const NOW = "coalesce($1::timestamptz, now())";
  * `stale_at` of a waiting row: for a never-tried row of a recurring schedule that the
  * misfire policy has not judged (`not late`), its due time plus the grace period; past
  * it the row waits for the misfire sweep. NULL otherwise: one-offs (sent late, REC-6),
- * rows judged late, rows tried at least once (a redrive always has attempts).
+ * rows judged late, rows tried at least once (a redrive always has attempts). A row
+ * deferred by quiet hours (DEL-15) counts its grace from `deferred_until`.
  * @param s alias of a relation with the schedule's `recurring` and `grace_ms`.
- * @param dueAt SQL for the row's due time (default `d.due_at`).
+ * @param dueAt SQL for the row's due time (default: its deferral, else `d.due_at`).
  */
-export function staleAtSql(s: string, dueAt = "d.due_at", attempt = "d.attempt", late = "d.late") {
+export function staleAtSql(
+  s: string,
+  dueAt = "coalesce(d.deferred_until, d.due_at)",
+  attempt = "d.attempt",
+  late = "d.late",
+) {
   return `case when ${s}.recurring and ${attempt} = 0 and not ${late}
     then ${dueAt} + make_interval(secs => ${s}.grace_ms::double precision / 1000) end`;
 }

@@ -121,7 +121,7 @@ describe(`claim and sweep plans on ${engine}, before and after ANALYZE`, () => {
         [
           "REC-6 apply misfire decisions",
           APPLY_MISFIRE_SQL,
-          [NOW, [1, 2], ["stale", "stale"], [3]],
+          [NOW, [1, 2], ["stale", "stale"], [3], [null]],
         ],
         ["DEL-6 recover expired leases", RECOVER_SQL, [NOW, 100, 0]],
         ["retention", RETENTION_SQL, [NOW, 7 * 86_400_000, 1_000]],

@@ -158,7 +158,7 @@ describe(`claimable by the row's own state on ${engine}`, () => {
     expect(first[0]!.db_now).toEqual(NOW);
     const { rows: stale } = await db.query<StaleRow>(SELECT_STALE_SQL, [NOW, 100]);
     expect(stale.map((r) => r.id)).toEqual([old!.id, older!.id]);
-    await db.query(APPLY_MISFIRE_SQL, [NOW, [old!.id], ["stale"], [older!.id]]);
+    await db.query(APPLY_MISFIRE_SQL, [NOW, [old!.id], ["stale"], [older!.id], [null]]);
     const judged = await rowsOf(db, id);
     expect(judged.map((r) => [r.state, r.stale_at])).toEqual([
       ["skipped", null],

@@ -4,11 +4,14 @@
  */
 import { afterEach, describe, expect, it } from "vitest";
 import { SchemaMismatchError } from "../../src/errors/index.js";
+import { createPunctual } from "../../src/app/punctual.js";
+import { silentLogger } from "../../src/observability/logger.js";
 import {
   assertSchemaCurrent,
   expectedVersion,
   loadMigrations,
   migrate,
+  schemaCompatibility,
   schemaVersion,
 } from "../../src/store/migrator.js";
 import { openPostgres } from "../../src/store/postgres.js";
@@ -106,6 +109,69 @@ describe(`migrator on ${engine}`, () => {
     expect((err as Error).message).toMatch(/upgrade/i);
     expect((err as Error).message).toContain("9999");
     // migrate refuses too, rather than running old migrations over a newer schema.
+    await expect(migrate(db)).rejects.toThrow(/upgrade/i);
+  });
+
+  it("OPS-10: each applied migration records its kind and min_reader_version", async () => {
+    const { db } = await fresh(false);
+    await migrate(db);
+    const { rows } = await db.query<{ version: number; kind: string; min_reader_version: number }>(
+      "select version, kind, min_reader_version from punctual_migrations order by version",
+    );
+    expect(rows).toEqual(
+      loadMigrations().map((m) => ({
+        version: m.version,
+        kind: m.kind,
+        min_reader_version: m.minReaderVersion,
+      })),
+    );
+  });
+
+  it("OPS-10: rows an older migrator wrote without the columns get them on the next migrate", async () => {
+    const { db } = await fresh(true);
+    // As an older release's migrator leaves its table: no OPS-10 columns.
+    await db.query(
+      "alter table punctual_migrations drop column min_reader_version, drop column kind",
+    );
+    expect(await migrate(db)).toEqual([]);
+    const { rows } = await db.query<{ n: number }>(
+      "select count(*) as n from punctual_migrations where min_reader_version is not null and kind is not null",
+    );
+    expect(rows[0]?.n).toBe(loadMigrations().length);
+  });
+
+  it("OPS-10: a newer schema inside the window (its migrations keep this release as a reader) is accepted by boot, migrate and readiness", async () => {
+    const { db } = await fresh(true);
+    await db.query(
+      "insert into punctual_migrations (version, name, min_reader_version, kind) values ($1, 'next_expand', $2, 'expand')",
+      [latest + 1, latest],
+    );
+    await expect(assertSchemaCurrent(db)).resolves.toBeUndefined();
+    expect(await migrate(db)).toEqual([]);
+    expect(await schemaCompatibility(db)).toEqual({
+      database: latest + 1,
+      release: latest,
+      minReaderVersion: latest,
+      state: "ahead-compatible",
+    });
+    const p = await createPunctual({ database: db, logger: silentLogger() });
+    try {
+      const h = await p.health();
+      expect(h.checks.schema).toBe(true);
+      // A contract migration that needs a later release puts it out of the window.
+      await db.query(
+        "insert into punctual_migrations (version, name, min_reader_version, kind) values ($1, 'next_contract', $1, 'contract')",
+        [latest + 2],
+      );
+      const after = await p.health();
+      expect(after.checks.schema).toBe(false);
+      expect(after.detail.join(" ")).toContain(`needs a release built for ${latest + 2}`);
+    } finally {
+      await p.close(0);
+    }
+    const err = await assertSchemaCurrent(db).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(SchemaMismatchError);
+    expect((err as Error).message).toContain(`built for schema ${latest + 2}`);
     await expect(migrate(db)).rejects.toThrow(/upgrade/i);
   });
 });

@@ -49,6 +49,7 @@ export async function plan(db: Queryable, scheduleId: string, dueAt: Date[]): Pr
       at.map(() => "log"),
       at.map(() => "retry"),
       at.map(() => 5),
+      at.map(() => null),
     ]);
   }
 }

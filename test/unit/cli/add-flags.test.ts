@@ -46,4 +46,42 @@ describe("schedules add flags", () => {
     const log = createBodyFromFlags({ ...base, channel: "log" });
     expect(log.reminders[0]).not.toHaveProperty("target");
   });
+
+  it("DEL-15: --quiet-hours, --quiet-tz, --quiet-days and --priority set every reminder's quiet window", () => {
+    const body = createBodyFromFlags({
+      ...base,
+      channel: "log",
+      quietHours: "22:00-07:00",
+      quietTz: "America/New_York",
+      quietDays: "mo,fr",
+      priority: "critical",
+    });
+    expect(body.reminders[0]).toMatchObject({
+      quietHours: { tzid: "America/New_York", start: "22:00", end: "07:00", days: ["MO", "FR"] },
+      priority: "critical",
+    });
+    // The zone defaults to the schedule's.
+    expect(
+      createBodyFromFlags({ ...base, channel: "log", quietHours: "22:00-07:00" }).reminders[0]
+        ?.quietHours,
+    ).toEqual({ tzid: "Europe/Berlin", start: "22:00", end: "07:00" });
+    expect(() => createBodyFromFlags({ ...base, channel: "log", quietHours: "22-7" })).toThrow(
+      /--quiet-hours must be HH:MM-HH:MM/,
+    );
+    expect(() => createBodyFromFlags({ ...base, channel: "log", quietTz: "UTC" })).toThrow(
+      /need --quiet-hours/,
+    );
+  });
+
+  it("DEL-17: --catch-up-window-ms and --catch-up-pace-ms set the schedule's catchUp", () => {
+    const body = createBodyFromFlags({
+      ...base,
+      channel: "log",
+      misfire: "all",
+      catchUpWindowMs: 21_600_000,
+      catchUpPaceMs: 60_000,
+    });
+    expect(body.catchUp).toEqual({ windowMs: 21_600_000, paceMs: 60_000 });
+    expect(createBodyFromFlags({ ...base, channel: "log" })).not.toHaveProperty("catchUp");
+  });
 });

@@ -97,3 +97,41 @@ describe("REC-6: misfire", () => {
     expect(d.map((x) => x.late)).toEqual([false, true]);
   });
 });
+
+describe("DEL-17: catch-up window and pacing", () => {
+  const HOUR = 60 * MIN;
+  // 72 hourly occurrences missed over 3 days, the newest an hour ago.
+  const missed = Array.from({ length: 72 }, (_, i) => item((72 - i) * 60));
+
+  it("DEL-17: under all, missed occurrences older than the window are stale, the rest sent oldest first", () => {
+    const decisions = applyMisfire({
+      items: missed,
+      nowMs: now,
+      oneOff: false,
+      policy: "all",
+      catchUpWindowMs: 6 * HOUR,
+    });
+    expect(decisions.filter((d) => d.action === "skip" && d.reason === "stale")).toHaveLength(66);
+    expect(decisions.slice(66).every((d) => d.action === "send" && d.late)).toBe(true);
+  });
+
+  it("DEL-17: kept catch-up sends are spread paceMs apart from now on, oldest first", () => {
+    const decisions = applyMisfire({
+      items: missed,
+      nowMs: now,
+      oneOff: false,
+      policy: "all",
+      catchUpWindowMs: 6 * HOUR,
+      catchUpPaceMs: MIN,
+    });
+    expect(decisions.slice(66).map((d) => d.runAtMs)).toEqual(
+      [0, 1, 2, 3, 4, 5].map((k) => now + k * MIN),
+    );
+    expect(decisions.slice(0, 66).every((d) => d.runAtMs === undefined)).toBe(true);
+  });
+
+  it("DEL-17: without a window all keeps the old behaviour (capped by maxCatchUp only)", () => {
+    const decisions = applyMisfire({ items: missed, nowMs: now, oneOff: false, policy: "all" });
+    expect(decisions.every((d) => d.action === "send" && d.runAtMs === undefined)).toBe(true);
+  });
+});
