@@ -9,6 +9,9 @@
 -- Only a SHA-256 of the key is stored (the key is shown once, at creation); `prefix` is
 -- its first characters, shown in lists so a person can tell keys apart.
 -- Expand only: a new table no earlier release reads.
+--
+-- kind: expand
+-- min_reader_version: 2
 create table if not exists punctual_api_keys (
   id uuid primary key default gen_random_uuid(),
   tenant text not null check (length(tenant) between 1 and 64),
