@@ -66,6 +66,14 @@ export function requiredScope(method: string, path: string): ApiKeyScope | "root
   return "write";
 }
 
+/** Each scope includes the weaker ones: `admin` ⊃ `write` ⊃ `read`. */
+export function impliedScopes(scopes: ReadonlySet<ApiKeyScope>): ReadonlySet<ApiKeyScope> {
+  const all = new Set(scopes);
+  if (all.has("admin")) all.add("write");
+  if (all.has("write")) all.add("read");
+  return all;
+}
+
 function unauthorized(c: Context, message: string) {
   c.header("WWW-Authenticate", 'Bearer realm="punctual"');
   return c.json(errorBody("UNAUTHORIZED", message), 401);
@@ -98,7 +106,7 @@ export function authenticate(
     } else {
       const identity = await punctual.identifyApiKey(given);
       if (!identity) return unauthorized(c, "Wrong API key (unknown or revoked).");
-      caller = { tenant: identity.tenant, root: false, scopes: identity.scopes };
+      caller = { tenant: identity.tenant, root: false, scopes: impliedScopes(identity.scopes) };
     }
     const asTenant = c.req.header(TENANT_HEADER);
     if (asTenant !== undefined) {
