@@ -138,7 +138,16 @@ const PARAMS: Record<string, readonly unknown[]> = {
   BULK_REDRIVE_SQL: [null, "default", ["dead"], ...nulls(6), 1],
   BULK_RESOLVE_SQL: [null, "default", ["dead"], ...nulls(6), "sent", 1],
   SCHEDULE_BY_EXTERNAL_ID_SQL: ["default", "source", "id"],
-  INSERT_SCHEDULE_BY_EXTERNAL_ID_SQL: [null, "default", null, "hash", ...DEFINITION, "s", "x"],
+  INSERT_SCHEDULE_BY_EXTERNAL_ID_SQL: [
+    null,
+    "default",
+    null,
+    "hash",
+    ...DEFINITION,
+    "s",
+    "x",
+    null,
+  ],
   PURGE_SCHEDULE_SQL: ["default", ID],
   MISSED_SQL: ["default", ID, 1],
   // kinds.ts
