@@ -65,7 +65,7 @@ const PARAMS: Record<string, readonly unknown[]> = {
   // deliveries.ts
   CLAIM_SQL: [null, "owner", 1_000, 1, ["log"], []],
   SETTLE_SQL: [null, "owner", ...nulls(12)],
-  SETTLE_AND_CLAIM_SQL: [null, "owner", ...nulls(12), 1_000, 1, ["log"]],
+  SETTLE_AND_CLAIM_SQL: [null, "owner", ...nulls(12), 1_000, 1, ["log"], []],
   RECOVER_SQL: [null, 1, 0],
   RELEASE_SQL: [null, "owner", null, null],
   NEXT_WAKE_SQL: [null, ["log"]],
