@@ -80,8 +80,13 @@ export const upsertScheduleSchema = createScheduleSchema
   .omit({ source: true, externalId: true })
   .strict();
 
+/** `POST /v1/schedules/{id}/trigger` body (API-9): optionally one `reminderKey`. */
 export type TriggerInput = z.input<typeof triggerInputSchema>;
+/** `POST /v1/schedules/{id}/backfill` body (API-9): the past range `[from, to)` and `dryRun`. */
 export type BackfillInput = z.input<typeof backfillInputSchema>;
+/** `POST /v1/deliveries/redrive` body (API-9): the filters, `limit` and `dryRun`. */
 export type BulkRedriveInput = z.input<typeof bulkRedriveInputSchema>;
+/** `POST /v1/deliveries/resolve` body (API-9): the filters, the `outcome`, `limit` and `dryRun`. */
 export type BulkResolveInput = z.input<typeof bulkResolveInputSchema>;
+/** `PUT /v1/schedules/by-external-id/{source}/{externalId}` body (API-9): a schedule definition. */
 export type UpsertScheduleInput = z.input<typeof upsertScheduleSchema>;

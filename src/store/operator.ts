@@ -413,6 +413,7 @@ export function insertScheduleByExternalId(
     ...definitionParams(p.definition),
     p.source,
     p.externalId,
+    p.definition.catchUpJson ?? null,
   ]);
 }
 

@@ -67,7 +67,7 @@ const PARAMS: Record<string, readonly unknown[]> = {
   // deliveries.ts
   CLAIM_SQL: [null, "owner", 1_000, 1, ["log"], []],
   SETTLE_SQL: [null, "owner", ...nulls(12)],
-  SETTLE_AND_CLAIM_SQL: [null, "owner", ...nulls(12), 1_000, 1, ["log"]],
+  SETTLE_AND_CLAIM_SQL: [null, "owner", ...nulls(12), 1_000, 1, ["log"], []],
   RECOVER_SQL: [null, 1, 0],
   RELEASE_SQL: [null, "owner", null, null],
   NEXT_WAKE_SQL: [null, ["log"]],
@@ -145,7 +145,16 @@ const PARAMS: Record<string, readonly unknown[]> = {
   BULK_REDRIVE_SQL: [null, "default", ["dead"], ...nulls(6), 1],
   BULK_RESOLVE_SQL: [null, "default", ["dead"], ...nulls(6), "sent", 1],
   SCHEDULE_BY_EXTERNAL_ID_SQL: ["default", "source", "id"],
-  INSERT_SCHEDULE_BY_EXTERNAL_ID_SQL: [null, "default", null, "hash", ...DEFINITION, "s", "x"],
+  INSERT_SCHEDULE_BY_EXTERNAL_ID_SQL: [
+    null,
+    "default",
+    null,
+    "hash",
+    ...DEFINITION,
+    "s",
+    "x",
+    null,
+  ],
   PURGE_SCHEDULE_SQL: ["default", ID],
   MISSED_SQL: ["default", ID, 1],
   // kinds.ts
