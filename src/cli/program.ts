@@ -246,7 +246,12 @@ export function buildProgram(io: Io): Command {
           "curl -s http://127.0.0.1:9464/metrics | grep punctual_deliveries_total",
         ]),
     )
-    .action((flags: WorkerFlags) => runWorker(flags, io));
+    .action((flags: WorkerFlags, cmd: Command) =>
+      runWorker(
+        { ...flags, metricsPortDefaulted: cmd.getOptionValueSource("metricsPort") === "default" },
+        io,
+      ),
+    );
 
   databaseOptions(
     program

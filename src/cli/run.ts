@@ -38,6 +38,8 @@ export interface DatabaseFlags {
 export interface WorkerFlags extends DatabaseFlags {
   /** Port of the probe server (/metrics, /healthz, /readyz); `off`: none. */
   metricsPort: number | "off";
+  /** The port is the default, not chosen: a busy default falls back to a free port. */
+  metricsPortDefaulted?: boolean;
   /** Its listen address. */
   metricsHost: string;
 }
@@ -208,18 +210,30 @@ export async function runWorker(flags: WorkerFlags, io: Io, env = process.env): 
   }
   const punctual = await createPunctual({ ...configFromFlags(flags, env), role: "worker" });
   let probes: ServedApi | null = null;
+  let fellBack = false;
   if (flags.metricsPort !== "off") {
     const apiKey = env.PUNCTUAL_API_KEY || undefined;
     const allowedHosts = configFromEnv(env).api?.allowedHosts;
+    const probeApi = createProbeApi(punctual, {
+      host: flags.metricsHost,
+      ...(apiKey ? { apiKey } : {}),
+      ...(allowedHosts ? { allowedHosts } : {}),
+    });
     try {
-      probes = await serveApi(
-        createProbeApi(punctual, {
-          host: flags.metricsHost,
-          ...(apiKey ? { apiKey } : {}),
-          ...(allowedHosts ? { allowedHosts } : {}),
-        }),
-        { host: flags.metricsHost, port: flags.metricsPort },
-      );
+      try {
+        probes = await serveApi(probeApi, { host: flags.metricsHost, port: flags.metricsPort });
+      } catch (err) {
+        // A second worker on one host finds the default port taken: it serves on a free
+        // port instead, and says so (a port chosen by flag or environment still fails).
+        if (!flags.metricsPortDefaulted || (err as NodeJS.ErrnoException).code !== "EADDRINUSE")
+          throw err;
+        probes = await serveApi(probeApi, { host: flags.metricsHost, port: 0 });
+        fellBack = true;
+        punctual.logger.warn(
+          { defaultPort: flags.metricsPort, port: probes.port },
+          `metrics port ${flags.metricsPort} is taken (another worker on this host?): serving on ${probes.port}; set --metrics-port / PUNCTUAL_METRICS_PORT to choose one`,
+        );
+      }
     } catch (err) {
       await punctual.close(0);
       const code = (err as NodeJS.ErrnoException).code;
@@ -238,7 +252,12 @@ export async function runWorker(flags: WorkerFlags, io: Io, env = process.env): 
   const keepAlive = setInterval(() => undefined, 1 << 30);
   io.err(
     `punctual ${VERSION} worker running — database: ${describeDatabase(punctual.db)}` +
-      (probes ? ` — metrics on ${probes.url}/metrics\n` : " — no metrics port\n"),
+      (probes
+        ? ` — metrics on ${probes.url}/metrics` +
+          (fellBack
+            ? ` (metrics port ${flags.metricsPort} is taken: another worker on this host?)\n`
+            : "\n")
+        : " — no metrics port\n"),
   );
   punctual.logger.info(
     {

@@ -6,6 +6,7 @@
  * webhook; every wait polls an outcome (the startup line, a sample in /metrics).
  */
 import { spawn, type ChildProcess } from "node:child_process";
+import { createServer } from "node:net";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -110,6 +111,37 @@ describe("OPS-13 punctual worker is observable", () => {
 
     worker.child.kill("SIGTERM");
     expect(await exited(worker.child)).toBe(0);
+  });
+
+  it("OPS-13: a second worker on one host finds the default metrics port taken and serves on a free one, saying so; a chosen busy port stops the start", async () => {
+    // Hold the default port (or find it held already by someone else: the same case).
+    const blocker = createServer();
+    await new Promise<void>((resolve) => {
+      blocker.once("error", () => resolve());
+      blocker.listen(9464, "127.0.0.1", () => resolve());
+    });
+    cleanups.push(() => new Promise<void>((resolve) => blocker.close(() => resolve())));
+    const dir = mkdtempSync(join(tmpdir(), "punctual-worker-busyport-"));
+    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    const worker = spawnWorker(["--data-dir", dir]);
+    await until(
+      () =>
+        /metrics on http:\/\/127\.0\.0\.1:\d+\/metrics/.test(worker.stderr()) ||
+        worker.child.exitCode !== null,
+      "the worker's startup line",
+    );
+    expect(worker.child.exitCode).toBeNull();
+    const port = Number(
+      /metrics on http:\/\/127\.0\.0\.1:(\d+)\/metrics/.exec(worker.stderr())?.[1],
+    );
+    expect(port).not.toBe(9464);
+    expect(worker.stderr()).toMatch(/metrics port 9464 is taken/);
+    worker.child.kill("SIGTERM");
+    expect(await exited(worker.child)).toBe(0);
+
+    const chosen = spawnWorker(["--data-dir", dir, "--metrics-port", "9464"]);
+    expect(await exited(chosen.child)).toBe(2);
+    expect(chosen.stderr()).toMatch(/Cannot serve metrics on 127\.0\.0\.1:9464 \(EADDRINUSE\)/);
   });
 
   it("OPS-13: --metrics-port off serves no port and says so", async () => {

@@ -91,7 +91,7 @@ beforeAll(async () => {
   await tickAndDrain(t.punctual);
   const list = await call(keys.a, "GET", `/v1/deliveries?scheduleId=${scheduleA.id}`);
   const listed = (await list.json()) as { items: DeliveryView[] };
-  deliveryA = listed.items[0];
+  deliveryA = listed.items[0]!;
   expect(deliveryA.state).toBe("sent");
 });
 
