@@ -25,7 +25,7 @@ export interface ApiKeyRow {
 const API_KEY_COLUMNS_LIST = `id, tenant, name, scopes, prefix, created_at, revoked_at, last_used_at`;
 
 /** Result columns of the statements that return {@link ApiKeyRow}s. */
-export const API_KEY_COLUMNS = columnsOf<ApiKeyRow>()([
+export const API_KEY_ROW_KEYS = columnsOf<ApiKeyRow>()([
   "id",
   "tenant",
   "name",
@@ -41,7 +41,7 @@ export const INSERT_API_KEY_SQL = `
 insert into punctual_api_keys (tenant, name, scopes, key_hash, prefix, created_at)
 values ($2, $3, $4::text[], $5, $6, ${NOW})
 returning ${API_KEY_COLUMNS_LIST}`;
-export const INSERT_API_KEY_COLUMNS = API_KEY_COLUMNS;
+export const INSERT_API_KEY_COLUMNS = API_KEY_ROW_KEYS;
 
 /** Stores a new key's hash; returns the row (never the key). */
 export function insertApiKey(
@@ -80,7 +80,7 @@ with found as (
 )
 select ${API_KEY_COLUMNS_LIST} from punctual_api_keys
 where id = (select id from found)`;
-export const AUTHENTICATE_API_KEY_COLUMNS = API_KEY_COLUMNS;
+export const AUTHENTICATE_API_KEY_COLUMNS = API_KEY_ROW_KEYS;
 
 /** The live key with this hash, or null (unknown or revoked). */
 export function authenticateApiKey(
@@ -96,7 +96,7 @@ select ${API_KEY_COLUMNS_LIST} from punctual_api_keys
 where ($1::text is null or tenant = $1) and ($2::boolean or revoked_at is null)
 order by created_at, id
 limit 1000`;
-export const LIST_API_KEYS_COLUMNS = API_KEY_COLUMNS;
+export const LIST_API_KEYS_COLUMNS = API_KEY_ROW_KEYS;
 
 /** The keys of one tenant, or of all tenants with `tenant: null`. */
 export function listApiKeys(
@@ -114,7 +114,7 @@ export const REVOKE_API_KEY_SQL = `
 update punctual_api_keys set revoked_at = coalesce(revoked_at, ${NOW})
 where id = $2::uuid and ($3::text is null or tenant = $3)
 returning ${API_KEY_COLUMNS_LIST}`;
-export const REVOKE_API_KEY_COLUMNS = API_KEY_COLUMNS;
+export const REVOKE_API_KEY_COLUMNS = API_KEY_ROW_KEYS;
 
 /** Revokes one key; null when the caller cannot see it. */
 export function revokeApiKey(

@@ -160,17 +160,27 @@ const ID_COLUMNS = columnsOf<IdRow>()(["id"]);
  */
 /**
  * The `due` and `claimed` CTEs of {@link CLAIM_SQL} (and of {@link SETTLE_AND_CLAIM_SQL}),
- * with the positions of their lease length, limit, channel and limited-key parameters
- * (DEL-13: rows of rate-limited keys are claimed under their bucket, not here); `$1` is
- * "now" and `$2` the lease owner in both.
+ * with the positions of their lease length, limit and channel parameters and the limiter
+ * filter (DEL-13: the main claim `exclude`s the rate-limited keys, which are claimed under
+ * their bucket by the claim of rate-limits.ts, `only` its one limiter); `$1` is "now" and
+ * `$2` the lease owner everywhere. One text for every claim, so none can drift.
  */
-function claimCtes(lease: string, limit: string, channels: string, limited: string): string {
+export function claimCtes(
+  lease: string,
+  limit: string,
+  channels: string,
+  limiter: { exclude: string } | { only: string },
+): string {
+  const limiterFilter =
+    "only" in limiter
+      ? `coalesce(d.limiter = ${limiter.only}, false)`
+      : `not coalesce(d.limiter = any(${limiter.exclude}::text[]), false)`;
   return `due as (
   select d.id
   from punctual_deliveries d
   where ${ADMISSION_PREDICATE}
     and coalesce(d.channel = any(${channels}::text[]), false)
-    and not coalesce(d.limiter = any(${limited}::text[]), false)
+    and ${limiterFilter}
   order by d.claimable_at, d.id
   limit ${limit}
   for update of d skip locked
@@ -193,8 +203,8 @@ claimed as (
 )`;
 }
 
-/** What {@link CLAIM_SQL} returns of the claimed rows `c`, in claim order. */
-const CLAIMED_SELECT = `
+/** What {@link CLAIM_SQL} (and every claim) returns of the claimed rows `c`, in claim order. */
+export const CLAIMED_SELECT = `
 select c.id, c.delivery_key, c.schedule_id, c.reminder_key, c.occurrence_at, c.due_at,
        c.attempt, c.failures, c.max_attempts, c.deferrals, c.first_attempt_at, c.channel,
        c.on_lost_lease, c.lease_expires_at, c.late,
@@ -209,7 +219,7 @@ from claimed c
 order by c.run_at, c.id`;
 
 export const CLAIM_SQL = `
-with ${claimCtes("$3", "$4", "$5", "$6")}${CLAIMED_SELECT}`;
+with ${claimCtes("$3", "$4", "$5", { exclude: "$6" })}${CLAIMED_SELECT}`;
 
 /** Outcome of one send, as the settle statement records it. */
 export interface SettleInput {
@@ -362,7 +372,7 @@ export const SETTLE_COLUMNS = ID_COLUMNS;
  */
 export const SETTLE_AND_CLAIM_SQL = `
 with ${SETTLE_CTES},
-${claimCtes("$15", "$16", "$17", "$18")},
+${claimCtes("$15", "$16", "$17", { exclude: "$18" })},
 claimed_rows as (${CLAIMED_SELECT}
 )
 select (select coalesce(json_agg(s.id), '[]'::json) from settled s) as settled_ids, x.*

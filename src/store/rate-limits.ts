@@ -19,7 +19,12 @@
  * Every statement takes `$1` = "now" (NULL: the database clock, OPS-9).
  */
 import type { Database, Queryable } from "./database.js";
-import { ADMISSION_PREDICATE, CLAIM_COLUMNS, type ClaimedDelivery } from "./deliveries.js";
+import {
+  CLAIM_COLUMNS,
+  CLAIMED_SELECT,
+  claimCtes,
+  type ClaimedDelivery,
+} from "./deliveries.js";
 import { columnsOf, execute, firstRow, rows } from "./statement.js";
 
 const NOW = "coalesce($1::timestamptz, now())";
@@ -132,50 +137,14 @@ for update`;
  * token per row claimed, so the tokens spent never exceed what the lock read.
  */
 export const CLAIM_LIMITED_SQL = `
-with due as (
-  select d.id
-  from punctual_deliveries d
-  where ${ADMISSION_PREDICATE}
-    and coalesce(d.limiter = $8, false)
-    and coalesce(d.channel = any($5::text[]), false)
-  order by d.claimable_at, d.id
-  limit $4
-  for update of d skip locked
-),
-claimed as (
-  update punctual_deliveries d
-  set state = 'claimed',
-      attempt = d.attempt + 1,
-      lease_owner = $2,
-      lease_expires_at = ${NOW} + make_interval(secs => $3::double precision / 1000),
-      claimed_at = ${NOW},
-      late = d.late or (d.attempt = 0 and ${NOW} > d.due_at + interval '1 second'),
-      stale_at = null,
-      updated_at = ${NOW}
-  where d.id = any(array(select due.id from due))
-  returning d.id, d.delivery_key, d.schedule_id, d.reminder_key, d.occurrence_at, d.due_at,
-            d.attempt, d.failures, d.max_attempts, d.deferrals, d.first_attempt_at, d.channel,
-            d.on_lost_lease, d.lease_expires_at, d.late, d.run_at
-),
+with ${claimCtes("$3", "$4", "$5", { only: "$8" })},
 spent as (
   update punctual_rate_limits l
   set tokens = greatest(0, ${TOKENS_NOW("l")} - (select count(*) from claimed)),
       refilled_at = greatest(l.refilled_at, ${NOW})
   where l.tenant = $6 and l.key = $7
   returning l.key
-)
-select c.id, c.delivery_key, c.schedule_id, c.reminder_key, c.occurrence_at, c.due_at,
-       c.attempt, c.failures, c.max_attempts, c.deferrals, c.first_attempt_at, c.channel,
-       c.on_lost_lease, c.lease_expires_at, c.late,
-       (select s.payload from punctual_schedules s where s.id = c.schedule_id) as payload,
-       (select r.target from punctual_reminders r
-         where r.schedule_id = c.schedule_id and r.key = c.reminder_key) as target,
-       (select r.template from punctual_reminders r
-         where r.schedule_id = c.schedule_id and r.key = c.reminder_key) as template,
-       (select s.tzid from punctual_schedules s where s.id = c.schedule_id) as tzid,
-       ${NOW} as db_now
-from claimed c
-order by c.run_at, c.id`;
+)${CLAIMED_SELECT}`;
 
 /** Parameters of {@link upsertRateLimit}. */
 export interface RateLimitInput {
