@@ -21,6 +21,8 @@ import {
 export const EXIT_OK = 0;
 export const EXIT_FAILURE = 1;
 export const EXIT_STARTUP = 2;
+/** Bad usage: flags that contradict each other or a value that cannot be read (same code as a failed start). */
+export const EXIT_USAGE = 2;
 
 /** An error with a message meant for the terminal and an exit code. */
 export class CliError extends Error {

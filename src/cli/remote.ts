@@ -11,7 +11,7 @@ import type {
 } from "../contracts/index.js";
 import type { CircuitView } from "../contracts/rate-limits.js";
 import { ApiClient } from "./client.js";
-import { CliError, EXIT_FAILURE } from "./errors.js";
+import { CliError, EXIT_FAILURE, EXIT_USAGE } from "./errors.js";
 import { cellText, jsonText, keyValues, table, type Column } from "./format.js";
 import { localTokenPath, readLocalToken } from "./local-token.js";
 import { reminderPolicy, schedulePolicy, type PolicyFlags } from "./policy-flags.js";
@@ -189,20 +189,24 @@ export function createBodyFromFlags(flags: AddFlags): CreateScheduleInput {
     try {
       payload = JSON.parse(flags.payload);
     } catch {
-      throw new CliError(`--payload is not valid JSON: ${flags.payload.slice(0, 80)}`);
+      throw new CliError(`--payload is not valid JSON: ${flags.payload.slice(0, 80)}`, EXIT_USAGE);
     }
   }
   if (flags.key.length > flags.offset.length) {
     throw new CliError(
       `${flags.key.length} --key values for ${flags.offset.length} --offset values: give one key per offset.`,
+      EXIT_USAGE,
     );
   }
   const offsets = flags.offset.length > 0 ? flags.offset : ["PT0S"];
   if (URL_CHANNELS.has(flags.channel) && flags.targetUrl === undefined) {
-    throw new CliError(`--target-url is required with --channel ${flags.channel}.`);
+    throw new CliError(`--target-url is required with --channel ${flags.channel}.`, EXIT_USAGE);
   }
   if (flags.secret !== undefined && flags.channel !== "webhook") {
-    throw new CliError(`--secret applies to --channel webhook only (got ${flags.channel}).`);
+    throw new CliError(
+      `--secret applies to --channel webhook only (got ${flags.channel}).`,
+      EXIT_USAGE,
+    );
   }
   const policy = reminderPolicy(flags, flags.tzid);
   const target = URL_CHANNELS.has(flags.channel)
@@ -282,11 +286,11 @@ export async function schedulesEdit(id: string, flags: EditFlags, io: Io): Promi
     try {
       patch.payload = JSON.parse(flags.payload);
     } catch {
-      throw new CliError(`--payload is not valid JSON: ${flags.payload.slice(0, 80)}`);
+      throw new CliError(`--payload is not valid JSON: ${flags.payload.slice(0, 80)}`, EXIT_USAGE);
     }
   }
   if (Object.keys(patch).length === 0)
-    throw new CliError("Nothing to change: give at least one field flag.");
+    throw new CliError("Nothing to change: give at least one field flag.", EXIT_USAGE);
   const reply = await clientFor(flags).request<
     ScheduleView & {
       realigned: { deleted: number; moved: number; created: number };

@@ -89,7 +89,7 @@ function parseInteger(
   allowZero = true,
 ): number {
   const range =
-    min < 0 ? `must be between -${max} and ${max}, not 0` : `must be between ${min} and ${max}`;
+    min < 0 ? `must be between -${max} and ${max} and not 0` : `must be between ${min} and ${max}`;
   if (!/^[+-]?\d+$/.test(text)) fail(part, `must be an integer ${range.slice(8)}`, text);
   // Digits beyond any range are out of range, not "not an integer" (COUNT=1000000000).
   if (text.replace(/^[+-]?0*/, "").length > 9) fail(part, range, text);
@@ -122,7 +122,7 @@ function parseByDay(text: string): WeekdaySpec[] {
     const weekday = parseWeekday("BYDAY", m[2] as string);
     const ordinal = m[1] === undefined ? 0 : Number(m[1]);
     if (m[1] !== undefined && (ordinal === 0 || Math.abs(ordinal) > 53)) {
-      fail("BYDAY", "ordinal must be between -53 and 53, not 0", item);
+      fail("BYDAY", "ordinal must be between -53 and 53 and not 0", item);
     }
     seen.set(`${ordinal}:${weekday}`, { weekday, ordinal });
   }
