@@ -152,6 +152,9 @@ function unknownOutcome(
  * `rateLimitMaxDeferrals` were granted, or the first try began `rateLimitMaxAgeMs` or more
  * ago, the delivery is dead with reason `RATE_LIMITED` (logged at ERROR).
  */
+/** The shortest Retry-After taken as said (ms); shorter ones back off ({@link rateLimited}). */
+const MIN_HONOURED_RETRY_AFTER_MS = 1_000;
+
 function rateLimited(
   err: RateLimitedError,
   row: OutcomeRow,
@@ -181,7 +184,15 @@ function rateLimited(
       },
     };
   }
-  const delay = Math.min(Math.max(err.retryAfterMs, 0), policy.rateLimitMaxDelayMs);
+  // A Retry-After under a second (0, a past date, a negative or fractional value) says only
+  // "soon": honoured as is it would spend the whole budget in well under a second. Such a
+  // deferral backs off instead, from backoffBaseMs doubling per deferral granted.
+  const asked = Math.max(err.retryAfterMs, 0);
+  const floor =
+    asked >= MIN_HONOURED_RETRY_AFTER_MS
+      ? 0
+      : policy.backoffBaseMs * 2 ** Math.min(row.deferrals, 30);
+  const delay = Math.min(Math.max(asked, floor), policy.rateLimitMaxDelayMs);
   return {
     ...base,
     deferral: 1,

@@ -298,7 +298,8 @@ export async function planLocked(
           "unbounded series reached its expansion cap and stops here; give the rule COUNT/UNTIL, set endsAt, or declare perpetual: true",
         );
       }
-      planned.push(...plan.deliveries);
+      // One by one: spreading ~120k rows as arguments overflows the call stack.
+      for (const delivery of plan.deliveries) planned.push(delivery);
       marks.push({
         id: schedule.id,
         until: new Date(plan.plannedUntil),

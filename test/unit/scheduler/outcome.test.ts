@@ -203,6 +203,23 @@ const cases: Case[] = [
   ],
 ];
 
+describe("DEL-13: a Retry-After under a second backs off instead of spending the budget at once", () => {
+  it("DEL-13: Retry-After 0 waits backoffBaseMs doubling per deferral; one of a second or more is honoured as said", () => {
+    const after = (retryAfterMs: number, deferrals: number) =>
+      decideOutcome(
+        failed(new RateLimitedError("slow down", retryAfterMs)),
+        { ...fresh, deferrals, firstAttemptAtMs: NOW },
+        policy,
+        NOW,
+      ).runAt?.getTime();
+    expect(after(0, 0)).toBe(NOW + 1_000);
+    expect(after(0, 3)).toBe(NOW + 8_000);
+    expect(after(1, 5)).toBe(NOW + 32_000);
+    expect(after(0, 19)).toBe(NOW + HOUR); // capped at rateLimitMaxDelayMs
+    expect(after(1_500, 5)).toBe(NOW + 1_500);
+  });
+});
+
 describe("decideOutcome", () => {
   it.each(cases)("%s", (_name, result, row, expected) => {
     const d = decideOutcome(result, row, policy, NOW);
