@@ -19,12 +19,7 @@
  * Every statement takes `$1` = "now" (NULL: the database clock, OPS-9).
  */
 import type { Database, Queryable } from "./database.js";
-import {
-  CLAIM_COLUMNS,
-  CLAIMED_SELECT,
-  claimCtes,
-  type ClaimedDelivery,
-} from "./deliveries.js";
+import { CLAIM_COLUMNS, CLAIMED_SELECT, claimCtes, type ClaimedDelivery } from "./deliveries.js";
 import { columnsOf, execute, firstRow, rows } from "./statement.js";
 
 const NOW = "coalesce($1::timestamptz, now())";
