@@ -435,7 +435,10 @@ export async function updateSchedule(
       ...sent,
       ...(rawReminders === undefined ? {} : { reminders: rawReminders }),
     };
-    const validated = await validateWithKinds(app, merged, tenant, tx);
+    // A one-off moved into the past (or given new reminders there) is sent at once: say so.
+    const validated = await validateWithKinds(app, merged, tenant, tx, {
+      warnPastDue: "dtstart" in sent || rawReminders !== undefined,
+    });
     warnings = validated.warnings;
     const { value } = validated;
     // A patch that changes nothing (every field sent as stored) writes nothing: the

@@ -81,7 +81,24 @@ describe("API-1 create a schedule", () => {
       "reminder r1 fell due at 2026-06-01T06:45:00.000Z, which has passed: it is sent at once",
     ]);
     const future = await post("/v1/schedules", { ...oneOff, dtstart: "2027-01-05T09:00:00" });
-    expect("warnings" in ((await future.json()) as object)).toBe(false);
+    const futureBody = (await future.json()) as ScheduleView;
+    expect("warnings" in futureBody).toBe(false);
+    // Moved into the past by an edit: the same warning.
+    const moved = await app.request(`/v1/schedules/${futureBody.id}`, {
+      method: "PATCH",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ dtstart: "2026-06-01T09:00:00" }),
+    });
+    expect(((await moved.json()) as { warnings?: string[] }).warnings).toEqual([
+      "reminder r1 fell due at 2026-06-01T06:45:00.000Z, which has passed: it is sent at once",
+    ]);
+    // An edit that leaves the date alone does not repeat it.
+    const payloadOnly = await app.request(`/v1/schedules/${futureBody.id}`, {
+      method: "PATCH",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ payload: { user: 7 } }),
+    });
+    expect("warnings" in ((await payloadOnly.json()) as object)).toBe(false);
   });
 
   it("API-1: an unbounded series is created with a warning", async () => {
