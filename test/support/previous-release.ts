@@ -29,11 +29,17 @@ export function recordedReleases(): Array<{ version: string; commit: string }> {
   return Object.entries(map).map(([version, commit]) => ({ version, commit }));
 }
 
-/** The newest recorded release (the one before the code of this checkout). */
+/**
+ * The newest recorded release before the code of this checkout: the last entry whose
+ * version is not this checkout's own `package.json` version (a release records its own
+ * commit once it is cut, and is not its own previous release).
+ */
 export function latestRecordedRelease(): { version: string; commit: string } {
-  const all = recordedReleases();
-  const last = all[all.length - 1];
-  if (!last) throw new Error("scripts/releases.json records no release");
+  const own = (JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as { version: string })
+    .version;
+  const earlier = recordedReleases().filter((r) => r.version !== own);
+  const last = earlier[earlier.length - 1];
+  if (!last) throw new Error(`scripts/releases.json records no release before ${own}`);
   return last;
 }
 
