@@ -37,6 +37,7 @@ import { HeldBook } from "./held.js";
 import { LeaseKeeper } from "./lease-keeper.js";
 import { Limiter } from "./limiter.js";
 import { CircuitBreaker } from "./circuits.js";
+import { QuietRetries } from "./quiet-retry.js";
 import { planSweep, misfireSweep } from "./plan.js";
 import { Producer } from "./producer.js";
 import { SingleFlight } from "./single-flight.js";
@@ -195,6 +196,7 @@ export class Scheduler {
       completer: this.#completer,
       onSlotFree: () => this.#onSlotFree(),
       circuits: this.#circuits,
+      quietRetries: new QuietRetries({ db, logger: this.#log, owner: this.owner }),
     });
     this.#keeper = new LeaseKeeper({
       db,
