@@ -76,11 +76,20 @@ describe("missed occurrences of a schedule (OPS-13)", () => {
       cancelled: 0,
       unrecorded: 0,
     });
-    expect(body.missed.items.map((m) => [m.occurrenceAt, m.reminderKey, m.reason])).toEqual([
-      ["2027-01-06T08:00:00.000Z", "now", "stale"],
-      ["2027-01-06T08:00:00.000Z", "early", "stale"],
-      ["2027-01-05T08:00:00.000Z", "now", "stale"],
-      ["2027-01-05T08:00:00.000Z", "early", "stale"],
+    // Newest occurrence first (the order of two reminders of one occurrence is the rows').
+    expect(body.missed.items.map((m) => m.occurrenceAt)).toEqual([
+      "2027-01-06T08:00:00.000Z",
+      "2027-01-06T08:00:00.000Z",
+      "2027-01-05T08:00:00.000Z",
+      "2027-01-05T08:00:00.000Z",
+    ]);
+    expect(
+      body.missed.items.map((m) => `${m.occurrenceAt} ${m.reminderKey} ${m.reason}`).sort(),
+    ).toEqual([
+      "2027-01-05T08:00:00.000Z early stale",
+      "2027-01-05T08:00:00.000Z now stale",
+      "2027-01-06T08:00:00.000Z early stale",
+      "2027-01-06T08:00:00.000Z now stale",
     ]);
     // Counted once each where the misfire sweep skipped them, not again on later passes.
     await tickAndDrain(t.punctual);
