@@ -35,6 +35,7 @@ import {
   updateHeadersSchema,
 } from "./schemas.js";
 import { cancelQuerySchema, purgeResultSchema } from "./operator-routes.js";
+import { scheduleReadSchema } from "./missed-schemas.js";
 
 /** A JSON response of `schema`. */
 export const json = <T extends z.ZodType>(schema: T, description: string) => ({
@@ -106,11 +107,11 @@ export const getScheduleRoute = createRoute({
   method: "get",
   path: "/v1/schedules/{id}",
   tags: ["schedules"],
-  summary: "Read a schedule",
+  summary: "Read a schedule, with what its rule called for lately beside what was sent",
   security: secured,
   request: { params: scheduleIdParamSchema },
   responses: {
-    200: json(scheduleViewSchema, "The schedule"),
+    200: json(scheduleReadSchema, "The schedule and its missed occurrences (OPS-13)"),
     404: error("No such schedule"),
     ...common,
   },

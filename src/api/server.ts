@@ -473,9 +473,10 @@ export function createApi(punctual: Punctual, options: ApiOptions = {}): Punctua
   );
 
   app.openapi(getScheduleRoute, async (c) => {
-    const schedule = await punctual.getSchedule(c.req.valid("param").id, tenantOf(c));
-    c.header("ETag", `"${schedule.version}"`);
-    return c.json(schedule, 200);
+    // OPS-13: the schedule with its missed occurrences, as the library's describe() has them.
+    const d = await punctual.schedules.get(c.req.valid("param").id, tenantOf(c)).describe();
+    c.header("ETag", `"${d.schedule.version}"`);
+    return c.json({ ...d.schedule, missed: { ...d.missedSummary, items: d.missed } }, 200);
   });
 
   app.openapi(updateScheduleRoute, async (c) => {

@@ -8,8 +8,10 @@ import type { ScheduleView, UpdateScheduleInput } from "../contracts/index.js";
 import type { BackfillInput, TriggerInput } from "../contracts/operator.js";
 import { applyOffset, parseRule } from "../recurrence/index.js";
 import type { RealignReport } from "../scheduler/realign.js";
+import type { MissedOccurrencesSummary } from "../contracts/missed.js";
 import { missedOccurrences } from "../store/operator.js";
 import { DEFAULT_TENANT, type AppContext, type CallContext } from "./context.js";
+import { missedSummary } from "./missed.js";
 import {
   backfillSchedule,
   purgeSchedule,
@@ -64,6 +66,11 @@ export interface ScheduleDescription {
   next: UpcomingOccurrence[];
   /** The most recent missed occurrences (at most {@link DESCRIBE_MISSED}), newest first. */
   missed: MissedOccurrence[];
+  /**
+   * OPS-13: what the rule called for in the last 7 days beside what was sent, skipped (by
+   * reason), is waiting or failed (src/app/missed.ts).
+   */
+  missedSummary: MissedOccurrencesSummary;
 }
 
 /**
@@ -86,7 +93,8 @@ export class ScheduleHandle {
   }
 
   /**
-   * The schedule, its next 5 occurrences and its missed ones.
+   * The schedule, its next 5 occurrences, its missed ones and what its rule called for in
+   * the last 7 days beside what was sent (`missedSummary`).
    * @throws NotFoundError
    */
   async describe(): Promise<ScheduleDescription> {
@@ -96,9 +104,11 @@ export class ScheduleHandle {
       scheduleId: this.id,
       limit: DESCRIBE_MISSED,
     });
+    const now = this.#app.clock.now();
     return {
       schedule,
-      next: upcoming(schedule, this.#app.clock.now(), DESCRIBE_NEXT),
+      next: upcoming(schedule, now, DESCRIBE_NEXT),
+      missedSummary: await missedSummary(this.#app.db, this.#ctx.tenant!, schedule, now),
       missed: missed.map((m) => ({
         deliveryId: Number(m.id),
         reminderKey: m.reminder_key,

@@ -3,8 +3,9 @@
  * Every variable is listed in {@link ENV_VARS} with the option it sets, so `--help` and
  * the README's configuration table name the same things.
  */
+import type { z } from "zod";
 import { ConfigError } from "../errors/index.js";
-import type { ConfigInput } from "./index.js";
+import { schedulerOptionsSchema, type ConfigInput } from "./index.js";
 
 type Kind = "string" | "int" | "bool" | "list";
 
@@ -144,6 +145,24 @@ export const ENV_VARS: ReadonlyArray<{ name: string; path: string; kind: Kind; h
     help: "longest Retry-After honoured, ms (default 3600000)",
   },
   {
+    name: "PUNCTUAL_CIRCUIT_FAILURES",
+    path: "scheduler.circuitFailures",
+    kind: "int",
+    help: "consecutive transient failures to one host that open its circuit (default 5, 1–1000)",
+  },
+  {
+    name: "PUNCTUAL_CIRCUIT_BACKOFF_MS",
+    path: "scheduler.circuitBackoffMs",
+    kind: "int",
+    help: "wait before an open circuit's first probe, ms; doubles per failed probe (default 30000)",
+  },
+  {
+    name: "PUNCTUAL_CIRCUIT_MAX_BACKOFF_MS",
+    path: "scheduler.circuitMaxBackoffMs",
+    kind: "int",
+    help: "longest wait between probes of an open circuit, ms (default 600000)",
+  },
+  {
     name: "PUNCTUAL_PLAN_AHEAD_MS",
     path: "scheduler.planAheadMs",
     kind: "int",
@@ -198,9 +217,31 @@ function setPath(target: Record<string, unknown>, path: string, value: unknown):
 }
 
 /**
+ * The scheduler option a `scheduler.*` variable sets, checked alone (range, minimum), so a
+ * value out of range is refused naming the variable and its value rather than the option
+ * path only (OPS-5). Cross-option rules stay with `resolveConfig`.
+ */
+function checkSchedulerValue(name: string, path: string, raw: string, value: unknown): void {
+  if (!path.startsWith("scheduler.")) return;
+  const shape = schedulerOptionsSchema.shape as Record<string, z.ZodType>;
+  const field = shape[path.slice("scheduler.".length)];
+  const result = field?.safeParse(value);
+  if (!result || result.success) return;
+  const issue = result.error.issues[0];
+  const bound =
+    issue?.code === "too_small"
+      ? ` (at least ${String(issue.minimum)})`
+      : issue?.code === "too_big"
+        ? ` (at most ${String(issue.maximum)})`
+        : `: ${issue?.message ?? "invalid"}`;
+  throw new ConfigError(`${name} is out of range${bound} (got "${raw}")`);
+}
+
+/**
  * Reads {@link ENV_VARS} from `env` into a configuration input (unset and empty
  * variables are ignored).
- * @throws ConfigError naming the variable for a value of the wrong kind.
+ * @throws ConfigError naming the variable and its value for a value of the wrong kind, or
+ *   (scheduler options) out of the option's range.
  */
 export function configFromEnv(env: NodeJS.ProcessEnv = process.env): ConfigInput {
   const out: Record<string, unknown> = {};
@@ -224,6 +265,7 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): ConfigInput
         .map((item) => item.trim())
         .filter((item) => item !== "");
     }
+    checkSchedulerValue(v.name, v.path, raw, value);
     setPath(out, v.path, value);
   }
   return out as ConfigInput;

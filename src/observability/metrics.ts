@@ -87,6 +87,12 @@ export interface Metrics {
   ruleRepairs: Counter;
   /** Deliveries skipped by the misfire policy, by reason (stale, expired). */
   skipped: Counter<"reason">;
+  /**
+   * OPS-13: missed occurrences, by reason (`stale`, `expired`): deliveries the misfire
+   * sweep recorded as skipped, counted once each by the process whose statement skipped
+   * them (what `GET /v1/schedules/{id}` lists under `missed`).
+   */
+  missedOccurrences: Counter<"reason">;
   /** Absolute difference between this process's clock and the database's, seconds. */
   clockSkew: Gauge;
   /**
@@ -235,6 +241,12 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     skipped: new Counter({
       name: "punctual_deliveries_skipped_total",
       help: "Deliveries skipped by the misfire policy, by reason.",
+      labelNames: ["reason"],
+      registers: r,
+    }),
+    missedOccurrences: new Counter({
+      name: "punctual_missed_occurrences_total",
+      help: "Occurrences the misfire sweep recorded as skipped (missed), once each, by reason (stale, expired).",
       labelNames: ["reason"],
       registers: r,
     }),

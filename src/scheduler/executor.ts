@@ -24,6 +24,7 @@ import { HeldBook, type HeldRow } from "./held.js";
 import type { Completer } from "./completer.js";
 import { decideOutcome, type SendResult } from "./outcome.js";
 import { targetHost, type Admission, type CircuitBreaker } from "./circuits.js";
+import type { QuietRetries } from "./quiet-retry.js";
 
 export interface ExecutorDeps {
   clock: Clock;
@@ -37,6 +38,8 @@ export interface ExecutorDeps {
   onSlotFree: () => void;
   /** CH-7: the per-host circuits; without it every send goes. */
   circuits?: CircuitBreaker;
+  /** DEL-15: moves a retry out of its reminder's quiet window; without it retries keep their backoff time. */
+  quietRetries?: QuietRetries;
 }
 
 /** Safety margin kept on a lease before a send starts or while it runs, ms. */
@@ -249,6 +252,11 @@ export class Executor {
         { deliveryId: row.id, deliveryKey: row.delivery_key, ...decision.log.fields },
         decision.log.message,
       );
+    }
+    // DEL-15: a retry that would land in the reminder's quiet window waits for its end.
+    if (decision.state === "retry" && decision.runAt && this.#d.quietRetries) {
+      const until = await this.#d.quietRetries.defer(row, decision.runAt, clock.sqlNow());
+      if (until) decision.runAt = until;
     }
     this.#d.metrics.attempts.inc({ channel: row.channel, outcome: decision.outcome });
     // CH-7: counted before the settle, so a drained scheduler has recorded it (no DB work

@@ -413,11 +413,13 @@ async function misfireBatch(
   judge();
   const applied = await recordMisfire(deps.db, { now, skip, lateIds, lateRunAt });
   // OPS-13: a skipped delivery counts once, by the process whose statement skipped it.
+  const reasonOf = new Map(skip.map((s) => [String(s.id), s.reason]));
   for (const id of applied?.skipped_ids ?? []) {
     deps.metrics.outcomes.inc({
       channel: channelOf.get(String(id)) ?? "unknown",
       outcome: "skipped",
     });
+    deps.metrics.missedOccurrences.inc({ reason: reasonOf.get(String(id)) ?? "stale" });
   }
   if (skip.length > 0) {
     deps.logger.info(

@@ -6,9 +6,9 @@
  * the settle and every process unaware of quiet hours, and the row itself records the
  * decision for the API. A reminder with `priority: "critical"` is never deferred.
  *
- * Retries: a retry's time is set by its backoff (DEL-4) at settle time and is not moved
- * out of a window; with the default backoff cap (1 hour) a retry lands at most that long
- * after a send the window allowed. Catch-up sends (DEL-17) of a deferred row are judged
+ * Retries: a retry's time is set by its backoff (DEL-4) when its send fails; one that
+ * would land inside the window waits for its end the same way, recorded the same way
+ * (src/scheduler/quiet-retry.ts). Catch-up sends (DEL-17) of a deferred row are judged
  * from the deferred instant.
  */
 import { quietHoursEnd } from "../recurrence/index.js";

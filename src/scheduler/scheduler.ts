@@ -37,6 +37,7 @@ import { HeldBook } from "./held.js";
 import { LeaseKeeper } from "./lease-keeper.js";
 import { Limiter } from "./limiter.js";
 import { CircuitBreaker } from "./circuits.js";
+import { QuietRetries } from "./quiet-retry.js";
 import { planSweep, misfireSweep } from "./plan.js";
 import { Producer } from "./producer.js";
 import { SingleFlight } from "./single-flight.js";
@@ -195,6 +196,7 @@ export class Scheduler {
       completer: this.#completer,
       onSlotFree: () => this.#onSlotFree(),
       circuits: this.#circuits,
+      quietRetries: new QuietRetries({ db, logger: this.#log, owner: this.owner }),
     });
     this.#keeper = new LeaseKeeper({
       db,
@@ -528,8 +530,9 @@ export class Scheduler {
             delay = Math.min(delay, until);
             this.#emptyBackoffMs = 0;
           } else if (this.#limiter.wakeHintMs() !== null) {
-            // DEL-13: due rows held back by a rate limit: look again when a token is due.
-            delay = Math.min(delay, this.#limiter.wakeHintMs() as number);
+            // DEL-13: due rows held back by a rate limit: look again when a token is due
+            // (counted on the database clock from the bucket's read, not from now).
+            delay = Math.min(delay, this.#limiter.wakeHintMs(now) as number);
           } else if (claimedNothing) {
             // Due rows this worker could not claim (others hold their locks): back off,
             // doubling, rather than spin.

@@ -21,21 +21,29 @@ import { columnsOf, firstRow, rows } from "./statement.js";
 const NOW = "coalesce($1::timestamptz, now())";
 
 /**
+ * DEL-13: the limiter of a row inserted for reminder `r` of schedule `s`, as planning
+ * writes it (`INSERT_DELIVERIES_SQL`): `tenant/key`, the key being the reminder's
+ * `rate_limit_key` or else its channel name. Triggered and backfilled rows carry it too,
+ * so they wait for the same bucket as planned ones.
+ */
+const LIMITER = "s.tenant || '/' || coalesce(r.rate_limit_key, r.channel)";
+
+/**
  * API-9: inserts one delivery per named reminder of an active schedule, due now, with the
  * given keys (derived from the trigger id, so a replay of one trigger inserts nothing),
  * and records each in `punctual_triggers` (migration 0014) so an edit's realign leaves it.
  * No grace applies (`stale_at` NULL): the operator asked for it now. A paused, cancelled
  * or invalid schedule gets nothing. Parameters: $1 now, $2 tenant, $3 schedule id,
  * $4 trigger id, then parallel arrays $5 delivery keys, $6 reminder keys, $7 lost-lease
- * policies. Returns the inserted rows.
+ * policies. Returns the inserted rows. DEL-13: each row carries the reminder's limiter.
  */
 export const INSERT_TRIGGERED_SQL = `
 with inserted as (
   insert into punctual_deliveries
     (delivery_key, schedule_id, reminder_key, occurrence_at, due_at, run_at, channel,
-     on_lost_lease, max_attempts, state, expires_at, stale_at, created_at, updated_at)
+     on_lost_lease, max_attempts, state, expires_at, stale_at, created_at, updated_at, limiter)
   select u.key, s.id, r.key, ${NOW}, ${NOW}, ${NOW}, r.channel, u.on_lost_lease,
-         r.max_attempts, 'pending', s.expires_at, null, ${NOW}, ${NOW}
+         r.max_attempts, 'pending', s.expires_at, null, ${NOW}, ${NOW}, ${LIMITER}
   from unnest($5::text[], $6::text[], $7::text[]) as u(key, reminder_key, on_lost_lease)
   join punctual_schedules s on s.tenant = $2 and s.id = $3 and s.state = 'active'
   join punctual_reminders r on r.schedule_id = s.id and r.key = u.reminder_key
@@ -70,18 +78,20 @@ export const DELIVERIES_BY_KEYS_COLUMNS = DELIVERY_ROW_KEYS;
  * nothing for a cancelled schedule, nor for a reminder that no longer exists.
  * Parameters: $1 now, $2 tenant, $3 schedule id, then parallel arrays $4 keys,
  * $5 reminder keys, $6 occurrence instants, $7 due instants, $8 lost-lease policies.
- * Returns the inserted rows.
+ * Returns the inserted rows. DEL-13: each row carries the reminder's limiter, so a backfill
+ * is paced by its bucket like planned rows.
  */
 export const INSERT_BACKFILL_SQL = `
 insert into punctual_deliveries
   (delivery_key, schedule_id, reminder_key, occurrence_at, due_at, run_at, channel,
-   on_lost_lease, max_attempts, state, expires_at, stale_at, late, created_at, updated_at)
+   on_lost_lease, max_attempts, state, expires_at, stale_at, late, created_at, updated_at,
+   limiter)
 select u.key, s.id, r.key, u.occurrence_at, u.due_at, greatest(u.due_at, ${NOW}), r.channel,
        u.on_lost_lease, r.max_attempts,
        case when s.state = 'active' then 'pending' else 'paused' end, s.expires_at,
        case when s.recurring and u.due_at >= ${NOW}
             then u.due_at + make_interval(secs => s.grace_ms::double precision / 1000) end,
-       u.due_at < ${NOW}, ${NOW}, ${NOW}
+       u.due_at < ${NOW}, ${NOW}, ${NOW}, ${LIMITER}
 from unnest($4::text[], $5::text[], $6::timestamptz[], $7::timestamptz[], $8::text[])
   as u(key, reminder_key, occurrence_at, due_at, on_lost_lease)
 join punctual_schedules s on s.tenant = $2 and s.id = $3 and s.state <> 'cancelled'

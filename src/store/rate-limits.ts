@@ -98,6 +98,12 @@ export const DELETE_RATE_LIMIT_SQL = `delete from punctual_rate_limits where ten
 export interface BucketRow {
   /** Tokens now. */
   tokens: number;
+  /**
+   * The database instant `tokens` is as of: the statement's "now", or the bucket's last
+   * refill when another claim that began later refilled it first. The next token is due
+   * `(1 − tokens mod 1) / rate` seconds after it.
+   */
+  tokens_at: Date;
   rate_per_second: number;
   concurrency: number | null;
   /** Rows of this limiter claimed right now, by any process. */
@@ -105,7 +111,13 @@ export interface BucketRow {
 }
 
 /** Result columns of {@link LOCK_BUCKET_SQL}. */
-const BUCKET_COLUMNS = columnsOf<BucketRow>()(["tokens", "rate_per_second", "concurrency", "busy"]);
+const BUCKET_COLUMNS = columnsOf<BucketRow>()([
+  "tokens",
+  "tokens_at",
+  "rate_per_second",
+  "concurrency",
+  "busy",
+]);
 
 /**
  * Locks one bucket for the rest of the transaction and reads it. $1 now, $2 tenant,
@@ -113,7 +125,8 @@ const BUCKET_COLUMNS = columnsOf<BucketRow>()(["tokens", "rate_per_second", "con
  * `claimed` (the lease index: claimed rows only, a few per process).
  */
 export const LOCK_BUCKET_SQL = `
-select ${TOKENS_NOW("l")} as tokens, l.rate_per_second, l.concurrency,
+select ${TOKENS_NOW("l")} as tokens, greatest(${NOW}, l.refilled_at) as tokens_at,
+       l.rate_per_second, l.concurrency,
        (select count(*)::int from punctual_deliveries d
          where d.state = 'claimed' and d.limiter = $4) as busy
 from punctual_rate_limits l

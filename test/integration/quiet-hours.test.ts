@@ -3,7 +3,7 @@
  * PostgreSQL, per PUNCTUAL_TEST_ENGINE), driven by the test clock.
  */
 import { afterEach, describe, expect, it } from "vitest";
-import { ValidationError } from "../../src/errors/index.js";
+import { TransientError, ValidationError } from "../../src/errors/index.js";
 import { deliveries, testPunctual, tickAndDrain, type TestPunctual } from "../support/punctual.js";
 
 let t: TestPunctual | null = null;
@@ -92,6 +92,82 @@ describe("DEL-15: quiet hours", () => {
       deferredUntil: "2027-01-05T06:00:00.000Z",
     });
     expect(channel.sends).toHaveLength(1);
+  });
+
+  it.each([
+    // A send at 21:59:30 CET fails; its retry (60–120 s later) lands after 22:00, so it waits
+    // until 07:00 CEST = 05:00Z on the night Berlin moves to summer time.
+    {
+      tzid: "Europe/Berlin",
+      due: "2027-03-27T20:59:30Z",
+      dtstart: "2027-03-27T21:59:30",
+      end: "2027-03-28T05:00:00.000Z",
+    },
+    // New York falls back that night: 07:00 EST = 12:00Z.
+    {
+      tzid: "America/New_York",
+      due: "2027-11-07T01:59:30Z",
+      dtstart: "2027-11-06T21:59:30",
+      end: "2027-11-07T12:00:00.000Z",
+    },
+  ])(
+    "DEL-15: in $tzid, a retry whose next attempt falls in the window is deferred to its end across the DST change, recorded like a first attempt",
+    async ({ tzid, due, dtstart, end }) => {
+      t = await testPunctual({ start: due, scheduler: { backoffBaseMs: 120_000 } });
+      const { punctual, channel, clock } = t;
+      channel.behaviour = (_d, _ctx, n) => {
+        if (n === 1) throw new TransientError("receiver down");
+        return { messageId: null };
+      };
+      await punctual.createSchedule({
+        dtstart,
+        tzid,
+        reminders: [{ key: "r", channel: "test", quietHours: quiet(tzid) }],
+      });
+      await tickAndDrain(punctual);
+      expect(channel.sends).toHaveLength(1);
+      expect(await deliveries(punctual)).toMatchObject([
+        {
+          state: "retry",
+          failures: 1,
+          runAt: end,
+          deferredUntil: end,
+          deferredReason: "QUIET_HOURS",
+        },
+      ]);
+      // Where the backoff alone would have sent it, and until just before the end: nothing.
+      clock.set(Date.parse(due) + 121_000);
+      await tickAndDrain(punctual);
+      clock.set(Date.parse(end) - 1_000);
+      await tickAndDrain(punctual);
+      expect(channel.sends).toHaveLength(1);
+      clock.set(end);
+      await tickAndDrain(punctual);
+      expect(channel.sends).toHaveLength(2);
+      expect(await deliveries(punctual)).toMatchObject([
+        { state: "sent", deferredUntil: end, deferredReason: "QUIET_HOURS" },
+      ]);
+    },
+  );
+
+  it("DEL-15: a critical reminder's retry is not deferred by its window", async () => {
+    const due = "2027-01-04T20:59:30Z";
+    t = await testPunctual({ start: due, scheduler: { backoffBaseMs: 120_000 } });
+    const { punctual, channel } = t;
+    channel.behaviour = (_d, _ctx, n) => {
+      if (n === 1) throw new TransientError("receiver down");
+      return { messageId: null };
+    };
+    await punctual.createSchedule({
+      dtstart: due,
+      reminders: [
+        { key: "r", channel: "test", quietHours: quiet("Europe/Berlin"), priority: "critical" },
+      ],
+    });
+    await tickAndDrain(punctual);
+    const [row] = await deliveries(punctual);
+    expect(row).toMatchObject({ state: "retry", deferredUntil: null, deferredReason: null });
+    expect(Date.parse(row!.runAt) - Date.parse(due)).toBeLessThanOrEqual(120_000);
   });
 
   it("DEL-15: a critical reminder bypasses quiet hours", async () => {

@@ -123,6 +123,45 @@ describe("shared rate limits (DEL-13)", () => {
     await expect(t.punctual.removeRateLimit("test")).rejects.toMatchObject({ code: "NOT_FOUND" });
   });
 
+  it("DEL-13: triggered deliveries carry the reminder's limiter and wait for its bucket like planned ones", async () => {
+    const t = await open();
+    await t.punctual.setRateLimit("sms-carrier", { ratePerSecond: 0.001, burst: 2 });
+    const { schedule } = await t.punctual.createSchedule({
+      dtstart: "2027-06-01T08:00:00Z",
+      tzid: "UTC",
+      reminders: [{ key: "r", offset: "PT0S", channel: "test", rateLimitKey: "sms-carrier" }],
+    });
+    for (const triggerId of ["a", "b", "c", "d"]) {
+      await t.punctual.triggerSchedule(schedule.id, {}, { triggerId });
+    }
+    await tickAndDrain(t.punctual);
+    await tickAndDrain(t.punctual);
+    expect(t.channel.sends).toHaveLength(2);
+    const waiting = (await deliveries(t.punctual)).filter((d) => d.state === "pending");
+    // The two triggers the bucket held back (June's occurrence is beyond the horizon).
+    expect(waiting).toHaveLength(2);
+  });
+
+  it("DEL-13: backfilled deliveries carry the reminder's limiter and are paced by its bucket", async () => {
+    const t = await open();
+    await t.punctual.setRateLimit("test", { ratePerSecond: 0.001, burst: 2 });
+    // A daily series that began ten days ago: only today's occurrence is planned.
+    const { schedule } = await t.punctual.createSchedule({
+      dtstart: "2026-12-25T08:00:00Z",
+      tzid: "UTC",
+      rrule: "FREQ=DAILY;COUNT=60",
+      reminders: [{ key: "r", offset: "PT0S", channel: "test" }],
+    });
+    const result = await t.punctual.backfillSchedule(schedule.id, {
+      from: "2027-01-01T00:00:00Z",
+      to: "2027-01-04T00:00:00Z",
+    });
+    expect(result.created).toBe(3);
+    await tickAndDrain(t.punctual);
+    await tickAndDrain(t.punctual);
+    expect(t.channel.sends).toHaveLength(2);
+  });
+
   it("DEL-13: a bad limit is refused naming the field", async () => {
     const t = await open();
     await expect(t.punctual.setRateLimit("test", { ratePerSecond: 0 })).rejects.toMatchObject({

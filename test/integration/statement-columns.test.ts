@@ -25,6 +25,8 @@ import * as schedules from "../../src/store/schedules.js";
 import * as tasks from "../../src/store/tasks.js";
 import * as rateLimits from "../../src/store/rate-limits.js";
 import * as circuits from "../../src/store/circuits.js";
+import * as quietRetries from "../../src/store/quiet-retries.js";
+import * as missed from "../../src/store/missed.js";
 import { openTestDatabase, type TestDatabase } from "../support/db.js";
 
 const MODULES = {
@@ -40,6 +42,8 @@ const MODULES = {
   tasks,
   rateLimits,
   circuits,
+  quietRetries,
+  missed,
 } as const;
 
 const ID = "00000000-0000-4000-8000-000000000000";
@@ -179,6 +183,11 @@ const PARAMS: Record<string, readonly unknown[]> = {
   CIRCUIT_SQL: ["host"],
   LIST_CIRCUITS_SQL: [],
   DEFER_CLAIMS_SQL: [null, "owner", null, null, new Date(0)],
+  // quiet-retries.ts
+  REMINDER_QUIET_SQL: [ID, "r"],
+  RECORD_QUIET_RETRY_SQL: [null, 1, 1, "owner", new Date(0)],
+  // missed.ts
+  OCCURRENCE_COUNTS_SQL: ["default", ID, new Date(0), new Date(0)],
 };
 
 /** Statements that cannot run in a transaction block (VACUUM): run on their own. */

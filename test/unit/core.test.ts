@@ -100,6 +100,32 @@ describe("configuration", () => {
       scheduler: { leaseMs: 1, pollMs: 2 },
     });
   });
+  it("CH-7: the circuit settings come from PUNCTUAL_CIRCUIT_*; a value out of range is refused naming the variable and the value", () => {
+    const config = resolveConfig(
+      configFromEnv({
+        PUNCTUAL_CIRCUIT_FAILURES: "3",
+        PUNCTUAL_CIRCUIT_BACKOFF_MS: "1500",
+        PUNCTUAL_CIRCUIT_MAX_BACKOFF_MS: "60000",
+      }),
+    );
+    expect(config.scheduler).toMatchObject({
+      circuitFailures: 3,
+      circuitBackoffMs: 1_500,
+      circuitMaxBackoffMs: 60_000,
+    });
+    expect(() => configFromEnv({ PUNCTUAL_CIRCUIT_FAILURES: "0" })).toThrow(
+      'PUNCTUAL_CIRCUIT_FAILURES is out of range (at least 1) (got "0")',
+    );
+    expect(() => configFromEnv({ PUNCTUAL_CIRCUIT_FAILURES: "1001" })).toThrow(
+      /PUNCTUAL_CIRCUIT_FAILURES is out of range \(at most 1000\) \(got "1001"\)/,
+    );
+    expect(() => configFromEnv({ PUNCTUAL_CIRCUIT_BACKOFF_MS: "5" })).toThrow(
+      /PUNCTUAL_CIRCUIT_BACKOFF_MS .*"5"/,
+    );
+    expect(() => configFromEnv({ PUNCTUAL_CIRCUIT_MAX_BACKOFF_MS: "10m" })).toThrow(
+      /PUNCTUAL_CIRCUIT_MAX_BACKOFF_MS must be a whole number \(got "10m"\)/,
+    );
+  });
 });
 
 describe("TestClock", () => {
