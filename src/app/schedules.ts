@@ -103,6 +103,8 @@ export function definitionHash(
   };
   // DEL-17: only hashed when present.
   if (!definition.catchUp) delete (normalized as { catchUp?: unknown }).catchUp;
+  // API-1: likewise, so schedules without a title keep their hash.
+  if (!definition.title) delete (normalized as { title?: unknown }).title;
   return createHash("sha256").update(canonicalJson(normalized)).digest("hex");
 }
 
@@ -124,6 +126,7 @@ export function definitionOf(value: z.output<typeof createScheduleSchema>): Sche
     perpetual: value.perpetual,
     payloadJson: JSON.stringify(value.payload ?? null),
     catchUpJson: value.catchUp ? JSON.stringify(value.catchUp) : null,
+    title: value.title ?? null,
   };
 }
 
@@ -409,6 +412,7 @@ export async function updateSchedule(
       catchUp: current.catchUp,
       perpetual: current.perpetual,
       payload: current.payload,
+      title: current.title,
     };
     // Reminder targets are stored unredacted: read them back (under the lock) for validation.
     const stored = {
@@ -585,6 +589,7 @@ export async function listSchedules(
   const rows = await listScheduleRows(app.db, {
     tenant: ctx.tenant ?? DEFAULT_TENANT,
     state: q.state ?? null,
+    source: q.source ?? null,
     afterCreatedAt: afterAt,
     afterId,
     limit: q.limit,

@@ -414,6 +414,7 @@ export function insertScheduleByExternalId(
     p.source,
     p.externalId,
     p.definition.catchUpJson ?? null,
+    p.definition.title ?? null,
   ]);
 }
 
