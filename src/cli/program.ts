@@ -9,6 +9,8 @@ import { MAX_PREVIEW_COUNT } from "../recurrence/index.js";
 import { ENV_VARS } from "../config/env.js";
 import { LOG_LEVELS } from "../observability/logger.js";
 import { apiKeysCreate, apiKeysList, apiKeysRevoke } from "./api-keys.js";
+import { addInspectCommands } from "./circuits.js";
+import { addCompletionCommand } from "./completion.js";
 import { DRY_RUN_DAYS, runImport, type ImportFlags } from "./calendar.js";
 import { EXIT_FAILURE } from "./errors.js";
 import { runImportEvery, signalWait } from "./import-every.js";
@@ -703,6 +705,8 @@ export function buildProgram(io: Io): Command {
     );
 
   addRateLimitCommands(program, { io, remoteOptions, example });
+  addInspectCommands(program, { io, remoteOptions, example });
+  addCompletionCommand(program, { io, example });
 
   // --- api keys (API-2) ---------------------------------------------------------------
 
