@@ -245,7 +245,8 @@ function withPolicy(r: Reminder, flags: EditPatchFlags, tzid: string): Reminder 
       );
     }
     delete out.quietHours;
-    if (flags.priority) out.priority = flags.priority;
+    if (flags.priority === "normal") delete out.priority;
+    else if (flags.priority) out.priority = flags.priority;
     return out;
   }
   let policy;
