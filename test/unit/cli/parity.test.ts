@@ -190,11 +190,36 @@ describe("API-3 shell completion", () => {
 
   const has = (shell: string) => spawnSync("sh", ["-c", `command -v ${shell}`]).status === 0;
 
-  it.skipIf(!has("zsh"))("API-3: the zsh script parses (skipped when zsh is not installed)", () => {
-    const r = shellRuns("zsh", completionScript(tree, "zsh"), "zsh -n SCRIPT");
-    expect(r.stderr).toBe("");
-    expect(r.status).toBe(0);
-  });
+  it.skipIf(!has("zsh"))(
+    "API-3: the zsh script parses and completes commands and flag choices (skipped when zsh is not installed)",
+    () => {
+      const script = completionScript(tree, "zsh");
+      expect(shellRuns("zsh", script, "zsh -n SCRIPT").status).toBe(0);
+      // The completion system's functions replaced by ones that print their candidates.
+      const complete = (...words: string[]) => {
+        const r = shellRuns(
+          "zsh",
+          script,
+          [
+            "compdef() { :; }",
+            "source SCRIPT",
+            '_describe() { print -l -- "${(@P)4%%:*}"; }',
+            'compadd() { print -l -- "${(@P)2}"; }',
+            "_files() { print FILES; }",
+            `words=(${words.map((w) => `'${w}'`).join(" ")}); CURRENT=${words.length}`,
+            "_punctual",
+          ].join("\n"),
+        );
+        expect(r.stderr).toBe("");
+        return r.stdout.split("\n").filter(Boolean);
+      };
+      expect(complete("punctual", "")).toEqual(tree.commands.map((c) => c.name));
+      expect(complete("punctual", "schedules", "")).toContain("upsert");
+      expect(complete("punctual", "schedules", "edit", "x", "--")).toContain("--remove-reminder");
+      expect(complete("punctual", "deliveries", "list", "--state", "")).toContain("in_doubt");
+      expect(complete("punctual", "completion", "")).toEqual(["bash", "zsh", "fish"]);
+    },
+  );
 
   it.skipIf(!has("fish"))(
     "API-3: the fish script loads and completes subcommands (skipped when fish is not installed)",
