@@ -302,6 +302,10 @@ function fishScript(root: CommandNode): string {
         `complete -c ${root.name} -n ${sq(here)} -a ${sq(c.name)} -d ${sq(oneLine(c.description).slice(0, 120))}`,
       );
     }
+    // Completion of file names is off (`-f` above) except where a command reads a file.
+    if (n.arguments.some((a) => /file/i.test(a))) {
+      lines.push(`complete -c ${root.name} -n ${sq(here)} -F`);
+    }
     if (n.argumentChoices) {
       lines.push(`complete -c ${root.name} -n ${sq(here)} -a ${sq(n.argumentChoices.join(" "))}`);
     }

@@ -7,6 +7,7 @@ import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import type { Command } from "commander";
 import { describe, expect, it } from "vitest";
 import * as apiKeys from "../../../src/api/api-keys.js";
@@ -232,6 +233,12 @@ describe("API-3 shell completion", () => {
       expect(r.stderr).toBe("");
       expect(r.stdout).toMatch(/^edit\t/m);
       expect(r.stdout).toMatch(/^upsert\t/m);
+      const files = shellRuns(
+        "fish",
+        completionScript(tree, "fish"),
+        `cd ${JSON.stringify(fileURLToPath(new URL("../../fixtures/ics/", import.meta.url)))}; source SCRIPT; complete -C 'punctual import team'`,
+      );
+      expect(files.stdout).toContain("team-v1.ics");
     },
   );
 });
