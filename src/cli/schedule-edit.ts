@@ -40,29 +40,34 @@ export function addScheduleEditCommand(schedules: Command, kit: CommandKit): voi
       .addOption(
         new Option("--misfire <policy>", "skip, latest or all").choices(["skip", "latest", "all"]),
       )
-      .option(
-        "--offset <duration>",
-        "replace every reminder: one per offset, ISO 8601 (repeatable)",
-        collect,
-        [],
+      .addOption(
+        new Option(
+          "--offset <duration>",
+          "replace every reminder: one per offset, ISO 8601 (repeatable)",
+        )
+          .argParser(collect)
+          .default([], "none"),
       )
-      .option(
-        "--add-offset <duration>",
-        "add a reminder at this offset, keeping the others (repeatable)",
-        collect,
-        [],
+      .addOption(
+        new Option(
+          "--add-offset <duration>",
+          "add a reminder at this offset, keeping the others (repeatable)",
+        )
+          .argParser(collect)
+          .default([], "none"),
       )
-      .option(
-        "--key <key>",
-        "key of the matching --offset or --add-offset (repeatable; default r1, r2, … not taken)",
-        collect,
-        [],
+      .addOption(
+        new Option(
+          "--key <key>",
+          "key of the matching --offset or --add-offset (repeatable; default r1, r2, … not taken)",
+        )
+          .argParser(collect)
+          .default([], "none"),
       )
-      .option(
-        "--remove-reminder <key>",
-        "remove the reminder with this key (repeatable)",
-        collect,
-        [],
+      .addOption(
+        new Option("--remove-reminder <key>", "remove the reminder with this key (repeatable)")
+          .argParser(collect)
+          .default([], "none"),
       )
       .addOption(
         new Option(
