@@ -94,6 +94,10 @@ export const scheduleViewSchema = z
     perpetual: z.boolean(),
     payload: z.unknown(),
     reminders: z.array(reminderViewSchema),
+    title: z
+      .string()
+      .nullable()
+      .describe("What a person calls the schedule (an imported event's SUMMARY), or null"),
     source: z.string().nullable(),
     externalId: z.string().nullable(),
     createdAt: instantText,

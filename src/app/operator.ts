@@ -557,6 +557,7 @@ function fullPatch(value: ReturnType<typeof validateSchedule>["value"]): Record<
     expiresAt: definition.expiresAt ?? null,
     dst: definition.dst ?? { gap: "shift", overlap: "earlier" },
     payload: definition.payload ?? null,
+    title: definition.title ?? null,
   };
 }
 

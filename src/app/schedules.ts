@@ -35,6 +35,7 @@ import {
   insertSchedulesBulk,
   listScheduleRows,
   remindersOfSchedules,
+  redactTarget,
   reviveSchedule,
   scheduleById,
   scheduleByIdempotencyKey,
@@ -103,6 +104,8 @@ export function definitionHash(
   };
   // DEL-17: only hashed when present.
   if (!definition.catchUp) delete (normalized as { catchUp?: unknown }).catchUp;
+  // API-1: likewise, so schedules without a title keep their hash.
+  if (!definition.title) delete (normalized as { title?: unknown }).title;
   return createHash("sha256").update(canonicalJson(normalized)).digest("hex");
 }
 
@@ -124,6 +127,7 @@ export function definitionOf(value: z.output<typeof createScheduleSchema>): Sche
     perpetual: value.perpetual,
     payloadJson: JSON.stringify(value.payload ?? null),
     catchUpJson: value.catchUp ? JSON.stringify(value.catchUp) : null,
+    title: value.title ?? null,
   };
 }
 
@@ -409,6 +413,7 @@ export async function updateSchedule(
       catchUp: current.catchUp,
       perpetual: current.perpetual,
       payload: current.payload,
+      title: current.title,
     };
     // Reminder targets are stored unredacted: read them back (under the lock) for validation.
     const stored = {
@@ -429,7 +434,11 @@ export async function updateSchedule(
       })) as unknown,
     };
     // DEL-11: the reminders as sent (a kind fills the fields they leave out, not zod's defaults).
-    const rawReminders = (patch as { reminders?: unknown } | null)?.reminders;
+    // A target sent back as a read showed it (secrets redacted) keeps the stored one.
+    const rawReminders = keepRedactedTargets(
+      (patch as { reminders?: unknown } | null)?.reminders,
+      storedReminders,
+    );
     const merged = {
       ...stored,
       ...sent,
@@ -467,6 +476,26 @@ export async function updateSchedule(
   });
   app.wake();
   return { ...result, warnings };
+}
+
+/**
+ * API-1 / DEL-9: a reminder of an edit whose key and channel are those of a stored
+ * reminder, and whose target is exactly that reminder's target as the API shows it
+ * (secrets `[redacted]`), keeps the stored target: a client can send back what it read,
+ * changing other fields, without knowing the secrets. Any other target is taken as sent.
+ */
+function keepRedactedTargets(reminders: unknown, stored: readonly ReminderRow[]): unknown {
+  if (!Array.isArray(reminders)) return reminders;
+  return reminders.map((r: unknown) => {
+    if (r === null || typeof r !== "object") return r;
+    const { key, channel, target } = r as { key?: unknown; channel?: unknown; target?: unknown };
+    if (target === undefined) return r;
+    const match = stored.find((s) => s.key === key && s.channel === (channel ?? "webhook"));
+    if (!match) return r;
+    const shown = redactTarget(match.target, match.channel);
+    if (canonicalJson(shown) === canonicalJson(match.target)) return r;
+    return canonicalJson(target) === canonicalJson(shown) ? { ...r, target: match.target } : r;
+  });
 }
 
 /** Whether `stored` (a schedule's fields as read back) validates to exactly `value`. */
@@ -585,6 +614,7 @@ export async function listSchedules(
   const rows = await listScheduleRows(app.db, {
     tenant: ctx.tenant ?? DEFAULT_TENANT,
     state: q.state ?? null,
+    source: q.source ?? null,
     afterCreatedAt: afterAt,
     afterId,
     limit: q.limit,

@@ -3,8 +3,57 @@
  * (DEL-15), catch-up bounds of the schedule (DEL-17). Turned into the API's fields here;
  * the server validates them again and names the field of any problem.
  */
+import { InvalidArgumentError, Option, type Command } from "commander";
 import type { CreateScheduleInput } from "../contracts/index.js";
 import { CliError } from "./errors.js";
+
+const integer =
+  (min: number, max: number) =>
+  (value: string): number => {
+    const n = Number(value);
+    if (!/^\d+$/.test(value.trim()) || !Number.isSafeInteger(n) || n < min || n > max) {
+      throw new InvalidArgumentError(`must be an integer from ${min} to ${max}.`);
+    }
+    return n;
+  };
+
+/**
+ * Adds the policy flags to `cmd`: `--quiet-hours`, `--quiet-tz`, `--quiet-days`,
+ * `--priority` (DEL-15) and `--catch-up-window-ms`, `--catch-up-pace-ms` (DEL-17). One
+ * definition for `schedules add` and `schedules edit`; `edit` says what an edit does with
+ * them (`forEdit`: applied to every reminder, `--quiet-hours off` removes the window).
+ */
+export function addPolicyOptions(cmd: Command, forEdit = false): Command {
+  const every = forEdit ? " (set on every reminder; off removes it)" : "";
+  return cmd
+    .option(
+      "--quiet-hours <HH:MM-HH:MM>",
+      `quiet window of every reminder, e.g. 22:00-07:00: due inside it, sent at its end (DEL-15)${every}`,
+    )
+    .option("--quiet-tz <zone>", "the recipient's IANA zone for --quiet-hours (default: --tzid)")
+    .option(
+      "--quiet-days <days>",
+      "days the quiet window starts on, e.g. MO,TU,WE,TH,FR (default: every day)",
+    )
+    .addOption(
+      new Option("--priority <priority>", "critical: sent on time even in quiet hours").choices([
+        "normal",
+        "critical",
+      ]),
+    )
+    .addOption(
+      new Option(
+        "--catch-up-window-ms <ms>",
+        "with --misfire all: missed occurrences older than this are skipped as stale (DEL-17)",
+      ).argParser(integer(0, 31_622_400_000)),
+    )
+    .addOption(
+      new Option(
+        "--catch-up-pace-ms <ms>",
+        "with --misfire all: catch-up sends of one reminder this far apart, oldest first",
+      ).argParser(integer(0, 86_400_000)),
+    );
+}
 
 /** The policy flags of `schedules add`. */
 export interface PolicyFlags {

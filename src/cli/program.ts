@@ -9,11 +9,15 @@ import { MAX_PREVIEW_COUNT } from "../recurrence/index.js";
 import { ENV_VARS } from "../config/env.js";
 import { LOG_LEVELS } from "../observability/logger.js";
 import { apiKeysCreate, apiKeysList, apiKeysRevoke } from "./api-keys.js";
+import { addInspectCommands } from "./circuits.js";
+import { addCompletionCommand } from "./completion.js";
 import { DRY_RUN_DAYS, runImport, type ImportFlags } from "./calendar.js";
 import { EXIT_FAILURE } from "./errors.js";
 import { runImportEvery, signalWait } from "./import-every.js";
 import { addKindsCommands } from "./kinds.js";
 import { runPreview, runValidate, type PreviewFlags } from "./local.js";
+import { addPolicyOptions } from "./policy-flags.js";
+import { addScheduleEditCommand } from "./schedule-edit.js";
 import { addRateLimitCommands } from "./rate-limits.js";
 import {
   deliveriesBulk,
@@ -29,14 +33,12 @@ import {
   deliveriesShow,
   healthcheckHttp,
   schedulesAdd,
-  schedulesEdit,
   schedulesList,
   schedulesShow,
   schedulesTransition,
   status,
   webhookSecret,
   type AddFlags,
-  type EditFlags,
   type RemoteFlags,
 } from "./remote.js";
 import {
@@ -493,7 +495,7 @@ export function buildProgram(io: Io): Command {
       "Create, list, show, edit, cancel, pause and resume schedules through the running server.",
     );
 
-  remoteOptions(
+  const scheduleAdd = remoteOptions(
     schedules
       .command("add")
       .description("Create a schedule with one reminder per --offset.")
@@ -546,33 +548,7 @@ export function buildProgram(io: Io): Command {
         ).choices(["skip", "latest", "all"]),
       )
       .option("--perpetual", "an unbounded series that is never capped", false)
-      .option(
-        "--quiet-hours <HH:MM-HH:MM>",
-        "quiet window of every reminder, e.g. 22:00-07:00: due inside it, sent at its end (DEL-15)",
-      )
-      .option("--quiet-tz <zone>", "the recipient's IANA zone for --quiet-hours (default: --tzid)")
-      .option(
-        "--quiet-days <days>",
-        "days the quiet window starts on, e.g. MO,TU,WE,TH,FR (default: every day)",
-      )
-      .addOption(
-        new Option("--priority <priority>", "critical: sent on time even in quiet hours").choices([
-          "normal",
-          "critical",
-        ]),
-      )
-      .addOption(
-        new Option(
-          "--catch-up-window-ms <ms>",
-          "with --misfire all: missed occurrences older than this are skipped as stale (DEL-17)",
-        ).argParser(integer(0, 31_622_400_000)),
-      )
-      .addOption(
-        new Option(
-          "--catch-up-pace-ms <ms>",
-          "with --misfire all: catch-up sends of one reminder this far apart, oldest first",
-        ).argParser(integer(0, 86_400_000)),
-      ),
+      .option("--title <text>", "what you call the schedule, shown in lists (1–500 characters)"),
   )
     .addHelpText(
       "after",
@@ -583,18 +559,30 @@ export function buildProgram(io: Io): Command {
       ]),
     )
     .action((flags: AddFlags) => schedulesAdd(flags, io));
+  addPolicyOptions(scheduleAdd);
 
   remoteOptions(
     schedules
       .command("list")
       .description("List schedules, oldest first.")
       .addOption(new Option("--state <state>", "only this state").choices(SCHEDULE_STATE_VALUES))
+      .option(
+        "--source <name>",
+        "only this source's (an import's calendar name, an upsert's system)",
+      )
       .option("--limit <n>", "page size (1–1000)", integer(1, 1_000), 100)
       .option("--cursor <cursor>", "next page, from the previous page's output"),
   )
-    .addHelpText("after", example(["punctual schedules list --state active"]))
-    .action((flags: RemoteFlags & { state?: string; limit?: number; cursor?: string }) =>
-      schedulesList(flags, io),
+    .addHelpText(
+      "after",
+      example([
+        "punctual schedules list --state active",
+        "punctual schedules list --source team --json",
+      ]),
+    )
+    .action(
+      (flags: RemoteFlags & { state?: string; source?: string; limit?: number; cursor?: string }) =>
+        schedulesList(flags, io),
     );
 
   remoteOptions(
@@ -606,32 +594,7 @@ export function buildProgram(io: Io): Command {
     .addHelpText("after", example(["punctual schedules show 0b9f…"]))
     .action((id: string, flags: RemoteFlags) => schedulesShow(id, flags, io));
 
-  remoteOptions(
-    schedules
-      .command("edit")
-      .description("Edit a schedule; waiting deliveries follow the new occurrences (DEL-9).")
-      .argument("<id>", "schedule id")
-      .option(
-        "--if-version <n>",
-        "the version you read (sent as If-Match): refused if it changed since",
-        integer(1, 1e9),
-      )
-      .option("--dtstart <datetime>", "new DTSTART")
-      .option("--tzid <zone>", "new IANA time zone")
-      .option("--rrule <rule>", 'new RRULE ("" removes it)')
-      .option("--rdate <datetime>", "replace the extra occurrences (repeatable)", collect, [])
-      .option("--exdate <datetime>", "replace the excluded occurrences (repeatable)", collect, [])
-      .option("--ends-at <instant>", 'new end of an unbounded series ("" removes it)')
-      .option("--payload <json>", "new payload")
-      .addOption(
-        new Option("--misfire <policy>", "skip, latest or all").choices(["skip", "latest", "all"]),
-      ),
-  )
-    .addHelpText(
-      "after",
-      example(['punctual schedules edit 0b9f… --if-version 3 --rrule "FREQ=WEEKLY;BYDAY=TU"']),
-    )
-    .action((id: string, flags: EditFlags) => schedulesEdit(id, flags, io));
+  addScheduleEditCommand(schedules, { io, remoteOptions, example });
 
   for (const [action, text] of [
     ["cancel", "Cancel a schedule and every waiting delivery (DEL-10)."],
@@ -742,6 +705,8 @@ export function buildProgram(io: Io): Command {
     );
 
   addRateLimitCommands(program, { io, remoteOptions, example });
+  addInspectCommands(program, { io, remoteOptions, example });
+  addCompletionCommand(program, { io, example });
 
   // --- api keys (API-2) ---------------------------------------------------------------
 

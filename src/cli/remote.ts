@@ -15,6 +15,7 @@ import { CliError, EXIT_FAILURE, EXIT_USAGE } from "./errors.js";
 import { cellText, jsonText, keyValues, table, type Column } from "./format.js";
 import { localTokenPath, readLocalToken } from "./local-token.js";
 import { reminderPolicy, schedulePolicy, type PolicyFlags } from "./policy-flags.js";
+import { buildEditPatch, editNeedsSchedule, type EditPatchFlags } from "./edit-patch.js";
 import type { Io } from "./run.js";
 
 /** Flags every remote command takes. */
@@ -38,6 +39,11 @@ export function clientFor(flags: RemoteFlags, env = process.env): ApiClient {
 const scheduleColumns: Column<ScheduleView>[] = [
   { header: "ID", cell: (s) => s.id },
   { header: "STATE", cell: (s) => s.state },
+  {
+    header: "TITLE",
+    cell: (s) => (s.title && s.title.length > 40 ? `${s.title.slice(0, 39)}…` : s.title),
+  },
+  { header: "SOURCE", cell: (s) => s.source },
   { header: "DTSTART", cell: (s) => s.dtstart },
   { header: "TZID", cell: (s) => s.tzid },
   { header: "RRULE", cell: (s) => s.rrule },
@@ -62,6 +68,8 @@ export function scheduleText(s: ScheduleView): string {
   return (
     keyValues([
       ["id", s.id],
+      ["title", s.title],
+      ["source", s.source === null ? null : `${s.source} / ${cellText(s.externalId)}`],
       ["state", s.invalidReason ? `${s.state} (${s.invalidReason})` : s.state],
       ["version", s.version],
       ["dtstart", s.dtstart],
@@ -173,6 +181,8 @@ export interface AddFlags extends RemoteFlags, PolicyFlags {
   idempotencyKey?: string;
   misfire?: "skip" | "latest" | "all";
   perpetual?: boolean;
+  /** What you call the schedule, shown in lists. */
+  title?: string;
 }
 
 /** Channels whose target is a URL given with `--target-url` (webhook, Slack, Discord). */
@@ -225,6 +235,7 @@ export function createBodyFromFlags(flags: AddFlags): CreateScheduleInput {
     ...(flags.misfire ? { misfire: flags.misfire } : {}),
     ...(flags.perpetual ? { perpetual: true } : {}),
     ...(payload !== undefined ? { payload } : {}),
+    ...(flags.title !== undefined ? { title: flags.title } : {}),
     ...schedulePolicy(flags),
     reminders: offsets.map((offset, i) => ({
       key: flags.key[i] ?? `r${i + 1}`,
@@ -259,46 +270,31 @@ export async function schedulesAdd(flags: AddFlags, io: Io): Promise<void> {
   io.out(scheduleText(s));
 }
 
-/** `schedules edit` flags: only the fields given are changed. */
-export interface EditFlags extends RemoteFlags {
+/** `schedules edit` flags: only the fields given are changed (see schedule-edit.ts). */
+export interface EditFlags extends RemoteFlags, EditPatchFlags {
   ifVersion?: number;
-  dtstart?: string;
-  tzid?: string;
-  rrule?: string;
-  rdate: string[];
-  exdate: string[];
-  endsAt?: string;
-  payload?: string;
-  misfire?: "skip" | "latest" | "all";
 }
 
-/** `schedules edit <id>`: PATCH with If-Match (DEL-9). */
+/**
+ * `schedules edit <id>`: PATCH with If-Match (DEL-9). Flags that change reminders or
+ * catch-up read the schedule first and send If-Match of the version read (or of
+ * `--if-version`), so a concurrent edit is refused rather than overwritten.
+ */
 export async function schedulesEdit(id: string, flags: EditFlags, io: Io): Promise<void> {
-  const patch: Record<string, unknown> = {};
-  if (flags.dtstart !== undefined) patch.dtstart = flags.dtstart;
-  if (flags.tzid !== undefined) patch.tzid = flags.tzid;
-  if (flags.rrule !== undefined) patch.rrule = flags.rrule === "" ? null : flags.rrule;
-  if (flags.rdate.length) patch.rdate = flags.rdate;
-  if (flags.exdate.length) patch.exdate = flags.exdate;
-  if (flags.endsAt !== undefined) patch.endsAt = flags.endsAt === "" ? null : flags.endsAt;
-  if (flags.misfire !== undefined) patch.misfire = flags.misfire;
-  if (flags.payload !== undefined) {
-    try {
-      patch.payload = JSON.parse(flags.payload);
-    } catch {
-      throw new CliError(`--payload is not valid JSON: ${flags.payload.slice(0, 80)}`, EXIT_USAGE);
-    }
-  }
-  if (Object.keys(patch).length === 0)
-    throw new CliError("Nothing to change: give at least one field flag.", EXIT_USAGE);
-  const reply = await clientFor(flags).request<
+  const client = clientFor(flags);
+  const path = `/v1/schedules/${encodeURIComponent(id)}`;
+  let current: ScheduleView | null = null;
+  if (editNeedsSchedule(flags)) current = await client.get<ScheduleView>(path);
+  const patch = buildEditPatch(flags, current);
+  const ifVersion = flags.ifVersion ?? current?.version;
+  const reply = await client.request<
     ScheduleView & {
       realigned: { deleted: number; moved: number; created: number };
       warnings?: string[];
     }
-  >("PATCH", `/v1/schedules/${encodeURIComponent(id)}`, {
+  >("PATCH", path, {
     body: patch,
-    ...(flags.ifVersion !== undefined ? { headers: { "If-Match": `"${flags.ifVersion}"` } } : {}),
+    ...(ifVersion !== undefined ? { headers: { "If-Match": `"${ifVersion}"` } } : {}),
   });
   const s = reply.body;
   if (flags.json) return io.out(jsonText(s));
@@ -310,12 +306,12 @@ export async function schedulesEdit(id: string, flags: EditFlags, io: Io): Promi
 
 /** `schedules list`. */
 export async function schedulesList(
-  flags: RemoteFlags & { state?: string; limit?: number; cursor?: string },
+  flags: RemoteFlags & { state?: string; source?: string; limit?: number; cursor?: string },
   io: Io,
 ): Promise<void> {
   const page = await clientFor(flags).get<{ items: ScheduleView[]; nextCursor: string | null }>(
     "/v1/schedules",
-    { state: flags.state, limit: flags.limit, cursor: flags.cursor },
+    { state: flags.state, source: flags.source, limit: flags.limit, cursor: flags.cursor },
   );
   if (flags.json) return io.out(jsonText(page));
   io.out(table(page.items, scheduleColumns));

@@ -197,6 +197,9 @@ export const dstSchema = z
   })
   .strict();
 
+/** Longest schedule title, characters (API-1; also checked by the column, migration 0016). */
+export const MAX_TITLE_CHARS = 500;
+
 /** `POST /v1/schedules` body. */
 export const createScheduleSchema = z
   .object({
@@ -215,6 +218,8 @@ export const createScheduleSchema = z
     perpetual: z.boolean().default(false),
     payload: payloadSchema.optional(),
     reminders: z.array(reminderInputSchema).min(1).max(50),
+    /** API-1: what a person calls the schedule (shown in lists); null or absent: none. */
+    title: storableText().min(1).max(MAX_TITLE_CHARS).nullable().optional(),
     /** For imports: the calendar/source and the event UID. */
     source: storableText().min(1).max(200).optional(),
     externalId: storableText().min(1).max(1_000).optional(),
@@ -285,6 +290,8 @@ export interface ScheduleView {
   perpetual: boolean;
   payload: unknown;
   reminders: ReminderView[];
+  /** What a person calls it (an imported event's SUMMARY), or null. */
+  title: string | null;
   source: string | null;
   externalId: string | null;
   createdAt: string;
@@ -352,6 +359,8 @@ export const listDeliveriesQuerySchema = z
 export const listSchedulesQuerySchema = z
   .object({
     state: z.enum(SCHEDULE_STATE_VALUES).optional(),
+    /** API-3: only the schedules of this source (an import's calendar name, an upsert's system). */
+    source: z.string().min(1).max(200).optional(),
     limit: z.coerce.number().int().min(1).max(1_000).default(100),
     /** Opaque cursor from the previous page's `nextCursor`. */
     cursor: z.string().optional(),

@@ -3,6 +3,7 @@
  * Pure: no I/O, no clock, no dependence on the host's time zone.
  */
 import { createHash } from "node:crypto";
+import { MAX_TITLE_CHARS } from "../contracts/index.js";
 import { ValidationError } from "../errors/index.js";
 import {
   isOffsetZone,
@@ -173,6 +174,16 @@ function readOptions(options: IcalImportOptions): {
     maxBytes: num(options.maxBytes, DEFAULT_MAX_BYTES, "maxBytes"),
     maxEvents: num(options.maxEvents, DEFAULT_MAX_EVENTS, "maxEvents"),
   };
+}
+
+/**
+ * API-5: an event's SUMMARY as its schedule's title: cut to {@link MAX_TITLE_CHARS}
+ * characters (never between the two halves of a surrogate pair); null without one.
+ */
+export function titleOf(summary: string | null): string | null {
+  if (summary === null || summary.length <= MAX_TITLE_CHARS) return summary;
+  const cut = summary.slice(0, MAX_TITLE_CHARS);
+  return /[\ud800-\udbff]$/.test(cut) ? cut.slice(0, -1) : cut;
 }
 
 function text(comp: IcalComponent, name: string): string | null {
@@ -1160,6 +1171,7 @@ class Importer {
         timeZone: part.tzidText,
         ...(recurrenceId === undefined ? {} : { recurrenceId }),
       },
+      title: titleOf(part.summary),
       reminders,
       source: this.opts.source,
       externalId,

@@ -63,6 +63,8 @@ export interface ImportedSchedule {
   /** True for a series with no COUNT/UNTIL: a calendar's endless series is meant to go on (REC-5). */
   perpetual: boolean;
   payload: ImportedPayload;
+  /** The event's SUMMARY, cut to the longest title a schedule takes; null without one. */
+  title: string | null;
   reminders: ImportedReminder[];
   source: string;
   /** The UID, or `${uid}#${recurrenceId}` for the later part of a split series or an orphan override. */

@@ -424,6 +424,7 @@ export function insertScheduleByExternalId(
     p.source,
     p.externalId,
     p.definition.catchUpJson ?? null,
+    p.definition.title ?? null,
   ]);
 }
 

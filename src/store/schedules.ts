@@ -48,6 +48,8 @@ export interface ScheduleRow {
   cancelled_by: "user" | "import" | null;
   /** DEL-17: catch-up bounds under misfire `all` (migration 0009), or null. */
   catch_up: CatchUp | null;
+  /** What a person calls it, at most 500 characters (migration 0016), or null. */
+  title: string | null;
 }
 
 /** The keys of {@link ScheduleRow}: the columns of `punctual_schedules`, for statements that return its rows whole. */
@@ -83,6 +85,7 @@ export const SCHEDULE_ROW_KEYS = columnsOf<ScheduleRow>()([
   "cancelled_at",
   "cancelled_by",
   "catch_up",
+  "title",
 ]);
 
 /** A schedule row with the "now" of the statement that wrote or locked it (ready to plan). */
@@ -130,7 +133,7 @@ export const REMINDERS_COLUMNS = columnsOf<ReminderRow>()([
  * Parameters: $1 now, $2 tenant, $3 idempotency key, $4 request hash, $5 dtstart, $6 tzid,
  * $7 rrule, $8 rdate, $9 exdate, $10 recurring, $11 ends_at, $12 expires_at, $13 dst gap,
  * $14 dst overlap, $15 misfire, $16 grace ms, $17 perpetual, $18 payload (json text),
- * $19 source, $20 external id, $21 catch-up (json text or null, DEL-17).
+ * $19 source, $20 external id, $21 catch-up (json text or null, DEL-17), $22 title or null.
  * Returns the new row (with `db_now`, ready to plan), or nothing when the key was already
  * used (the caller reads it).
  */
@@ -138,9 +141,9 @@ export const INSERT_SCHEDULE_SQL = `
 insert into punctual_schedules
   (tenant, idempotency_key, request_hash, dtstart, tzid, rrule, rdate, exdate, recurring,
    ends_at, expires_at, dst_gap, dst_overlap, misfire, grace_ms, perpetual, payload, source,
-   external_id, created_at, updated_at, catch_up)
+   external_id, created_at, updated_at, catch_up, title)
 values ($2, $3, $4, $5, $6, $7, $8::text[], $9::text[], $10, $11, $12, $13, $14, $15, $16, $17,
-        $18::jsonb, $19, $20, ${NOW}, ${NOW}, $21::jsonb)
+        $18::jsonb, $19, $20, ${NOW}, ${NOW}, $21::jsonb, $22::text)
 on conflict (tenant, idempotency_key) where idempotency_key is not null do nothing
 returning *, ${NOW} as db_now`;
 
@@ -162,7 +165,7 @@ export const SCHEDULE_BY_ID_SQL = `select * from punctual_schedules where tenant
 export const REMINDERS_SQL = `
 select * from punctual_reminders where schedule_id = any($1::uuid[]) order by schedule_id, key`;
 
-/** Keyset page: $1 tenant, $2 state or NULL, $3 after (created_at, id) as created_at or NULL, $4 after id or NULL, $5 limit */
+/** Keyset page: $1 tenant, $2 state or NULL, $3 after (created_at, id) as created_at or NULL, $4 after id or NULL, $5 limit, $6 source or NULL (API-3) */
 export const LIST_SCHEDULES_SQL = `
 select *,
        -- Full (microsecond) precision for the cursor: a JS Date would round to ms and a
@@ -170,6 +173,7 @@ select *,
        to_char(created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') as created_at_cursor
 from punctual_schedules
 where tenant = $1 and ($2::text is null or state = $2)
+  and ($6::text is null or source = $6)
   and ($3::timestamptz is null or (created_at, id) > ($3::timestamptz, $4::uuid))
 order by created_at, id
 limit $5`;
@@ -539,6 +543,7 @@ export function toScheduleView(row: ScheduleRow, reminders: ReminderRow[]): Sche
     perpetual: row.perpetual,
     payload: row.payload,
     reminders: reminders.filter((r) => r.schedule_id === row.id).map(toReminderView),
+    title: row.title ?? null,
     source: row.source,
     externalId: row.external_id,
     createdAt: row.created_at.toISOString(),
@@ -596,14 +601,14 @@ export function toAttemptView(row: AttemptRow): AttemptView {
  * Parameters: $1 now, $2 id, $3 dtstart, $4 tzid, $5 rrule, $6 rdate, $7 exdate,
  * $8 recurring, $9 ends_at, $10 expires_at, $11 dst gap, $12 dst overlap, $13 misfire,
  * $14 grace ms, $15 perpetual, $16 payload (json text), $17 request hash, $18 catch-up
- * (json text or null, DEL-17).
+ * (json text or null, DEL-17), $19 title or null.
  */
 export const UPDATE_SCHEDULE_SQL = `
 update punctual_schedules
 set dtstart = $3, tzid = $4, rrule = $5, rdate = $6::text[], exdate = $7::text[], recurring = $8,
     ends_at = $9, expires_at = $10, dst_gap = $11, dst_overlap = $12, misfire = $13,
     grace_ms = $14, perpetual = $15, payload = $16::jsonb, request_hash = $17,
-    catch_up = $18::jsonb, plan_complete = false, cap_logged_at = null,
+    catch_up = $18::jsonb, title = $19::text, plan_complete = false, cap_logged_at = null,
     version = version + 1, updated_at = ${NOW}
 where id = $2
 returning *, ${NOW} as db_now`;
@@ -620,24 +625,25 @@ select * from punctual_schedules where tenant = $1 and source = $2 order by exte
  * Parameters: $1 now, $2 tenant, then parallel arrays $3 request hashes, $4 dtstart,
  * $5 tzid, $6 rrule, $7 rdate (json text arrays), $8 exdate (json text arrays),
  * $9 recurring, $10 ends_at, $11 expires_at, $12 dst gap, $13 dst overlap, $14 misfire,
- * $15 grace ms, $16 perpetual, $17 payload (json text), $18 source, $19 external id.
+ * $15 grace ms, $16 perpetual, $17 payload (json text), $18 source, $19 external id,
+ * $20 titles (or null).
  * Returns the new rows (with `db_now`, ready to plan).
  */
 export const INSERT_SCHEDULES_BULK_SQL = `
 insert into punctual_schedules
   (tenant, request_hash, dtstart, tzid, rrule, rdate, exdate, recurring, ends_at, expires_at,
    dst_gap, dst_overlap, misfire, grace_ms, perpetual, payload, source, external_id,
-   created_at, updated_at)
+   created_at, updated_at, title)
 select $2, u.hash, u.dtstart, u.tzid, u.rrule,
        array(select jsonb_array_elements_text(u.rdate::jsonb)),
        array(select jsonb_array_elements_text(u.exdate::jsonb)),
        u.recurring, u.ends_at, u.expires_at, u.gap, u.overlap, u.misfire, u.grace_ms, u.perpetual,
-       u.payload::jsonb, u.source, u.external_id, ${NOW}, ${NOW}
+       u.payload::jsonb, u.source, u.external_id, ${NOW}, ${NOW}, u.title
 from unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::boolean[],
             $10::timestamptz[], $11::timestamptz[], $12::text[], $13::text[], $14::text[],
-            $15::int[], $16::boolean[], $17::text[], $18::text[], $19::text[])
+            $15::int[], $16::boolean[], $17::text[], $18::text[], $19::text[], $20::text[])
   as u(hash, dtstart, tzid, rrule, rdate, exdate, recurring, ends_at, expires_at, gap, overlap,
-       misfire, grace_ms, perpetual, payload, source, external_id)
+       misfire, grace_ms, perpetual, payload, source, external_id, title)
 returning *, ${NOW} as db_now`;
 
 /**
@@ -694,6 +700,8 @@ export interface ScheduleDefinition {
   payloadJson: string;
   /** DEL-17: catch-up bounds as JSON text, or null (absent: null). Not written by bulk creates. */
   catchUpJson?: string | null;
+  /** The schedule's title (at most 500 characters, validated before), or null (absent: null). */
+  title?: string | null;
 }
 
 /** The definition in the order the statements take it ($n … $n+13). */
@@ -746,6 +754,7 @@ export function insertSchedule(
     p.source,
     p.externalId,
     p.definition.catchUpJson ?? null,
+    p.definition.title ?? null,
   ]);
 }
 
@@ -819,6 +828,8 @@ export function remindersOfSchedules(
 export interface ListSchedulesParams {
   tenant: string;
   state: string | null;
+  /** Only the schedules of this source (an import's calendar, an upsert's system), or null. */
+  source?: string | null;
   /** Keyset cursor: `created_at` (full precision, ISO) and id of the last row seen, or null. */
   afterCreatedAt: string | null;
   afterId: string | null;
@@ -836,6 +847,7 @@ export function listScheduleRows(
     p.afterCreatedAt,
     p.afterId,
     p.limit,
+    p.source ?? null,
   ]);
 }
 
@@ -947,6 +959,7 @@ export function updateScheduleDefinition(
     ...definitionParams(p.definition),
     p.requestHash,
     p.definition.catchUpJson ?? null,
+    p.definition.title ?? null,
   ]);
 }
 
@@ -997,6 +1010,7 @@ export function insertSchedulesBulk(
     s.map((x) => x.definition.payloadJson),
     s.map((x) => x.source),
     s.map((x) => x.externalId),
+    s.map((x) => x.definition.title ?? null),
   ]);
 }
 

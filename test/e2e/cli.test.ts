@@ -4,7 +4,7 @@
  * free port with a temporary data folder and waits on its startup line, never on a timer.
  */
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -178,6 +178,72 @@ describe("API-3 start, schedules, deliveries, shutdown", () => {
       const stale = await cli([...edit, "--rrule", "FREQ=DAILY;COUNT=3"]);
       expect(stale.code).toBe(1);
       expect(stale.stderr).toContain("STALE_VERSION");
+    });
+
+    it("API-3: schedules edit adds, removes and replaces reminders and sets the title; list filters by source", async () => {
+      const add = await cli([
+        "schedules",
+        "add",
+        "--url",
+        url,
+        "--dtstart",
+        "2030-01-07T09:00:00",
+        "--tzid",
+        "Europe/Berlin",
+        "--rrule",
+        "FREQ=WEEKLY;COUNT=5",
+        "--channel",
+        "log",
+        "--offset",
+        "-PT15M",
+        "--title",
+        "Weekly sync",
+        "--json",
+      ]);
+      expect(add.code).toBe(0);
+      const { id, title } = JSON.parse(add.stdout) as { id: string; title: string };
+      expect(title).toBe("Weekly sync");
+      const edit = (...flags: string[]) =>
+        cli(["schedules", "edit", id, "--url", url, "--json", ...flags]);
+      type Edited = { version: number; title: string | null; reminders: Array<{ key: string }> };
+      const added = await edit("--add-offset", "-P1D", "--key", "day-before");
+      expect(added.code).toBe(0);
+      expect((JSON.parse(added.stdout) as Edited).reminders.map((r) => r.key)).toEqual([
+        "day-before",
+        "r1",
+      ]);
+      const removed = await edit("--remove-reminder", "r1", "--title", "");
+      expect(JSON.parse(removed.stdout)).toMatchObject({
+        title: null,
+        reminders: [{ key: "day-before" }],
+      });
+      const replaced = JSON.parse(
+        (await edit("--offset", "-PT5M", "--quiet-hours", "22:00-07:00")).stdout,
+      ) as Edited & { reminders: Array<{ key: string; quietHours: { tzid: string } | null }> };
+      expect(replaced.reminders).toMatchObject([
+        { key: "r1", quietHours: { tzid: "Europe/Berlin" } },
+      ]);
+      const contradicting = await edit("--offset", "-PT5M", "--remove-reminder", "r1");
+      expect(contradicting.code).toBe(2);
+      expect(contradicting.stderr).toContain("--offset");
+
+      const upsert = join(dir, "upsert.json");
+      writeFileSync(
+        upsert,
+        JSON.stringify({
+          dtstart: "2030-02-01T09:00:00Z",
+          title: "From the CRM",
+          reminders: [{ key: "r", channel: "log" }],
+        }),
+      );
+      expect(
+        (await cli(["schedules", "upsert", "crm-e2e", "m-1", "--file", upsert, "--url", url])).code,
+      ).toBe(0);
+      const listed = await cli(["schedules", "list", "--url", url, "--source", "crm-e2e"]);
+      expect(listed.code).toBe(0);
+      expect(listed.stdout).toMatch(/^ID\s+STATE\s+TITLE\s+SOURCE/);
+      expect(listed.stdout).toContain("From the CRM");
+      expect(listed.stdout).not.toContain(id);
     });
 
     it("API-3: schedules add with an unknown time zone exits 1 naming tzid", async () => {
