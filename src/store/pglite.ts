@@ -38,6 +38,42 @@ function adapt<T>(result: {
   };
 }
 
+/** How long (ms) statements may follow one another without a turn of the event loop (OPS-12). */
+export const PGLITE_SLICE_MS = 10;
+
+/**
+ * Turns of the event loop between embedded statements (OPS-12). PGlite runs each statement
+ * on this thread and answers through promises, so a tick or a request that awaits a dozen
+ * statements in a row would hold the loop for all of them: timers, health checks and
+ * other requests would wait. After each statement, when the loop has not turned for
+ * {@link PGLITE_SLICE_MS}, the caller waits for one `setImmediate` first. A turn seen by a
+ * `setImmediate` marker resets the slice, so an idle process never waits.
+ */
+export class LoopSlicer {
+  private sliceStart = performance.now();
+  private marked = false;
+  /** Turns taken (for tests and benchmarks). */
+  turns = 0;
+
+  private mark(): void {
+    if (this.marked) return;
+    this.marked = true;
+    setImmediate(() => {
+      this.marked = false;
+      this.sliceStart = performance.now();
+    });
+  }
+
+  /** Called after each statement; resolves at once unless the slice is used up. */
+  async after(): Promise<void> {
+    this.mark();
+    if (performance.now() - this.sliceStart < PGLITE_SLICE_MS) return;
+    this.turns++;
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    this.sliceStart = performance.now();
+  }
+}
+
 /**
  * Opens (creating if needed) an embedded database.
  * @throws DataDirLockedError when another process holds the folder (one that may be alive).
@@ -60,21 +96,28 @@ export async function openPglite(options: PgliteOptions): Promise<Database & { p
     throw err;
   }
   let closed = false;
+  const slicer = new LoopSlicer();
   const db: Database & { pglite: PGlite } = {
     engine: "pglite",
     description: options.dataDir ? `PGlite data folder ${options.dataDir}` : "PGlite in memory",
     pglite: pg,
     async query<T>(sql: string, params: readonly unknown[] = []) {
-      return adapt<T>(await pg.query(sql, params as unknown[]));
+      const result = adapt<T>(await pg.query(sql, params as unknown[]));
+      await slicer.after();
+      return result;
     },
     async transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
-      return pg.transaction(async (tx) =>
+      const result = await pg.transaction(async (tx) =>
         fn({
           async query<R>(sql: string, params: readonly unknown[] = []) {
-            return adapt<R>(await tx.query(sql, params as unknown[]));
+            const rows = adapt<R>(await tx.query(sql, params as unknown[]));
+            await slicer.after();
+            return rows;
           },
         }),
       );
+      await slicer.after();
+      return result;
     },
     async listen(channel, onNotify) {
       const unlisten = await pg.listen(channel, onNotify);
