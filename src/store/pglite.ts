@@ -24,6 +24,11 @@ export interface PgliteOptions {
   lock?: LockOptions;
   /** Called when a stale lock was taken over, before the engine starts (log it at WARN). */
   onTakeOver?: (takeOver: LockTakeOver, lockPath: string) => void;
+  /**
+   * How long (ms) statements may follow one another without a turn of the event loop;
+   * default {@link PGLITE_SLICE_MS}. 0 gives a turn after every statement (tests).
+   */
+  sliceMs?: number;
 }
 
 function adapt<T>(result: {
@@ -46,11 +51,13 @@ export const PGLITE_SLICE_MS = 10;
  * on this thread and answers through promises, so a tick or a request that awaits a dozen
  * statements in a row would hold the loop for all of them: timers, health checks and
  * other requests would wait. After each statement, when the loop has not turned for
- * {@link PGLITE_SLICE_MS}, the caller waits for one `setImmediate` first. A turn seen by a
+ * {@link PGLITE_SLICE_MS}, the caller waits for one `setImmediate` first (a bulk create of
+ * an import, five statements and its planning, held the loop over 100 ms in one piece). A turn seen by a
  * `setImmediate` marker resets the slice, so an idle process never waits.
  */
 export class LoopSlicer {
   private sliceStart = performance.now();
+  constructor(private readonly sliceMs: number = PGLITE_SLICE_MS) {}
   private marked = false;
   /** Turns taken (for tests and benchmarks). */
   turns = 0;
@@ -67,7 +74,7 @@ export class LoopSlicer {
   /** Called after each statement; resolves at once unless the slice is used up. */
   async after(): Promise<void> {
     this.mark();
-    if (performance.now() - this.sliceStart < PGLITE_SLICE_MS) return;
+    if (performance.now() - this.sliceStart < this.sliceMs) return;
     this.turns++;
     await new Promise<void>((resolve) => setImmediate(resolve));
     this.sliceStart = performance.now();
@@ -96,7 +103,7 @@ export async function openPglite(options: PgliteOptions): Promise<Database & { p
     throw err;
   }
   let closed = false;
-  const slicer = new LoopSlicer();
+  const slicer = new LoopSlicer(options.sliceMs);
   const db: Database & { pglite: PGlite } = {
     engine: "pglite",
     description: options.dataDir ? `PGlite data folder ${options.dataDir}` : "PGlite in memory",
