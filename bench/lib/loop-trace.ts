@@ -1,7 +1,8 @@
 /**
  * `--trace` for bench/eventloop.ts: names what holds the event loop. Every statement of
- * the embedded database and every HTTP request is recorded with its CPU time (statements)
- * or span (requests), and the first-time offset computations of each zone are counted;
+ * the embedded database and every HTTP request is recorded with its CPU time (statements:
+ * the process's CPU while the statement was awaited, so work that overlapped its wait in
+ * the engine's queue counts too) or span (requests), and the first-time offset computations of each zone are counted;
  * whenever a tick of the 10 ms timer finds a CPU stretch over the threshold, the
  * statements that ran inside it and the requests in flight are printed.
  */
