@@ -11,6 +11,7 @@
  *   npm run bench:eventloop -- --quick            10,000 rules, a 5,000-event import
  *   npm run bench:eventloop -- --rules N --events N --seed N
  *   npm run bench:eventloop -- --warm             zones' offset caches filled first
+ *   npm run bench:eventloop -- --trace 50         print what ran in each CPU stretch over 50 ms
  */
 import { fork } from "node:child_process";
 import { cpus, loadavg } from "node:os";
@@ -21,6 +22,7 @@ import { createApi, serveApi } from "../src/api/server.js";
 import { createPunctual } from "../src/app/punctual.js";
 import { getZone } from "../src/recurrence/zone.js";
 import { ZONES } from "../scripts/fuzz/inputs.js";
+import { LoopTrace } from "./lib/loop-trace.js";
 
 const { values } = parseArgs({
   options: {
@@ -29,6 +31,7 @@ const { values } = parseArgs({
     events: { type: "string" },
     seed: { type: "string", default: "12" },
     warm: { type: "boolean", default: false },
+    trace: { type: "string" },
   },
   strict: false,
 });
@@ -48,6 +51,11 @@ const punctual = await createPunctual({
   logLevel: "silent",
   webhookSecret: "whsec_ZXZlbnQtbG9vcC1iZW5jaC1zZWNyZXQ",
 });
+const trace = values.trace === undefined ? null : new LoopTrace(Number(values.trace));
+if (trace !== null) {
+  trace.wrapDatabase(punctual.db);
+  trace.wrapZones();
+}
 await punctual.start();
 if (values.warm === true) {
   // --warm: fill the zones' offset caches first (a one-time cost per zone and process).
@@ -57,7 +65,9 @@ if (values.warm === true) {
       zone.offsetAt(ms);
   }
 }
-const served = await serveApi(createApi(punctual), { host: "127.0.0.1", port: 0 });
+const api = createApi(punctual);
+if (trace !== null) api.fetch = trace.wrapFetch(api.fetch);
+const served = await serveApi(api, { host: "127.0.0.1", port: 0 });
 
 interface PhaseResult {
   phase: string;
@@ -73,10 +83,14 @@ let histogram: IntervalHistogram | null = null;
 // waited for a core; this does not, so it shows the longest stretch of our own work.
 let cpuMax = 0;
 let lastCpu = process.cpuUsage();
+let lastTick = performance.now();
 const ticker = setInterval(() => {
   const d = process.cpuUsage(lastCpu);
   lastCpu = process.cpuUsage();
-  cpuMax = Math.max(cpuMax, (d.user + d.system) / 1000);
+  const stretch = (d.user + d.system) / 1000;
+  cpuMax = Math.max(cpuMax, stretch);
+  trace?.tick(stretch, lastTick);
+  lastTick = performance.now();
 }, 10);
 const startPhase = (): void => {
   histogram?.disable();

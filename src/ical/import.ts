@@ -904,15 +904,21 @@ class Importer {
 
   /** Number of RRULE instances (before RDATE/EXDATE) of the master before each instant, for COUNT. */
   private ruleInstantsBefore(master: ParsedEvent): (ms: number) => number {
-    if (master.rrule === null || !/(^|;)COUNT=/.test(master.rrule)) return () => 0;
-    let rec: Recurrence | null = null;
-    try {
-      rec = validateRule({ dtstart: master.start.text, tzid: master.tzid, rrule: master.rrule });
-    } catch {
-      rec = null;
-    }
-    return (ms) =>
-      rec === null || ms === -Infinity ? 0 : rec.between(-8.64e15, ms, 1_000_000).length;
+    const rrule = master.rrule;
+    if (rrule === null || !/(^|;)COUNT=/.test(rrule)) return () => 0;
+    // Read the rule only when a part of a split series asks (most series have no split).
+    let rec: Recurrence | null | undefined;
+    return (ms) => {
+      if (ms === -Infinity) return 0;
+      if (rec === undefined) {
+        try {
+          rec = validateRule({ dtstart: master.start.text, tzid: master.tzid, rrule });
+        } catch {
+          rec = null;
+        }
+      }
+      return rec === null ? 0 : rec.between(-8.64e15, ms, 1_000_000).length;
+    };
   }
 
   private shiftOf(

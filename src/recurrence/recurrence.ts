@@ -69,6 +69,28 @@ export const MIN_STEPS_PER_CALL = 20_000;
 export const MAX_COUNT_STEPS = 60_000;
 /** Largest COUNT whose whole set is computed once and cached. */
 const COUNT_CACHE_LIMIT = 100_000;
+/** The result of walking a COUNT series from DTSTART ({@link RecurrenceImpl.countSet}). */
+interface CountWalk {
+  /** Instants of the set, ascending (only when COUNT ≤ {@link COUNT_CACHE_LIMIT}); never mutated. */
+  instants: number[];
+  complete: boolean;
+  reachedWall: number;
+  found: number;
+}
+/** Recent COUNT walks by series (least recently used first), at most 256 and 1M instants. */
+const countWalks = new Map<string, CountWalk>();
+let countWalkInstants = 0;
+
+function rememberCountWalk(key: string, walked: CountWalk): void {
+  countWalks.set(key, walked);
+  countWalkInstants += walked.instants.length;
+  while (countWalks.size > 256 || countWalkInstants > 1_000_000) {
+    const [oldest, value] = countWalks.entries().next().value as [string, CountWalk];
+    countWalks.delete(oldest);
+    countWalkInstants -= value.instants.length;
+  }
+}
+
 /** Most RDATE/EXDATE values accepted. */
 export const MAX_DATE_LIST = 1000;
 
@@ -198,10 +220,29 @@ class RecurrenceImpl implements Recurrence {
     if (this.count !== null && this.count <= COUNT_CACHE_LIMIT) this.countCache = instants;
   }
 
-  countSet(): { instants: number[]; complete: boolean; reachedWall: number; found: number } {
+  countSet(): CountWalk {
     const rule = this.rule;
     if (rule === null || this.count === null)
       return { instants: [], complete: true, reachedWall: Infinity, found: 0 };
+    // The walk depends on nothing but these (steps only, no clock): the same series
+    // validated again (an import reads each event's rule up to three times, a calendar
+    // may repeat one event under many UIDs, planning parses it once more) walks once.
+    const key = JSON.stringify([
+      this.zone.id,
+      this.dst,
+      this.dateOnly,
+      rule.startWall,
+      this.startMs,
+      this.startShifted,
+      this.untilMs,
+      rule.spec,
+    ]);
+    const known = countWalks.get(key);
+    if (known !== undefined) {
+      countWalks.delete(key);
+      countWalks.set(key, known);
+      return known;
+    }
     const keep = this.count <= COUNT_CACHE_LIMIT;
     const b = budget(MAX_COUNT_STEPS);
     const all: number[] = [];
@@ -211,7 +252,9 @@ class RecurrenceImpl implements Recurrence {
       if (keep) all.push(ms);
     }
     const complete = !b.exhausted || n >= this.count;
-    return { instants: all, complete, reachedWall: b.reachedWall, found: n };
+    const walked = { instants: all, complete, reachedWall: b.reachedWall, found: n };
+    rememberCountWalk(key, walked);
+    return walked;
   }
 
   /** The rule stream in instant order: DTSTART first, then the rule; gap-shifted instants reordered. */
@@ -431,7 +474,13 @@ function decidingParts(rule: RuleSpec, text: string): string {
  */
 function checkFeasible(rec: RecurrenceImpl, rule: RuleSpec, text: string): void {
   const parts = decidingParts(rule, text);
-  const { yields, reachedWall } = rec.ruleYieldsAnything();
+  // A COUNT series walks from DTSTART anyway: two instants found (DTSTART and one of the
+  // rule's) answer the feasibility search too, without spending its steps again.
+  const walked = rule.count !== null ? rec.countSet() : null;
+  const { yields, reachedWall } =
+    walked !== null && walked.found >= 2
+      ? { yields: true, reachedWall: walked.reachedWall }
+      : rec.ruleYieldsAnything();
   if (yields === false) {
     invalid(
       "rrule",
@@ -447,8 +496,7 @@ function checkFeasible(rec: RecurrenceImpl, rule: RuleSpec, text: string): void 
       text,
     );
   }
-  if (rule.count !== null) {
-    const walked = rec.countSet();
+  if (walked !== null) {
     if (!walked.complete) {
       const upTo = formatDate(Math.floor(walked.reachedWall / DAY_SECONDS));
       invalid(

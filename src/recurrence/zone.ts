@@ -1,32 +1,72 @@
 /**
- * Time-zone arithmetic: offsets from the IANA database through Temporal
- * (`temporal-polyfill`), cached as constant-offset segments so that converting millions of
- * wall-clock times stays cheap. Never reads the host time zone.
+ * Time-zone arithmetic: offsets from the IANA database that ships with the runtime (ICU,
+ * read through `Intl.DateTimeFormat`), cached per zone and year as constant-offset
+ * segments, so that converting millions of wall-clock times stays cheap and the first walk
+ * of a zone across centuries costs a few milliseconds (OPS-12). Never reads the host time
+ * zone. Names are resolved (aliases, case) through Temporal (`temporal-polyfill`).
  */
 import { ValidationError } from "../errors/index.js";
 import { Temporal } from "temporal-polyfill";
+import { civilFromDays, daysFromCivil, isLeapYear, weekday } from "./civil.js";
 import type { DstPolicy } from "./types.js";
 
 const DAY_MS = 86_400_000;
-/** 400 Gregorian years: the calendar, weekdays included, repeats after them. */
-const CYCLE_MS = 146_097 * DAY_MS;
+const HOUR_S = 3_600;
 /**
- * From this instant (2500-01-01Z) on, offsets are read 400 years (or a multiple) earlier.
- * The IANA database lists no transition after the 2080s; later ones come from each zone's
- * last rule, which is stated in calendar terms ("last Sunday in March") and so repeats
- * every 400 years. Folding keeps the segment cache small and far-future walks cheap.
+ * Before this instant (-4e9 s, 1843-03-31Z) a zone keeps the offset it has then: the IANA
+ * database lists no transition earlier (local mean time until the 1840s at the earliest).
  */
-const FOLD_FROM_MS = 16_725_225_600_000;
-/** Folded instants land in [2100-01-01Z, 2500-01-01Z). */
-const FOLD_BASE_MS = FOLD_FROM_MS - CYCLE_MS;
+const EARLIEST_S = -4e9;
+/**
+ * From this year on offsets come from each zone's last rule, which is stated in calendar
+ * terms ("last Sunday in March, 01:00 UTC"): a year then has the offsets of any other such
+ * year that starts on the same weekday and has the same length. The IANA database lists
+ * explicit transitions up to the 2080s at most, so years from 2131 on are read from a
+ * year of 2101–2130 of the same kind (those 30 years hold all 14 kinds), which keeps the
+ * cache of a zone to at most about 230 years (1900–2130) however far a series runs.
+ */
+const FOLD_FROM_YEAR = 2131;
+const FOLD_BASE_YEAR = 2101;
+/** Last year read as is (Intl's range ends in 275760; MAX_YEAR of expansion is 9999). */
+const LAST_YEAR = 275_000;
+/**
+ * Sampling step (days) when looking for a year's transitions: a change of offset that
+ * returns to the previous offset within fewer days would be missed. In the IANA database
+ * (2025c, 1843–2130) every such excursion lasts 20 days or more, except in the zones of
+ * {@link SHORT_EXCURSION_ZONES}, which are sampled every {@link SHORT_SAMPLE_DAYS} days.
+ */
+const SAMPLE_DAYS = 19;
+const SHORT_SAMPLE_DAYS = 3;
+/**
+ * Zones (ICU's canonical names) with an excursion shorter than 20 days: Gaza and Hebron
+ * 7 days (2040), Boa Vista, Noronha and Recife 7 (2000), Tunis 8,
+ * Vienna 10, Tirane 12, Tucumán 12, Fortaleza and Maceió 14, four Argentine zones 19.
+ */
+const SHORT_EXCURSION_ZONES = new Set([
+  "Asia/Gaza",
+  "Asia/Hebron",
+  "America/Boa_Vista",
+  "America/Noronha",
+  "America/Recife",
+  "Africa/Tunis",
+  "Europe/Vienna",
+  "Europe/Tirane",
+  "America/Argentina/Tucuman",
+  "America/Fortaleza",
+  "America/Maceio",
+  "America/Argentina/Rio_Gallegos",
+  "America/Argentina/La_Rioja",
+  "America/Argentina/Catamarca",
+  "America/Catamarca",
+]);
 
-interface Segment {
-  /** First instant (ms, inclusive) with this offset. */
-  start: number;
-  /** First instant (ms) after the segment. */
+interface YearTable {
+  /** Start (ms) of each segment of the year; the first is the year's first instant (UTC). */
+  starts: number[];
+  /** UTC offset (ms) of each segment. */
+  offsets: number[];
+  /** First instant (ms) of the next year. */
   end: number;
-  /** UTC offset in ms. */
-  offset: number;
 }
 
 /** Result of reading a wall-clock time in a zone. */
@@ -37,52 +77,181 @@ export interface ResolvedInstant {
   shifted: boolean;
 }
 
+const WALL_TEXT = /^(\d+)\/(\d+)\/(\d+) (AD|BC), (\d+):(\d+):(\d+)$/;
+
+/** `±HH:MM` (a fixed-offset zone, as Temporal names it) in ms, or null. */
+function fixedOffsetMs(id: string): number | null {
+  const m = /^([+-])(\d{2}):(\d{2})(?::(\d{2}))?$/.exec(id);
+  if (m === null) return null;
+  const ms = (Number(m[2]) * 3600 + Number(m[3]) * 60 + Number(m[4] ?? 0)) * 1000;
+  return m[1] === "-" ? -ms : ms;
+}
+
 /** One IANA zone with a cache of offset segments. Create through {@link getZone}. */
 export class Zone {
   readonly id: string;
-  private readonly segments: Segment[] = [];
-  private last: Segment | undefined;
+  /**
+   * How many times this zone's offsets were read from the IANA data (each about 2–5 µs of
+   * CPU). Filling one year of a zone reads it about 20 times, and about 10 more per transition.
+   */
+  readings = 0;
+  private readonly fixed: number | null;
+  private readonly format: Intl.DateTimeFormat | null;
+  private readonly stepSeconds: number;
+  private readonly years = new Map<number, YearTable>();
+  private readonly foldShift = new Map<number, number>();
+  private early: number | undefined;
+  private lastStart = 0;
+  private lastEnd = -1;
+  private lastOffset = 0;
 
   constructor(id: string) {
     this.id = id;
+    this.fixed = id === "UTC" ? 0 : fixedOffsetMs(id);
+    this.format =
+      this.fixed !== null
+        ? null
+        : new Intl.DateTimeFormat("en-US", {
+            timeZone: id,
+            hourCycle: "h23",
+            era: "short",
+            year: "numeric",
+            month: "numeric",
+            day: "numeric",
+            hour: "numeric",
+            minute: "numeric",
+            second: "numeric",
+          });
+    const icuId = this.format?.resolvedOptions().timeZone ?? "";
+    this.stepSeconds =
+      (SHORT_EXCURSION_ZONES.has(icuId) || SHORT_EXCURSION_ZONES.has(id)
+        ? SHORT_SAMPLE_DAYS
+        : SAMPLE_DAYS) * 86_400;
   }
 
   /** UTC offset in ms at an instant. */
   offsetAt(ms: number): number {
-    if (ms >= FOLD_FROM_MS && ms !== Infinity)
-      ms -= Math.floor((ms - FOLD_BASE_MS) / CYCLE_MS) * CYCLE_MS;
-    const last = this.last;
-    if (last !== undefined && ms >= last.start && ms < last.end) return last.offset;
-    const segs = this.segments;
-    let lo = 0;
-    let hi = segs.length - 1;
-    while (lo <= hi) {
-      const mid = (lo + hi) >> 1;
-      const s = segs[mid] as Segment;
-      if (ms < s.start) hi = mid - 1;
-      else if (ms >= s.end) lo = mid + 1;
-      else {
-        this.last = s;
-        return s.offset;
-      }
+    if (this.fixed !== null) return this.fixed;
+    if (ms >= this.lastStart && ms < this.lastEnd) return this.lastOffset;
+    if (ms < EARLIEST_S * 1000 || Number.isNaN(ms)) {
+      this.early ??= this.read(EARLIEST_S - 1);
+      return this.early;
     }
-    const seg = this.computeSegment(ms);
-    segs.splice(lo, 0, seg);
-    this.last = seg;
-    return seg.offset;
+    let year = civilFromDays(Math.floor(Math.min(ms, 8.64e15 - 1) / DAY_MS)).year;
+    let shift = 0;
+    if (year >= FOLD_FROM_YEAR) {
+      shift = this.shiftOf(Math.min(year, LAST_YEAR));
+      year = civilFromDays(Math.floor((Math.min(ms, 8.64e15 - 1) - shift) / DAY_MS)).year;
+    }
+    const table = this.yearTable(year);
+    const local = ms - shift;
+    let i = table.starts.length - 1;
+    while (i > 0 && (table.starts[i] as number) > local) i--;
+    const offset = table.offsets[i] as number;
+    const end = i + 1 < table.starts.length ? (table.starts[i + 1] as number) : table.end;
+    // A folded year has the same length as the year it is read from: shift the segment back.
+    this.lastStart = (table.starts[i] as number) + shift;
+    this.lastEnd = end + shift;
+    this.lastOffset = offset;
+    return offset;
   }
 
-  private computeSegment(ms: number): Segment {
-    const zdt = Temporal.Instant.fromEpochMilliseconds(ms).toZonedDateTimeISO(this.id);
-    const offset = zdt.offsetNanoseconds / 1e6;
-    const next = zdt.getTimeZoneTransition("next");
-    const prev = zdt.getTimeZoneTransition("previous");
-    let start = prev === null ? -Infinity : prev.epochMilliseconds;
-    // `previous` is strictly before `ms`; when `ms` is itself a transition the segment starts at `ms`.
-    const before = Temporal.Instant.fromEpochMilliseconds(ms - 1).toZonedDateTimeISO(this.id);
-    if (before.offsetNanoseconds / 1e6 !== offset) start = ms;
-    const end = next === null ? Infinity : next.epochMilliseconds;
-    return { start: Math.min(start, ms), end: Math.max(end, ms + 1), offset };
+  /** ms to subtract from an instant of `year` (≥ FOLD_FROM_YEAR) to land in a year of the same kind. */
+  private shiftOf(year: number): number {
+    const cached = this.foldShift.get(year);
+    if (cached !== undefined) return cached;
+    const days = daysFromCivil(year, 1, 1);
+    let base = FOLD_BASE_YEAR;
+    while (
+      isLeapYear(base) !== isLeapYear(year) ||
+      weekday(daysFromCivil(base, 1, 1)) !== weekday(days)
+    )
+      base++;
+    const shift = (days - daysFromCivil(base, 1, 1)) * DAY_MS;
+    if (this.foldShift.size < 20_000) this.foldShift.set(year, shift);
+    return shift;
+  }
+
+  /** UTC offset (ms) at a whole epoch second, read from the IANA data. */
+  private read(sec: number): number {
+    this.readings++;
+    const text = (this.format as Intl.DateTimeFormat).format(sec * 1000);
+    const m = WALL_TEXT.exec(text);
+    let y: number, mo: number, d: number, h: number, mi: number, s: number;
+    if (m !== null) {
+      y = m[4] === "BC" ? 1 - Number(m[3]) : Number(m[3]);
+      mo = Number(m[1]);
+      d = Number(m[2]);
+      h = Number(m[5]);
+      mi = Number(m[6]);
+      s = Number(m[7]);
+    } else {
+      // Another ICU layout: read the parts instead (slower, same result).
+      const parts: Record<string, string> = {};
+      for (const p of (this.format as Intl.DateTimeFormat).formatToParts(sec * 1000))
+        parts[p.type] = p.value;
+      const yy = Number(parts.year);
+      y = /^b/i.test(parts.era ?? "") ? 1 - yy : yy;
+      mo = Number(parts.month);
+      d = Number(parts.day);
+      h = Number(parts.hour) % 24;
+      mi = Number(parts.minute);
+      s = Number(parts.second);
+    }
+    const wall = daysFromCivil(y, mo, d) * 86_400 + h * 3600 + mi * 60 + s;
+    return (wall - sec) * 1000;
+  }
+
+  /** The segments of one year (UTC), found by sampling every few days and bisecting each change. */
+  private yearTable(year: number): YearTable {
+    const cached = this.years.get(year);
+    if (cached !== undefined) return cached;
+    const from = daysFromCivil(year, 1, 1) * 86_400;
+    const to = daysFromCivil(year + 1, 1, 1) * 86_400;
+    const starts = [from * 1000];
+    const offsets = [this.read(from)];
+    let at = from;
+    let off = offsets[0] as number;
+    while (at < to) {
+      const next = Math.min(at + this.stepSeconds, to);
+      const nextOff = next === to ? this.read(to - 1) : this.read(next);
+      // Several transitions may fall between two samples (A → B → C): find each in turn.
+      let lo = at;
+      let loOff = off;
+      while (loOff !== nextOff) {
+        const t = this.transitionIn(lo, next === to ? to - 1 : next, loOff);
+        loOff = this.read(t);
+        starts.push(t * 1000);
+        offsets.push(loOff);
+        lo = t;
+      }
+      at = next;
+      off = nextOff;
+    }
+    const table: YearTable = { starts, offsets, end: to * 1000 };
+    this.years.set(year, table);
+    return table;
+  }
+
+  /**
+   * First second in (lo, hi] whose offset is not `loOff` (lo has it, hi has not). Hours
+   * first: transitions fall on whole hours of UTC almost always, so that is usually all.
+   */
+  private transitionIn(lo: number, hi: number, loOff: number): number {
+    while (hi - lo > HOUR_S) {
+      let mid = lo + Math.floor((hi - lo) / 2 / HOUR_S) * HOUR_S;
+      if (mid <= lo) mid = lo + Math.floor((hi - lo) / 2);
+      if (this.read(mid) === loOff) lo = mid;
+      else hi = mid;
+    }
+    if (hi - lo > 1 && this.read(hi - 1) !== loOff) {
+      while (hi - lo > 1) {
+        const mid = lo + Math.floor((hi - lo) / 2);
+        if (this.read(mid) === loOff) lo = mid;
+        else hi = mid;
+      }
+    }
+    return hi;
   }
 
   /** Wall-clock second (floating, seconds since 1970-01-01T00:00:00) of an instant. */

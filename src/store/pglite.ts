@@ -24,6 +24,11 @@ export interface PgliteOptions {
   lock?: LockOptions;
   /** Called when a stale lock was taken over, before the engine starts (log it at WARN). */
   onTakeOver?: (takeOver: LockTakeOver, lockPath: string) => void;
+  /**
+   * How long (ms) statements may follow one another without a turn of the event loop;
+   * default {@link PGLITE_SLICE_MS}. 0 gives a turn after every statement (tests).
+   */
+  sliceMs?: number;
 }
 
 function adapt<T>(result: {
@@ -36,6 +41,44 @@ function adapt<T>(result: {
     rowCount: result.affectedRows ?? result.rows.length,
     fields: result.fields.map((f) => f.name),
   };
+}
+
+/** How long (ms) statements may follow one another without a turn of the event loop (OPS-12). */
+export const PGLITE_SLICE_MS = 10;
+
+/**
+ * Turns of the event loop between embedded statements (OPS-12). PGlite runs each statement
+ * on this thread and answers through promises, so a tick or a request that awaits a dozen
+ * statements in a row would hold the loop for all of them: timers, health checks and
+ * other requests would wait. After each statement, when the loop has not turned for
+ * {@link PGLITE_SLICE_MS}, the caller waits for one `setImmediate` first (a bulk create of
+ * an import, five statements and its planning, held the loop over 100 ms in one piece). A turn seen by a
+ * `setImmediate` marker resets the slice, so an idle process never waits.
+ */
+export class LoopSlicer {
+  private sliceStart = performance.now();
+  constructor(private readonly sliceMs: number = PGLITE_SLICE_MS) {}
+  private marked = false;
+  /** Turns taken (for tests and benchmarks). */
+  turns = 0;
+
+  private mark(): void {
+    if (this.marked) return;
+    this.marked = true;
+    setImmediate(() => {
+      this.marked = false;
+      this.sliceStart = performance.now();
+    });
+  }
+
+  /** Called after each statement; resolves at once unless the slice is used up. */
+  async after(): Promise<void> {
+    this.mark();
+    if (performance.now() - this.sliceStart < this.sliceMs) return;
+    this.turns++;
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    this.sliceStart = performance.now();
+  }
 }
 
 /**
@@ -60,21 +103,28 @@ export async function openPglite(options: PgliteOptions): Promise<Database & { p
     throw err;
   }
   let closed = false;
+  const slicer = new LoopSlicer(options.sliceMs);
   const db: Database & { pglite: PGlite } = {
     engine: "pglite",
     description: options.dataDir ? `PGlite data folder ${options.dataDir}` : "PGlite in memory",
     pglite: pg,
     async query<T>(sql: string, params: readonly unknown[] = []) {
-      return adapt<T>(await pg.query(sql, params as unknown[]));
+      const result = adapt<T>(await pg.query(sql, params as unknown[]));
+      await slicer.after();
+      return result;
     },
     async transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
-      return pg.transaction(async (tx) =>
+      const result = await pg.transaction(async (tx) =>
         fn({
           async query<R>(sql: string, params: readonly unknown[] = []) {
-            return adapt<R>(await tx.query(sql, params as unknown[]));
+            const rows = adapt<R>(await tx.query(sql, params as unknown[]));
+            await slicer.after();
+            return rows;
           },
         }),
       );
+      await slicer.after();
+      return result;
     },
     async listen(channel, onNotify) {
       const unlisten = await pg.listen(channel, onNotify);

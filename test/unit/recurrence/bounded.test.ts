@@ -91,6 +91,25 @@ describe("OPS-12: rules that never match are decided at validation", () => {
     const all = measureWork(() => small.between(-Infinity, Infinity, 10_000));
     expect(all.result).toHaveLength(5000);
   });
+
+  it("OPS-12: a COUNT series is walked once per validation, and once for all validations of the same series", () => {
+    // An import reads each event's rule up to three times and the planner once more; a
+    // calendar may repeat one event under many UIDs (fuzz seed 420761373: 30 of them).
+    const input = {
+      dtstart: "2031-03-05T07:45:00",
+      tzid: "Europe/Berlin",
+      rrule: "FREQ=DAILY;COUNT=15000",
+    };
+    const first = measureWork(() => validateRule(input));
+    // The walk of the COUNT set answers the feasibility search too (no second search).
+    expect(first.steps).toBeLessThanOrEqual(MAX_COUNT_STEPS);
+    expect(first.steps).toBeGreaterThan(15_000);
+    const again = measureWork(() => validateRule({ ...input, exdate: ["2031-03-06T07:45:00"] }));
+    expect(again.steps).toBeLessThan(1_000);
+    expect(again.result.between(-Infinity, Infinity, 20_000)).toHaveLength(14_999);
+    const lenient = measureWork(() => parseRule(input));
+    expect(lenient.steps).toBeLessThan(1_000);
+  });
 });
 
 describe("OPS-12: every call is bounded in steps and in time, and says how far it is complete", () => {
