@@ -704,7 +704,8 @@ try {
     for (const rate of SIZES.rates) {
       for (const id of ["punctual", "gw-batched", "boss-batched", "pglite"]) {
         if (id === "pglite" && !scenarios.has("pglite")) continue;
-        const r = id === "pglite" ? await pgliteLateness(rate) : await lateness(VARIANTS[id]!, rate);
+        const r =
+          id === "pglite" ? await pgliteLateness(rate) : await lateness(VARIANTS[id]!, rate);
         const note = [
           r.overrunMs ? `seeding overran by ${fmt(r.overrunMs)} ms` : "",
           r.duplicates ? `${r.duplicates} duplicate starts` : "",
