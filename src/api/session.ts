@@ -48,9 +48,7 @@ interface Session {
 
 /** What the cookie of a request stands for ({@link SessionStore.resolve}). */
 export type SessionResolution =
-  | { kind: "none" }
-  | { kind: "token"; token: string }
-  | { kind: "refused"; response: Response };
+  { kind: "none" } | { kind: "token"; token: string } | { kind: "refused"; response: Response };
 
 const newSecret = (): string => randomBytes(32).toString("base64url");
 
