@@ -167,6 +167,18 @@ describe.skipIf(skipReason !== null)("dashboard in Chromium", () => {
           .getByRole("heading", { name: "Circuits", exact: true })
           .waitFor({ timeout: WAIT_MS });
         await shot(page, "limits");
+
+        // A phone-width screen: the page does not scroll sideways (wide tables scroll inside).
+        await page.setViewportSize({ width: 390, height: 844 });
+        for (const hash of ["#/overview", "#/schedules", "#/deliveries", "#/dead", "#/import"]) {
+          await page.goto(`${s.served.url}/ui/${hash}`);
+          await page.locator("main h1").waitFor({ timeout: WAIT_MS });
+          const overflow = await page.evaluate(
+            "document.documentElement.scrollWidth - document.documentElement.clientWidth",
+          );
+          expect(overflow, hash).toBeLessThanOrEqual(0);
+        }
+        await shot(page, "phone-import");
         await page.close();
       } finally {
         await s.close();
@@ -289,8 +301,9 @@ describe.skipIf(skipReason !== null)("dashboard in Chromium", () => {
         await page.getByLabel("API key").fill("wrong-key-wrong-key");
         await page.getByRole("button", { name: "Log in" }).click();
         await page.getByText("Wrong API key").waitFor({ timeout: WAIT_MS });
+        // Keyboard only: the field has the focus, Enter submits.
         await page.getByLabel("API key").fill(OPERATOR_KEY);
-        await page.getByRole("button", { name: "Log in" }).click();
+        await page.keyboard.press("Enter");
         await page.getByRole("heading", { name: "Overview" }).waitFor({ timeout: WAIT_MS });
 
         const cookies = await context.cookies(s.served.url);
