@@ -164,7 +164,10 @@ export async function runStart(flags: StartFlags, io: Io, env = process.env): Pr
   let served: ServedApi;
   try {
     const app = createApi(punctual, localToken ? { localToken } : {});
-    registerDashboard(app); // API-6: the dashboard at /ui, on the API's own origin
+    // API-6: the dashboard at /ui, on the API's own origin.
+    if (!registerDashboard(app)) {
+      punctual.logger.warn("the dashboard's files are missing from this build: /ui answers 503");
+    }
     served = await serveApi(app, { host: flags.host, port: flags.port });
   } catch (err) {
     await dropToken();

@@ -30,8 +30,13 @@ export const DASHBOARD_CSP = [
   "frame-ancestors 'none'",
 ].join("; ");
 
-const read = (name: string): string =>
-  readFileSync(new URL(`./assets/${name}`, import.meta.url), "utf8");
+const read = (name: string): string | null => {
+  try {
+    return readFileSync(new URL(`./assets/${name}`, import.meta.url), "utf8");
+  } catch {
+    return null;
+  }
+};
 
 /** The routes the dashboard needs: anything with `get(path, handler)` (a Hono app). */
 export interface DashboardHost {
@@ -49,17 +54,33 @@ function securityHeaders(c: Context): void {
  * Serves the dashboard on `app` at `/ui` (the page) and `/ui/assets/<file>`. The files
  * are read once, here. Mount it on the app of `createApi`, whose Host check and
  * authentication then apply; the page itself holds no data, so it needs no key.
- * @throws when the asset files are missing (a package built without them).
+ * Returns false when the files are missing (compiled without `npm run build`, which
+ * copies them): then `/ui` answers `503 DASHBOARD_NOT_BUILT` and the API runs as usual.
  */
-export function registerDashboard(app: DashboardHost): void {
+export function registerDashboard(app: DashboardHost): boolean {
   const html = read("index.html");
-  const files = new Map(
-    Object.entries(ASSETS).map(([name, type]) => [name, { type, body: read(name) }]),
-  );
+  const files = new Map<string, { type: string; body: string }>();
+  for (const [name, type] of Object.entries(ASSETS)) {
+    const body = read(name);
+    if (body !== null) files.set(name, { type, body });
+  }
+  const available = html !== null && files.size === Object.keys(ASSETS).length;
   const page = (c: Context) => {
+    if (!available) {
+      return c.json(
+        {
+          error: {
+            code: "DASHBOARD_NOT_BUILT",
+            message:
+              "The dashboard's files are missing from this build (dashboard/assets beside the compiled code): build with `npm run build`.",
+          },
+        },
+        503,
+      );
+    }
     securityHeaders(c);
     c.header("Cache-Control", "no-store");
-    return c.html(html);
+    return c.html(html ?? "");
   };
   app.get(DASHBOARD_PATH, (c) => c.redirect(`${DASHBOARD_PATH}/`, 308));
   app.get(`${DASHBOARD_PATH}/`, page);
@@ -71,4 +92,5 @@ export function registerDashboard(app: DashboardHost): void {
     c.header("Cache-Control", "no-cache");
     return c.body(file.body);
   });
+  return available;
 }

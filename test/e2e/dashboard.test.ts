@@ -177,6 +177,12 @@ describe.skipIf(skipReason !== null)("dashboard in Chromium", () => {
             "document.documentElement.scrollWidth - document.documentElement.clientWidth",
           );
           expect(overflow, hash).toBeLessThanOrEqual(0);
+          // Every form control has a label (its own, or aria-label).
+          const unlabelled = await page.evaluate(
+            `[...document.querySelectorAll("input, select, textarea")]
+              .filter((el) => !el.labels?.length && !el.getAttribute("aria-label")).length`,
+          );
+          expect(unlabelled, hash).toBe(0);
         }
         await shot(page, "phone-import");
         await page.close();

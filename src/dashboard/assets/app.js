@@ -30,6 +30,8 @@ let session = null;
 /** Timer of the page being shown (the overview refreshes itself); cleared on navigation. */
 let pageTimer = null;
 let idCounter = 0;
+/** A message to show once the page navigated to has been drawn. */
+let nextFlash = null;
 
 // --- DOM helpers ---------------------------------------------------------------------
 
@@ -592,9 +594,7 @@ function renderNewSchedule() {
             ],
           };
           const created = await api("POST", "/v1/schedules", body);
-          flash(
-            `Schedule ${created.id} created.${created.warnings ? ` ${created.warnings.join(" ")}` : ""}`,
-          );
+          nextFlash = `Schedule ${created.id} created.${created.warnings ? ` ${created.warnings.join(" ")}` : ""}`;
           location.hash = `#/schedules/${created.id}`;
         });
       },
@@ -1461,7 +1461,8 @@ async function boot() {
 }
 
 window.addEventListener("hashchange", () => {
-  flash("");
+  flash(nextFlash ?? "");
+  nextFlash = null;
   route();
 });
 boot();
