@@ -266,6 +266,7 @@ describe.skipIf(skipReason !== null)("dashboard in Chromium", () => {
           .getByText("1 events, 3 deliveries")
           .waitFor({ timeout: WAIT_MS });
         expect((await s.punctual.listSchedules({})).items).toHaveLength(0);
+        expect(await page.locator("main").innerText()).not.toMatch(/\bnull|undefined\b/);
         await shot(page, "import-preview");
         await page.getByRole("button", { name: "Confirm import" }).click();
         await page.locator("#import-summary").getByText("1 created").waitFor({ timeout: WAIT_MS });

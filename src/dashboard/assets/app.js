@@ -109,9 +109,15 @@ function flash(message, isError = false) {
   el.textContent = message;
 }
 
+/** Replaces the children of `el`, leaving out null/false (conditional parts). */
+function fill(el, ...nodes) {
+  el.replaceChildren(
+    ...nodes.flat(Infinity).filter((n) => n !== null && n !== undefined && n !== false),
+  );
+}
+
 function show(...nodes) {
-  const main = document.getElementById("main");
-  main.replaceChildren(...nodes.flat());
+  fill(document.getElementById("main"), ...nodes);
 }
 
 // --- time ----------------------------------------------------------------------------
@@ -1185,7 +1191,8 @@ async function renderDead() {
             },
             `Confirm: ${bulkAction.selectedOptions[0].text} ${preview.count}`,
           );
-          bulkResult.replaceChildren(
+          fill(
+            bulkResult,
             h("p", {}, `${preview.count} deliveries match.`),
             preview.count > 0 ? confirm : null,
           );
@@ -1268,7 +1275,8 @@ function renderImport() {
               onclick: (e) =>
                 act(e.target, null, async () => {
                   const s = await send(false);
-                  out.replaceChildren(
+                  fill(
+                    out,
                     h("h2", {}, "Imported"),
                     h(
                       "p",
@@ -1290,7 +1298,8 @@ function renderImport() {
             },
             "Confirm import",
           );
-          out.replaceChildren(
+          fill(
+            out,
             h("h2", {}, "Dry run"),
             h(
               "p",
