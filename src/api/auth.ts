@@ -24,6 +24,7 @@ import { tenantNameSchema } from "../app/api-keys.js";
 import { ForbiddenError, ValidationError } from "../errors/index.js";
 import { errorBody } from "./errors.js";
 import { bearerToken, tokenMatches } from "./security.js";
+import type { SessionStore } from "./session.js";
 
 /** How every tenant key begins (`pk_` and 32 random bytes in base64url). */
 const TENANT_KEY_PREFIX = "pk_";
@@ -85,14 +86,25 @@ function unauthorized(c: Context, message: string) {
 /**
  * Authenticates `/v1/*` and `/metrics` and checks the route's scope ({@link requiredScope}).
  * `apiKey` is the operator's key (none: a request without a key is the root caller, as
- * before tenants existed); `localToken` (API-7) also counts as the root caller.
+ * before tenants existed); `localToken` (API-7) also counts as the root caller. With
+ * `sessions`, a request without `Authorization` may present the dashboard's session
+ * cookie instead, same-origin only and with the CSRF token on writes (`./session.ts`).
  */
 export function authenticate(
   punctual: Punctual,
-  options: { apiKey: string | undefined; localToken: string | undefined },
+  options: {
+    apiKey: string | undefined;
+    localToken: string | undefined;
+    sessions?: SessionStore;
+  },
 ): MiddlewareHandler {
   return async (c, next) => {
-    const given = bearerToken(c);
+    let given = bearerToken(c);
+    if (given === null && options.sessions) {
+      const session = options.sessions.resolve(c);
+      if (session.kind === "refused") return session.response;
+      if (session.kind === "token") given = session.token;
+    }
     let caller: Caller;
     if (given === null) {
       if (options.apiKey !== undefined) {

@@ -57,6 +57,8 @@ import type { ImportQuery } from "./schemas.js";
 import { readStatus } from "./status.js";
 import { registerOperatorRoutes } from "./operator-handlers.js";
 import { registerRateLimitRoutes } from "./rate-limit-routes.js";
+import { registerOverviewRoute } from "./overview.js";
+import { registerSessionRoutes, SessionStore } from "./session.js";
 
 /** The Hono app returned by {@link createApi}. */
 export type PunctualApi = OpenAPIHono;
@@ -423,9 +425,13 @@ export function createApi(punctual: Punctual, options: ApiOptions = {}): Punctua
   app.use("/v1/*", (c, next) => (c.req.path === IMPORTS_PATH ? importLimit : apiLimit)(c, next));
 
   // API-2: every /v1 route and /metrics knows its caller (tenant, scopes) before it runs.
+  // API-6: the dashboard's session cookie stands for the key on same-origin requests.
+  const sessions = new SessionStore();
+  registerSessionRoutes(app, punctual, sessions, { apiKey: config.api.apiKey });
   const auth = authenticate(punctual, {
     apiKey: config.api.apiKey,
     localToken: options.localToken,
+    sessions,
   });
   app.use("/v1/*", auth);
   app.use("/metrics", auth);
@@ -631,6 +637,7 @@ export function createApi(punctual: Punctual, options: ApiOptions = {}): Punctua
   // --- operations --------------------------------------------------------------------
 
   app.openapi(statusRoute, async (c) => c.json(await readStatus(punctual), 200));
+  registerOverviewRoute(app, punctual);
 
   registerRateLimitRoutes(app, punctual);
 

@@ -6,6 +6,7 @@ import { hostname } from "node:os";
 import { isIP } from "node:net";
 import { createProbeApi } from "../api/probes.js";
 import { createApi, serveApi, type ServedApi } from "../api/server.js";
+import { registerDashboard } from "../dashboard/index.js";
 import { heartbeatFreshness } from "../app/health.js";
 import { createPunctual, openDatabase, VERSION, type Punctual } from "../app/punctual.js";
 import { resolveConfig, type ConfigInput } from "../config/index.js";
@@ -162,10 +163,12 @@ export async function runStart(flags: StartFlags, io: Io, env = process.env): Pr
   };
   let served: ServedApi;
   try {
-    served = await serveApi(createApi(punctual, localToken ? { localToken } : {}), {
-      host: flags.host,
-      port: flags.port,
-    });
+    const app = createApi(punctual, localToken ? { localToken } : {});
+    // API-6: the dashboard at /ui, on the API's own origin.
+    if (!registerDashboard(app)) {
+      punctual.logger.warn("the dashboard's files are missing from this build: /ui answers 503");
+    }
+    served = await serveApi(app, { host: flags.host, port: flags.port });
   } catch (err) {
     await dropToken();
     await punctual.close(0);
@@ -181,7 +184,7 @@ export async function runStart(flags: StartFlags, io: Io, env = process.env): Pr
   await punctual.start();
   io.err(
     `punctual ${VERSION} listening on ${served.url} — database: ${describeDatabase(punctual.db)}` +
-      `${apiKey ? " — API key required" : ""}\n`,
+      `${apiKey ? " — API key required" : ""} — dashboard at ${served.url}/ui/\n`,
   );
   punctual.logger.info(
     { url: served.url, database: punctual.db.description, engine: punctual.db.engine },

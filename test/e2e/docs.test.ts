@@ -225,6 +225,13 @@ describe.skipIf(engine !== "pglite")(
         { cwd: root, env: cleanEnv() },
       );
       if (built.code !== 0) throw new Error(`build failed:\n${built.stdout}${built.stderr}`);
+      // The rest of `npm run build`: the dashboard's files beside the compiled code.
+      const copied = await run(
+        process.execPath,
+        [join(root, "scripts/copy-assets.mjs"), join(pkg, "dist")],
+        { cwd: root, env: cleanEnv() },
+      );
+      if (copied.code !== 0) throw new Error(`copy failed:\n${copied.stderr}`);
       copyFileSync(join(root, "package.json"), join(pkg, "package.json"));
       copyFileSync(join(root, "bin/punctual.js"), join(pkg, "bin/punctual.js"));
       symlinkSync(join(root, "migrations"), join(pkg, "migrations"), "dir");

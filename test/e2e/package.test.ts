@@ -151,6 +151,10 @@ describe("the packed package installs into an empty project and runs the README'
       "dist/testing/index.js",
       "dist/testing/index.d.ts",
       "dist/cli/main.js",
+      // API-6: the dashboard's files, served as they are (no build step on the user's side).
+      "dist/dashboard/assets/index.html",
+      "dist/dashboard/assets/app.js",
+      "dist/dashboard/assets/app.css",
     ]) {
       expect(packed, file).toContain(file);
     }
@@ -161,8 +165,9 @@ describe("the packed package installs into an empty project and runs the README'
     // A build leaves nothing behind from files that no longer exist in src/.
     const sources = new Set(
       (readdirSync(join(root, "src"), { recursive: true }) as string[])
-        .filter((f) => f.endsWith(".ts"))
-        .map((f) => `dist/${f.replaceAll("\\", "/").replace(/\.ts$/, ".js")}`),
+        .map((f) => f.replaceAll("\\", "/"))
+        .filter((f) => f.endsWith(".ts") || f.startsWith("dashboard/assets/"))
+        .map((f) => `dist/${f.replace(/\.ts$/, ".js")}`),
     );
     expect(
       packed.filter((p) => p.endsWith(".js") && p.startsWith("dist/") && !sources.has(p)),

@@ -13,6 +13,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Database, QueryResult } from "../../src/store/database.js";
+import * as activity from "../../src/store/activity.js";
 import * as apiKeys from "../../src/store/api-keys.js";
 import * as deliveries from "../../src/store/deliveries.js";
 import * as durability from "../../src/store/durability.js";
@@ -30,6 +31,7 @@ import * as missed from "../../src/store/missed.js";
 import { openTestDatabase, type TestDatabase } from "../support/db.js";
 
 const MODULES = {
+  activity,
   apiKeys,
   deliveries,
   durability,
@@ -77,6 +79,9 @@ const PARAMS: Record<string, readonly unknown[]> = {
   NEXT_WAKE_SQL: [null, ["log"]],
   RENEW_SQL: [null, "owner", 1_000, null, null],
   RELEASE_ORPHANS_SQL: [null, "owner", []],
+  // activity.ts
+  TENANT_GAUGES_SQL: [null, "default", 1_000],
+  SENT_PER_MINUTE_SQL: [null, "default", 3_600_000],
   // durability.ts
   DURABILITY_SQL: [],
   // operations.ts

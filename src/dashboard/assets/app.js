@@ -1,0 +1,1477 @@
+// punctual dashboard (API-6, DEL-12): a small page that talks to the /v1 JSON API of the
+// origin that served it, with the session cookie of /ui/login (or no key at all on a
+// server without one). Plain DOM, no framework, no build step, nothing loaded from
+// elsewhere. Routes live in the URL fragment: #/overview, #/schedules, #/schedules/<id>,
+// #/deliveries, #/deliveries/<id>, #/dead, #/import, #/limits.
+
+const VIEWER_ZONE = Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC";
+const DELIVERY_STATES = [
+  "pending",
+  "claimed",
+  "retry",
+  "sent",
+  "dead",
+  "in_doubt",
+  "skipped",
+  "cancelled",
+];
+const SCHEDULE_STATES = ["active", "paused", "completed", "cancelled", "invalid"];
+const PAGES = [
+  ["overview", "Overview"],
+  ["schedules", "Schedules"],
+  ["deliveries", "Deliveries"],
+  ["dead", "Dead letters & in doubt"],
+  ["import", "Calendar import"],
+  ["limits", "Rate limits & circuits"],
+];
+
+/** @type {{ authenticated: boolean, keyed: boolean, csrf: string | null, tenant: string | null, root: boolean } | null} */
+let session = null;
+/** Timer of the page being shown (the overview refreshes itself); cleared on navigation. */
+let pageTimer = null;
+let idCounter = 0;
+/** A message to show once the page navigated to has been drawn. */
+let nextFlash = null;
+
+// --- DOM helpers ---------------------------------------------------------------------
+
+/** Creates an element: `h("a", { href: "#/x", onclick: fn }, "text", child)`. */
+function h(tag, attrs, ...children) {
+  const el = document.createElement(tag);
+  for (const [name, value] of Object.entries(attrs ?? {})) {
+    if (value === undefined || value === null || value === false) continue;
+    if (name.startsWith("on") && typeof value === "function") {
+      el.addEventListener(name.slice(2), value);
+    } else if (name === "class") {
+      el.className = value;
+    } else if (name === "value") {
+      el.value = value;
+    } else if (name === "checked") {
+      el.checked = Boolean(value);
+    } else {
+      el.setAttribute(name, value === true ? "" : String(value));
+    }
+  }
+  for (const child of children.flat(Infinity)) {
+    if (child === undefined || child === null || child === false) continue;
+    el.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return el;
+}
+
+/** A labelled form control; returns the wrapping label (the control is its first input). */
+function field(labelText, control, cls) {
+  const id = control.id || `f${++idCounter}`;
+  control.id = id;
+  const label = h("label", { for: id, class: cls }, labelText);
+  if (cls === "inline") label.prepend(control);
+  else label.append(control);
+  return label;
+}
+
+function select(name, options, value) {
+  return h(
+    "select",
+    { name },
+    options.map(([v, text]) => h("option", { value: v, selected: v === value }, text)),
+  );
+}
+
+function table(headers, rows, caption) {
+  return h(
+    "div",
+    { class: "scroll" },
+    h(
+      "table",
+      {},
+      caption ? h("caption", { class: "muted" }, caption) : null,
+      h(
+        "thead",
+        {},
+        h(
+          "tr",
+          {},
+          headers.map((x) => h("th", { scope: "col" }, x)),
+        ),
+      ),
+      h("tbody", {}, rows),
+    ),
+  );
+}
+
+function stateBadge(state) {
+  return h("span", { class: `state state-${state}` }, state);
+}
+
+function flash(message, isError = false) {
+  const el = document.getElementById("flash");
+  el.className = isError ? "error" : "";
+  el.textContent = message;
+}
+
+/** Replaces the children of `el`, leaving out null/false (conditional parts). */
+function fill(el, ...nodes) {
+  el.replaceChildren(
+    ...nodes.flat(Infinity).filter((n) => n !== null && n !== undefined && n !== false),
+  );
+}
+
+function show(...nodes) {
+  fill(document.getElementById("main"), ...nodes);
+}
+
+// --- time ----------------------------------------------------------------------------
+
+function formatIn(iso, zone) {
+  if (!iso) return "—";
+  const date = new Date(iso);
+  if (Number.isNaN(date.getTime())) return iso;
+  try {
+    return new Intl.DateTimeFormat("en-GB", {
+      timeZone: zone,
+      year: "numeric",
+      month: "short",
+      day: "2-digit",
+      hour: "2-digit",
+      minute: "2-digit",
+      second: "2-digit",
+      timeZoneName: "short",
+    }).format(date);
+  } catch {
+    return iso;
+  }
+}
+
+/** A time in the viewer's zone, with the UTC instant as its machine-readable value. */
+function when(iso, zone = VIEWER_ZONE) {
+  if (!iso) return h("span", { class: "muted" }, "—");
+  return h("time", { datetime: iso, title: iso }, formatIn(iso, zone));
+}
+
+function age(ms) {
+  if (ms === null || ms === undefined || Number.isNaN(ms)) return "—";
+  const s = Math.max(0, Math.round(ms / 1000));
+  if (s < 120) return `${s} s`;
+  if (s < 7200) return `${Math.round(s / 60)} min`;
+  return `${Math.round(s / 3600)} h`;
+}
+
+// --- API -----------------------------------------------------------------------------
+
+class ApiError extends Error {
+  constructor(status, body) {
+    super(body?.error?.message ?? `HTTP ${status}`);
+    this.status = status;
+    this.code = body?.error?.code ?? null;
+    this.issues = body?.error?.issues ?? [];
+  }
+}
+
+/**
+ * Calls the API of this origin. A write carries the session's CSRF token. `body` is sent
+ * as JSON unless `contentType` names another type (then it is sent as it is).
+ */
+async function api(method, path, body, contentType) {
+  const headers = {};
+  if (body !== undefined) headers["content-type"] = contentType ?? "application/json";
+  if (method !== "GET" && session?.csrf) headers["x-csrf-token"] = session.csrf;
+  const res = await fetch(path, {
+    method,
+    headers,
+    credentials: "same-origin",
+    body: body === undefined ? undefined : contentType ? body : JSON.stringify(body),
+  });
+  const text = await res.text();
+  let data = null;
+  try {
+    data = text ? JSON.parse(text) : null;
+  } catch {
+    data = null;
+  }
+  if (res.status === 401 && path.startsWith("/v1/")) {
+    session = { ...(session ?? {}), authenticated: false };
+    renderLogin("Your session ended: log in again.");
+  }
+  if (!res.ok) throw new ApiError(res.status, data);
+  return data;
+}
+
+function explain(err) {
+  if (!(err instanceof ApiError)) return String(err?.message ?? err);
+  const issues = err.issues.map((i) => `${i.field}: ${i.message}`).join("; ");
+  return `${err.code ?? err.status}: ${err.message}${issues && !err.message.includes(issues) ? ` (${issues})` : ""}`;
+}
+
+/** Runs an action from a button: disables it meanwhile, reports the outcome. */
+async function act(button, label, run) {
+  if (button) button.disabled = true;
+  try {
+    await run();
+    if (label) flash(label);
+  } catch (err) {
+    flash(explain(err), true);
+  } finally {
+    if (button) button.disabled = false;
+  }
+}
+
+// --- session -------------------------------------------------------------------------
+
+function renderWho() {
+  const who = document.getElementById("who");
+  if (!session?.authenticated) {
+    who.replaceChildren();
+    return;
+  }
+  const label = session.root ? `operator · tenant ${session.tenant}` : `tenant ${session.tenant}`;
+  const out =
+    session.csrf !== null
+      ? h(
+          "button",
+          {
+            class: "secondary",
+            type: "button",
+            onclick: async () => {
+              await api("POST", "/ui/logout").catch(() => null);
+              await boot();
+            },
+          },
+          "Log out",
+        )
+      : null;
+  const parts = [
+    h("span", {}, label),
+    out,
+    !session.keyed && session.csrf === null
+      ? h(
+          "button",
+          { class: "secondary", type: "button", onclick: () => renderLogin() },
+          "Use a tenant key",
+        )
+      : null,
+  ];
+  who.replaceChildren(...parts.filter(Boolean));
+}
+
+function renderNav(current) {
+  const nav = document.getElementById("nav");
+  nav.replaceChildren(
+    ...PAGES.map(([id, text]) =>
+      h("a", { href: `#/${id}`, "aria-current": id === current ? "page" : undefined }, text),
+    ),
+  );
+}
+
+function renderLogin(message) {
+  clearInterval(pageTimer);
+  renderNav(null);
+  renderWho();
+  const input = h("input", {
+    type: "password",
+    name: "key",
+    autocomplete: "current-password",
+    required: true,
+  });
+  const form = h(
+    "form",
+    {
+      class: "login",
+      onsubmit: async (event) => {
+        event.preventDefault();
+        try {
+          session = await api("POST", "/ui/login", { key: input.value });
+          flash(`Logged in (tenant ${session.tenant}).`);
+          renderWho();
+          route();
+        } catch (err) {
+          flash(explain(err), true);
+          input.focus();
+        }
+      },
+    },
+    h("h1", {}, "Log in"),
+    h(
+      "p",
+      {},
+      "Enter the operator's key (PUNCTUAL_API_KEY) or a tenant's API key. It is kept by the server for this browser session; the browser holds only a session cookie.",
+    ),
+    field("API key", input),
+    h("p", {}, h("button", { type: "submit" }, "Log in")),
+  );
+  if (message) flash(message, true);
+  show(form);
+  input.focus();
+}
+
+// --- overview ------------------------------------------------------------------------
+
+function chart(perMinute, nowIso) {
+  const end = Math.floor(Date.parse(nowIso) / 60000) * 60000;
+  const buckets = [];
+  const byMinute = new Map(perMinute.map((m) => [Date.parse(m.minute), m]));
+  for (let i = 59; i >= 0; i--) {
+    const t = end - i * 60000;
+    buckets.push({ t, m: byMinute.get(t) ?? null });
+  }
+  const maxSent = Math.max(1, ...buckets.map((b) => b.m?.sent ?? 0));
+  const maxLate = Math.max(1, ...buckets.map((b) => b.m?.maxLatenessMs ?? 0));
+  const W = 600;
+  const H = 110;
+  const bw = W / 60;
+  const svgNs = "http://www.w3.org/2000/svg";
+  const svg = document.createElementNS(svgNs, "svg");
+  svg.setAttribute("viewBox", `0 0 ${W} ${H + 16}`);
+  svg.setAttribute("class", "chart");
+  svg.setAttribute("role", "img");
+  svg.setAttribute(
+    "aria-label",
+    "Deliveries sent per minute (bars) and their mean lateness (line) over the last hour",
+  );
+  const points = [];
+  buckets.forEach((b, i) => {
+    const sent = b.m?.sent ?? 0;
+    const bh = (sent / maxSent) * (H - 10);
+    const rect = document.createElementNS(svgNs, "rect");
+    rect.setAttribute("class", "bar");
+    rect.setAttribute("x", String(i * bw + 1));
+    rect.setAttribute("y", String(H - bh));
+    rect.setAttribute("width", String(bw - 2));
+    rect.setAttribute("height", String(bh));
+    svg.append(rect);
+    const late = b.m?.avgLatenessMs ?? 0;
+    points.push(`${i * bw + bw / 2},${H - (late / maxLate) * (H - 10)}`);
+  });
+  const line = document.createElementNS(svgNs, "polyline");
+  line.setAttribute("class", "late");
+  line.setAttribute("points", points.join(" "));
+  svg.append(line);
+  for (const [x, text] of [
+    [2, "−60 min"],
+    [W - 30, "now"],
+  ]) {
+    const t = document.createElementNS(svgNs, "text");
+    t.setAttribute("x", String(x));
+    t.setAttribute("y", String(H + 12));
+    t.textContent = text;
+    svg.append(t);
+  }
+  return svg;
+}
+
+async function renderOverview() {
+  const [overview, status] = await Promise.all([
+    api("GET", "/v1/overview"),
+    session?.root ? api("GET", "/v1/status").catch(() => null) : Promise.resolve(null),
+  ]);
+  const d = overview.deliveries;
+  const card = (n, label, href) =>
+    h(
+      "a",
+      { class: "card", href },
+      h("div", { class: "n" }, String(n)),
+      h("div", { class: "l" }, label),
+    );
+  const sentHour = overview.perMinute.reduce((s, m) => s + m.sent, 0);
+  const nowMs = Date.parse(overview.now);
+  const instances = status
+    ? h(
+        "section",
+        { "aria-labelledby": "h-instances" },
+        h("h2", { id: "h-instances" }, "Instances"),
+        status.instances.length === 0
+          ? h("p", { class: "muted" }, "No instance seen in the last hour.")
+          : table(
+              ["Instance", "Host", "Role", "Version", "Heartbeat age", "State"],
+              status.instances.map((i) =>
+                h(
+                  "tr",
+                  {},
+                  h("td", {}, h("code", {}, i.id)),
+                  h("td", {}, `${i.host} (pid ${i.pid})`),
+                  h("td", {}, i.role),
+                  h("td", {}, i.version),
+                  h("td", {}, age(nowMs - Date.parse(i.lastTickAt ?? i.lastPassAt ?? i.startedAt))),
+                  h(
+                    "td",
+                    {},
+                    i.stoppedAt
+                      ? stateBadge("stopped")
+                      : i.stale
+                        ? stateBadge("stale")
+                        : stateBadge("running"),
+                  ),
+                ),
+              ),
+            ),
+        h(
+          "p",
+          { class: "muted" },
+          `Database: ${status.database.engine}. Ready: ${status.ready ? "yes" : "no"}.`,
+        ),
+      )
+    : h(
+        "p",
+        { class: "muted" },
+        "Instances and heartbeats are shown to the operator's key only (GET /v1/status).",
+      );
+  const minutesTable = h(
+    "details",
+    {},
+    h("summary", {}, "Per-minute figures as a table"),
+    table(
+      ["Minute", "Sent", "Mean lateness", "Max lateness"],
+      overview.perMinute.map((m) =>
+        h(
+          "tr",
+          {},
+          h("td", {}, when(m.minute)),
+          h("td", { class: "num" }, String(m.sent)),
+          h("td", { class: "num" }, `${m.avgLatenessMs} ms`),
+          h("td", { class: "num" }, `${m.maxLatenessMs} ms`),
+        ),
+      ),
+    ),
+  );
+  show(
+    h("h1", {}, "Overview"),
+    h(
+      "p",
+      { class: "muted" },
+      `Tenant ${overview.tenant}, as of `,
+      when(overview.now),
+      ". Refreshes every 15 s.",
+    ),
+    h(
+      "div",
+      { class: "cards" },
+      card(d.dueBacklog, "Due backlog", "#/deliveries?state=pending"),
+      card(d.overdue, "Overdue (> 15 min)", "#/deliveries?state=pending"),
+      card(d.inDoubt, "In doubt", "#/dead"),
+      card(d.dead, "Dead letters", "#/dead"),
+      card(sentHour, "Sent in the last hour", "#/deliveries?state=sent"),
+    ),
+    h("h2", {}, "Deliveries per minute and lateness, last hour"),
+    chart(overview.perMinute, overview.now),
+    minutesTable,
+    instances,
+  );
+  clearInterval(pageTimer);
+  pageTimer = setInterval(() => {
+    if (location.hash.startsWith("#/overview") || location.hash === "") {
+      renderOverview().catch(() => undefined);
+    }
+  }, 15000);
+}
+
+// --- schedules -----------------------------------------------------------------------
+
+function ruleText(s) {
+  if (s.rrule) return s.rrule;
+  if (s.rdate.length) return `${s.rdate.length} dates`;
+  return `once at ${s.dtstart}`;
+}
+
+async function renderSchedules(params) {
+  const state = params.get("state") ?? "";
+  const source = params.get("source") ?? "";
+  const q = (params.get("q") ?? "").toLowerCase();
+  const items = [];
+  let cursor = null;
+  // At most five pages of 200: enough for a dashboard; the CLI lists the rest.
+  for (let page = 0; page < 5; page++) {
+    const query = new URLSearchParams({ limit: "200" });
+    if (state) query.set("state", state);
+    if (cursor) query.set("cursor", cursor);
+    const reply = await api("GET", `/v1/schedules?${query}`);
+    items.push(...reply.items);
+    cursor = reply.nextCursor;
+    if (!cursor) break;
+  }
+  const sources = [...new Set(items.map((s) => s.source).filter(Boolean))].sort();
+  const shown = items.filter(
+    (s) =>
+      (!source || (source === "(none)" ? s.source === null : s.source === source)) &&
+      (!q ||
+        [s.id, s.source, s.externalId, s.rrule, s.tzid, JSON.stringify(s.payload)]
+          .join(" ")
+          .toLowerCase()
+          .includes(q)),
+  );
+  const search = h("input", { type: "search", name: "q", value: params.get("q") ?? "" });
+  const form = h(
+    "form",
+    {
+      class: "filters",
+      role: "search",
+      onsubmit: (event) => {
+        event.preventDefault();
+        const data = new FormData(event.target);
+        const next = new URLSearchParams();
+        for (const [k, v] of data) if (v) next.set(k, String(v));
+        location.hash = `#/schedules?${next}`;
+      },
+    },
+    field("Search", search),
+    field("State", select("state", [["", "any"], ...SCHEDULE_STATES.map((s) => [s, s])], state)),
+    field(
+      "Source",
+      select("source", [["", "any"], ["(none)", "(none)"], ...sources.map((s) => [s, s])], source),
+    ),
+    h("button", { type: "submit" }, "Apply"),
+    h("a", { href: "#/schedules/new" }, "New schedule"),
+  );
+  show(
+    h("h1", {}, "Schedules"),
+    form,
+    h(
+      "p",
+      { class: "muted" },
+      `${shown.length} of ${items.length} shown${cursor ? " (first 1,000)" : ""}.`,
+    ),
+    table(
+      ["Schedule", "State", "Source", "Rule", "Zone", "Reminders"],
+      shown.map((s) =>
+        h(
+          "tr",
+          {},
+          h("td", {}, h("a", { href: `#/schedules/${s.id}` }, h("code", {}, s.id.slice(0, 8)))),
+          h("td", {}, stateBadge(s.state)),
+          h(
+            "td",
+            {},
+            s.source ?? "—",
+            s.externalId ? h("div", { class: "muted" }, s.externalId) : null,
+          ),
+          h("td", {}, h("code", {}, ruleText(s))),
+          h("td", {}, s.tzid),
+          h("td", { class: "num" }, String(s.reminders.length)),
+        ),
+      ),
+    ),
+  );
+}
+
+function jsonArea(name, value, rows = 8) {
+  return h("textarea", { name, rows, spellcheck: "false" }, JSON.stringify(value, null, 2));
+}
+
+function parseJson(text, what) {
+  try {
+    return JSON.parse(text);
+  } catch (err) {
+    throw new Error(`${what} is not valid JSON: ${err.message}`);
+  }
+}
+
+function renderNewSchedule() {
+  const soon = new Date(Date.now() + 60000);
+  soon.setUTCSeconds(0, 0);
+  const dtstart = h("input", {
+    name: "dtstart",
+    required: true,
+    value: soon.toISOString().replace(".000", ""),
+  });
+  const tzid = h("input", { name: "tzid", required: true, value: VIEWER_ZONE });
+  const rrule = h("input", { name: "rrule", placeholder: "FREQ=DAILY;BYHOUR=9 (empty: once)" });
+  const key = h("input", { name: "key", required: true, value: "main" });
+  const offset = h("input", { name: "offset", required: true, value: "PT0S" });
+  const channel = h("input", { name: "channel", required: true, value: "webhook" });
+  const target = jsonArea("target", { url: "https://example.com/hook" }, 3);
+  const payload = jsonArea("payload", { text: "Reminder" }, 3);
+  const form = h(
+    "form",
+    {
+      onsubmit: async (event) => {
+        event.preventDefault();
+        const button = event.submitter;
+        await act(button, null, async () => {
+          const body = {
+            dtstart: dtstart.value.trim(),
+            tzid: tzid.value.trim(),
+            ...(rrule.value.trim() ? { rrule: rrule.value.trim() } : {}),
+            payload: parseJson(payload.value, "Payload"),
+            reminders: [
+              {
+                key: key.value.trim(),
+                offset: offset.value.trim(),
+                channel: channel.value.trim(),
+                target: parseJson(target.value, "Target"),
+              },
+            ],
+          };
+          const created = await api("POST", "/v1/schedules", body);
+          nextFlash = `Schedule ${created.id} created.${created.warnings ? ` ${created.warnings.join(" ")}` : ""}`;
+          location.hash = `#/schedules/${created.id}`;
+        });
+      },
+    },
+    h("h1", {}, "New schedule"),
+    h(
+      "div",
+      { class: "row" },
+      field("Start (DTSTART: local time in the zone, or an instant with Z)", dtstart),
+      field("Time zone", tzid),
+      field("Recurrence rule (RRULE)", rrule),
+    ),
+    h("h2", {}, "Reminder"),
+    h(
+      "div",
+      { class: "row" },
+      field("Key", key),
+      field("Offset (ISO 8601, e.g. -PT15M)", offset),
+      field("Channel", channel),
+    ),
+    field("Target (JSON)", target),
+    field("Payload (JSON)", payload),
+    h("p", {}, h("button", { type: "submit" }, "Create schedule")),
+  );
+  show(form);
+}
+
+async function renderSchedule(id) {
+  const s = await api("GET", `/v1/schedules/${encodeURIComponent(id)}`);
+  const nowIso = new Date().toISOString();
+  const [occurrences, deliveries] = await Promise.all([
+    api("POST", "/v1/preview", {
+      dtstart: s.dtstart,
+      tzid: s.tzid,
+      rrule: s.rrule,
+      rdate: s.rdate,
+      exdate: s.exdate,
+      endsAt: s.endsAt,
+      dst: s.dst,
+      after: nowIso,
+      count: 10,
+    }).catch((err) => ({ error: explain(err) })),
+    api("GET", `/v1/deliveries?scheduleId=${encodeURIComponent(id)}&limit=1000`),
+  ]);
+  const waiting = deliveries.items.filter((d) => ["pending", "retry", "claimed"].includes(d.state));
+  const done = deliveries.items.filter((d) => !["pending", "retry", "claimed"].includes(d.state));
+  const reload = () => renderSchedule(id);
+  const buttons = h(
+    "div",
+    { class: "row" },
+    s.state === "active"
+      ? h(
+          "button",
+          {
+            type: "button",
+            onclick: (e) =>
+              act(e.target, "Paused.", async () => {
+                await api("POST", `/v1/schedules/${id}/pause`);
+                await reload();
+              }),
+          },
+          "Pause",
+        )
+      : null,
+    s.state === "paused"
+      ? h(
+          "button",
+          {
+            type: "button",
+            onclick: (e) =>
+              act(e.target, "Resumed.", async () => {
+                await api("POST", `/v1/schedules/${id}/resume`);
+                await reload();
+              }),
+          },
+          "Resume",
+        )
+      : null,
+    s.state === "active"
+      ? h(
+          "button",
+          {
+            type: "button",
+            class: "secondary",
+            onclick: (e) =>
+              act(e.target, "Triggered: one extra delivery per reminder, due now.", async () => {
+                await api("POST", `/v1/schedules/${id}/trigger`, {});
+                await reload();
+              }),
+          },
+          "Trigger now",
+        )
+      : null,
+  );
+  const editable = {
+    dtstart: s.dtstart,
+    tzid: s.tzid,
+    rrule: s.rrule,
+    endsAt: s.endsAt,
+    payload: s.payload,
+  };
+  const edit = jsonArea("patch", editable, 9);
+  const editForm = h(
+    "form",
+    {
+      onsubmit: async (event) => {
+        event.preventDefault();
+        await act(event.submitter, null, async () => {
+          const patch = parseJson(edit.value, "The edit");
+          const res = await fetch(`/v1/schedules/${id}`, {
+            method: "PATCH",
+            credentials: "same-origin",
+            headers: {
+              "content-type": "application/json",
+              "if-match": `"${s.version}"`,
+              ...(session?.csrf ? { "x-csrf-token": session.csrf } : {}),
+            },
+            body: JSON.stringify(patch),
+          });
+          const body = await res.json().catch(() => null);
+          if (!res.ok) throw new ApiError(res.status, body);
+          const r = body.realigned;
+          await reload();
+          flash(
+            `Saved as version ${body.version}: ${r.created} deliveries planned, ${r.moved} moved, ${r.deleted} removed.${body.warnings ? ` ${body.warnings.join(" ")}` : ""}`,
+          );
+        });
+      },
+    },
+    h("h2", {}, "Edit"),
+    h(
+      "p",
+      { class: "muted" },
+      `Fields to change (JSON), saved against version ${s.version}: an edit made meanwhile elsewhere is refused, not overwritten. Waiting deliveries are realigned.`,
+    ),
+    field("Changes", edit),
+    h("p", {}, h("button", { type: "submit" }, "Save")),
+  );
+  const zoneHeads = [`In ${s.tzid} (schedule)`, `In ${VIEWER_ZONE} (yours)`];
+  show(
+    h("p", {}, h("a", { href: "#/schedules" }, "← Schedules")),
+    h("h1", {}, "Schedule ", h("code", {}, s.id)),
+    h(
+      "dl",
+      { class: "kv" },
+      h("dt", {}, "State"),
+      h("dd", {}, stateBadge(s.state), s.invalidReason ? ` ${s.invalidReason}` : ""),
+      h("dt", {}, "Version"),
+      h("dd", {}, String(s.version)),
+      h("dt", {}, "Start"),
+      h("dd", {}, h("code", {}, s.dtstart), ` in ${s.tzid}`),
+      h("dt", {}, "Rule"),
+      h("dd", {}, h("code", {}, ruleText(s))),
+      h("dt", {}, "Ends"),
+      h("dd", {}, s.endsAt ?? "—"),
+      h("dt", {}, "Source"),
+      h("dd", {}, s.source ?? "—", s.externalId ? ` / ${s.externalId}` : ""),
+      h("dt", {}, "Payload"),
+      h("dd", {}, h("pre", {}, JSON.stringify(s.payload, null, 2))),
+    ),
+    buttons,
+    h("h2", {}, "Reminders"),
+    table(
+      ["Key", "Offset", "Channel", "Target"],
+      s.reminders.map((r) =>
+        h(
+          "tr",
+          {},
+          h("td", {}, r.key),
+          h("td", {}, h("code", {}, r.offset)),
+          h("td", {}, r.channel),
+          h("td", {}, h("code", {}, JSON.stringify(r.target))),
+        ),
+      ),
+    ),
+    h("h2", {}, "Next occurrences"),
+    occurrences.error
+      ? h("p", { class: "muted" }, occurrences.error)
+      : occurrences.length === 0
+        ? h("p", { class: "muted" }, "No occurrence after now.")
+        : table(
+            zoneHeads,
+            occurrences.map((o) =>
+              h("tr", {}, h("td", {}, when(o.instant, s.tzid)), h("td", {}, when(o.instant))),
+            ),
+          ),
+    h("h2", {}, "Reminders due (planned deliveries)"),
+    waiting.length === 0
+      ? h("p", { class: "muted" }, "None waiting.")
+      : table(
+          ["Delivery", "Reminder", "State", ...zoneHeads],
+          waiting.map((d) =>
+            h(
+              "tr",
+              {},
+              h("td", {}, h("a", { href: `#/deliveries/${d.id}` }, `#${d.id}`)),
+              h("td", {}, d.reminderKey),
+              h("td", {}, stateBadge(d.state)),
+              h("td", {}, when(d.dueAt, s.tzid)),
+              h("td", {}, when(d.dueAt)),
+            ),
+          ),
+        ),
+    h("h2", {}, "Past deliveries"),
+    done.length === 0
+      ? h("p", { class: "muted" }, "None yet.")
+      : deliveryTable(done.slice(-50).reverse()),
+    s.state === "cancelled" ? null : editForm,
+  );
+}
+
+// --- deliveries ----------------------------------------------------------------------
+
+function deliveryTable(items, selectable) {
+  const headers = [
+    "Delivery",
+    "State",
+    "Channel",
+    "Reminder",
+    "Due",
+    "Sent / finished",
+    "Attempts",
+    "Last error",
+  ];
+  return table(
+    selectable ? ["Select", ...headers] : headers,
+    items.map((d) =>
+      h(
+        "tr",
+        {},
+        selectable
+          ? h(
+              "td",
+              {},
+              h("input", {
+                type: "checkbox",
+                name: "pick",
+                value: String(d.id),
+                "aria-label": `Select delivery ${d.id}`,
+              }),
+            )
+          : null,
+        h("td", {}, h("a", { href: `#/deliveries/${d.id}` }, `#${d.id}`)),
+        h("td", {}, stateBadge(d.state), d.reason ? h("div", { class: "muted" }, d.reason) : null),
+        h("td", {}, d.channel),
+        h("td", {}, d.reminderKey),
+        h("td", {}, when(d.dueAt)),
+        h("td", {}, when(d.sentAt ?? d.finishedAt)),
+        h("td", { class: "num" }, `${d.attempt}/${d.maxAttempts}`),
+        h("td", {}, d.lastError ? h("code", {}, d.lastError.slice(0, 200)) : "—"),
+      ),
+    ),
+  );
+}
+
+async function renderDeliveries(params) {
+  const state = params.get("state") ?? "";
+  const channel = params.get("channel") ?? "";
+  const from = params.get("from") ?? "";
+  const to = params.get("to") ?? "";
+  const scheduleId = params.get("scheduleId") ?? "";
+  const items = [];
+  let after = null;
+  for (let page = 0; page < 5; page++) {
+    const query = new URLSearchParams({ limit: "1000" });
+    if (state) query.set("state", state);
+    if (scheduleId) query.set("scheduleId", scheduleId);
+    if (after !== null) query.set("after", String(after));
+    const reply = await api("GET", `/v1/deliveries?${query}`);
+    items.push(...reply.items);
+    after = reply.nextAfter;
+    if (after === null) break;
+  }
+  const fromMs = from ? Date.parse(from) : -Infinity;
+  const toMs = to ? Date.parse(to) : Infinity;
+  const shown = items
+    .filter(
+      (d) =>
+        (!channel || d.channel === channel) &&
+        Date.parse(d.dueAt) >= fromMs &&
+        Date.parse(d.dueAt) < toMs,
+    )
+    .reverse();
+  const channels = [...new Set(items.map((d) => d.channel))].sort();
+  if (channel && !channels.includes(channel)) channels.push(channel);
+  const form = h(
+    "form",
+    {
+      class: "filters",
+      onsubmit: (event) => {
+        event.preventDefault();
+        const next = new URLSearchParams();
+        for (const [k, v] of new FormData(event.target)) if (v) next.set(k, String(v));
+        location.hash = `#/deliveries?${next}`;
+      },
+    },
+    field("State", select("state", [["", "any"], ...DELIVERY_STATES.map((s) => [s, s])], state)),
+    field("Channel", select("channel", [["", "any"], ...channels.map((c) => [c, c])], channel)),
+    field(
+      "Due from (your time)",
+      h("input", { type: "datetime-local", name: "from", value: from }),
+    ),
+    field("Due before (your time)", h("input", { type: "datetime-local", name: "to", value: to })),
+    field("Schedule id", h("input", { name: "scheduleId", value: scheduleId, size: 12 })),
+    h("button", { type: "submit" }, "Apply"),
+  );
+  show(
+    h("h1", {}, "Deliveries"),
+    form,
+    h(
+      "p",
+      { class: "muted" },
+      `${shown.length} shown, newest first${after !== null ? " (of the first 5,000)" : ""}.`,
+    ),
+    deliveryTable(shown.slice(0, 500)),
+  );
+}
+
+function settleButtons(d, reload) {
+  const redrivable = d.state === "dead" || d.state === "in_doubt";
+  return h(
+    "div",
+    { class: "row" },
+    redrivable
+      ? h(
+          "button",
+          {
+            type: "button",
+            onclick: (e) =>
+              act(
+                e.target,
+                `Delivery ${d.id} redriven: it is sent again with the same key.`,
+                async () => {
+                  await api("POST", `/v1/deliveries/${d.id}/redrive`);
+                  await reload();
+                },
+              ),
+          },
+          "Redrive",
+        )
+      : null,
+    redrivable
+      ? h(
+          "button",
+          {
+            type: "button",
+            class: "secondary",
+            onclick: (e) =>
+              act(e.target, `Delivery ${d.id} resolved as sent.`, async () => {
+                await api("POST", `/v1/deliveries/${d.id}/resolve`, { outcome: "sent" });
+                await reload();
+              }),
+          },
+          "Resolve as sent",
+        )
+      : null,
+    d.state === "in_doubt"
+      ? h(
+          "button",
+          {
+            type: "button",
+            class: "secondary",
+            onclick: (e) =>
+              act(e.target, `Delivery ${d.id} resolved as dead.`, async () => {
+                await api("POST", `/v1/deliveries/${d.id}/resolve`, { outcome: "dead" });
+                await reload();
+              }),
+          },
+          "Resolve as dead",
+        )
+      : null,
+  );
+}
+
+async function renderDelivery(id) {
+  const d = await api("GET", `/v1/deliveries/${encodeURIComponent(id)}`);
+  const reload = () => renderDelivery(id);
+  show(
+    h("p", {}, h("a", { href: "#/deliveries" }, "← Deliveries")),
+    h("h1", {}, `Delivery #${d.id}`),
+    h(
+      "dl",
+      { class: "kv" },
+      h("dt", {}, "State"),
+      h("dd", {}, stateBadge(d.state), d.reason ? ` (${d.reason})` : ""),
+      h("dt", {}, "Schedule"),
+      h("dd", {}, h("a", { href: `#/schedules/${d.scheduleId}` }, h("code", {}, d.scheduleId))),
+      h("dt", {}, "Delivery key"),
+      h("dd", {}, h("code", {}, d.deliveryKey)),
+      h("dt", {}, "Reminder / channel"),
+      h("dd", {}, `${d.reminderKey} / ${d.channel}`),
+      h("dt", {}, "Occurrence"),
+      h("dd", {}, when(d.occurrenceAt)),
+      h("dt", {}, "Due"),
+      h("dd", {}, when(d.dueAt), d.late ? " (late)" : ""),
+      h("dt", {}, "Sent"),
+      h("dd", {}, when(d.sentAt)),
+      h("dt", {}, "Attempts"),
+      h(
+        "dd",
+        {},
+        `${d.attempt} of ${d.maxAttempts} (${d.failures} failed, ${d.deferrals} deferred)`,
+      ),
+      h("dt", {}, "Last error"),
+      h("dd", {}, d.lastError ? h("code", {}, d.lastError) : "—"),
+    ),
+    settleButtons(d, reload),
+    h("h2", {}, "Attempt history"),
+    d.attempts.length === 0
+      ? h("p", { class: "muted" }, "No attempt yet.")
+      : table(
+          ["#", "Worker", "Started", "Ended", "Outcome", "Status", "Message id", "Error"],
+          d.attempts.map((a) =>
+            h(
+              "tr",
+              {},
+              h("td", { class: "num" }, String(a.attempt)),
+              h("td", {}, h("code", {}, a.worker)),
+              h("td", {}, when(a.startedAt)),
+              h("td", {}, when(a.endedAt)),
+              h("td", {}, stateBadge(a.outcome)),
+              h("td", {}, a.status === null ? "—" : String(a.status)),
+              h("td", {}, a.messageId ?? "—"),
+              h("td", {}, a.error ? h("code", {}, a.error) : "—"),
+            ),
+          ),
+        ),
+  );
+}
+
+// --- dead letters and in doubt -------------------------------------------------------
+
+async function renderDead() {
+  const [dead, doubt] = await Promise.all([
+    api("GET", "/v1/deliveries?state=dead&limit=1000"),
+    api("GET", "/v1/deliveries?state=in_doubt&limit=1000"),
+  ]);
+  const reload = () => renderDead();
+  const picked = (section) =>
+    [...section.querySelectorAll('input[name="pick"]:checked')].map((i) => Number(i.value));
+  const onPicked = (section, what, path, body) => async (e) => {
+    const ids = picked(section);
+    if (ids.length === 0) {
+      flash("Select at least one delivery first.", true);
+      return;
+    }
+    await act(e.target, null, async () => {
+      let done = 0;
+      const failed = [];
+      for (const id of ids) {
+        try {
+          await api("POST", `/v1/deliveries/${id}/${path}`, body);
+          done++;
+        } catch (err) {
+          failed.push(`#${id}: ${explain(err)}`);
+        }
+      }
+      await reload();
+      flash(
+        `${what}: ${done} of ${ids.length}.${failed.length ? ` Failed: ${failed.join("; ")}` : ""}`,
+        failed.length > 0,
+      );
+    });
+  };
+  const selectAll = (sectionId) =>
+    h(
+      "label",
+      { class: "inline" },
+      h("input", {
+        type: "checkbox",
+        onchange: (e) => {
+          for (const box of document.querySelectorAll(`#${sectionId} input[name="pick"]`)) {
+            box.checked = e.target.checked;
+          }
+        },
+      }),
+      "Select all",
+    );
+  const section = (id, title, items, actions) => {
+    const el = h(
+      "section",
+      { id, "aria-labelledby": `${id}-h` },
+      h("h2", { id: `${id}-h` }, `${title} (${items.length}${items.length === 1000 ? "+" : ""})`),
+    );
+    if (items.length === 0) {
+      el.append(h("p", { class: "muted" }, "None."));
+      return el;
+    }
+    el.append(
+      h("div", { class: "row" }, selectAll(id), ...actions(el)),
+      deliveryTable(items, true),
+    );
+    return el;
+  };
+  const deadSection = section("dead", "Dead letters", dead.items, (el) => [
+    h(
+      "button",
+      { type: "button", onclick: onPicked(el, "Redriven", "redrive") },
+      "Redrive selected",
+    ),
+    h(
+      "button",
+      {
+        type: "button",
+        class: "secondary",
+        onclick: onPicked(el, "Resolved", "resolve", { outcome: "sent" }),
+      },
+      "Resolve selected as sent",
+    ),
+  ]);
+  const doubtSection = section("doubt", "In doubt", doubt.items, (el) => [
+    h(
+      "button",
+      { type: "button", onclick: onPicked(el, "Redriven", "redrive") },
+      "Redrive selected",
+    ),
+    h(
+      "button",
+      {
+        type: "button",
+        class: "secondary",
+        onclick: onPicked(el, "Resolved as sent", "resolve", { outcome: "sent" }),
+      },
+      "Resolve selected as sent",
+    ),
+    h(
+      "button",
+      {
+        type: "button",
+        class: "secondary",
+        onclick: onPicked(el, "Resolved as dead", "resolve", { outcome: "dead" }),
+      },
+      "Resolve selected as dead",
+    ),
+  ]);
+
+  // Bulk by filter: POST /v1/deliveries/redrive or /resolve, previewed first (dryRun).
+  const bulkState = select(
+    "state",
+    [
+      ["dead", "dead"],
+      ["in_doubt", "in doubt"],
+    ],
+    "dead",
+  );
+  const bulkAction = select(
+    "action",
+    [
+      ["redrive", "redrive"],
+      ["resolve-sent", "resolve as sent"],
+      ["resolve-dead", "resolve as dead"],
+    ],
+    "redrive",
+  );
+  const bulkChannel = h("input", { name: "channel" });
+  const bulkSource = h("input", { name: "source" });
+  const bulkResult = h("div", { "aria-live": "polite" });
+  const bulkBody = (dryRun) => {
+    const body = { state: bulkState.value, dryRun, limit: 1000 };
+    if (bulkChannel.value.trim()) body.channel = bulkChannel.value.trim();
+    if (bulkSource.value.trim()) body.source = bulkSource.value.trim();
+    if (bulkAction.value !== "redrive") body.outcome = bulkAction.value.slice("resolve-".length);
+    return body;
+  };
+  const bulkPath = () =>
+    bulkAction.value === "redrive" ? "/v1/deliveries/redrive" : "/v1/deliveries/resolve";
+  const bulkForm = h(
+    "form",
+    {
+      class: "filters",
+      onsubmit: async (event) => {
+        event.preventDefault();
+        await act(event.submitter, null, async () => {
+          const preview = await api("POST", bulkPath(), bulkBody(true));
+          const confirm = h(
+            "button",
+            {
+              type: "button",
+              class: "danger",
+              onclick: (e) =>
+                act(e.target, null, async () => {
+                  const done = await api("POST", bulkPath(), bulkBody(false));
+                  await reload();
+                  flash(
+                    `Bulk ${bulkAction.selectedOptions[0].text}: ${done.count} changed, ${done.remaining} left.`,
+                  );
+                }),
+            },
+            `Confirm: ${bulkAction.selectedOptions[0].text} ${preview.count}`,
+          );
+          fill(
+            bulkResult,
+            h("p", {}, `${preview.count} deliveries match.`),
+            preview.count > 0 ? confirm : null,
+          );
+        });
+      },
+    },
+    field("State", bulkState),
+    field("Action", bulkAction),
+    field("Channel (optional)", bulkChannel),
+    field("Source (optional)", bulkSource),
+    h("button", { type: "submit", class: "secondary" }, "Preview"),
+  );
+  show(
+    h("h1", {}, "Dead letters & in doubt"),
+    h(
+      "p",
+      { class: "muted" },
+      "Redrive sends a delivery again under its own delivery key (a receiver that deduplicates sees one reminder). Resolve settles it by hand without sending.",
+    ),
+    deadSection,
+    doubtSection,
+    h("h2", {}, "All that match a filter"),
+    bulkForm,
+    bulkResult,
+  );
+}
+
+// --- calendar import -----------------------------------------------------------------
+
+function renderImport() {
+  const file = h("input", {
+    type: "file",
+    name: "file",
+    accept: ".ics,text/calendar",
+    required: true,
+  });
+  const source = h("input", { name: "source", required: true, value: "calendar" });
+  const remind = h("input", { name: "remind", value: "-PT15M" });
+  const useAlarms = h("input", { type: "checkbox", name: "useAlarms" });
+  const channel = h("input", { name: "channel", value: "webhook" });
+  const target = h("input", {
+    name: "target",
+    type: "url",
+    placeholder: "https://example.com/hook",
+  });
+  const tzid = h("input", { name: "tzid", placeholder: VIEWER_ZONE });
+  const out = h("div", { "aria-live": "polite" });
+  const query = (dryRun) => {
+    const q = new URLSearchParams({
+      source: source.value.trim(),
+      channel: channel.value.trim() || "webhook",
+    });
+    for (const r of remind.value
+      .split(",")
+      .map((x) => x.trim())
+      .filter(Boolean))
+      q.append("remind", r);
+    if (useAlarms.checked) q.set("useAlarms", "true");
+    if (target.value.trim()) q.set("target", target.value.trim());
+    if (tzid.value.trim()) q.set("tzid", tzid.value.trim());
+    if (dryRun) q.set("dryRun", "true");
+    return q;
+  };
+  const send = async (dryRun) => {
+    const chosen = file.files?.[0];
+    if (!chosen) throw new Error("Choose an .ics file first.");
+    return api("POST", `/v1/imports?${query(dryRun)}`, await chosen.text(), "text/calendar");
+  };
+  const form = h(
+    "form",
+    {
+      onsubmit: async (event) => {
+        event.preventDefault();
+        await act(event.submitter, null, async () => {
+          const preview = await send(true);
+          const confirm = h(
+            "button",
+            {
+              type: "button",
+              onclick: (e) =>
+                act(e.target, null, async () => {
+                  const s = await send(false);
+                  fill(
+                    out,
+                    h("h2", {}, "Imported"),
+                    h(
+                      "p",
+                      { id: "import-summary" },
+                      `Source ${s.source}: ${s.created} created, ${s.updated} updated, ${s.unchanged} unchanged, ${s.cancelled} cancelled, ${s.skipped.length} skipped.`,
+                    ),
+                    h(
+                      "p",
+                      {},
+                      h(
+                        "a",
+                        { href: `#/schedules?source=${encodeURIComponent(s.source)}` },
+                        "See its schedules",
+                      ),
+                    ),
+                  );
+                  flash("Calendar imported.");
+                }),
+            },
+            "Confirm import",
+          );
+          fill(
+            out,
+            h("h2", {}, "Dry run"),
+            h(
+              "p",
+              { id: "import-preview" },
+              `${preview.events} events, ${preview.deliveries.length} deliveries between `,
+              when(preview.from),
+              " and ",
+              when(preview.to),
+              `; ${preview.skipped.length} skipped.`,
+            ),
+            preview.warnings.length
+              ? h(
+                  "ul",
+                  {},
+                  preview.warnings.map((w) => h("li", {}, w)),
+                )
+              : null,
+            preview.skipped.length
+              ? table(
+                  ["Event", "Why skipped"],
+                  preview.skipped.map((s) =>
+                    h(
+                      "tr",
+                      {},
+                      h("td", {}, s.uid ?? "—"),
+                      h("td", {}, s.reason ?? JSON.stringify(s)),
+                    ),
+                  ),
+                )
+              : null,
+            table(
+              ["Event", "Reminder", "Occurrence", "Due (your time)"],
+              preview.deliveries
+                .slice(0, 200)
+                .map((d) =>
+                  h(
+                    "tr",
+                    {},
+                    h("td", {}, d.summary ?? d.uid),
+                    h("td", {}, d.reminderKey ?? "—"),
+                    h("td", {}, d.occurrenceAt),
+                    h("td", {}, when(d.dueAt)),
+                  ),
+                ),
+            ),
+            h("p", {}, confirm),
+          );
+        });
+      },
+    },
+    h("h1", {}, "Calendar import"),
+    h(
+      "p",
+      { class: "muted" },
+      "Upload an iCalendar file, preview the deliveries it plans (nothing is stored), then confirm. Importing the same file again changes nothing.",
+    ),
+    h(
+      "div",
+      { class: "row" },
+      field("Calendar file (.ics)", file),
+      field("Source name", source),
+      field("Reminder offsets (comma-separated)", remind),
+      field("Use the file's alarms", useAlarms, "inline"),
+    ),
+    h(
+      "div",
+      { class: "row" },
+      field("Channel", channel),
+      field("Webhook URL (channel webhook)", target),
+      field("Zone of floating times", tzid),
+    ),
+    h("p", {}, h("button", { type: "submit" }, "Preview (dry run)")),
+    out,
+  );
+  show(form);
+}
+
+// --- rate limits and circuits --------------------------------------------------------
+
+async function renderLimits() {
+  const [limits, circuits] = await Promise.all([
+    api("GET", "/v1/rate-limits"),
+    session?.root ? api("GET", "/v1/circuits").catch(() => null) : Promise.resolve(null),
+  ]);
+  show(
+    h("h1", {}, "Rate limits & circuits"),
+    h("h2", {}, "Rate limits"),
+    limits.items.length === 0
+      ? h("p", { class: "muted" }, "No rate limit set.")
+      : table(
+          ["Key", "Per second", "Burst", "Concurrency", "Tokens now", "Updated"],
+          limits.items.map((l) =>
+            h(
+              "tr",
+              {},
+              h("td", {}, h("code", {}, l.key)),
+              h("td", { class: "num" }, String(l.ratePerSecond)),
+              h("td", { class: "num" }, String(l.burst)),
+              h("td", { class: "num" }, l.concurrency === null ? "—" : String(l.concurrency)),
+              h("td", { class: "num" }, l.tokens.toFixed(1)),
+              h("td", {}, when(l.updatedAt)),
+            ),
+          ),
+        ),
+    h("h2", {}, "Circuits"),
+    circuits === null
+      ? h("p", { class: "muted" }, "Circuits span tenants: shown to the operator's key only.")
+      : circuits.items.length === 0
+        ? h("p", { class: "muted" }, "Every circuit is closed.")
+        : table(
+            ["Host", "State", "Failures in a row", "Next probe", "Opened"],
+            circuits.items.map((c) =>
+              h(
+                "tr",
+                {},
+                h("td", {}, h("code", {}, c.host)),
+                h("td", {}, stateBadge(c.state)),
+                h("td", { class: "num" }, String(c.failures)),
+                h("td", {}, when(c.retryAt)),
+                h("td", {}, when(c.openedAt)),
+              ),
+            ),
+          ),
+  );
+}
+
+// --- router --------------------------------------------------------------------------
+
+async function route() {
+  clearInterval(pageTimer);
+  if (!session?.authenticated) {
+    renderLogin();
+    return;
+  }
+  const hash = location.hash.replace(/^#\/?/, "");
+  const [path, queryText] = hash.split("?");
+  const params = new URLSearchParams(queryText ?? "");
+  const [page, id] = (path || "overview").split("/");
+  renderNav(page);
+  renderWho();
+  document.title = `${PAGES.find(([p]) => p === page)?.[1] ?? "punctual"} · punctual`;
+  try {
+    if (page === "overview") await renderOverview();
+    else if (page === "schedules" && id === "new") renderNewSchedule();
+    else if (page === "schedules" && id) await renderSchedule(decodeURIComponent(id));
+    else if (page === "schedules") await renderSchedules(params);
+    else if (page === "deliveries" && id) await renderDelivery(decodeURIComponent(id));
+    else if (page === "deliveries") await renderDeliveries(params);
+    else if (page === "dead") await renderDead();
+    else if (page === "import") renderImport();
+    else if (page === "limits") await renderLimits();
+    else show(h("h1", {}, "Not found"), h("p", {}, h("a", { href: "#/overview" }, "Overview")));
+  } catch (err) {
+    if (err instanceof ApiError && err.status === 401) return;
+    show(h("h1", {}, "Could not load this page"), h("p", {}, explain(err)));
+  }
+  document.getElementById("main").focus({ preventScroll: true });
+}
+
+async function boot() {
+  try {
+    session = await api("GET", "/ui/session");
+  } catch (err) {
+    session = null;
+    flash(explain(err), true);
+  }
+  route();
+}
+
+window.addEventListener("hashchange", () => {
+  flash(nextFlash ?? "");
+  nextFlash = null;
+  route();
+});
+boot();

@@ -1,0 +1,374 @@
+/**
+ * The dashboard at /ui (API-6, DEL-12, API-2, API-7) in real Chromium: the API and the
+ * dashboard served on a loopback port, the scheduler driven by the test clock (a
+ * delivery fires when the test ticks, never on real time), the page driven by
+ * playwright-core. Every wait polls for a state on the page, bounded by the locator
+ * timeout. Screenshots of each page go to .test-artifacts/dashboard/ (git-ignored).
+ *
+ * The UI does not depend on the engine, so the file runs once, in the PGlite stage.
+ */
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { BrowserContext, Page } from "playwright-core";
+import { createApi, serveApi, type ServedApi } from "../../src/api/server.js";
+import { createPunctual, type Punctual } from "../../src/app/punctual.js";
+import { TestClock } from "../../src/clock/index.js";
+import { registerDashboard } from "../../src/dashboard/index.js";
+import { memoryLogger } from "../../src/observability/logger.js";
+import { HAS_CHROMIUM, launchChromium, SCREENSHOT_DIR } from "../support/browser.js";
+import { ScriptedChannel } from "../support/channels.js";
+import { engineName, openTestDatabase } from "../support/db.js";
+
+const T0 = "2027-01-04T08:00:00Z";
+const OPERATOR_KEY = "operator-key-for-the-dashboard-test";
+/** Bound of every wait on the page, ms (a hang becomes a failure, nothing is timed). */
+const WAIT_MS = 15_000;
+
+const skipReason = !HAS_CHROMIUM
+  ? "skipped: no Chromium at /usr/bin/chromium (apt-get install chromium; .ci/run installs it)"
+  : engineName() !== "pglite"
+    ? "skipped: the browser tests run once, in the PGlite stage (the UI does not depend on the engine)"
+    : null;
+const title = (text: string) => (skipReason ? `${text} (${skipReason})` : text);
+
+interface Served {
+  punctual: Punctual;
+  clock: TestClock;
+  channel: ScriptedChannel;
+  served: ServedApi;
+  close(): Promise<void>;
+}
+
+async function serve(apiKey?: string): Promise<Served> {
+  const clock = new TestClock(T0);
+  const channel = new ScriptedChannel("test", true);
+  const handle = await openTestDatabase();
+  const punctual = await createPunctual({
+    database: handle.db,
+    clock,
+    logger: memoryLogger("warn").logger,
+    channels: [channel],
+    allowPrivateTargets: true,
+    webhookSecret: "whsec_dGVzdC1zZWNyZXQtZm9yLXB1bmN0dWFs",
+    ...(apiKey ? { api: { apiKey } } : {}),
+  });
+  const app = createApi(punctual);
+  registerDashboard(app);
+  const served = await serveApi(app, { host: "127.0.0.1", port: 0 });
+  return {
+    punctual,
+    clock,
+    channel,
+    served,
+    async close() {
+      await served.close(0);
+      await punctual.close(0);
+      await handle.close();
+    },
+  };
+}
+
+/** Runs one tick and waits for its sends to settle. */
+async function tick(p: Punctual): Promise<void> {
+  await p.scheduler.tick();
+  await p.scheduler.drain();
+}
+
+/** A webhook receiver on loopback whose answer the test sets. */
+async function receiver(): Promise<{
+  url: string;
+  status: { code: number };
+  close(): Promise<void>;
+}> {
+  const status = { code: 410 };
+  const server: Server = createServer((req, res) => {
+    req.resume();
+    req.on("end", () => {
+      res.writeHead(status.code, { "content-type": "text/plain" });
+      res.end(status.code === 410 ? "gone" : "ok");
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}/hook`,
+    status,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
+  };
+}
+
+const shot = (page: Page, name: string) =>
+  page.screenshot({ path: join(SCREENSHOT_DIR, `${name}.png`), fullPage: true });
+
+describe.skipIf(skipReason !== null)("dashboard in Chromium", () => {
+  let browser: Awaited<ReturnType<typeof launchChromium>>;
+  let context: BrowserContext;
+  const foreign: string[] = [];
+
+  beforeAll(async () => {
+    browser = await launchChromium();
+    context = browser.context;
+    // No request may leave the servers the test started (no CDN, no web fonts).
+    context.on("request", (request) => {
+      const url = new URL(request.url());
+      if (url.protocol !== "data:" && url.hostname !== "127.0.0.1") foreign.push(request.url());
+    });
+  });
+
+  afterAll(async () => {
+    await browser?.close();
+  });
+
+  it(
+    title("API-6: a schedule created in the browser fires on the test clock and shows as sent"),
+    async () => {
+      const s = await serve();
+      try {
+        const page = await context.newPage();
+        await page.goto(`${s.served.url}/ui/`);
+        await page.getByRole("heading", { name: "Overview" }).waitFor({ timeout: WAIT_MS });
+        await shot(page, "overview");
+
+        await page.getByRole("link", { name: "Schedules", exact: true }).click();
+        await page.getByRole("link", { name: "New schedule" }).click();
+        await page.getByLabel("Start (DTSTART").fill("2027-01-04T08:01:00Z");
+        await page.getByLabel("Time zone").fill("Europe/Paris");
+        await page.getByLabel("Channel").fill("test");
+        await page.getByLabel("Target (JSON)").fill("{}");
+        await page.getByRole("button", { name: "Create schedule" }).click();
+        await page.getByRole("heading", { name: /^Schedule / }).waitFor({ timeout: WAIT_MS });
+        // The planned delivery is shown in the schedule's zone and the viewer's.
+        await page.getByText("4 Jan 2027, 09:01:00 CET").first().waitFor({ timeout: WAIT_MS });
+        await shot(page, "schedule");
+
+        // Due in a minute on the test clock: move it there and tick.
+        s.clock.advance(60_000);
+        await tick(s.punctual);
+        expect(s.channel.sends).toHaveLength(1);
+
+        await page.getByRole("link", { name: "Deliveries", exact: true }).click();
+        await page.locator("tbody .state-sent").first().waitFor({ timeout: WAIT_MS });
+        await shot(page, "deliveries");
+        await page.locator("tbody a").first().click();
+        await page.getByRole("heading", { name: "Attempt history" }).waitFor({ timeout: WAIT_MS });
+        await expect(page.locator("tbody .state-sent").count()).resolves.toBeGreaterThan(0);
+        await shot(page, "delivery");
+
+        await page.getByRole("link", { name: "Overview" }).click();
+        await page.getByText("Sent in the last hour").waitFor({ timeout: WAIT_MS });
+        await page.getByRole("link", { name: "Rate limits & circuits" }).click();
+        await page
+          .getByRole("heading", { name: "Circuits", exact: true })
+          .waitFor({ timeout: WAIT_MS });
+        await shot(page, "limits");
+
+        // A phone-width screen: the page does not scroll sideways (wide tables scroll inside).
+        await page.setViewportSize({ width: 390, height: 844 });
+        for (const hash of ["#/overview", "#/schedules", "#/deliveries", "#/dead", "#/import"]) {
+          await page.goto(`${s.served.url}/ui/${hash}`);
+          await page.locator("main h1").waitFor({ timeout: WAIT_MS });
+          const overflow = await page.evaluate(
+            "document.documentElement.scrollWidth - document.documentElement.clientWidth",
+          );
+          expect(overflow, hash).toBeLessThanOrEqual(0);
+          // Every form control has a label (its own, or aria-label).
+          const unlabelled = await page.evaluate(
+            `[...document.querySelectorAll("input, select, textarea")]
+              .filter((el) => !el.labels?.length && !el.getAttribute("aria-label")).length`,
+          );
+          expect(unlabelled, hash).toBe(0);
+        }
+        await shot(page, "phone-import");
+        await page.close();
+      } finally {
+        await s.close();
+      }
+    },
+  );
+
+  it(
+    title(
+      "DEL-12: a delivery the receiver answers 410 goes dead, is redriven from the dashboard, and is sent",
+    ),
+    async () => {
+      const s = await serve();
+      const hook = await receiver();
+      try {
+        const { schedule } = await s.punctual.createSchedule({
+          dtstart: T0,
+          tzid: "UTC",
+          reminders: [{ key: "r", offset: "PT0S", channel: "webhook", target: { url: hook.url } }],
+        });
+        await tick(s.punctual);
+        const [dead] = (await s.punctual.listDeliveries({ scheduleId: schedule.id })).items;
+        expect(dead?.state).toBe("dead");
+
+        const page = await context.newPage();
+        await page.goto(`${s.served.url}/ui/#/dead`);
+        const row = page.locator("#dead tbody tr").first();
+        await row.waitFor({ timeout: WAIT_MS });
+        await shot(page, "dead-letters");
+        await page.getByLabel(`Select delivery ${dead!.id}`).check();
+        hook.status.code = 200;
+        await page.locator("#dead").getByRole("button", { name: "Redrive selected" }).click();
+        await page.getByText("Redriven: 1 of 1.").waitFor({ timeout: WAIT_MS });
+
+        await tick(s.punctual);
+        await page.goto(`${s.served.url}/ui/#/deliveries/${dead!.id}`);
+        await page.locator("dd .state-sent").waitFor({ timeout: WAIT_MS });
+        // The attempt history keeps the failed attempt and its classified error.
+        await expect(page.locator("tbody tr").count()).resolves.toBe(2);
+        await page.close();
+      } finally {
+        await hook.close();
+        await s.close();
+      }
+    },
+  );
+
+  it(
+    title("API-5: a calendar uploaded in the browser is previewed (dry run) and then imported"),
+    async () => {
+      const s = await serve();
+      try {
+        const page = await context.newPage();
+        await page.goto(`${s.served.url}/ui/#/import`);
+        const ics = [
+          "BEGIN:VCALENDAR",
+          "VERSION:2.0",
+          "PRODID:-//punctual//test//EN",
+          "BEGIN:VEVENT",
+          "UID:standup@example.com",
+          "DTSTAMP:20270101T000000Z",
+          "DTSTART:20270105T090000Z",
+          "RRULE:FREQ=DAILY;COUNT=3",
+          "SUMMARY:Stand-up",
+          "END:VEVENT",
+          "END:VCALENDAR",
+          "",
+        ].join("\r\n");
+        await page.getByLabel("Calendar file (.ics)").setInputFiles({
+          name: "team.ics",
+          mimeType: "text/calendar",
+          buffer: Buffer.from(ics),
+        });
+        await page.getByLabel("Source name").fill("team");
+        await page.getByLabel("Webhook URL").fill("http://127.0.0.1:9/hook");
+        await page.getByRole("button", { name: "Preview (dry run)" }).click();
+        await page
+          .locator("#import-preview")
+          .getByText("1 events, 3 deliveries")
+          .waitFor({ timeout: WAIT_MS });
+        expect((await s.punctual.listSchedules({})).items).toHaveLength(0);
+        expect(await page.locator("main").innerText()).not.toMatch(/\bnull|undefined\b/);
+        await shot(page, "import-preview");
+        await page.getByRole("button", { name: "Confirm import" }).click();
+        await page.locator("#import-summary").getByText("1 created").waitFor({ timeout: WAIT_MS });
+        const schedules = (await s.punctual.listSchedules({})).items;
+        expect(schedules.map((x) => x.source)).toEqual(["team"]);
+        await page.getByRole("link", { name: "See its schedules" }).click();
+        await page.locator("tbody tr").first().waitFor({ timeout: WAIT_MS });
+        await shot(page, "schedules");
+        await page.close();
+      } finally {
+        await s.close();
+      }
+    },
+  );
+
+  it(
+    title(
+      "API-2/API-7: with a key the dashboard logs in to an HttpOnly SameSite=Strict cookie; a cross-site POST carrying it is refused",
+    ),
+    async () => {
+      const s = await serve(OPERATOR_KEY);
+      // A page of another origin on the same machine (same site: the cookie goes along).
+      const evil = createServer((_req, res) => {
+        res.writeHead(200, { "content-type": "text/html" });
+        res.end("<!doctype html><title>elsewhere</title><p>elsewhere</p>");
+      });
+      await new Promise<void>((resolve) => evil.listen(0, "127.0.0.1", resolve));
+      const evilUrl = `http://127.0.0.1:${(evil.address() as AddressInfo).port}/`;
+      try {
+        const { schedule } = await s.punctual.createSchedule({
+          dtstart: "2027-02-01T08:00:00Z",
+          tzid: "UTC",
+          reminders: [{ key: "r", offset: "PT0S", channel: "test" }],
+        });
+        const page = await context.newPage();
+        await page.goto(`${s.served.url}/ui/`);
+        await page.getByRole("heading", { name: "Log in" }).waitFor({ timeout: WAIT_MS });
+        await shot(page, "login");
+        await page.getByLabel("API key").fill("wrong-key-wrong-key");
+        await page.getByRole("button", { name: "Log in" }).click();
+        await page.getByText("Wrong API key").waitFor({ timeout: WAIT_MS });
+        // Keyboard only: the field has the focus, Enter submits.
+        await page.getByLabel("API key").fill(OPERATOR_KEY);
+        await page.keyboard.press("Enter");
+        await page.getByRole("heading", { name: "Overview" }).waitFor({ timeout: WAIT_MS });
+
+        const cookies = await context.cookies(s.served.url);
+        const session = cookies.find((c) => c.name === "punctual_session");
+        expect(session).toMatchObject({
+          httpOnly: true,
+          sameSite: "Strict",
+          path: "/",
+          secure: false,
+        });
+        expect(session?.value).not.toContain(OPERATOR_KEY);
+        // The page's own script cannot read it.
+        await expect(page.evaluate("document.cookie")).resolves.not.toContain("punctual_session");
+
+        // Same origin, cookie, but no CSRF token: refused.
+        const noToken = await page.evaluate(async (id) => {
+          const res = await fetch(`/v1/schedules/${id}/pause`, { method: "POST" });
+          return { status: res.status, body: await res.json() };
+        }, schedule.id);
+        expect(noToken).toMatchObject({
+          status: 403,
+          body: { error: { code: "CSRF_TOKEN_INVALID" } },
+        });
+
+        // Another origin posts a form to the API: the browser attaches the cookie, the API refuses.
+        const other = await context.newPage();
+        await other.goto(evilUrl);
+        const action = `${s.served.url}/v1/schedules/${schedule.id}/pause`;
+        await other.evaluate(`{
+        const form = document.createElement("form");
+        form.method = "POST";
+        form.action = ${JSON.stringify(action)};
+        form.enctype = "text/plain";
+        document.body.append(form);
+        form.submit();
+      }`);
+        await other.getByText("CROSS_SITE_REQUEST").waitFor({ timeout: WAIT_MS });
+        expect((await s.punctual.getSchedule(schedule.id)).state).toBe("active");
+
+        // The dashboard itself pauses it (with the token).
+        await page.goto(`${s.served.url}/ui/#/schedules/${schedule.id}`);
+        await page.getByRole("button", { name: "Pause" }).click();
+        await page.getByRole("button", { name: "Resume" }).waitFor({ timeout: WAIT_MS });
+        expect((await s.punctual.getSchedule(schedule.id)).state).toBe("paused");
+
+        await page.getByRole("button", { name: "Log out" }).click();
+        await page.getByRole("heading", { name: "Log in" }).waitFor({ timeout: WAIT_MS });
+        await other.close();
+        await page.close();
+      } finally {
+        evil.closeAllConnections();
+        await new Promise<void>((resolve) => evil.close(() => resolve()));
+        await s.close();
+      }
+    },
+  );
+
+  it(title("API-6: the pages made no request outside the servers of the test"), () => {
+    expect(foreign).toEqual([]);
+  });
+});
