@@ -316,7 +316,10 @@ export async function resolveReminderKinds(
       channel: row.channel,
       ...(row.target ? { target: row.target } : {}),
       ...(row.template ? { template: row.template } : {}),
-      ...(reminder as Record<string, unknown>),
+      // `null` in a reminder (as a read shows an unset field) leaves the kind's value.
+      ...Object.fromEntries(
+        Object.entries(reminder as Record<string, unknown>).filter(([, v]) => v !== null),
+      ),
     };
   });
   return { input: { ...body, reminders: expanded }, issues };

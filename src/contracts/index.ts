@@ -169,10 +169,13 @@ export const reminderInputSchema = z
      * DEL-6: after a crash mid-send, `at-most-once` (default for channels that do not
      * de-duplicate) makes the delivery `in_doubt`; `at-least-once` retries it.
      */
-    delivery: z.enum(["at-most-once", "at-least-once"]).optional(),
+    delivery: z.enum(["at-most-once", "at-least-once"]).nullable().optional(),
     maxAttempts: z.number().int().min(1).max(100).optional(),
-    /** CH-6: `{ subject?, text?, html? }` Liquid templates the channel renders. */
-    template: templateSchema.optional(),
+    /**
+     * CH-6: `{ subject?, text?, html? }` Liquid templates the channel renders. `null` (as a
+     * read shows a reminder without templates) is the same as leaving it out.
+     */
+    template: templateSchema.nullable().optional(),
     /**
      * DEL-11: a reminder kind of the registry; its fields fill the ones this reminder
      * leaves out (copied when the schedule is written). The reminder key defaults to it.
@@ -181,8 +184,11 @@ export const reminderInputSchema = z
       .string()
       .regex(/^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$/, "must be 1–64 letters, digits, _ . : -")
       .optional(),
-    /** DEL-13: the rate limit this reminder's deliveries count against; default its channel name. */
-    rateLimitKey: rateLimitKeySchema.optional(),
+    /**
+     * DEL-13: the rate limit this reminder's deliveries count against; default its channel
+     * name (`null`, as a read shows it, is the same as leaving it out).
+     */
+    rateLimitKey: rateLimitKeySchema.nullable().optional(),
     /** DEL-15: the recipient's quiet window; deliveries due inside it wait for its end. */
     quietHours: quietHoursSchema.nullable().optional(),
     /** DEL-15: `critical` is sent on time even inside quiet hours. Default `normal`. */

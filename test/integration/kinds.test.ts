@@ -127,6 +127,21 @@ describe("DEL-11 reminders that name a kind", () => {
     ]);
   });
 
+  it("DEL-11: a field a reminder sets to null (as a read shows an unset field) leaves the kind's value", async () => {
+    punctual = await open(KINDS);
+    const { schedule } = await punctual.createSchedule({
+      ...base,
+      reminders: [{ kind: "day-before", template: null, rateLimitKey: null }],
+    });
+    expect(schedule.reminders).toEqual([
+      expect.objectContaining({
+        key: "day-before",
+        template: { text: "tomorrow: {{ payload.title }}" },
+        rateLimitKey: null,
+      }),
+    ]);
+  });
+
   it("DEL-11: a series-only kind on a one-off schedule is refused, naming the field", async () => {
     punctual = await open(KINDS);
     expect(

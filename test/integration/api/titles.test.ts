@@ -201,6 +201,26 @@ describe("API-3 list schedules by source and state", () => {
 });
 
 describe("API-1 reminders sent back as read", () => {
+  it("API-1: a reminder sent back whole, exactly as a read returned it (nulls included), is accepted and keeps what it had", async () => {
+    const s = await created({
+      ...base,
+      reminders: [
+        {
+          key: "hook",
+          offset: "-PT15M",
+          channel: "webhook",
+          target: { url: "http://127.0.0.1:9/h" },
+        },
+      ],
+    });
+    const read = s.reminders[0]!;
+    expect(read).toMatchObject({ template: null, rateLimitKey: null, delivery: null });
+    const res = await call("PATCH", `/v1/schedules/${s.id}`, { reminders: [read] });
+    expect(res.status).toBe(200);
+    const after = (await res.json()) as { reminders: Array<Record<string, unknown>> };
+    expect(after.reminders).toEqual([read]);
+  });
+
   it("API-1 DEL-9: a PATCH with a reminder's target as the API showed it (secret redacted) keeps the stored secret", async () => {
     const secret = "whsec_c2VudC1iYWNrLWFzLXJlYWQtc2VjcmV0";
     const s = await created({
