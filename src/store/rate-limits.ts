@@ -111,27 +111,46 @@ export interface BucketRow {
 }
 
 /** Result columns of {@link LOCK_BUCKET_SQL}. */
-const BUCKET_COLUMNS = columnsOf<BucketRow>()([
+const BUCKET_COLUMNS = columnsOf<Omit<BucketRow, "busy">>()([
   "tokens",
   "tokens_at",
   "rate_per_second",
   "concurrency",
-  "busy",
 ]);
 
 /**
  * Locks one bucket for the rest of the transaction and reads it. $1 now, $2 tenant,
- * $3 key, $4 limiter (`tenant/key`). `busy` counts the rows of that limiter in state
- * `claimed` (the lease index: claimed rows only, a few per process).
+ * $3 key. The locked row is read as it is once the lock is granted (the bucket as the
+ * previous holder left it), but anything else this statement read would come from the
+ * snapshot taken before it waited: the rows claimed under the bucket are counted by
+ * {@link COUNT_BUSY_SQL}, a statement of its own after this one.
  */
 export const LOCK_BUCKET_SQL = `
 select ${TOKENS_NOW("l")} as tokens, greatest(${NOW}, l.refilled_at) as tokens_at,
-       l.rate_per_second, l.concurrency,
-       (select count(*)::int from punctual_deliveries d
-         where d.state = 'claimed' and d.limiter = $4) as busy
+       l.rate_per_second, l.concurrency
 from punctual_rate_limits l
 where l.tenant = $2 and l.key = $3
 for update`;
+
+/**
+ * DEL-13: the rows of one limiter claimed right now, by any process. $1 limiter
+ * (`tenant/key`). Run after {@link LOCK_BUCKET_SQL} in the same transaction: a new
+ * statement takes a new snapshot (READ COMMITTED), so it sees every claim committed by
+ * whoever held the lock before; counted in the lock's own statement, a claim committed
+ * while this one waited for the lock was missed and the cap was held per process, not
+ * across them. The lease index serves it (claimed rows only, a few per process).
+ */
+export const COUNT_BUSY_SQL = `
+select count(*)::int as busy from punctual_deliveries d
+where d.state = 'claimed' and d.limiter = $1`;
+
+/** What {@link COUNT_BUSY_SQL} returns. */
+interface BusyRow {
+  busy: number;
+}
+
+/** Result columns of {@link COUNT_BUSY_SQL}. */
+export const COUNT_BUSY_COLUMNS = columnsOf<BusyRow>()(["busy"]);
 
 /**
  * DEL-2 / DEL-13: claims due rows of one limiter and takes their tokens, in one statement.
@@ -235,13 +254,17 @@ export interface LimitedClaim {
 export async function claimLimited(db: Database, p: LimitedClaimParams): Promise<LimitedClaim> {
   const limiter = `${p.tenant}/${p.key}`;
   return db.transaction(async (tx) => {
-    const bucket = await firstRow<BucketRow>(tx, LOCK_BUCKET_SQL, [
+    const locked = await firstRow<Omit<BucketRow, "busy">>(tx, LOCK_BUCKET_SQL, [
       p.now,
       p.tenant,
       p.key,
-      limiter,
     ]);
-    if (!bucket) return { rows: [], bucket: null, allowed: 0 };
+    if (!locked) return { rows: [], bucket: null, allowed: 0 };
+    const busy =
+      locked.concurrency === null
+        ? 0
+        : ((await firstRow<BusyRow>(tx, COUNT_BUSY_SQL, [limiter]))?.busy ?? 0);
+    const bucket: BucketRow = { ...locked, busy };
     const cap = bucket.concurrency === null ? p.limit : bucket.concurrency - bucket.busy;
     const allowed = Math.max(0, Math.min(p.limit, Math.floor(bucket.tokens + 1e-9), cap));
     if (allowed === 0) return { rows: [], bucket, allowed };

@@ -180,7 +180,8 @@ const PARAMS: Record<string, readonly unknown[]> = {
   LIST_RATE_LIMITS_SQL: [null, "default"],
   ALL_RATE_LIMITS_SQL: [null],
   DELETE_RATE_LIMIT_SQL: ["default", "key"],
-  LOCK_BUCKET_SQL: [null, "default", "key", "default/key"],
+  LOCK_BUCKET_SQL: [null, "default", "key"],
+  COUNT_BUSY_SQL: ["default/key"],
   CLAIM_LIMITED_SQL: [null, "owner", 1_000, 1, ["log"], "default", "key", "default/key"],
   // circuits.ts
   CIRCUIT_FAILURE_SQL: [null, "host", 5, 1_000, 10_000],
