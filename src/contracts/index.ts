@@ -206,6 +206,27 @@ export const dstSchema = z
 /** Longest schedule title, characters (API-1; also checked by the column, migration 0016). */
 export const MAX_TITLE_CHARS = 500;
 
+/**
+ * Control characters (C0, DEL, C1): a title is one line of text for people; terminal
+ * escapes, bells, carriage returns and line feeds in one would reach every operator's
+ * terminal and log that prints it.
+ */
+export const CONTROL_CHARACTERS = /[\u0000-\u001f\u007f-\u009f]/;
+
+/** API-1: a schedule's title: 1–{@link MAX_TITLE_CHARS} characters, not blank, no control characters. */
+const titleSchema = storableText()
+  .min(1)
+  .max(MAX_TITLE_CHARS)
+  .superRefine((v, ctx) => {
+    if (v.length === 0 || isUnstorableText(v)) return; // named by min(1) / storableText
+    if (v.trim() === "") ctx.addIssue({ code: "custom", message: "must not be blank" });
+    else if (CONTROL_CHARACTERS.test(v))
+      ctx.addIssue({
+        code: "custom",
+        message: "must not contain control characters (tabs, line breaks, escape sequences)",
+      });
+  });
+
 /** `POST /v1/schedules` body. */
 export const createScheduleSchema = z
   .object({
@@ -225,7 +246,7 @@ export const createScheduleSchema = z
     payload: payloadSchema.optional(),
     reminders: z.array(reminderInputSchema).min(1).max(50),
     /** API-1: what a person calls the schedule (shown in lists); null or absent: none. */
-    title: storableText().min(1).max(MAX_TITLE_CHARS).nullable().optional(),
+    title: titleSchema.nullable().optional(),
     /** For imports: the calendar/source and the event UID. */
     source: storableText().min(1).max(200).optional(),
     externalId: storableText().min(1).max(1_000).optional(),

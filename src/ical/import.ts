@@ -177,12 +177,17 @@ function readOptions(options: IcalImportOptions): {
 }
 
 /**
- * API-5: an event's SUMMARY as its schedule's title: cut to {@link MAX_TITLE_CHARS}
- * characters (never between the two halves of a surrogate pair); null without one.
+ * API-5: an event's SUMMARY as its schedule's title: control characters (line breaks,
+ * escape sequences) replaced by spaces, cut to {@link MAX_TITLE_CHARS} characters (never
+ * between the two halves of a surrogate pair); null without one.
  */
 export function titleOf(summary: string | null): string | null {
-  if (summary === null || summary.length <= MAX_TITLE_CHARS) return summary;
-  const cut = summary.slice(0, MAX_TITLE_CHARS);
+  if (summary === null) return null;
+  // Control characters (line breaks of a folded SUMMARY, escapes) become one space each run.
+  const line = summary.replace(/[\u0000-\u001f\u007f-\u009f]+/g, " ").trim();
+  if (line === "") return null;
+  if (line.length <= MAX_TITLE_CHARS) return line;
+  const cut = line.slice(0, MAX_TITLE_CHARS);
   return /[\ud800-\udbff]$/.test(cut) ? cut.slice(0, -1) : cut;
 }
 

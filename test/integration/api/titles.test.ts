@@ -102,8 +102,19 @@ describe("API-1 schedule titles", () => {
     expect(removed).toMatchObject({ title: null, version: 3 });
   });
 
-  it("API-1 API-7: a title with a NUL or a lone surrogate, an empty one or one over 500 characters is refused naming the field", async () => {
-    for (const title of ["a\u0000b", "x\ud800", "\udc00y", "", "t".repeat(501)]) {
+  it("API-1 API-7: a title with a NUL, a lone surrogate or a control character (terminal escapes, line breaks), an empty or blank one or one over 500 characters is refused naming the field", async () => {
+    for (const title of [
+      "a\u0000b",
+      "x\ud800",
+      "\udc00y",
+      "",
+      "t".repeat(501),
+      "   ",
+      "ok\u001b[31mRED",
+      "line\r\nfake line",
+      "bell\u0007",
+      "c1\u009b",
+    ]) {
       expect(await fieldsOf(await call("POST", "/v1/schedules", { ...base, title }))).toEqual([
         "title",
       ]);
@@ -161,6 +172,15 @@ describe("API-1 schedule titles", () => {
     const edited = await importAs("titles-cal", calendar("Team sync (room 2)"));
     expect(await edited.json()).toMatchObject({ updated: 1 });
     expect((await list()).map((s) => s.title)).toEqual(["Team sync (room 2)"]);
+  });
+
+  it("API-5 API-7: control characters of a SUMMARY (escapes, bells) become spaces in the title; the event is still imported", async () => {
+    const res = await importAs("titles-ctl", calendar("ok\u001b[31mRED\u0007done"));
+    expect(await res.json()).toMatchObject({ created: 1, skipped: [] });
+    const list = (await (await call("GET", "/v1/schedules?source=titles-ctl")).json()) as {
+      items: ScheduleView[];
+    };
+    expect(list.items[0]?.title).toBe("ok [31mRED done");
   });
 
   it("API-5: a SUMMARY longer than a title may be is cut to 500 characters, not skipped", async () => {
