@@ -24,7 +24,10 @@ export interface EditPatchFlags extends PolicyFlags {
   misfire?: "skip" | "latest" | "all";
   /** New title; `""` removes it. */
   title?: string;
-  /** Replace the reminders: one per offset (keys from `--key`, else `r1`, `r2`, …). */
+  /**
+   * Replace the reminders: one per offset (keys from `--key`, else the current reminders'
+   * keys in order, then `r1`, `r2`, …).
+   */
   offset: string[];
   /** Add reminders: one per offset (keys from `--key`, else the next free `rN`). */
   addOffset: string[];
@@ -216,6 +219,18 @@ function newReminders(
     return key;
   };
   return offsets.map((offset, i) => {
+    // --offset without --key keeps the keys in order: the reminder at the same place keeps
+    // its key (and so its deliveries' keys: a sent one is not sent again) and what it had
+    // besides its offset, unless the channel or target flags change it (DEL-9).
+    const kept = replace && flags.key[i] === undefined ? current.reminders[i] : undefined;
+    if (kept && !used.has(kept.key)) {
+      used.add(kept.key);
+      const own =
+        flags.channel === undefined && flags.targetUrl === undefined && flags.secret === undefined;
+      return own
+        ? { ...asInput(kept), offset }
+        : { ...asInput(kept), offset, channel, ...(target ? { target } : {}) };
+    }
     const key = flags.key[i] ?? nextKey();
     if (used.has(key)) {
       throw new CliError(

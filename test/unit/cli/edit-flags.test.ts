@@ -96,6 +96,26 @@ describe("schedules edit: reminders", () => {
     ]);
   });
 
+  it("DEL-9 API-3: --offset without --key keeps the reminders' keys in order (a sent reminder is not sent again under a new key) and what each had", () => {
+    const named = {
+      ...current,
+      reminders: current.reminders.map((r, i) => ({ ...r, key: ["k", "j"][i] as string })),
+    } as ScheduleView;
+    const patch = buildEditPatch(flags({ offset: ["-PT30M"] }), named);
+    expect(patch.reminders).toEqual([
+      {
+        key: "k",
+        offset: "-PT30M",
+        channel: "webhook",
+        target: { url: "https://example.com/hook" },
+        maxAttempts: 5,
+      },
+    ]);
+    // More offsets than reminders: the extra ones get the next free rN keys.
+    const more = buildEditPatch(flags({ offset: ["-PT30M", "-PT20M", "-PT10M"] }), named);
+    expect((more.reminders as Array<{ key: string }>).map((r) => r.key)).toEqual(["k", "j", "r1"]);
+  });
+
   it("API-3: --remove-reminder drops one; --offset replaces the list as schedules add makes it", () => {
     const removed = buildEditPatch(flags({ removeReminder: ["r1"] }), current);
     expect((removed.reminders as Array<{ key: string }>).map((r) => r.key)).toEqual(["r2"]);
@@ -105,7 +125,17 @@ describe("schedules edit: reminders", () => {
     );
     expect(replaced.reminders).toEqual([
       { key: "a", offset: "-PT30M", channel: "log" },
-      { key: "r1", offset: "-PT10M", channel: "log" },
+      // The second place without --key keeps the current second reminder's key and fields.
+      {
+        key: "r2",
+        offset: "-PT10M",
+        channel: "log",
+        target: {},
+        delivery: "at-least-once",
+        maxAttempts: 3,
+        quietHours: { tzid: "Europe/Berlin", start: "22:00", end: "07:00" },
+        priority: "critical",
+      },
     ]);
     // Remove and add the same key in one edit: that reminder changes.
     const swapped = buildEditPatch(
