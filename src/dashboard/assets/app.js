@@ -7,6 +7,7 @@
 const VIEWER_ZONE = Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC";
 const DELIVERY_STATES = [
   "pending",
+  "paused",
   "claimed",
   "retry",
   "sent",
@@ -15,7 +16,7 @@ const DELIVERY_STATES = [
   "skipped",
   "cancelled",
 ];
-const SCHEDULE_STATES = ["active", "paused", "completed", "cancelled", "invalid"];
+const SCHEDULE_STATES = ["active", "paused", "cancelled", "invalid"];
 const PAGES = [
   ["overview", "Overview"],
   ["schedules", "Schedules"],
@@ -481,18 +482,24 @@ async function renderSchedules(params) {
   for (let page = 0; page < 5; page++) {
     const query = new URLSearchParams({ limit: "200" });
     if (state) query.set("state", state);
+    // The source filter runs on the server, so it sees every schedule of that source.
+    if (source && source !== "(none)") query.set("source", source);
     if (cursor) query.set("cursor", cursor);
     const reply = await api("GET", `/v1/schedules?${query}`);
     items.push(...reply.items);
     cursor = reply.nextCursor;
     if (!cursor) break;
   }
-  const sources = [...new Set(items.map((s) => s.source).filter(Boolean))].sort();
+  const sources = [
+    ...new Set(
+      [...items.map((s) => s.source), source !== "(none)" ? source : null].filter(Boolean),
+    ),
+  ].sort();
   const shown = items.filter(
     (s) =>
       (!source || (source === "(none)" ? s.source === null : s.source === source)) &&
       (!q ||
-        [s.id, s.source, s.externalId, s.rrule, s.tzid, JSON.stringify(s.payload)]
+        [s.id, s.title, s.source, s.externalId, s.rrule, s.tzid, JSON.stringify(s.payload)]
           .join(" ")
           .toLowerCase()
           .includes(q)),
@@ -534,7 +541,12 @@ async function renderSchedules(params) {
         h(
           "tr",
           {},
-          h("td", {}, h("a", { href: `#/schedules/${s.id}` }, h("code", {}, s.id.slice(0, 8)))),
+          h(
+            "td",
+            {},
+            h("a", { href: `#/schedules/${s.id}` }, s.title ?? h("code", {}, s.id.slice(0, 8))),
+            s.title ? h("div", { class: "muted" }, h("code", {}, s.id.slice(0, 8))) : null,
+          ),
           h("td", {}, stateBadge(s.state)),
           h(
             "td",
@@ -742,10 +754,12 @@ async function renderSchedule(id) {
   const zoneHeads = [`In ${s.tzid} (schedule)`, `In ${VIEWER_ZONE} (yours)`];
   show(
     h("p", {}, h("a", { href: "#/schedules" }, "← Schedules")),
-    h("h1", {}, "Schedule ", h("code", {}, s.id)),
+    h("h1", {}, s.title ?? "Schedule", " ", h("code", {}, s.id)),
     h(
       "dl",
       { class: "kv" },
+      h("dt", {}, "Title"),
+      h("dd", {}, s.title ?? "—"),
       h("dt", {}, "State"),
       h("dd", {}, stateBadge(s.state), s.invalidReason ? ` ${s.invalidReason}` : ""),
       h("dt", {}, "Version"),
