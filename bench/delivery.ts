@@ -23,6 +23,7 @@ import {
   prepare,
   punctualOptions,
   seed,
+  seedPunctual,
   VARIANTS,
   type JobSpec,
   type SystemName,
@@ -319,6 +320,33 @@ interface LatenessResult {
   duplicates: number;
 }
 
+/**
+ * Summarises handler starts (`[key, start − due ms]`) of `jobs`: each job's first start
+ * that happened by `end` (ms) counts; the rest are left behind.
+ */
+function latenessOf(
+  jobs: readonly JobSpec[],
+  starts: ReadonlyArray<[string, number]>,
+  end: number,
+  overrunMs: number,
+): LatenessResult {
+  const due = new Map(jobs.map((j) => [j.key, j.dueMs]));
+  const firstLate = new Map<string, number>();
+  for (const [key, late] of starts) {
+    if (!firstLate.has(key) && due.get(key)! + late <= end) firstLate.set(key, late);
+  }
+  const sorted = [...firstLate.values()].sort((a, b) => a - b);
+  return {
+    p50: percentile(sorted, 50),
+    p99: percentile(sorted, 99),
+    max: sorted[sorted.length - 1] ?? NaN,
+    behind: jobs.length - firstLate.size,
+    total: jobs.length,
+    overrunMs,
+    duplicates: starts.length - new Set(starts.map(([k]) => k)).size,
+  };
+}
+
 async function lateness(variant: Variant, perSecond: number): Promise<LatenessResult> {
   const db = await freshDb(variant.system);
   try {
@@ -337,21 +365,7 @@ async function lateness(variant: Variant, perSecond: number): Promise<LatenessRe
     await sleep(Math.max(0, last + tail - Date.now()));
     const end = Date.now();
     const starts = (await Promise.all(workers.map((w) => w.stop()))).flat();
-    const due = new Map(jobs.map((j) => [j.key, j.dueMs]));
-    const firstLate = new Map<string, number>();
-    for (const [key, late] of starts) {
-      if (!firstLate.has(key) && due.get(key)! + late <= end) firstLate.set(key, late);
-    }
-    const sorted = [...firstLate.values()].sort((a, b) => a - b);
-    return {
-      p50: percentile(sorted, 50),
-      p99: percentile(sorted, 99),
-      max: sorted[sorted.length - 1] ?? NaN,
-      behind: n - firstLate.size,
-      total: n,
-      overrunMs,
-      duplicates: starts.length - new Set(starts.map(([k]) => k)).size,
-    };
+    return latenessOf(jobs, starts, end, overrunMs);
   } finally {
     await db.drop();
   }
@@ -589,39 +603,13 @@ async function pgliteLateness(perSecond: number): Promise<LatenessResult> {
   try {
     const first = Date.now() + 3_000 + n * 3;
     const jobs = jobsDue(n, first, 1000 / perSecond, "lite");
-    for (let i = 0; i < n; i += 5_000) {
-      const values = jobs.slice(i, i + 5_000).map(
-        (j) =>
-          p.validateSchedule({
-            dtstart: new Date(j.dueMs).toISOString(),
-            reminders: [{ key: "r", offset: "PT0S", channel: "noop" }],
-            payload: { k: j.key },
-            source: "bench",
-            externalId: j.key,
-          }).value,
-      );
-      await p.createSchedulesBulk(values);
-    }
+    await seedPunctual(p, jobs);
     await p.start();
     const overrunMs = Math.max(0, Date.now() - first);
     const last = jobs[jobs.length - 1]!.dueMs;
     const end = last + (quick ? 2_000 : 5_000);
     await sleep(Math.max(0, end - Date.now()));
-    const due = new Map(jobs.map((j) => [j.key, j.dueMs]));
-    const firstLate = new Map<string, number>();
-    for (const [key, late] of starts) {
-      if (!firstLate.has(key) && due.get(key)! + late <= end) firstLate.set(key, late);
-    }
-    const sorted = [...firstLate.values()].sort((a, b) => a - b);
-    return {
-      p50: percentile(sorted, 50),
-      p99: percentile(sorted, 99),
-      max: sorted[sorted.length - 1] ?? NaN,
-      behind: n - firstLate.size,
-      total: n,
-      overrunMs,
-      duplicates: starts.length - new Set(starts.map(([k]) => k)).size,
-    };
+    return latenessOf(jobs, starts, end, overrunMs);
   } finally {
     await p.close(0);
   }

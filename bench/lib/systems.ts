@@ -15,7 +15,7 @@
 import type pg from "pg";
 import { Logger as GraphileLogger, makeWorkerUtils, run, runMigrations } from "graphile-worker";
 import PgBoss from "pg-boss";
-import { createPunctual, resolveConfig, type Channel } from "../../src/index.js";
+import { createPunctual, resolveConfig, type Channel, type Punctual } from "../../src/index.js";
 
 /** Which system a variant belongs to. */
 export type SystemName = "punctual" | "graphile-worker" | "pg-boss";
@@ -129,6 +129,26 @@ export async function prepare(system: SystemName, url: string): Promise<void> {
   }
 }
 
+/**
+ * Creates one one-off schedule per job through punctual's public facade, 5,000 per bulk
+ * call: due at the job's instant, one reminder on the `noop` channel, payload `{ k: key }`.
+ */
+export async function seedPunctual(p: Punctual, jobs: readonly JobSpec[]): Promise<void> {
+  for (let i = 0; i < jobs.length; i += 5_000) {
+    const values = jobs.slice(i, i + 5_000).map(
+      (j) =>
+        p.validateSchedule({
+          dtstart: new Date(j.dueMs).toISOString(),
+          reminders: [{ key: "r", offset: "PT0S", channel: "noop" }],
+          payload: { k: j.key },
+          source: "bench",
+          externalId: j.key,
+        }).value,
+    );
+    await p.createSchedulesBulk(values);
+  }
+}
+
 /** Inserts jobs through the system's own API. */
 export async function seed(system: SystemName, url: string, jobs: JobSpec[]): Promise<void> {
   const chunk = 5_000;
@@ -138,19 +158,7 @@ export async function seed(system: SystemName, url: string, jobs: JobSpec[]): Pr
       logLevel: "silent",
       channels: [benchChannel(async () => {})],
     });
-    for (let i = 0; i < jobs.length; i += chunk) {
-      const values = jobs.slice(i, i + chunk).map(
-        (j) =>
-          p.validateSchedule({
-            dtstart: new Date(j.dueMs).toISOString(),
-            reminders: [{ key: "r", offset: "PT0S", channel: "noop" }],
-            payload: { k: j.key },
-            source: "bench",
-            externalId: j.key,
-          }).value,
-      );
-      await p.createSchedulesBulk(values);
-    }
+    await seedPunctual(p, jobs);
     await p.close();
   } else if (system === "graphile-worker") {
     const utils = await makeWorkerUtils({ connectionString: url, logger: quietGraphileLogger() });
