@@ -6,7 +6,8 @@
  */
 import type { ScheduleView, UpdateScheduleInput } from "../contracts/index.js";
 import type { BackfillInput, TriggerInput } from "../contracts/operator.js";
-import { applyOffset, parseRule } from "../recurrence/index.js";
+import { applyOffset } from "../recurrence/index.js";
+import { parseStoredRule } from "./stored-rule.js";
 import type { RealignReport } from "../scheduler/realign.js";
 import type { MissedOccurrencesSummary } from "../contracts/missed.js";
 import { missedOccurrences } from "../store/operator.js";
@@ -204,15 +205,7 @@ export class ScheduleHandles {
 /** The next `count` occurrences of a stored schedule at or after `nowMs`. */
 function upcoming(schedule: ScheduleView, nowMs: number, count: number): UpcomingOccurrence[] {
   if (schedule.state === "cancelled" || schedule.state === "invalid") return [];
-  const parsed = parseRule({
-    dtstart: schedule.dtstart,
-    tzid: schedule.tzid,
-    rrule: schedule.rrule,
-    rdate: schedule.rdate,
-    exdate: schedule.exdate,
-    endsAt: schedule.endsAt,
-    dst: schedule.dst,
-  });
+  const parsed = parseStoredRule(schedule);
   if (!parsed.ok) return [];
   const { recurrence } = parsed;
   return recurrence.scan(nowMs, 8.64e15, count).occurrences.map((o) => ({

@@ -14,7 +14,8 @@ import {
   type MissedOccurrencesSummary,
 } from "../contracts/missed.js";
 import type { ScheduleView } from "../contracts/index.js";
-import { applyOffset, parseRule, type Recurrence } from "../recurrence/index.js";
+import { applyOffset, type Recurrence } from "../recurrence/index.js";
+import { parseStoredRule } from "./stored-rule.js";
 import type { Queryable } from "../store/database.js";
 import { occurrenceCounts } from "../store/missed.js";
 
@@ -89,15 +90,7 @@ interface Rule {
 /** The stored rule of a schedule that can still send (null: cancelled, invalid, unparsable). */
 function ruleOf(schedule: ScheduleView): Rule | null {
   if (schedule.state === "cancelled" || schedule.state === "invalid") return null;
-  const parsed = parseRule({
-    dtstart: schedule.dtstart,
-    tzid: schedule.tzid,
-    rrule: schedule.rrule,
-    rdate: schedule.rdate,
-    exdate: schedule.exdate,
-    endsAt: schedule.endsAt,
-    dst: schedule.dst,
-  });
+  const parsed = parseStoredRule(schedule);
   if (!parsed.ok) return null;
   const { recurrence } = parsed;
   const deltas = schedule.reminders.map(

@@ -24,7 +24,8 @@ import {
 } from "../contracts/operator.js";
 import { deliveryKey } from "../domain/index.js";
 import { ConflictError, NotFoundError, ValidationError } from "../errors/index.js";
-import { applyOffset, parseRule } from "../recurrence/index.js";
+import { applyOffset } from "../recurrence/index.js";
+import { parseStoredRule } from "./stored-rule.js";
 import type { RealignReport } from "../scheduler/realign.js";
 import { lostLeasePolicy, planLocked } from "../scheduler/plan.js";
 import {
@@ -244,15 +245,7 @@ export async function backfillSchedule(
       value: q.from,
     });
   }
-  const parsed = parseRule({
-    dtstart: schedule.dtstart,
-    tzid: schedule.tzid,
-    rrule: schedule.rrule,
-    rdate: schedule.rdate,
-    exdate: schedule.exdate,
-    endsAt: schedule.endsAt,
-    dst: schedule.dst,
-  });
+  const parsed = parseStoredRule(schedule);
   if (!parsed.ok) throw new ConflictError(`schedule ${id}: its rule does not parse`);
   const recurrence = parsed.recurrence;
   const reminders = (await remindersOfSchedules(app.db, { scheduleIds: [id] })).filter(

@@ -1,0 +1,28 @@
+/**
+ * The stored rule of a schedule read back as a recurrence (REC-1, REC-3): the lenient
+ * reader, as planning reads it, over the fields a schedule view carries.
+ */
+import type { ScheduleView } from "../contracts/index.js";
+import { parseRule } from "../recurrence/index.js";
+
+/** The rule fields of a schedule (DTSTART, zone, RRULE, RDATE, EXDATE, end, DST policy). */
+export type StoredRule = Pick<
+  ScheduleView,
+  "dtstart" | "tzid" | "rrule" | "rdate" | "exdate" | "endsAt" | "dst"
+>;
+
+/**
+ * Parses a schedule's stored rule leniently (RFC 5545 §3.3.10 as planning reads it).
+ * Never throws: the result says whether it parsed.
+ */
+export function parseStoredRule(schedule: StoredRule): ReturnType<typeof parseRule> {
+  return parseRule({
+    dtstart: schedule.dtstart,
+    tzid: schedule.tzid,
+    rrule: schedule.rrule,
+    rdate: schedule.rdate,
+    exdate: schedule.exdate,
+    endsAt: schedule.endsAt,
+    dst: schedule.dst,
+  });
+}
