@@ -660,50 +660,33 @@ async function renderSchedule(id) {
   const waiting = deliveries.items.filter((d) => ["pending", "retry", "claimed"].includes(d.state));
   const done = deliveries.items.filter((d) => !["pending", "retry", "claimed"].includes(d.state));
   const reload = () => renderSchedule(id);
+  /** A button that POSTs to `path` (with `body`), says `done` and reloads the page. */
+  const postButton = (label, done, path, body, attrs = {}) =>
+    h(
+      "button",
+      {
+        type: "button",
+        ...attrs,
+        onclick: (e) =>
+          act(e.target, done, async () => {
+            await api("POST", path, body);
+            await reload();
+          }),
+      },
+      label,
+    );
   const buttons = h(
     "div",
     { class: "row" },
+    s.state === "active" ? postButton("Pause", "Paused.", `/v1/schedules/${id}/pause`) : null,
+    s.state === "paused" ? postButton("Resume", "Resumed.", `/v1/schedules/${id}/resume`) : null,
     s.state === "active"
-      ? h(
-          "button",
-          {
-            type: "button",
-            onclick: (e) =>
-              act(e.target, "Paused.", async () => {
-                await api("POST", `/v1/schedules/${id}/pause`);
-                await reload();
-              }),
-          },
-          "Pause",
-        )
-      : null,
-    s.state === "paused"
-      ? h(
-          "button",
-          {
-            type: "button",
-            onclick: (e) =>
-              act(e.target, "Resumed.", async () => {
-                await api("POST", `/v1/schedules/${id}/resume`);
-                await reload();
-              }),
-          },
-          "Resume",
-        )
-      : null,
-    s.state === "active"
-      ? h(
-          "button",
-          {
-            type: "button",
-            class: "secondary",
-            onclick: (e) =>
-              act(e.target, "Triggered: one extra delivery per reminder, due now.", async () => {
-                await api("POST", `/v1/schedules/${id}/trigger`, {});
-                await reload();
-              }),
-          },
+      ? postButton(
           "Trigger now",
+          "Triggered: one extra delivery per reminder, due now.",
+          `/v1/schedules/${id}/trigger`,
+          {},
+          { class: "secondary" },
         )
       : null,
   );
