@@ -220,8 +220,9 @@ describe("API-3 start, schedules, deliveries, shutdown", () => {
       const replaced = JSON.parse(
         (await edit("--offset", "-PT5M", "--quiet-hours", "22:00-07:00")).stdout,
       ) as Edited & { reminders: Array<{ key: string; quietHours: { tzid: string } | null }> };
+      // --offset without --key keeps the current reminder's key (DEL-9: not a new reminder).
       expect(replaced.reminders).toMatchObject([
-        { key: "r1", quietHours: { tzid: "Europe/Berlin" } },
+        { key: "day-before", offset: "-PT5M", quietHours: { tzid: "Europe/Berlin" } },
       ]);
       const contradicting = await edit("--offset", "-PT5M", "--remove-reminder", "r1");
       expect(contradicting.code).toBe(2);
