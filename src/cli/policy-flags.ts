@@ -7,7 +7,8 @@ import { InvalidArgumentError, Option, type Command } from "commander";
 import type { CreateScheduleInput } from "../contracts/index.js";
 import { CliError } from "./errors.js";
 
-const integer =
+/** A commander argument parser: a whole number in [min, max], else a usage error naming the range. */
+export const integer =
   (min: number, max: number) =>
   (value: string): number => {
     const n = Number(value);

@@ -16,7 +16,7 @@ import { EXIT_FAILURE } from "./errors.js";
 import { runImportEvery, signalWait } from "./import-every.js";
 import { addKindsCommands } from "./kinds.js";
 import { runPreview, runValidate, type PreviewFlags } from "./local.js";
-import { addPolicyOptions } from "./policy-flags.js";
+import { addPolicyOptions, integer } from "./policy-flags.js";
 import { addScheduleEditCommand } from "./schedule-edit.js";
 import { addRateLimitCommands } from "./rate-limits.js";
 import {
@@ -57,16 +57,6 @@ import { DEFAULT_METRICS_PORT } from "../api/probes.js";
 export const DEFAULT_URL = "http://127.0.0.1:8080";
 
 const collect = (value: string, previous: string[]): string[] => [...previous, value];
-
-const integer =
-  (min: number, max: number) =>
-  (value: string): number => {
-    const n = Number(value);
-    if (!/^\d+$/.test(value.trim()) || !Number.isSafeInteger(n) || n < min || n > max) {
-      throw new InvalidArgumentError(`must be an integer from ${min} to ${max}.`);
-    }
-    return n;
-  };
 
 /** A port, or `off`: the worker's `--metrics-port`. */
 const portOrOff = (value: string): number | "off" =>

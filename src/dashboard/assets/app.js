@@ -563,6 +563,23 @@ async function renderSchedules(params) {
   );
 }
 
+/** A button that POSTs to `path` (with `body`), says `done`, then runs `reload`. */
+function actionButton(label, done, path, body, reload, attrs = {}) {
+  return h(
+    "button",
+    {
+      type: "button",
+      ...attrs,
+      onclick: (e) =>
+        act(e.target, done, async () => {
+          await api("POST", path, body);
+          await reload();
+        }),
+    },
+    label,
+  );
+}
+
 function jsonArea(name, value, rows = 8) {
   return h("textarea", { name, rows, spellcheck: "false" }, JSON.stringify(value, null, 2));
 }
@@ -660,21 +677,8 @@ async function renderSchedule(id) {
   const waiting = deliveries.items.filter((d) => ["pending", "retry", "claimed"].includes(d.state));
   const done = deliveries.items.filter((d) => !["pending", "retry", "claimed"].includes(d.state));
   const reload = () => renderSchedule(id);
-  /** A button that POSTs to `path` (with `body`), says `done` and reloads the page. */
-  const postButton = (label, done, path, body, attrs = {}) =>
-    h(
-      "button",
-      {
-        type: "button",
-        ...attrs,
-        onclick: (e) =>
-          act(e.target, done, async () => {
-            await api("POST", path, body);
-            await reload();
-          }),
-      },
-      label,
-    );
+  const postButton = (label, done, path, body, attrs) =>
+    actionButton(label, done, path, body, reload, attrs);
   const buttons = h(
     "div",
     { class: "row" },
@@ -918,55 +922,38 @@ async function renderDeliveries(params) {
 
 function settleButtons(d, reload) {
   const redrivable = d.state === "dead" || d.state === "in_doubt";
+  const path = `/v1/deliveries/${d.id}`;
+  const secondary = { class: "secondary" };
   return h(
     "div",
     { class: "row" },
     redrivable
-      ? h(
-          "button",
-          {
-            type: "button",
-            onclick: (e) =>
-              act(
-                e.target,
-                `Delivery ${d.id} redriven: it is sent again with the same key.`,
-                async () => {
-                  await api("POST", `/v1/deliveries/${d.id}/redrive`);
-                  await reload();
-                },
-              ),
-          },
+      ? actionButton(
           "Redrive",
+          `Delivery ${d.id} redriven: it is sent again with the same key.`,
+          `${path}/redrive`,
+          undefined,
+          reload,
         )
       : null,
     redrivable
-      ? h(
-          "button",
-          {
-            type: "button",
-            class: "secondary",
-            onclick: (e) =>
-              act(e.target, `Delivery ${d.id} resolved as sent.`, async () => {
-                await api("POST", `/v1/deliveries/${d.id}/resolve`, { outcome: "sent" });
-                await reload();
-              }),
-          },
+      ? actionButton(
           "Resolve as sent",
+          `Delivery ${d.id} resolved as sent.`,
+          `${path}/resolve`,
+          { outcome: "sent" },
+          reload,
+          secondary,
         )
       : null,
     d.state === "in_doubt"
-      ? h(
-          "button",
-          {
-            type: "button",
-            class: "secondary",
-            onclick: (e) =>
-              act(e.target, `Delivery ${d.id} resolved as dead.`, async () => {
-                await api("POST", `/v1/deliveries/${d.id}/resolve`, { outcome: "dead" });
-                await reload();
-              }),
-          },
+      ? actionButton(
           "Resolve as dead",
+          `Delivery ${d.id} resolved as dead.`,
+          `${path}/resolve`,
+          { outcome: "dead" },
+          reload,
+          secondary,
         )
       : null,
   );
