@@ -52,6 +52,30 @@ export interface Database extends Queryable {
     onNotify: (payload: string) => void,
     onLost?: () => void,
   ): Promise<() => Promise<void>>;
+  /**
+   * Runs the statements of the claim path (the claim, settle-and-claim, the settle, the
+   * wake-up query) with sequential and bitmap heap scans disabled (`enable_seqscan`,
+   * `enable_bitmapscan` off), so each walks the index it was written for whatever the
+   * statistics say: on a table made mostly of due rows (a first burst, history not yet
+   * grown), estimates taken before the rows arrived made the claim's admission a full scan
+   * and a sort of every due row per claim (docs/architecture.md, "One admission predicate").
+   * On PostgreSQL a second small pool whose connections start with those settings; on
+   * PGlite each statement in a transaction with `SET LOCAL`. Optional: a database without
+   * it runs them through {@link Queryable.query} as written.
+   */
+  readonly pinned?: Queryable;
   /** Closes connections (and releases the embedded data folder). Idempotent. */
   close(): Promise<void>;
+}
+
+/**
+ * Planner settings of {@link Database.pinned}: the claim path's statements are written
+ * for index scans (an ordered walk of the claim index, rows by primary key), and with
+ * these off no estimate can turn them into a scan of the table.
+ */
+export const PINNED_SETTINGS = { enable_seqscan: "off", enable_bitmapscan: "off" } as const;
+
+/** The pinned runner of `q` when it has one ({@link Database.pinned}), else `q` itself. */
+export function pinnedOf(q: Queryable): Queryable {
+  return (q as Partial<Pick<Database, "pinned">>).pinned ?? q;
 }

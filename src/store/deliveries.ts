@@ -6,7 +6,7 @@
  * it by passing an instant.
  */
 import type { ReminderTemplate } from "../channels/template.js";
-import type { Queryable } from "./database.js";
+import { pinnedOf, type Queryable } from "./database.js";
 import { columnsOf, rows } from "./statement.js";
 
 /** SQL for "now": the pinned instant `$1`, or the database clock. */
@@ -127,8 +127,8 @@ const ID_COLUMNS = columnsOf<IdRow>()(["id"]);
  * primary key, one per claimed row (no join whose plan could depend on statistics).
  *
  * Invariant: the plan is Limit → LockRows → Index Scan on the claim index (no Sort, no
- * join below the limit) on both engines, before and after ANALYZE
- * (test/integration/claim-plan.test.ts),
+ * join below the limit) on both engines, before and after ANALYZE, run pinned
+ * (`Database.pinned`: sequential and bitmap scans off; test/integration/claim-plan.test.ts),
  * so a claim costs the rows it takes plus the not-admissible rows ahead of them (stale or
  * expired rows until the misfire sweep judges them; other workers' channels), never the
  * whole due backlog, and never the rows of paused schedules (not in the index).
@@ -149,6 +149,13 @@ const ID_COLUMNS = columnsOf<IdRow>()(["id"]);
  *   (PostgreSQL 1.2–10 ms, PGlite 6–54 ms under that load); the wake-up query reads 1 row;
  * - earlier: one row per statement (1–3k rows/s) and SELECT-then-UPDATE in two statements
  *   (a second round trip per batch) lost to the batched form;
+ * - run as written (not pinned) over a table of nothing but due rows (a first burst, 20k
+ *   due now, no history): the filters' default selectivities multiplied to a few hundred
+ *   expected rows, and the plan was a sequential scan (never analyzed) or a bitmap scan
+ *   (analyzed mid-burst) of the table and a sort of every due row — 13 ms for a claim of
+ *   100; pinned, the same claims cost 136 → 73 µs per claimed row in a loop of 100-row
+ *   claims and settles on one connection (PostgreSQL, fsync on), and the 20k burst at
+ *   C = 8 went from 0.47× to 0.57× graphile-worker batched (docs/benchmarks.md);
  * - the UPDATE joined to the `due` CTE (`from due where d.id = due.id`): on a
  *   never-analyzed table (a fresh burst) the planner hashed `due` and scanned every
  *   delivery to probe it, 464 of a 100-row claim's 2,871 buffers over 20k rows; by
@@ -542,7 +549,7 @@ export interface ClaimParams {
 
 /** DEL-2: runs {@link CLAIM_SQL}. */
 export async function claimDeliveries(db: Queryable, p: ClaimParams): Promise<ClaimedDelivery[]> {
-  return rows<ClaimedDelivery>(db, CLAIM_SQL, [
+  return rows<ClaimedDelivery>(pinnedOf(db), CLAIM_SQL, [
     p.now,
     p.owner,
     p.leaseMs,
@@ -582,7 +589,7 @@ export async function settleDeliveries(
   owner: string,
   batch: readonly SettleInput[],
 ): Promise<Set<number>> {
-  const settled = await rows<IdRow>(db, SETTLE_SQL, settleParams(now, owner, batch));
+  const settled = await rows<IdRow>(pinnedOf(db), SETTLE_SQL, settleParams(now, owner, batch));
   return new Set(settled.map((r) => r.id));
 }
 
@@ -605,7 +612,7 @@ export async function settleAndClaim(
   batch: readonly SettleInput[],
   claim: Pick<ClaimParams, "leaseMs" | "limit" | "channels" | "limited">,
 ): Promise<SettleAndClaimResult> {
-  const result = await rows<SettleAndClaimRow>(db, SETTLE_AND_CLAIM_SQL, [
+  const result = await rows<SettleAndClaimRow>(pinnedOf(db), SETTLE_AND_CLAIM_SQL, [
     ...settleParams(now, owner, batch),
     claim.leaseMs,
     claim.limit,
@@ -707,5 +714,5 @@ export async function nextWake(
   now: Date | null,
   channels: readonly string[],
 ): Promise<NextWake | null> {
-  return (await rows<NextWake>(db, NEXT_WAKE_SQL, [now, channels]))[0] ?? null;
+  return (await rows<NextWake>(pinnedOf(db), NEXT_WAKE_SQL, [now, channels]))[0] ?? null;
 }

@@ -9,7 +9,7 @@
  * - it has no autovacuum: the retention sweep vacuums the hot tables.
  */
 import { PGlite } from "@electric-sql/pglite";
-import type { Database, Queryable, QueryResult } from "./database.js";
+import { PINNED_SETTINGS, type Database, type Queryable, type QueryResult } from "./database.js";
 import { lockDataDir, type DataDirLock, type LockOptions, type LockTakeOver } from "./lock.js";
 
 /** int8 → number, so both engines return the same types. */
@@ -42,6 +42,11 @@ function adapt<T>(result: {
     fields: result.fields.map((f) => f.name),
   };
 }
+
+/** `SET LOCAL` of {@link PINNED_SETTINGS}, run before each statement of Database.pinned. */
+const PINNED_SET_LOCAL = Object.entries(PINNED_SETTINGS)
+  .map(([name, value]) => `set local ${name} = ${value}`)
+  .join("; ");
 
 /** How long (ms) statements may follow one another without a turn of the event loop (OPS-12). */
 export const PGLITE_SLICE_MS = 10;
@@ -112,6 +117,16 @@ export async function openPglite(options: PgliteOptions): Promise<Database & { p
       const result = adapt<T>(await pg.query(sql, params as unknown[]));
       await slicer.after();
       return result;
+    },
+    pinned: {
+      async query<T>(sql: string, params: readonly unknown[] = []) {
+        const result = await pg.transaction(async (tx) => {
+          await tx.exec(PINNED_SET_LOCAL);
+          return adapt<T>(await tx.query(sql, params as unknown[]));
+        });
+        await slicer.after();
+        return result;
+      },
     },
     async transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
       const result = await pg.transaction(async (tx) =>

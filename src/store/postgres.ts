@@ -3,7 +3,7 @@
  * of hosts may share one database (DEL-8).
  */
 import pg from "pg";
-import type { Database, Queryable, QueryResult } from "./database.js";
+import { PINNED_SETTINGS, type Database, type Queryable, type QueryResult } from "./database.js";
 
 /** int8 → number (as on PGlite); everything else keeps pg's defaults (timestamptz → Date). */
 const types = {
@@ -47,6 +47,21 @@ export function openPostgres(options: PostgresOptions): Database & { pool: pg.Po
     application_name: "punctual",
   });
   pool.on("error", (err) => options.onError?.(err));
+  // Database.pinned: the claim path on connections that start with its planner settings.
+  // Few connections suffice (a producer keeps one or two statements in flight); none is
+  // opened until a claim runs.
+  const pinnedPool = new pg.Pool({
+    connectionString: options.url,
+    max: Math.min(4, options.maxConnections ?? 10),
+    types,
+    connectionTimeoutMillis: 10_000,
+    idleTimeoutMillis: 30_000,
+    application_name: "punctual",
+    options: Object.entries(PINNED_SETTINGS)
+      .map(([name, value]) => `-c ${name}=${value}`)
+      .join(" "),
+  });
+  pinnedPool.on("error", (err) => options.onError?.(err));
   let closed = false;
   const run = async <T>(
     client: pg.Pool | pg.PoolClient,
@@ -65,6 +80,7 @@ export function openPostgres(options: PostgresOptions): Database & { pool: pg.Po
     description: describeUrl(options.url),
     pool,
     query: (sql, params) => run(pool, sql, params),
+    pinned: { query: (sql, params) => run(pinnedPool, sql, params) },
     async transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
       const client = await pool.connect();
       // A checked-out client has no pool error listener: without this one a connection
@@ -128,7 +144,7 @@ export function openPostgres(options: PostgresOptions): Database & { pool: pg.Po
     async close() {
       if (closed) return;
       closed = true;
-      await pool.end();
+      await Promise.all([pool.end(), pinnedPool.end()]);
     },
   };
 }
