@@ -3,7 +3,7 @@
  * (scheduler only), `migrate`, and the database form of `healthcheck` (OPS-4).
  */
 import { hostname } from "node:os";
-import { isIP } from "node:net";
+import { createServer, isIP } from "node:net";
 import { createProbeApi } from "../api/probes.js";
 import { createApi, serveApi, type ServedApi } from "../api/server.js";
 import { registerDashboard } from "../dashboard/index.js";
@@ -117,6 +117,30 @@ function exitOnSignals(punctual: Punctual, io: Io, stop: () => Promise<void>): v
   process.on("SIGINT", handler);
 }
 
+/** The CliError for an address `start` cannot listen on, or null for any other error. */
+function listenError(err: unknown, host: string, port: number): CliError | null {
+  const code = (err as NodeJS.ErrnoException).code;
+  if (code !== "EADDRINUSE" && code !== "EACCES" && code !== "EADDRNOTAVAIL") return null;
+  return new CliError(
+    `Cannot listen on ${host}:${port} (${code}). Choose another --port / PUNCTUAL_PORT or --host / PUNCTUAL_HOST.`,
+    EXIT_STARTUP,
+  );
+}
+
+/**
+ * Binds `host:port` for a moment and lets it go: a busy or forbidden address is reported
+ * at once. Port 0 (any free port) is not probed.
+ * @throws CliError (exit 2) when the address cannot be bound.
+ */
+async function ensureCanListen(host: string, port: number): Promise<void> {
+  if (port === 0) return;
+  await new Promise<void>((resolve, reject) => {
+    const probe = createServer();
+    probe.once("error", (err) => reject(listenError(err, host, port) ?? err));
+    probe.listen({ host, port, exclusive: true }, () => probe.close(() => resolve()));
+  });
+}
+
 /**
  * `punctual start`: the HTTP API and the scheduler in one process. Resolves once both
  * run; the process then lives until SIGTERM/SIGINT.
@@ -133,6 +157,9 @@ export async function runStart(flags: StartFlags, io: Io, env = process.env): Pr
       EXIT_STARTUP,
     );
   }
+  // A busy port is refused before the database opens and migrates (seconds on a first
+  // start), not after; the listen below still handles a port taken in between.
+  await ensureCanListen(flags.host, flags.port);
   // API-7: extra Host names come from the environment like the key (flags set host/port).
   const allowedHosts = configFromEnv(env).api?.allowedHosts;
   const punctual = await createPunctual({
@@ -172,14 +199,7 @@ export async function runStart(flags: StartFlags, io: Io, env = process.env): Pr
   } catch (err) {
     await dropToken();
     await punctual.close(0);
-    const code = (err as NodeJS.ErrnoException).code;
-    if (code === "EADDRINUSE" || code === "EACCES" || code === "EADDRNOTAVAIL") {
-      throw new CliError(
-        `Cannot listen on ${flags.host}:${flags.port} (${code}). Choose another --port / PUNCTUAL_PORT or --host / PUNCTUAL_HOST.`,
-        EXIT_STARTUP,
-      );
-    }
-    throw err;
+    throw listenError(err, flags.host, flags.port) ?? err;
   }
   await punctual.start();
   io.err(

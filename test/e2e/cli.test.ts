@@ -4,7 +4,8 @@
  * free port with a temporary data folder and waits on its startup line, never on a timer.
  */
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { createServer, type AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -114,6 +115,23 @@ describe("API-3 start, schedules, deliveries, shutdown", () => {
     expect(r.code).toBe(2);
     expect(r.stderr).toContain("PUNCTUAL_API_KEY");
     expect(r.stderr).not.toMatch(/\n\s+at /);
+  });
+
+  it("API-3: a busy port is refused with exit 2 before the data folder is opened", async () => {
+    const busy = createServer();
+    await new Promise<void>((resolve) => busy.listen(0, "127.0.0.1", resolve));
+    const port = (busy.address() as AddressInfo).port;
+    const dataDir = join(dir, "busy-port");
+    try {
+      const r = await cli(["start", "--port", String(port), "--data-dir", dataDir]);
+      expect(r.code).toBe(2);
+      expect(r.stderr).toContain(`Cannot listen on 127.0.0.1:${port} (EADDRINUSE)`);
+      // Guards the probe before createPunctual: without it the embedded database is
+      // created and migrated in the folder first, and the port is found busy after.
+      expect(existsSync(dataDir)).toBe(false);
+    } finally {
+      await new Promise<void>((resolve) => busy.close(() => resolve()));
+    }
   });
 
   describe("a running server (punctual start on port 0, PGlite data folder)", () => {
