@@ -100,6 +100,12 @@ export function reportError(err: unknown, write: (text: string) => void): number
     } else {
       write(`punctual: ${message} (${err.status} ${code})\n`);
     }
+    // The server speaks of its HTTP header; on the command line the key is a variable.
+    if (err.status === 401) {
+      write(
+        "punctual: set PUNCTUAL_API_KEY to the server's key (or a tenant's); the CLI sends it for you.\n",
+      );
+    }
     return EXIT_FAILURE;
   }
   if (err instanceof ConfigError) {
