@@ -74,7 +74,7 @@ export function addInspectCommands(program: Command, kit: CommandKit): void {
     program
       .command("circuits")
       .description(
-        "Per-host circuits of webhook and chat targets (CH-7): open, half-open, or counting failures.",
+        "Per-host circuits of webhook and chat targets: open, half-open, or counting failures.",
       ),
   )
     .addHelpText("after", example(["punctual circuits", "punctual circuits --json"]))
@@ -83,7 +83,7 @@ export function addInspectCommands(program: Command, kit: CommandKit): void {
     program
       .command("metrics")
       .description(
-        "The server's Prometheus metrics (GET /metrics, OPS-13); --json prints the samples.",
+        "The server's Prometheus metrics (GET /metrics); --json prints the samples.",
       ),
   )
     .addHelpText(

@@ -74,7 +74,7 @@ export function addKindsCommands(
   const kinds = program
     .command("kinds")
     .description(
-      "Reminder kinds (DEL-11): named reminder shapes (channel, offset, target, template) that a reminder can name with `kind` instead of repeating them.",
+      "Reminder kinds: named reminder shapes (channel, offset, target, template) that a reminder can name with `kind` instead of repeating them.",
     );
 
   remoteOptions(

@@ -29,7 +29,7 @@ export function addPolicyOptions(cmd: Command, forEdit = false): Command {
   return cmd
     .option(
       "--quiet-hours <HH:MM-HH:MM>",
-      `quiet window of every reminder, e.g. 22:00-07:00: due inside it, sent at its end (DEL-15)${every}`,
+      `quiet window of every reminder, e.g. 22:00-07:00: due inside it, sent at its end${every}`,
     )
     .option("--quiet-tz <zone>", "the recipient's IANA zone for --quiet-hours (default: --tzid)")
     .option(
@@ -45,7 +45,7 @@ export function addPolicyOptions(cmd: Command, forEdit = false): Command {
     .addOption(
       new Option(
         "--catch-up-window-ms <ms>",
-        "with --misfire all: missed occurrences older than this are skipped as stale (DEL-17)",
+        "with --misfire all: missed occurrences older than this are skipped as stale",
       ).argParser(integer(0, 31_622_400_000)),
     )
     .addOption(

@@ -266,7 +266,7 @@ export function buildProgram(io: Io): Command {
   program
     .command("healthcheck")
     .description(
-      "Exit 0 when healthy, 1 when the scheduler heartbeat is stale or the server unreachable (OPS-4).",
+      "Exit 0 when healthy, 1 when the scheduler heartbeat is stale or the server unreachable.",
     )
     .addOption(
       new Option("--url <url>", "server whose /readyz is checked")
@@ -354,7 +354,7 @@ export function buildProgram(io: Io): Command {
   program
     .command("preview")
     .description(
-      "Print the next occurrences of a rule, computed locally with the scheduler's code (REC-7).",
+      "Print the next occurrences of a rule, computed locally with the scheduler's code.",
     )
     .requiredOption(
       "--dtstart <datetime>",
@@ -384,9 +384,7 @@ export function buildProgram(io: Io): Command {
 
   program
     .command("validate")
-    .description(
-      'Check a rule strictly (REC-3): prints "valid", or names the bad part and exits 1.',
-    )
+    .description('Check a rule strictly: prints "valid", or names the bad part and exits 1.')
     .requiredOption("--rrule <rule>", "RFC 5545 RRULE to check")
     .option("--dtstart <datetime>", "DTSTART to check it with (default: now, in UTC)")
     .option("--tzid <zone>", "IANA time zone", "UTC")
@@ -404,7 +402,7 @@ export function buildProgram(io: Io): Command {
   program
     .command("import")
     .description(
-      "Import an iCalendar file: each event UID becomes a schedule on the running server; importing the file again updates what changed and cancels events gone from it (API-5, DEL-9, DEL-10). With --dry-run, prints the deliveries it would produce, computed locally with no server.",
+      "Import an iCalendar file: each event UID becomes a schedule on the running server; importing the file again updates what changed and cancels events gone from it. With --dry-run, prints the deliveries it would produce, computed locally with no server.",
     )
     .argument("<file>", "the .ics file")
     .option(
@@ -431,7 +429,7 @@ export function buildProgram(io: Io): Command {
     .option("--dry-run", "store nothing, need no server: print the deliveries it would plan", false)
     .option(
       "--every <period>",
-      'import again every period (e.g. "15m", "1h") until stopped, printing each summary (OPS-7); <file> may be an http(s) URL',
+      'import again every period (e.g. "15m", "1h") until stopped, printing each summary; <file> may be an http(s) URL',
     )
     .option(
       "--from <instant>",
@@ -587,7 +585,7 @@ export function buildProgram(io: Io): Command {
   addScheduleEditCommand(schedules, { io, remoteOptions, example });
 
   for (const [action, text] of [
-    ["cancel", "Cancel a schedule and every waiting delivery (DEL-10)."],
+    ["cancel", "Cancel a schedule and every waiting delivery."],
     ["pause", "Pause a schedule: nothing is sent until it resumes."],
     ["resume", "Resume a paused schedule; missed occurrences follow its misfire policy."],
   ] as const) {
@@ -605,9 +603,7 @@ export function buildProgram(io: Io): Command {
 
   const deliveries = program
     .command("deliveries")
-    .description(
-      "List, inspect, redrive and resolve deliveries through the running server (DEL-12).",
-    );
+    .description("List, inspect, redrive and resolve deliveries through the running server.");
 
   remoteOptions(
     deliveries
@@ -703,7 +699,7 @@ export function buildProgram(io: Io): Command {
   const apiKeys = program
     .command("api-keys")
     .description(
-      "Tenant API keys (API-2): create (shown once, stored as a hash), list, revoke. Needs the operator's key or a tenant key with the admin scope.",
+      "Tenant API keys: create (shown once, stored as a hash), list, revoke. Needs the operator's key or a tenant key with the admin scope.",
     );
 
   remoteOptions(

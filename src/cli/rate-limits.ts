@@ -85,7 +85,7 @@ export function addRateLimitCommands(program: Command, kit: CommandKit): void {
   const group = program
     .command("rate-limits")
     .description(
-      "Rate limits and concurrency caps shared by every process, by key: a channel name or a reminder's rateLimitKey (DEL-13).",
+      "Rate limits and concurrency caps shared by every process, by key: a channel name or a reminder's rateLimitKey.",
     );
   remoteOptions(
     group

@@ -480,7 +480,7 @@ export async function status(flags: RemoteFlags, io: Io): Promise<void> {
   );
   const circuits = s.circuits ?? [];
   if (circuits.length > 0) {
-    io.out("circuits (CH-7):\n");
+    io.out("circuits:\n");
     io.out(
       table(
         circuits,

@@ -16,7 +16,7 @@ export function addScheduleEditCommand(schedules: Command, kit: CommandKit): voi
     schedules
       .command("edit")
       .description(
-        "Edit a schedule; waiting deliveries follow the new occurrences (DEL-9). Only the fields given change.",
+        "Edit a schedule; waiting deliveries follow the new occurrences. Only the fields given change.",
       )
       .argument("<id>", "schedule id")
       .option(

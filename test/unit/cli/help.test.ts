@@ -38,3 +38,21 @@ describe("worker --help names its metrics port", () => {
     expect(help).toMatch(/off serves\s+none/);
   });
 });
+
+describe("--help speaks to users", () => {
+  it("API-3: no command's help names a requirement id of the specification", () => {
+    const program = buildProgram({ out: () => undefined, err: () => undefined });
+    type Cmd = (typeof program.commands)[number];
+    const texts: string[] = [];
+    const walk = (cmd: Cmd) => {
+      let text = "";
+      cmd.configureOutput({ writeOut: (s) => (text += s) });
+      cmd.outputHelp();
+      texts.push(`${cmd.name()}: ${text}`);
+      cmd.commands.forEach(walk);
+    };
+    walk(program);
+    expect(texts.length).toBeGreaterThan(20);
+    expect(texts.filter((t) => /\b(DEL|REC|CH|OPS|API)-\d+\b/.test(t))).toEqual([]);
+  });
+});
