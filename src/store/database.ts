@@ -59,7 +59,7 @@ export interface Database extends Queryable {
    * statistics say: on a table made mostly of due rows (a first burst, history not yet
    * grown), estimates taken before the rows arrived made the claim's admission a full scan
    * and a sort of every due row per claim (docs/architecture.md, "One admission predicate").
-   * On PostgreSQL a second small pool whose connections start with those settings; on
+   * On PostgreSQL a second small pool whose connections set them when they open; on
    * PGlite each statement in a transaction with `SET LOCAL`. Optional: a database without
    * it runs them through {@link Queryable.query} as written.
    */

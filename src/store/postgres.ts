@@ -47,9 +47,10 @@ export function openPostgres(options: PostgresOptions): Database & { pool: pg.Po
     application_name: "punctual",
   });
   pool.on("error", (err) => options.onError?.(err));
-  // Database.pinned: the claim path on connections that start with its planner settings.
-  // Few connections suffice (a producer keeps one or two statements in flight); none is
-  // opened until a claim runs.
+  // Database.pinned: the claim path on connections that carry its planner settings. Few
+  // connections suffice (a producer keeps one or two statements in flight); none is opened
+  // until a claim runs. The settings are SET on each new connection rather than passed as
+  // startup `options`, which connection poolers (PgBouncer) refuse outright.
   const pinnedPool = new pg.Pool({
     connectionString: options.url,
     max: Math.min(4, options.maxConnections ?? 10),
@@ -57,9 +58,14 @@ export function openPostgres(options: PostgresOptions): Database & { pool: pg.Po
     connectionTimeoutMillis: 10_000,
     idleTimeoutMillis: 30_000,
     application_name: "punctual",
-    options: Object.entries(PINNED_SETTINGS)
-      .map(([name, value]) => `-c ${name}=${value}`)
-      .join(" "),
+  });
+  const pinnedSet = Object.entries(PINNED_SETTINGS)
+    .map(([name, value]) => `set ${name} = ${value}`)
+    .join("; ");
+  // Queued before any statement a caller sends on the new connection (a client runs its
+  // queries in order); a failure is the connection's, reported as the pool's errors are.
+  pinnedPool.on("connect", (client) => {
+    client.query(pinnedSet).catch((err: Error) => options.onError?.(err));
   });
   pinnedPool.on("error", (err) => options.onError?.(err));
   let closed = false;

@@ -8,7 +8,7 @@
  * autovacuum; on PostgreSQL it is turned off for these tables so "before ANALYZE" holds).
  */
 import { beforeAll, describe, expect, it } from "vitest";
-import { pinnedOf } from "../../src/store/database.js";
+import { pinnedOf, type Queryable } from "../../src/store/database.js";
 import {
   CLAIM_SQL,
   NEXT_WAKE_SQL,
@@ -165,6 +165,16 @@ describe(`claim plans on ${engine} over a table of nothing but due rows (a first
       await db.query(`alter table ${table} set (autovacuum_enabled = false)`);
     }
     await plan(db, await insertSchedule(db), instants(DUE, NOW.getTime() - 60_000, 1));
+  });
+
+  it("DEL-3: the pinned path runs with sequential and bitmap scans off, every other statement with them on", async () => {
+    const setting = async (q: Queryable, name: string) =>
+      (await q.query<Record<string, string>>(`show ${name}`)).rows[0]![name];
+    for (const name of ["enable_seqscan", "enable_bitmapscan"]) {
+      // More reads than the pinned pool has connections: each new one carries the settings.
+      for (let i = 0; i < 6; i++) expect(await setting(pinnedOf(t().db), name)).toBe("off");
+      expect(await setting(t().db, name)).toBe("on");
+    }
   });
 
   for (const phase of ["before ANALYZE", "after ANALYZE"] as const) {
