@@ -154,6 +154,7 @@ try {
   console.log(
     `complete ${WINDOW_MS / 1000} s windows: ${windows.length}; sends per window min ${Math.min(...windows)} max ${Math.max(...windows)} (expected ${expected}); worst deviation ${worst.toFixed(1)} %`,
   );
+  console.log(`sends per window: ${windows.join(" ")}`);
   console.log(`receiver 429s: ${rejected}; lost: ${lost}; duplicates: ${duplicates}`);
   console.log(`bucket after: ${JSON.stringify(items)}`);
   const ok = Math.abs(worst) <= 2 && rejected <= 1 && lost === 0 && duplicates === 0;
