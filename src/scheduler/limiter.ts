@@ -77,9 +77,9 @@ export class Limiter {
    * With `dbNowMs` (the database clock's "now" of a later statement, epoch ms) the wait
    * counts from the instant the bucket was read, not from the caller's look: the claim's
    * commit and the wake-up query that ran since are taken off, so a worker that keeps a
-   * bucket busy asks for each token when it is due rather than that much later. Late
-   * asks add up past what the burst absorbs and the tokens lost meanwhile never come
-   * back (bench/ratelimit.ts: windows 4 % under the limit at burst 2 on a loaded machine).
+   * bucket busy asks {@link PACE_WAKE_EARLY_MS} before the key's next slot rather than
+   * that much later. The lead is what a late wake-up may cost without losing a slot;
+   * later than that, the tokens past the burst are lost for good.
    */
   wakeHintMs(dbNowMs?: number): number | null {
     if (dbNowMs !== undefined && this.#wakeAtMs !== null) {
