@@ -154,6 +154,18 @@ try {
   console.log(
     `complete ${WINDOW_MS / 1000} s windows: ${windows.length}; sends per window min ${Math.min(...windows)} max ${Math.max(...windows)} (expected ${expected}); worst deviation ${worst.toFixed(1)} %`,
   );
+  console.log(`sends per window: ${windows.join(" ")}`);
+  // How evenly the sends landed: the gaps between consecutive arrivals (the limit's
+  // interval is 1000 / RATE ms; a burst shows as gaps near 0 at the start).
+  const gaps = sentAt
+    .slice(1)
+    .map((t, i) => t - (sentAt[i] as number))
+    .sort((a, b) => a - b);
+  const pct = (p: number) =>
+    (gaps[Math.min(gaps.length - 1, Math.floor(p * gaps.length))] ?? 0).toFixed(1);
+  console.log(
+    `gaps between arrivals (ms): p1 ${pct(0.01)}, p10 ${pct(0.1)}, median ${pct(0.5)}, p90 ${pct(0.9)}, p99 ${pct(0.99)}, max ${pct(1)}`,
+  );
   console.log(`receiver 429s: ${rejected}; lost: ${lost}; duplicates: ${duplicates}`);
   console.log(`bucket after: ${JSON.stringify(items)}`);
   const ok = Math.abs(worst) <= 2 && rejected <= 1 && lost === 0 && duplicates === 0;

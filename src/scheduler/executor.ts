@@ -13,8 +13,14 @@
  * before another worker may take it. The send's own budget is the channel's timeout,
  * independent of the lease. The result goes through the pure {@link decideOutcome} and
  * on to the completer.
+ *
+ * DEL-13: a row claimed under a rate limit carries its slot ({@link HeldRow.sendAt},
+ * database clock); it waits in the queue until then, rows behind it that are ready go
+ * past it, and one timer wakes the queue at the earliest slot. The check is made again
+ * when the timer fires (a timer may fire a little early), so no send starts before its
+ * slot; a row whose slot passed while this process stalled goes as soon as it can.
  */
-import type { Clock } from "../clock/index.js";
+import type { CancelTimer, Clock } from "../clock/index.js";
 import type { Channel, ChannelDelivery } from "../channels/types.js";
 import type { SchedulerOptions } from "../config/index.js";
 import { PermanentError } from "../errors/index.js";
@@ -54,6 +60,10 @@ export class Executor {
   #completions = 0;
   #rateWindowStart: number | null = null;
   #ratePerMs: number | null = null;
+  /** DEL-13: wakes the queue at the earliest slot of a row waiting for one. */
+  #paceTimer: CancelTimer | null = null;
+  /** When {@link #paceTimer} fires, process clock ms. */
+  #paceAt = 0;
 
   constructor(deps: ExecutorDeps) {
     this.#d = deps;
@@ -62,6 +72,13 @@ export class Executor {
   /** Rows claimed and waiting for a slot. */
   get queued(): number {
     return this.#queue.length;
+  }
+
+  /** DEL-13: queued rows whose rate-limit slot is still ahead (database clock). */
+  get waitingForSlot(): number {
+    const localNow = this.#d.clock.now();
+    return this.#queue.filter((h) => h.sendAt !== null && h.sendAt > HeldBook.dbNow(h, localNow))
+      .length;
   }
 
   /** Sends in flight. */
@@ -85,6 +102,8 @@ export class Executor {
 
   /** Takes every row that has not started (shutdown: they are released, not sent). */
   takeQueued(): HeldRow[] {
+    this.#paceTimer?.();
+    this.#paceTimer = null;
     return this.#queue.splice(0, this.#queue.length);
   }
 
@@ -96,12 +115,26 @@ export class Executor {
     return true;
   }
 
-  /** Starts queued rows while slots are free. */
+  /** Starts queued rows while slots are free, each rate-limited row not before its slot. */
   pump(): void {
     const margin = leaseMarginMs(this.#d.options);
-    while (this.#sending < this.#d.options.concurrency && this.#queue.length > 0) {
-      const held = this.#queue.shift() as HeldRow;
-      const left = HeldBook.leaseLeft(held, this.#d.clock.now());
+    let i = 0;
+    let wakeAt: number | null = null;
+    while (this.#sending < this.#d.options.concurrency && i < this.#queue.length) {
+      const candidate = this.#queue[i] as HeldRow;
+      const localNow = this.#d.clock.now();
+      if (candidate.sendAt !== null) {
+        const waitMs = candidate.sendAt - HeldBook.dbNow(candidate, localNow);
+        if (waitMs > 0) {
+          // DEL-13: not before its slot; rows behind it may be ready.
+          const at = localNow + waitMs;
+          wakeAt = wakeAt === null ? at : Math.min(wakeAt, at);
+          i++;
+          continue;
+        }
+      }
+      const held = this.#queue.splice(i, 1)[0] as HeldRow;
+      const left = HeldBook.leaseLeft(held, localNow);
       if (left <= margin) {
         // DEL-16: never start a send on a lease that may already belong to someone else.
         this.#d.metrics.claimsReleased.inc({ reason: "lease_low" });
@@ -114,6 +147,21 @@ export class Executor {
       }
       this.#start(held);
     }
+    if (wakeAt !== null) this.#armPace(wakeAt);
+  }
+
+  /** Arms the queue's wake-up for `at` (process clock ms) unless one is due sooner. */
+  #armPace(at: number): void {
+    if (this.#paceTimer && this.#paceAt <= at) return;
+    this.#paceTimer?.();
+    this.#paceAt = at;
+    this.#paceTimer = this.#d.clock.setTimer(
+      Math.max(0, Math.ceil(at - this.#d.clock.now())),
+      () => {
+        this.#paceTimer = null;
+        this.pump();
+      },
+    );
   }
 
   /**

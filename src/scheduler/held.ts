@@ -28,6 +28,11 @@ export interface HeldRow {
   abort: AbortController | null;
   /** Fires the abort a safety margin before the lease ends (phase `sending`). */
   watchdog: CancelTimer | null;
+  /**
+   * DEL-13: the row's rate-limit slot, database clock epoch ms: the executor never starts
+   * its send before it. Null: no slot (an unlimited key), send when a send slot frees.
+   */
+  readonly sendAt: number | null;
 }
 
 /** The book of held rows, by delivery id. */
@@ -35,8 +40,11 @@ export class HeldBook {
   readonly #rows = new Map<number, HeldRow>();
   #waiters: Array<() => void> = [];
 
-  /** Adds claimed rows; `localNow` is the process clock when the claim's reply arrived. */
-  add(rows: readonly ClaimedDelivery[], localNow: number): HeldRow[] {
+  /**
+   * Adds claimed rows; `localNow` is the process clock when the claim's reply arrived. A
+   * row with `send_at` (claimed under a rate limit) keeps it as its {@link HeldRow.sendAt}.
+   */
+  add(rows: readonly (ClaimedDelivery & { send_at?: Date })[], localNow: number): HeldRow[] {
     return rows.map((row) => {
       const held: HeldRow = {
         row,
@@ -45,6 +53,7 @@ export class HeldBook {
         offsetMs: row.db_now.getTime() - localNow,
         abort: null,
         watchdog: null,
+        sendAt: row.send_at ? row.send_at.getTime() : null,
       };
       this.#rows.set(row.id, held);
       return held;

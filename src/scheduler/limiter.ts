@@ -9,16 +9,24 @@
  *
  * The producer's main claim leaves out the rows of the limited keys
  * ({@link Limiter.limiters}) and, when it wants more, asks {@link Limiter.claim}, which
- * runs one locked claim per limited key in turn. When a bucket or a cap held rows back,
- * {@link Limiter.wakeHintMs} tells the scheduler when the next token is due, so it neither
- * spins nor sleeps a whole poll.
+ * runs one locked claim per limited key in turn. Each row it returns carries its slot
+ * (`send_at`, database clock), up to a short lookahead ahead of the claim; the executor
+ * holds the row until then (see src/store/rate-limits.ts, "Pacing"). When a bucket or a
+ * cap held rows back, {@link Limiter.wakeHintMs} tells the scheduler when to ask again:
+ * {@link PACE_WAKE_EARLY_MS} before the key's next slot, so it neither spins nor sleeps a
+ * whole poll, and a wake-up that runs late by less than that loses no slot.
  */
 import type { Clock } from "../clock/index.js";
 import type { Logger } from "../observability/logger.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { Database } from "../store/database.js";
-import type { ClaimedDelivery } from "../store/deliveries.js";
-import { allRateLimits, claimLimited, type RateLimitRow } from "../store/rate-limits.js";
+import {
+  allRateLimits,
+  claimLimited,
+  PACE_WAKE_EARLY_MS,
+  type PacedDelivery,
+  type RateLimitRow,
+} from "../store/rate-limits.js";
 
 /** Wait before looking again at a key held back by its concurrency cap, ms. */
 const CAP_RETRY_MS = 50;
@@ -69,9 +77,9 @@ export class Limiter {
    * With `dbNowMs` (the database clock's "now" of a later statement, epoch ms) the wait
    * counts from the instant the bucket was read, not from the caller's look: the claim's
    * commit and the wake-up query that ran since are taken off, so a worker that keeps a
-   * bucket busy asks for each token when it is due rather than that much later. Late
-   * asks add up past what the burst absorbs and the tokens lost meanwhile never come
-   * back (bench/ratelimit.ts: windows 4 % under the limit at burst 2 on a loaded machine).
+   * bucket busy asks {@link PACE_WAKE_EARLY_MS} before the key's next slot rather than
+   * that much later. The lead is what a late wake-up may cost without losing a slot;
+   * later than that, the tokens past the burst are lost for good.
    */
   wakeHintMs(dbNowMs?: number): number | null {
     if (dbNowMs !== undefined && this.#wakeAtMs !== null) {
@@ -93,11 +101,12 @@ export class Limiter {
 
   /**
    * Claims due rows of the limited keys, at most `limit` in all, each key under its bucket
-   * and cap. Throws the database error of a failed claim (rows claimed before it are
-   * returned by none: the caller's orphan release gives them back).
+   * and cap, each row with its slot (`send_at`: never send it earlier). Throws the
+   * database error of a failed claim (rows claimed before it are returned by none: the
+   * caller's orphan release gives them back).
    */
-  async claim(p: LimiterClaim): Promise<ClaimedDelivery[]> {
-    const out: ClaimedDelivery[] = [];
+  async claim(p: LimiterClaim): Promise<PacedDelivery[]> {
+    const out: PacedDelivery[] = [];
     const n = this.#limits.length;
     this.#hintMs = null;
     this.#wakeAtMs = null;
@@ -127,13 +136,20 @@ export class Limiter {
       const capped =
         bucket.concurrency !== null &&
         bucket.concurrency - Number(bucket.busy) <= result.allowed &&
-        Math.floor(Number(bucket.tokens) + 1e-9) > result.allowed;
-      const untilMs = capped
-        ? CAP_RETRY_MS
-        : ((1 - (tokensLeft % 1)) / Number(bucket.rate_per_second)) * 1000;
-      const waitMs = Math.max(MIN_HINT_MS, untilMs);
+        result.byTokens > result.allowed;
+      const readAt = new Date(bucket.read_at).getTime();
+      // The key's next slot: the token after the last one this claim took, counted on the
+      // bucket's own instants (CLAIM_LIMITED_SQL's update), so the wake-up is not pushed
+      // back by the time the commit and the wake-up query took.
+      const rate = Number(bucket.rate_per_second);
+      const k = result.rows.length;
+      const owed = Math.max(0, k - Number(bucket.tokens));
+      const left = Math.max(0, Number(bucket.tokens) - k);
+      const nextSlotMs =
+        new Date(bucket.tokens_at).getTime() + ((owed + Math.max(0, 1 - left)) / rate) * 1000;
+      const atMs = capped ? readAt + CAP_RETRY_MS : nextSlotMs - PACE_WAKE_EARLY_MS;
+      const waitMs = Math.max(MIN_HINT_MS, atMs - readAt);
       this.#hintMs = this.#hintMs === null ? waitMs : Math.min(this.#hintMs, waitMs);
-      const atMs = new Date(bucket.tokens_at).getTime() + untilMs;
       this.#wakeAtMs = this.#wakeAtMs === null ? atMs : Math.min(this.#wakeAtMs, atMs);
     }
     return out;

@@ -273,6 +273,14 @@ export class Scheduler {
     return this.#book.size;
   }
 
+  /**
+   * DEL-13: held rows waiting in the queue for their rate-limit slot (claimed ahead of it);
+   * on a test clock they go only once the clock reaches their slot.
+   */
+  get waitingForSlot(): number {
+    return this.#executor.waitingForSlot;
+  }
+
   /** Whether the loop runs (between start() and stop()). */
   get running(): boolean {
     return this.#running;
@@ -590,13 +598,16 @@ export class Scheduler {
   /**
    * Waits until every held row has been sent and settled (tests, shutdown), or until
    * `enough()` holds: it is checked before each wait and each time a row leaves (the
-   * testing kit stops once only sends waiting on its test clock are held).
+   * testing kit stops once only sends waiting on its test clock are held). Rows waiting
+   * for their rate-limit slot ({@link waitingForSlot}) are not waited for: they go when
+   * the clock reaches their slot.
    */
   async drain(enough?: () => boolean): Promise<void> {
-    while (this.#book.size > 0 && !enough?.()) {
+    const idle = () => this.#book.size <= this.#executor.waitingForSlot;
+    while (!idle() && !enough?.()) {
       const changed = this.#book.changed();
       await this.#completer.flush();
-      if (this.#book.size === 0 || enough?.()) break;
+      if (idle() || enough?.()) break;
       await changed;
     }
     await this.#completer.idle();

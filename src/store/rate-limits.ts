@@ -16,6 +16,19 @@
  * one statement ({@link CLAIM_LIMITED_SQL}). The second statement runs on a snapshot taken
  * after the lock was granted, so it sees every claim committed before.
  *
+ * Pacing (virtual scheduling): a claim does not only take the tokens there are now; it
+ * may also take tokens that will accrue within a short lookahead, and each row claimed
+ * is given its own send instant on the database clock ({@link PacedDelivery.send_at}):
+ * the rows the bucket holds tokens for go at once, each further one `1 / rate` seconds
+ * after the previous, the `n`-th token's instant. The bucket then owes those future
+ * tokens: it is stored with 0 tokens as of the last row's instant (`refilled_at` in the
+ * future), so the next claim, in any process, starts its rows `1 / rate` after that one.
+ * An older release reads such a bucket as empty until then (its refill counts from
+ * `refilled_at`, never backwards), so it never sends inside a slot either. The worker
+ * holds each row until its instant and sends it then, so the sent rate follows the
+ * schedule rather than when each claim happened to run; a late claim costs nothing up to
+ * the lookahead, and a late send (a stalled worker) is late, never early.
+ *
  * Every statement takes `$1` = "now" (NULL: the database clock, OPS-9).
  */
 import type { Database, Queryable } from "./database.js";
@@ -96,14 +109,17 @@ export const DELETE_RATE_LIMIT_SQL = `delete from punctual_rate_limits where ten
 
 /** What {@link LOCK_BUCKET_SQL} returns. */
 export interface BucketRow {
-  /** Tokens now. */
+  /** Tokens now (0 while the bucket owes tokens: see the module comment). */
   tokens: number;
   /**
    * The database instant `tokens` is as of: the statement's "now", or the bucket's last
-   * refill when another claim that began later refilled it first. The next token is due
+   * refill when another claim that began later refilled it first, or the instant of the
+   * last slot it gave out while it owes tokens (in the future). The next token is due
    * `(1 − tokens mod 1) / rate` seconds after it.
    */
   tokens_at: Date;
+  /** The statement's "now" (database clock, or the `$1` given). */
+  read_at: Date;
   rate_per_second: number;
   concurrency: number | null;
   /** Rows of this limiter claimed right now, by any process. */
@@ -114,6 +130,7 @@ export interface BucketRow {
 const BUCKET_COLUMNS = columnsOf<Omit<BucketRow, "busy">>()([
   "tokens",
   "tokens_at",
+  "read_at",
   "rate_per_second",
   "concurrency",
 ]);
@@ -127,7 +144,7 @@ const BUCKET_COLUMNS = columnsOf<Omit<BucketRow, "busy">>()([
  */
 export const LOCK_BUCKET_SQL = `
 select ${TOKENS_NOW("l")} as tokens, greatest(${NOW}, l.refilled_at) as tokens_at,
-       l.rate_per_second, l.concurrency
+       ${NOW} as read_at, l.rate_per_second, l.concurrency
 from punctual_rate_limits l
 where l.tenant = $2 and l.key = $3
 for update`;
@@ -161,7 +178,10 @@ export const COUNT_BUSY_COLUMNS = columnsOf<BusyRow>()(["busy"]);
  * The row-level work is the main claim's (`CLAIM_SQL` in deliveries.ts: same admission,
  * same order, same lease and fencing token, same result columns), restricted to one
  * limiter; it walks the same index and skips rows of other limiters. The bucket loses one
- * token per row claimed, so the tokens spent never exceed what the lock read.
+ * token per row claimed: `k` rows against `x` tokens as of `a` (the later of now and
+ * `refilled_at`) leave `x − k` tokens as of `a` when `k ≤ x`, else 0 tokens as of
+ * `a + (k − x) / rate` seconds, the instant of the last row's slot (see the module
+ * comment; {@link paceSlots} gives each row its instant by the same arithmetic).
  */
 export const CLAIM_LIMITED_SQL = `
 with ${claimCtes("$3", "$4", "$5", { only: "$8" })},
@@ -169,9 +189,70 @@ spent as (
   update punctual_rate_limits l
   set tokens = greatest(0, ${TOKENS_NOW("l")} - (select count(*) from claimed)),
       refilled_at = greatest(l.refilled_at, ${NOW})
+        + make_interval(secs => greatest(0, (select count(*) from claimed) - ${TOKENS_NOW("l")})
+                                 / l.rate_per_second)
   where l.tenant = $6 and l.key = $7
   returning l.key
 )${CLAIMED_SELECT}`;
+
+/**
+ * How far ahead of its send instant a row may be claimed, ms (capped at a quarter of the
+ * lease, so a row waiting for its slot still has most of its lease when it goes). 600 ms:
+ * a claim that runs up to ~400 ms late (the wake-up asks {@link PACE_WAKE_EARLY_MS}
+ * before the next slot) still finds its rows' slots ahead of it, and at most
+ * `0.6 × rate` rows of a key wait in a worker for their slot.
+ */
+export const PACE_LOOKAHEAD_MS = 600;
+
+/**
+ * How long before a limited key's next slot a worker held back asks again, ms: the claim
+ * then takes the slots of about `(LOOKAHEAD − WAKE_EARLY) × rate + 1` rows (3 at 10/s),
+ * and may run up to this late before a slot is lost.
+ */
+export const PACE_WAKE_EARLY_MS = 400;
+
+/** A row claimed under a rate limit, with its slot. */
+export interface PacedDelivery extends ClaimedDelivery {
+  /**
+   * DEL-13: the instant this row may be sent, database clock: never before it, and as
+   * soon after it as the worker can.
+   */
+  send_at: Date;
+}
+
+/**
+ * DEL-13: the send instants of `k` rows claimed against `bucket`, epoch ms (database
+ * clock): row `i` (0-based) goes at `tokens_at + max(0, i + 1 − tokens) / rate` s, so the
+ * rows the bucket holds tokens for go at once (the burst) and each further one at the
+ * instant its token accrues. Pure; the same arithmetic as {@link CLAIM_LIMITED_SQL}'s
+ * update of the bucket.
+ */
+export function paceSlots(
+  bucket: Pick<BucketRow, "tokens" | "tokens_at" | "rate_per_second">,
+  k: number,
+): number[] {
+  const at = new Date(bucket.tokens_at).getTime();
+  const tokens = Number(bucket.tokens);
+  const rate = Number(bucket.rate_per_second);
+  return Array.from(
+    { length: k },
+    (_, i) => at + (Math.max(0, i + 1 - tokens - 1e-9) / rate) * 1000,
+  );
+}
+
+/**
+ * DEL-13: how many rows `bucket` admits now: those whose slot ({@link paceSlots}) falls
+ * within `lookaheadMs` of the bucket's read. Never negative.
+ */
+export function paceAllowance(
+  bucket: Pick<BucketRow, "tokens" | "tokens_at" | "read_at" | "rate_per_second">,
+  lookaheadMs: number,
+): number {
+  const ahead =
+    new Date(bucket.read_at).getTime() + lookaheadMs - new Date(bucket.tokens_at).getTime();
+  const n = Number(bucket.tokens) + (Math.max(0, ahead) / 1000) * Number(bucket.rate_per_second);
+  return Math.max(0, Math.floor(n + 1e-9));
+}
 
 /** Parameters of {@link upsertRateLimit}. */
 export interface RateLimitInput {
@@ -236,15 +317,23 @@ export interface LimitedClaimParams {
   channels: readonly string[];
   tenant: string;
   key: string;
+  /**
+   * How far ahead of their slot rows may be claimed, ms (default: {@link PACE_LOOKAHEAD_MS}
+   * capped at a quarter of the lease; 0: only the tokens there are now).
+   */
+  lookaheadMs?: number;
 }
 
 /** What {@link claimLimited} did. */
 export interface LimitedClaim {
-  rows: ClaimedDelivery[];
+  /** The rows claimed, each with its send instant, in slot order. */
+  rows: PacedDelivery[];
   /** The bucket as locked (null: the limit was removed meanwhile). */
   bucket: BucketRow | null;
-  /** How many rows the tokens and the cap allowed. */
+  /** How many rows the tokens (with the lookahead) and the cap allowed. */
   allowed: number;
+  /** How many rows the tokens alone allowed, with the lookahead. */
+  byTokens: number;
 }
 
 /**
@@ -259,15 +348,17 @@ export async function claimLimited(db: Database, p: LimitedClaimParams): Promise
       p.tenant,
       p.key,
     ]);
-    if (!locked) return { rows: [], bucket: null, allowed: 0 };
+    if (!locked) return { rows: [], bucket: null, allowed: 0, byTokens: 0 };
     const busy =
       locked.concurrency === null
         ? 0
         : ((await firstRow<BusyRow>(tx, COUNT_BUSY_SQL, [limiter]))?.busy ?? 0);
     const bucket: BucketRow = { ...locked, busy };
     const cap = bucket.concurrency === null ? p.limit : bucket.concurrency - bucket.busy;
-    const allowed = Math.max(0, Math.min(p.limit, Math.floor(bucket.tokens + 1e-9), cap));
-    if (allowed === 0) return { rows: [], bucket, allowed };
+    const lookaheadMs = p.lookaheadMs ?? Math.min(PACE_LOOKAHEAD_MS, Math.floor(p.leaseMs / 4));
+    const byTokens = paceAllowance(bucket, lookaheadMs);
+    const allowed = Math.max(0, Math.min(p.limit, byTokens, cap));
+    if (allowed === 0) return { rows: [], bucket, allowed, byTokens };
     const claimed = await rows<ClaimedDelivery>(tx, CLAIM_LIMITED_SQL, [
       p.now,
       p.owner,
@@ -278,7 +369,9 @@ export async function claimLimited(db: Database, p: LimitedClaimParams): Promise
       p.key,
       limiter,
     ]);
-    return { rows: claimed, bucket, allowed };
+    const slots = paceSlots(bucket, claimed.length);
+    const paced = claimed.map((row, i) => ({ ...row, send_at: new Date(slots[i] as number) }));
+    return { rows: paced, bucket, allowed, byTokens };
   });
 }
 

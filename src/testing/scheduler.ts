@@ -182,7 +182,7 @@ export async function createTestScheduler(
     if (report.failedSweep) {
       throw new Error(`the scheduler's ${report.failedSweep} sweep failed (see its log lines)`);
     }
-    await s.drain(() => s.held <= waiting());
+    await s.drain(() => s.held <= waiting() + s.waitingForSlot);
     return report;
   }
 
