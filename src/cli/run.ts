@@ -87,17 +87,28 @@ function describeDatabase(db: Database): string {
 }
 
 /**
+ * How long (ms) after the first stop signal a repeat of it counts as the same request: a
+ * terminal's Ctrl-C signals the whole process group, so under `npm start` this process
+ * gets SIGINT from the terminal and again from npm, which forwards it.
+ */
+export const REPEATED_SIGNAL_MS = 1_000;
+
+/**
  * Stops cleanly on SIGTERM/SIGINT (OPS-6): runs `stop`, then exits 0 (1 if stopping
- * failed). A second signal exits at once.
+ * failed). A second signal exits at once — unless it repeats the first within
+ * {@link REPEATED_SIGNAL_MS}, which is the same request delivered twice.
  */
 function exitOnSignals(punctual: Punctual, io: Io, stop: () => Promise<void>): void {
-  let stopping = false;
+  let stopping: { signal: NodeJS.Signals; at: number } | null = null;
   const handler = (signal: NodeJS.Signals) => {
     if (stopping) {
+      if (signal === stopping.signal && performance.now() - stopping.at < REPEATED_SIGNAL_MS) {
+        return;
+      }
       io.err(`punctual: ${signal} again: exiting now.\n`);
       process.exit(signal === "SIGINT" ? 130 : 143);
     }
-    stopping = true;
+    stopping = { signal, at: performance.now() };
     io.err(
       `punctual: ${signal} received: stopping (in-flight sends get up to ${punctual.config.scheduler.shutdownGraceMs} ms)…\n`,
     );

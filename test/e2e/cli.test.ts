@@ -347,10 +347,14 @@ describe("API-3 start, schedules, deliveries, shutdown", () => {
       expect(elsewhere.stderr).toContain("PUNCTUAL_API_KEY");
     });
 
-    it("OPS-6: SIGTERM exits 0, and healthcheck then fails", async () => {
+    it("OPS-6: SIGTERM exits 0, also when it arrives twice at once (npm forwarding a group's signal), and healthcheck then fails", async () => {
       expect(server).not.toBeNull();
       server!.kill("SIGTERM");
+      await until(() => stderr.includes("SIGTERM received: stopping"), "the first SIGTERM taken");
+      // The same signal again at once (REPEATED_SIGNAL_MS): the same request, not "exit now".
+      server!.kill("SIGTERM");
       expect(await exited).toBe(0);
+      expect(stderr).not.toContain("again: exiting now");
 
       const down = await cli(["healthcheck", "--url", url]);
       expect(down.code).toBe(1);
