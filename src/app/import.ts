@@ -183,8 +183,19 @@ export async function importCalendar(
       "the file ends before END:VCALENDAR (cut off?): events missing from it were not cancelled",
     );
   }
+  // An event skipped as unreadable is still in the file: its schedule (and those of its
+  // overrides, `${uid}#…`) is kept as it was, not cancelled as gone; the skip says why.
+  const unreadable = new Set(parsed.skipped.flatMap((e) => (e.uid === null ? [] : [e.uid])));
+  const keptUnreadable = (externalId: string) =>
+    unreadable.has(externalId) || unreadable.has(externalId.split("#")[0]!);
   for (const row of parsed.complete ? rows : []) {
     if (row.state === "cancelled" || seen.has(row.external_id ?? "")) continue;
+    if (keptUnreadable(row.external_id ?? "")) {
+      summary.warnings.push(
+        `event ${row.external_id} could not be read this time: schedule ${row.id} is kept as it was (not cancelled)`,
+      );
+      continue;
+    }
     await punctual.cancelSchedule(row.id, { tenant, by: "import" });
     summary.cancelled++;
     summary.schedules.push({

@@ -245,6 +245,34 @@ describe("API-5 a schedule a person cancelled", () => {
   });
 });
 
+describe("API-5 an event that cannot be read this time", () => {
+  it("DEL-10: a re-import that skips an event as unreadable keeps its schedule, with a warning, instead of cancelling it as gone", async () => {
+    const options = { ...teamOptions, source: "team-unreadable" };
+    const first = (await (
+      await importRequest(read("team-v1.ics"), options)
+    ).json()) as ImportSummary;
+    const standup = first.schedules.find((s) => s.uid === STANDUP)!.scheduleId!;
+    // An edited export with the series' rule broken: the event is still in the file.
+    const broken = read("team-v1.ics").replace(
+      "RRULE:FREQ=WEEKLY;BYDAY=MO;COUNT=6",
+      "RRULE:FREQ=WEEKLY;BYDAY=XX;COUNT=6",
+    );
+    const again = (await (await importRequest(broken, options)).json()) as ImportSummary;
+    expect(again.skipped.map((e) => e.uid)).toEqual([STANDUP]);
+    expect(again.cancelled).toBe(0);
+    expect(again.warnings.join(" ")).toContain(`schedule ${standup} is kept as it was`);
+    expect((await punctual.getSchedule(standup)).state).toBe("active");
+    // Gone from the file (not merely unreadable), it is cancelled as before.
+    const without = read("team-v1.ics").replace(
+      /BEGIN:VEVENT\r?\nUID:weekly-standup[\s\S]*?END:VEVENT\r?\n/,
+      "",
+    );
+    const gone = (await (await importRequest(without, options)).json()) as ImportSummary;
+    expect(gone.cancelled).toBe(1);
+    expect((await punctual.getSchedule(standup)).state).toBe("cancelled");
+  });
+});
+
 describe("API-5 a cut-off file", () => {
   it("DEL-10: a file that ends before END:VCALENDAR cancels nothing it does not contain", async () => {
     const full = read("team-v1.ics");
