@@ -82,9 +82,7 @@ export function addInspectCommands(program: Command, kit: CommandKit): void {
   remoteOptions(
     program
       .command("metrics")
-      .description(
-        "The server's Prometheus metrics (GET /metrics); --json prints the samples.",
-      ),
+      .description("The server's Prometheus metrics (GET /metrics); --json prints the samples."),
   )
     .addHelpText(
       "after",

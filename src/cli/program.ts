@@ -519,13 +519,19 @@ export function buildProgram(io: Io): Command {
       )
       .addOption(
         new Option("--channel <channel>", "delivery channel")
-          .choices(["webhook", "log", "slack", "discord"])
+          .choices(["webhook", "log", "slack", "discord", "email"])
           .default("webhook"),
       )
       .option(
         "--target-url <url>",
         "receiver URL: the webhook's, or a Slack / Discord incoming-webhook URL",
       )
+      .addOption(
+        new Option("--to <address>", "e-mail recipient, with --channel email (repeatable)")
+          .argParser(collect)
+          .default([]),
+      )
+      .option("--subject <text>", "e-mail subject, with --channel email (a template)")
       .option("--secret <whsec>", "webhook signing secret for this target (default: the server's)")
       .option("--payload <json>", "JSON passed to every delivery")
       .option("--idempotency-key <key>", "retrying with the same key creates one schedule")
@@ -544,6 +550,7 @@ export function buildProgram(io: Io): Command {
         'punctual schedules add --dtstart 2027-01-04T09:00:00 --tzid Europe/Berlin --rrule "FREQ=WEEKLY;BYDAY=MO" --perpetual --offset -PT15M --target-url https://example.com/hooks/punctual',
         'punctual schedules add --dtstart 2027-01-04T21:00:00Z --rrule "FREQ=DAILY;COUNT=30" --channel log --quiet-hours 22:00-07:00 --quiet-tz Europe/Berlin',
         "punctual schedules add --dtstart 2027-03-01T09:00:00Z --channel log --payload '{\"user\":42}'",
+        'punctual schedules add --dtstart 2027-03-01T09:00:00Z --offset -P1D --channel email --to ana@example.com --subject "Due tomorrow"',
       ]),
     )
     .action((flags: AddFlags) => schedulesAdd(flags, io));

@@ -177,6 +177,10 @@ export interface AddFlags extends RemoteFlags, PolicyFlags {
   channel: string;
   targetUrl?: string;
   secret?: string;
+  /** E-mail recipients (`--to`, repeatable), with `--channel email`. */
+  to?: string[];
+  /** E-mail subject (`--subject`), with `--channel email`. */
+  subject?: string;
   payload?: string;
   idempotencyKey?: string;
   misfire?: "skip" | "latest" | "all";
@@ -191,7 +195,8 @@ const URL_CHANNELS = new Set(["webhook", "slack", "discord"]);
 /**
  * Builds the `POST /v1/schedules` body from `schedules add` flags.
  * @throws CliError naming the flag: bad `--payload` JSON, more `--key` than `--offset`,
- *   no `--target-url` for a URL channel, `--secret` with a channel other than webhook.
+ *   no `--target-url` for a URL channel, `--secret` with a channel other than webhook,
+ *   no `--to` with `--channel email`, `--to` / `--subject` with another channel.
  */
 export function createBodyFromFlags(flags: AddFlags): CreateScheduleInput {
   let payload: unknown;
@@ -212,6 +217,16 @@ export function createBodyFromFlags(flags: AddFlags): CreateScheduleInput {
   if (URL_CHANNELS.has(flags.channel) && flags.targetUrl === undefined) {
     throw new CliError(`--target-url is required with --channel ${flags.channel}.`, EXIT_USAGE);
   }
+  const to = flags.to ?? [];
+  if (flags.channel === "email" && to.length === 0) {
+    throw new CliError("--to is required with --channel email (repeatable).", EXIT_USAGE);
+  }
+  if (flags.channel !== "email" && (to.length > 0 || flags.subject !== undefined)) {
+    throw new CliError(
+      `--to and --subject apply to --channel email only (got ${flags.channel}).`,
+      EXIT_USAGE,
+    );
+  }
   if (flags.secret !== undefined && flags.channel !== "webhook") {
     throw new CliError(
       `--secret applies to --channel webhook only (got ${flags.channel}).`,
@@ -224,7 +239,12 @@ export function createBodyFromFlags(flags: AddFlags): CreateScheduleInput {
         url: flags.targetUrl,
         ...(flags.secret !== undefined ? { secret: flags.secret } : {}),
       }
-    : undefined;
+    : flags.channel === "email"
+      ? {
+          to: to.length === 1 ? to[0] : to,
+          ...(flags.subject !== undefined ? { subject: flags.subject } : {}),
+        }
+      : undefined;
   return {
     dtstart: flags.dtstart,
     tzid: flags.tzid,

@@ -85,3 +85,31 @@ describe("schedules add flags", () => {
     expect(createBodyFromFlags({ ...base, channel: "log" })).not.toHaveProperty("catchUp");
   });
 });
+
+describe("schedules add --channel email", () => {
+  const email = {
+    dtstart: "2027-03-01T09:00:00Z",
+    tzid: "UTC",
+    rdate: [],
+    exdate: [],
+    offset: ["-P1D"],
+    key: [],
+    channel: "email",
+    url: "http://127.0.0.1:8080",
+  };
+  it("CH-2: --to and --subject make the e-mail target; one --to is a single address", () => {
+    const body = createBodyFromFlags({ ...email, to: ["ana@example.com"], subject: "Due" });
+    expect(body.reminders[0]).toMatchObject({
+      channel: "email",
+      target: { to: "ana@example.com", subject: "Due" },
+    });
+    const two = createBodyFromFlags({ ...email, to: ["a@example.com", "b@example.com"] });
+    expect(two.reminders[0]!.target).toEqual({ to: ["a@example.com", "b@example.com"] });
+  });
+  it("CH-2: --channel email without --to is refused naming --to; --to with another channel too", () => {
+    expect(() => createBodyFromFlags({ ...email, to: [] })).toThrow(/--to is required/);
+    expect(() => createBodyFromFlags({ ...email, channel: "log", to: ["a@example.com"] })).toThrow(
+      /--to and --subject apply to --channel email only/,
+    );
+  });
+});

@@ -185,6 +185,7 @@ describe("API-3 shell completion", () => {
       "log",
       "slack",
       "discord",
+      "email",
     ]);
     expect(complete("punctual", "completion", "")).toEqual(["bash", "zsh", "fish"]);
   });
