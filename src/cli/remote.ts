@@ -3,6 +3,7 @@
  * `deliveries …`, `status`, and the HTTP form of `healthcheck`. Readable output by
  * default; `--json` prints the API's JSON unchanged.
  */
+import { resolve } from "node:path";
 import type {
   AttemptView,
   CreateScheduleInput,
@@ -570,8 +571,9 @@ export async function webhookSecret(
     const token = await readLocalToken(flags.dataDir);
     if (token === null) {
       throw new CliError(
-        `No PUNCTUAL_API_KEY and no local token in ${localTokenPath(flags.dataDir)}. ` +
-          "Run this on the machine where `punctual start` runs, with its --data-dir / PUNCTUAL_DATA_DIR, " +
+        `No PUNCTUAL_API_KEY and no local token in ${resolve(localTokenPath(flags.dataDir))}. ` +
+          "Run this on the machine where `punctual start` runs, with its --data-dir / PUNCTUAL_DATA_DIR " +
+          "(a relative folder is read from the current directory, as `start` made it from its own), " +
           "or set PUNCTUAL_API_KEY to the server's key.",
         EXIT_FAILURE,
       );

@@ -9,6 +9,7 @@
  */
 import { beforeAll, describe, expect, it } from "vitest";
 import { pinnedOf, type Queryable } from "../../src/store/database.js";
+import { openPostgres } from "../../src/store/postgres.js";
 import {
   CLAIM_SQL,
   NEXT_WAKE_SQL,
@@ -176,6 +177,27 @@ describe(`claim plans on ${engine} over a table of nothing but due rows (a first
       expect(await setting(t().db, name)).toBe("on");
     }
   });
+
+  it.runIf(engine === "postgres")(
+    "DEL-3 (PostgreSQL only: PGlite has no connections): pinned connections keep the settings the URL gives every connection (here statement_timeout, as a durability setting would be)",
+    async () => {
+      const url = new URL(t().url!);
+      url.searchParams.set("options", "-c statement_timeout=12345");
+      const db = openPostgres({ url: url.toString() });
+      try {
+        for (const q of [db, pinnedOf(db)]) {
+          const { rows } = await q.query<{ statement_timeout: string }>("show statement_timeout");
+          expect(rows[0]!.statement_timeout).toBe("12345ms");
+        }
+        const { rows } = await pinnedOf(db).query<{ enable_seqscan: string }>(
+          "show enable_seqscan",
+        );
+        expect(rows[0]!.enable_seqscan).toBe("off");
+      } finally {
+        await db.close();
+      }
+    },
+  );
 
   for (const phase of ["before ANALYZE", "after ANALYZE"] as const) {
     describe(phase, () => {
