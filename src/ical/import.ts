@@ -194,7 +194,11 @@ export function titleOf(summary: string | null): string | null {
 function text(comp: IcalComponent, name: string): string | null {
   const p = prop(comp, name);
   if (p === undefined) return null;
-  const v = unescapeText(p.value).trim();
+  // NUL cannot be stored (PostgreSQL text and jsonb refuse it): dropped here, so the dry run
+  // and the import read the same event, where the import used to refuse the whole event.
+  const v = unescapeText(p.value)
+    .replace(/\u0000/g, "")
+    .trim();
   return v === "" ? null : v;
 }
 

@@ -431,3 +431,34 @@ describe("all-day events of a file that names its zone only in VTIMEZONE", () =>
     expect(chosen.events[0]!.schedule.tzid).toBe("America/New_York");
   });
 });
+
+describe("texts that cannot be stored", () => {
+  it("API-5: a NUL in SUMMARY, LOCATION or DESCRIPTION is dropped, so the event imports as its dry run shows it", () => {
+    const ics = [
+      "BEGIN:VCALENDAR",
+      "VERSION:2.0",
+      "PRODID:-//punctual tests//nul//EN",
+      "BEGIN:VEVENT",
+      "UID:nul@punctual.test",
+      "DTSTAMP:20261220T120000Z",
+      "DTSTART:20270301T090000Z",
+      "SUMMARY:Pay\u0000 rent",
+      "LOCATION:Room\u00004",
+      "DESCRIPTION:line one\u0000",
+      "END:VEVENT",
+      "END:VCALENDAR",
+      "",
+    ].join("\r\n");
+    const parsed = parseCalendar(ics, { source: "nul", remind: ["PT0S"], channel: "log" });
+    expect(parsed.skipped).toEqual([]);
+    const payload = parsed.events[0]!.schedule.payload as Record<string, unknown>;
+    expect(payload).toMatchObject({
+      summary: "Pay rent",
+      location: "Room4",
+      description: "line one",
+    });
+    expect(JSON.stringify(payload)).not.toContain("\\u0000");
+    // What the import then validates: the schedule as the API would store it.
+    expect(createScheduleSchema.safeParse(parsed.events[0]!.schedule).success).toBe(true);
+  });
+});
