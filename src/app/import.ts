@@ -17,7 +17,9 @@ import {
 } from "../ical/index.js";
 import { ValidationError } from "../errors/index.js";
 import { toInstant } from "../recurrence/index.js";
-import type { ImportedEvent } from "../ical/index.js";
+import type { CalendarImport, ImportedEvent } from "../ical/index.js";
+import { offloadPool } from "../offload/pool.js";
+import { lendRuleWork } from "../recurrence/recurrence.js";
 import { schedulesOfSource } from "../store/schedules.js";
 import { DEFAULT_TENANT } from "./context.js";
 import type { Punctual } from "./punctual.js";
@@ -57,6 +59,12 @@ export interface ImportOptions extends IcalImportOptions {
    * (OPS-12); default one `setImmediate`.
    */
   yieldNow?: () => Promise<void>;
+  /**
+   * Read the calendar on a worker thread (OPS-12; the API does): this thread only
+   * receives the events, and validates each without walking its rule again. Same result
+   * and errors; `onProgress` then reports the writing only.
+   */
+  offThread?: boolean;
 }
 
 /**
@@ -72,11 +80,34 @@ export async function importCalendar(
 ): Promise<ImportSummary> {
   const tenant = options.tenant ?? DEFAULT_TENANT;
   const yieldNow = options.yieldNow ?? yieldToEventLoop;
-  const parsed = await parseCalendarAsync(text, {
-    ...options,
-    defaultTzid: options.defaultTzid,
-    yieldNow,
-  });
+  let release = (): void => {};
+  let parsed: CalendarImport;
+  if (options.offThread === true) {
+    const { onProgress: _p, yieldNow: _y, offThread: _o, tenant: _t, ...ical } = options;
+    const read = await offloadPool().run("parseCalendar", { text, options: ical });
+    parsed = read.parsed;
+    release = lendRuleWork(read.work);
+  } else {
+    parsed = await parseCalendarAsync(text, {
+      ...options,
+      defaultTzid: options.defaultTzid,
+      yieldNow,
+    });
+  }
+  try {
+    return await writeImport(punctual, parsed, options, tenant, yieldNow);
+  } finally {
+    release();
+  }
+}
+
+async function writeImport(
+  punctual: Punctual,
+  parsed: CalendarImport,
+  options: ImportOptions,
+  tenant: string,
+  yieldNow: () => Promise<void>,
+): Promise<ImportSummary> {
   let sliceStart = performance.now();
   const rows = await schedulesOfSource(punctual.db, { tenant, source: options.source });
   const existing = new Map(rows.map((r) => [r.external_id ?? "", r]));
