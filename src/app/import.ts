@@ -50,7 +50,7 @@ export interface ImportSummary {
 }
 
 /** Schedules created per bulk insert of an import (OPS-12). */
-const IMPORT_BATCH = 50;
+const IMPORT_BATCH = 20;
 
 export interface ImportOptions extends IcalImportOptions {
   tenant?: string;

@@ -6,7 +6,8 @@
  * a time, at most `maxQueue` tasks waiting, each task stopped after `timeoutMs` (its
  * thread is ended and replaced). A thread that crashes fails only the task it was
  * running; the process goes on. Failures surface as {@link OffloadUnavailableError}
- * (HTTP 503), never as a wrong answer.
+ * (HTTP 503), never as a wrong answer. A thread says `{ ready: true }` once it listens;
+ * a task's time limit counts from then.
  */
 import { availableParallelism } from "node:os";
 import { createRequire } from "node:module";
@@ -61,6 +62,8 @@ interface Slot {
   task: Task | null;
   timer: NodeJS.Timeout | null;
   pieces: Map<string, unknown[]>;
+  /** The thread said it listens (its start, module loading included, is not timed). */
+  ready: boolean;
 }
 
 /** The entry module next to this one: TypeScript source under tsx or vitest, else built JavaScript. */
@@ -165,18 +168,23 @@ export class OffloadPool {
       slot.task = task;
       slot.pieces.clear();
       slot.worker.ref();
-      slot.timer = setTimeout(() => {
-        this.fail(
-          slot,
-          new OffloadUnavailableError(
-            "WORKER_TIMEOUT",
-            `the work took longer than ${this.timeoutMs} ms and was stopped`,
-          ),
-        );
-        this.discard(slot);
-      }, this.timeoutMs);
+      if (slot.ready) this.startTimer(slot);
       slot.worker.postMessage({ id: task.id, kind: task.kind, input: task.input });
     }
+  }
+
+  /** Stops the slot's task once it has run `timeoutMs` on a thread that is up. */
+  private startTimer(slot: Slot): void {
+    slot.timer = setTimeout(() => {
+      this.fail(
+        slot,
+        new OffloadUnavailableError(
+          "WORKER_TIMEOUT",
+          `the work took longer than ${this.timeoutMs} ms and was stopped`,
+        ),
+      );
+      this.discard(slot);
+    }, this.timeoutMs);
   }
 
   private spawn(): Slot {
@@ -188,7 +196,7 @@ export class OffloadPool {
         )
       : new Worker(fileURLToPath(this.entry));
     worker.unref();
-    const slot: Slot = { worker, task: null, timer: null, pieces: new Map() };
+    const slot: Slot = { worker, task: null, timer: null, pieces: new Map(), ready: false };
     worker.on("message", (m: Answer) => this.receive(slot, m));
     worker.on("error", (err) => {
       this.fail(
@@ -209,6 +217,11 @@ export class OffloadPool {
   }
 
   private receive(slot: Slot, m: Answer): void {
+    if ("ready" in m) {
+      slot.ready = true;
+      if (slot.task !== null && slot.timer === null) this.startTimer(slot);
+      return;
+    }
     const task = slot.task;
     if (task === null || m.id !== task.id) return;
     if ("piece" in m) {
@@ -264,6 +277,7 @@ export class OffloadPool {
 }
 
 type Answer =
+  | { ready: true }
   | { id: number; piece: { path: [string, string]; items: unknown[] } }
   | { id: number; ok: true; output: unknown }
   | { id: number; ok: false; error: CrossedError };

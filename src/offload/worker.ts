@@ -77,4 +77,5 @@ if (port !== null) {
     queue.push(m);
     void drain();
   });
+  port.postMessage({ ready: true });
 }
