@@ -606,7 +606,12 @@ export function createApi(punctual: Punctual, options: ApiOptions = {}): Punctua
       const started = performance.now();
       const { tenant } = tenantOf(c);
       const summary = await oneAtATime(`${tenant}\u0000${options.source}`, () =>
-        importCalendar(punctual, text, { ...options, tenant, offThread: true }),
+        importCalendar(punctual, text, {
+          ...options,
+          tenant,
+          // OPS-12: the calendar is read on a worker thread.
+          readCalendar: (t, o) => offloadPool().run("parseCalendar", { text: t, options: o }),
+        }),
       );
       log.info(
         {

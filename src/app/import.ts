@@ -18,8 +18,7 @@ import {
 import { ValidationError } from "../errors/index.js";
 import { toInstant } from "../recurrence/index.js";
 import type { CalendarImport, ImportedEvent } from "../ical/index.js";
-import { offloadPool } from "../offload/pool.js";
-import { lendRuleWork } from "../recurrence/recurrence.js";
+import { lendRuleWork, type RuleWork } from "../recurrence/recurrence.js";
 import { schedulesOfSource } from "../store/schedules.js";
 import { DEFAULT_TENANT } from "./context.js";
 import type { Punctual } from "./punctual.js";
@@ -60,11 +59,16 @@ export interface ImportOptions extends IcalImportOptions {
    */
   yieldNow?: () => Promise<void>;
   /**
-   * Read the calendar on a worker thread (OPS-12; the API does): this thread only
-   * receives the events, and validates each without walking its rule again. Same result
-   * and errors; `onProgress` then reports the writing only.
+   * Reads the calendar elsewhere (OPS-12; the API passes a worker thread's
+   * `parseCalendar`): it must answer what `parseCalendar` answers, with the rule work
+   * its validation did, which this thread's validation of each event then borrows
+   * instead of walking the rules again. `onProgress` then reports the writing only.
+   * Default: read here, in slices.
    */
-  offThread?: boolean;
+  readCalendar?: (
+    text: string,
+    options: Omit<IcalImportOptions, "onProgress">,
+  ) => Promise<{ parsed: CalendarImport; work: RuleWork }>;
 }
 
 /**
@@ -82,9 +86,9 @@ export async function importCalendar(
   const yieldNow = options.yieldNow ?? yieldToEventLoop;
   let release = (): void => {};
   let parsed: CalendarImport;
-  if (options.offThread === true) {
-    const { onProgress: _p, yieldNow: _y, offThread: _o, tenant: _t, ...ical } = options;
-    const read = await offloadPool().run("parseCalendar", { text, options: ical });
+  if (options.readCalendar !== undefined) {
+    const { onProgress: _p, yieldNow: _y, readCalendar, tenant: _t, ...ical } = options;
+    const read = await readCalendar(text, ical);
     parsed = read.parsed;
     release = lendRuleWork(read.work);
   } else {

@@ -37,7 +37,7 @@ async function stepsHere<T>(run: () => Promise<T>): Promise<{ steps: number; res
   }
 }
 
-const post = (path: string, body: string, type = "application/json") =>
+const post = async (path: string, body: string, type = "application/json"): Promise<Response> =>
   app.request(path, { method: "POST", headers: { "content-type": type }, body });
 
 /** A calendar of `n` daily COUNT series this process has not seen (distinct starts). */
