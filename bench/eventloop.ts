@@ -126,6 +126,11 @@ await new Promise<void>((resolve, reject) => {
     else if (m.type === "end") {
       endPhase(m.phase as string);
       results.push(m.result as PhaseResult);
+      // Each phase's figures at once, so a later failure does not lose them.
+      const l = loop.at(-1)!;
+      console.log(
+        `phase done: ${m.phase}: loop p50/p99/p100 ${l.p50.toFixed(1)}/${l.p99.toFixed(1)}/${l.max.toFixed(1)} ms, longest CPU stretch ${l.cpuMax.toFixed(1)} ms, ${JSON.stringify(m.result)}`,
+      );
     } else if (m.type === "done") resolve();
   });
   client.on("exit", (code) =>
