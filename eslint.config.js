@@ -17,6 +17,7 @@ const ranks = {
   scheduler: 4,
   ical: 4,
   app: 5,
+  offload: 5,
   api: 6,
   cli: 7,
   dashboard: 6,

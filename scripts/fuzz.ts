@@ -11,7 +11,8 @@
  *   npm run fuzz -- --short             a few thousand cases (CI), well under a minute
  *   npm run fuzz -- --rules N --calendars N --limit-ms N
  *
- * A call is timed in CPU time of this process (`process.cpuUsage`), so other programs on a
+ * A call is timed in CPU time of the event loop's thread (scripts/fuzz/thread-cpu.ts; the
+ * API's worker threads run beside it and are not counted), so other programs on a
  * shared machine do not count against it; wall time is reported beside it. The first
  * cases (and the first 3 requests of each route) warm the JIT and the database's
  * statements and are checked but not timed, and the zones' offset caches are
@@ -36,6 +37,7 @@ import {
   type FuzzRecurrence,
   type Rand,
 } from "./fuzz/inputs.js";
+import { threadCpuMs } from "./fuzz/thread-cpu.js";
 
 const { values } = parseArgs({
   options: {
@@ -83,7 +85,7 @@ function note(c: Case): void {
 /** Runs one call, timed; a ValidationError is an answer, anything else a crash. */
 function call<T>(what: string, input: () => string, fn: () => T): T | undefined {
   calls++;
-  const cpu0 = process.cpuUsage();
+  const cpu0 = threadCpuMs();
   const wall0 = performance.now();
   let result: T | undefined;
   try {
@@ -95,11 +97,10 @@ function call<T>(what: string, input: () => string, fn: () => T): T | undefined 
       );
     }
   }
-  const cpu = process.cpuUsage(cpu0);
   note({
     what,
     input: input(),
-    cpuMs: (cpu.user + cpu.system) / 1000,
+    cpuMs: threadCpuMs() - cpu0,
     wallMs: performance.now() - wall0,
   });
   return result;
@@ -148,19 +149,18 @@ async function callSliced(
   fn: (yieldNow: () => Promise<void>) => Promise<unknown>,
 ): Promise<void> {
   calls++;
-  let cpu0 = process.cpuUsage();
+  let cpu0 = threadCpuMs();
   let wall0 = performance.now();
   let cpuMax = 0;
   let wallMax = 0;
   const cut = (): void => {
-    const cpu = process.cpuUsage(cpu0);
-    cpuMax = Math.max(cpuMax, (cpu.user + cpu.system) / 1000);
+    cpuMax = Math.max(cpuMax, threadCpuMs() - cpu0);
     wallMax = Math.max(wallMax, performance.now() - wall0);
   };
   const yieldNow = async (): Promise<void> => {
     cut();
     await new Promise<void>((resolve) => setImmediate(resolve));
-    cpu0 = process.cpuUsage();
+    cpu0 = threadCpuMs();
     wall0 = performance.now();
   };
   try {
@@ -229,13 +229,13 @@ let status5xx = 0;
 let stretch = 0;
 let stretchWall = 0;
 const perRoute = new Map<string, number>();
-let tickCpu = process.cpuUsage();
+let tickCpu = threadCpuMs();
 let tickWall = performance.now();
 const ticker = setInterval(() => {
-  const d = process.cpuUsage(tickCpu);
-  stretch = Math.max(stretch, (d.user + d.system) / 1000);
+  const now = threadCpuMs();
+  stretch = Math.max(stretch, now - tickCpu);
   stretchWall = Math.max(stretchWall, performance.now() - tickWall);
-  tickCpu = process.cpuUsage();
+  tickCpu = now;
   tickWall = performance.now();
 }, 5);
 async function request(
@@ -248,7 +248,7 @@ async function request(
   await new Promise<void>((resolve) => setTimeout(resolve, 6));
   stretch = 0;
   stretchWall = 0;
-  tickCpu = process.cpuUsage();
+  tickCpu = threadCpuMs();
   tickWall = performance.now();
   let status = 0;
   try {

@@ -9,6 +9,7 @@
  * (one at a time), latency measured here. Messages to the parent: { type: "start" } and
  * { type: "end", phase, result } around each phase, then { type: "done" }.
  */
+import { Agent, fetch as undiciFetch } from "undici";
 import { largeCalendar, prng, randomRecurrence } from "../../scripts/fuzz/inputs.js";
 
 const args = JSON.parse(process.argv[2] ?? "{}") as {
@@ -70,11 +71,15 @@ async function phase(name: string, load: (count: (status: number) => void) => Pr
   });
 }
 
+// A 50,000-event import answers after minutes on a loaded machine: no header or body
+// timeout for the load's requests (the /healthz probe keeps the default).
+const patient = new Agent({ headersTimeout: 0, bodyTimeout: 0 });
 const post = async (path: string, body: string, type: string): Promise<number> => {
-  const res = await fetch(`${args.url}${path}`, {
+  const res = await undiciFetch(`${args.url}${path}`, {
     method: "POST",
     headers: { "content-type": type },
     body,
+    dispatcher: patient,
   });
   await res.arrayBuffer();
   return res.status;

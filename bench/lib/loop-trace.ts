@@ -1,13 +1,14 @@
 /**
  * `--trace` for bench/eventloop.ts: names what holds the event loop. Every statement of
  * the embedded database and every HTTP request is recorded with its CPU time (statements:
- * the process's CPU while the statement was awaited, so work that overlapped its wait in
+ * the event loop thread's CPU while the statement was awaited, so work that overlapped its wait in
  * the engine's queue counts too) or span (requests), and the first-time offset computations of each zone are counted;
  * whenever a tick of the 10 ms timer finds a CPU stretch over the threshold, the
  * statements that ran inside it and the requests in flight are printed.
  */
 import type { Database, Queryable } from "../../src/store/database.js";
 import { Zone } from "../../src/recurrence/zone.js";
+import { threadCpuMs } from "../../scripts/fuzz/thread-cpu.js";
 
 interface Mark {
   at: number;
@@ -15,10 +16,7 @@ interface Mark {
   what: string;
 }
 
-const cpuNow = (): number => {
-  const u = process.cpuUsage();
-  return (u.user + u.system) / 1000;
-};
+const cpuNow = threadCpuMs;
 
 /** Recorder of statements, requests and zone computations for one process. */
 export class LoopTrace {

@@ -19,6 +19,7 @@
  * | body not JSON (import: not text/calendar) | 415  | UNSUPPORTED_MEDIA_TYPE    |
  * | ConflictError IDEMPOTENCY_KEY_REUSED    | 422    | IDEMPOTENCY_KEY_REUSED    |
  * | anything else                           | 500    | INTERNAL                  |
+ * | worker thread busy / too slow / crashed | 503    | WORKERS_BUSY, WORKER_TIMEOUT, WORKER_FAILED |
  */
 import { HTTPException } from "hono/http-exception";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
@@ -30,6 +31,7 @@ import {
   ValidationError,
   type FieldIssue,
 } from "../errors/index.js";
+import { OffloadUnavailableError } from "../offload/pool.js";
 
 /** A reply to send: status and body. */
 export interface ErrorReply {
@@ -72,6 +74,10 @@ export function toErrorReply(err: unknown): ErrorReply {
     const status =
       err.code === "STALE_VERSION" ? 412 : err.code === "IDEMPOTENCY_KEY_REUSED" ? 422 : 409;
     return { status, body: errorBody(err.code, err.message), internal: false };
+  }
+  if (err instanceof OffloadUnavailableError) {
+    // OPS-12: a worker thread was busy, too slow or crashed; the server itself is fine.
+    return { status: 503, body: errorBody(err.code, err.message), internal: false };
   }
   if (err instanceof HTTPException) {
     if (err.status === 400 && /json/i.test(err.message)) {

@@ -20,12 +20,13 @@ import { OpenAPIHono } from "@hono/zod-openapi";
 import type { Context, MiddlewareHandler } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { ZodError, type z } from "zod";
-import { dryRunImport, importCalendar, type ImportOptions } from "../app/import.js";
+import { importCalendar, type ImportOptions } from "../app/import.js";
 import type { Punctual } from "../app/punctual.js";
 import { VERSION } from "../app/punctual.js";
 import { NotFoundError, ValidationError, type FieldIssue } from "../errors/index.js";
 import { DEFAULT_MAX_BYTES } from "../ical/index.js";
-import { preview, validateRule, type DstPolicy } from "../recurrence/index.js";
+import { validateRule, type DstPolicy } from "../recurrence/index.js";
+import { borrowRuleWork, offloadPool, recurrenceInputOf } from "../offload/index.js";
 import { isUnstorableText } from "../contracts/index.js";
 import { registerApiKeyRoutes } from "./api-keys.js";
 import { authenticate, tenantOf } from "./auth.js";
@@ -454,10 +455,15 @@ export function createApi(punctual: Punctual, options: ApiOptions = {}): Punctua
       // The raw body, not the parsed one: a reminder naming a kind (DEL-11) takes the
       // kind's fields for those it left out, not the schema's defaults.
       const raw: unknown = await c.req.json();
-      const result = await punctual.createSchedule(raw, {
-        ...tenantOf(c),
-        ...(idempotencyKey ? { idempotencyKey } : {}),
-      });
+      // OPS-12: the rule's validation walks done on a worker thread first.
+      const input = recurrenceInputOf(raw);
+      const release = await borrowRuleWork(input === null ? [] : [input]);
+      const result = await punctual
+        .createSchedule(raw, {
+          ...tenantOf(c),
+          ...(idempotencyKey ? { idempotencyKey } : {}),
+        })
+        .finally(release);
       const body = result.warnings.length
         ? { ...result.schedule, warnings: result.warnings }
         : result.schedule;
@@ -585,7 +591,13 @@ export function createApi(punctual: Punctual, options: ApiOptions = {}): Punctua
             value: query.to,
           });
         }
-        const result = await dryRunImport(text, { ...options, fromMs, toMs });
+        // OPS-12: the whole dry run on a worker thread.
+        const { result } = await offloadPool().run("dryRun", {
+          text,
+          options,
+          fromMs,
+          toMs,
+        });
         return c.json(
           { from: new Date(fromMs).toISOString(), to: new Date(toMs).toISOString(), ...result },
           200,
@@ -594,7 +606,12 @@ export function createApi(punctual: Punctual, options: ApiOptions = {}): Punctua
       const started = performance.now();
       const { tenant } = tenantOf(c);
       const summary = await oneAtATime(`${tenant}\u0000${options.source}`, () =>
-        importCalendar(punctual, text, { ...options, tenant }),
+        importCalendar(punctual, text, {
+          ...options,
+          tenant,
+          // OPS-12: the calendar is read on a worker thread.
+          readCalendar: (t, o) => offloadPool().run("parseCalendar", { text: t, options: o }),
+        }),
       );
       log.info(
         {
@@ -615,10 +632,11 @@ export function createApi(punctual: Punctual, options: ApiOptions = {}): Punctua
 
   // --- recurrence --------------------------------------------------------------------
 
-  app.openapi(previewRoute, (c) => {
+  app.openapi(previewRoute, async (c) => {
     const input = c.req.valid("json");
+    // OPS-12: computed on a worker thread, never on this event loop.
     return c.json(
-      preview({
+      await offloadPool().run("preview", {
         dtstart: input.dtstart,
         tzid: input.tzid,
         rrule: input.rrule ?? null,

@@ -17,7 +17,8 @@ import {
 } from "../ical/index.js";
 import { ValidationError } from "../errors/index.js";
 import { toInstant } from "../recurrence/index.js";
-import type { ImportedEvent } from "../ical/index.js";
+import type { CalendarImport, ImportedEvent } from "../ical/index.js";
+import { lendRuleWork, type RuleWork } from "../recurrence/recurrence.js";
 import { schedulesOfSource } from "../store/schedules.js";
 import { DEFAULT_TENANT } from "./context.js";
 import type { Punctual } from "./punctual.js";
@@ -48,7 +49,7 @@ export interface ImportSummary {
 }
 
 /** Schedules created per bulk insert of an import (OPS-12). */
-const IMPORT_BATCH = 50;
+const IMPORT_BATCH = 20;
 
 export interface ImportOptions extends IcalImportOptions {
   tenant?: string;
@@ -57,6 +58,17 @@ export interface ImportOptions extends IcalImportOptions {
    * (OPS-12); default one `setImmediate`.
    */
   yieldNow?: () => Promise<void>;
+  /**
+   * Reads the calendar elsewhere (OPS-12; the API passes a worker thread's
+   * `parseCalendar`): it must answer what `parseCalendar` answers, with the rule work
+   * its validation did, which this thread's validation of each event then borrows
+   * instead of walking the rules again. `onProgress` then reports the writing only.
+   * Default: read here, in slices.
+   */
+  readCalendar?: (
+    text: string,
+    options: Omit<IcalImportOptions, "onProgress">,
+  ) => Promise<{ parsed: CalendarImport; work: RuleWork }>;
 }
 
 /**
@@ -72,11 +84,34 @@ export async function importCalendar(
 ): Promise<ImportSummary> {
   const tenant = options.tenant ?? DEFAULT_TENANT;
   const yieldNow = options.yieldNow ?? yieldToEventLoop;
-  const parsed = await parseCalendarAsync(text, {
-    ...options,
-    defaultTzid: options.defaultTzid,
-    yieldNow,
-  });
+  let release = (): void => {};
+  let parsed: CalendarImport;
+  if (options.readCalendar !== undefined) {
+    const { onProgress: _p, yieldNow: _y, readCalendar, tenant: _t, ...ical } = options;
+    const read = await readCalendar(text, ical);
+    parsed = read.parsed;
+    release = lendRuleWork(read.work);
+  } else {
+    parsed = await parseCalendarAsync(text, {
+      ...options,
+      defaultTzid: options.defaultTzid,
+      yieldNow,
+    });
+  }
+  try {
+    return await writeImport(punctual, parsed, options, tenant, yieldNow);
+  } finally {
+    release();
+  }
+}
+
+async function writeImport(
+  punctual: Punctual,
+  parsed: CalendarImport,
+  options: ImportOptions,
+  tenant: string,
+  yieldNow: () => Promise<void>,
+): Promise<ImportSummary> {
   let sliceStart = performance.now();
   const rows = await schedulesOfSource(punctual.db, { tenant, source: options.source });
   const existing = new Map(rows.map((r) => [r.external_id ?? "", r]));

@@ -125,6 +125,23 @@ export interface WorkReport<T> {
 }
 
 /**
+ * Starts counting this thread's expansion work across turns of the event loop (an
+ * HTTP request, an import), in the steps {@link measureWork} counts; the time bounds
+ * are off meanwhile. Only work done on this thread counts (not a worker thread's).
+ * @returns a function that stops counting and answers the steps spent.
+ * @throws Error when something already measures.
+ */
+export function meterWork(): () => number {
+  if (metered !== null) throw new Error("meterWork is not re-entrant");
+  const budgets: Budget[] = [];
+  metered = budgets;
+  return () => {
+    if (metered === budgets) metered = null;
+    return budgets.reduce((n, b) => n + b.granted - b.steps, 0);
+  };
+}
+
+/**
  * Runs `fn` synchronously and reports the expansion work it spent, counted in the same
  * steps the loops charge to their {@link Budget} (periods, days and candidates visited).
  * Bounding work by steps instead of elapsed time keeps a check independent of the

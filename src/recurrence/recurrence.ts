@@ -91,6 +91,90 @@ function rememberCountWalk(key: string, walked: CountWalk): void {
   }
 }
 
+/** The result of a feasibility search ({@link RecurrenceImpl.ruleYieldsAnything}). */
+interface Feasibility {
+  yields: boolean | null;
+  reachedWall: number;
+}
+/** Recent feasibility searches by series (least recently used first), at most 1024. */
+const searches = new Map<string, Feasibility>();
+
+/**
+ * The deterministic work validation did for some rules (OPS-12): COUNT walks and
+ * feasibility searches, each keyed by its series. They depend on the rule alone (steps,
+ * no clock), so work done in one thread answers the same question in another: a worker
+ * thread validates, the event loop's thread borrows the result ({@link lendRuleWork})
+ * and validates the same rule without walking it again. Structured-clone safe.
+ */
+export interface RuleWork {
+  walks: Array<[key: string, walk: CountWalk]>;
+  searches: Array<[key: string, search: Feasibility]>;
+}
+
+/** Most COUNT-walk instants one {@link recordRuleWork} keeps (about 16 MB). */
+const MAX_RECORDED_INSTANTS = 2_000_000;
+let recording: (RuleWork & { instants: number }) | null = null;
+const lent: Array<{ walks: Map<string, CountWalk>; searches: Map<string, Feasibility> }> = [];
+
+function recordWalk(key: string, walk: CountWalk): void {
+  if (recording === null || recording.instants + walk.instants.length > MAX_RECORDED_INSTANTS)
+    return;
+  recording.instants += walk.instants.length;
+  recording.walks.push([key, walk]);
+}
+
+function lentWalk(key: string): CountWalk | undefined {
+  for (const work of lent) {
+    const walk = work.walks.get(key);
+    if (walk !== undefined) return walk;
+  }
+  return undefined;
+}
+
+function lentSearch(key: string): Feasibility | undefined {
+  for (const work of lent) {
+    const search = work.searches.get(key);
+    if (search !== undefined) return search;
+  }
+  return undefined;
+}
+
+/**
+ * Runs `run` (e.g. `validateRule` of some inputs) and collects the COUNT walks and
+ * feasibility searches it used, computed or remembered (at most 2,000,000 instants of
+ * walks; past that a walk is left out and the borrower computes it). Not reentrant.
+ * @returns what `run` returned or threw, and the work.
+ */
+export function recordRuleWork<T>(run: () => T): { work: RuleWork; value?: T; error?: unknown } {
+  const previous = recording;
+  const rec = { walks: [], searches: [], instants: 0 };
+  recording = rec;
+  try {
+    const value = run();
+    return { work: { walks: rec.walks, searches: rec.searches }, value };
+  } catch (error) {
+    return { work: { walks: rec.walks, searches: rec.searches }, error };
+  } finally {
+    recording = previous;
+  }
+}
+
+/**
+ * Lends work recorded elsewhere ({@link recordRuleWork}) to this thread's validation
+ * until the returned function is called: a COUNT walk or feasibility search of the same
+ * series is read from it instead of being computed. Harmless to every other caller, as
+ * the work is the same whoever computes it.
+ */
+export function lendRuleWork(work: RuleWork): () => void {
+  if (work.walks.length + work.searches.length === 0) return () => {};
+  const entry = { walks: new Map(work.walks), searches: new Map(work.searches) };
+  lent.push(entry);
+  return () => {
+    const i = lent.indexOf(entry);
+    if (i >= 0) lent.splice(i, 1);
+  };
+}
+
 /** Most RDATE/EXDATE values accepted. */
 export const MAX_DATE_LIST = 1000;
 
@@ -227,21 +311,19 @@ class RecurrenceImpl implements Recurrence {
     // The walk depends on nothing but these (steps only, no clock): the same series
     // validated again (an import reads each event's rule up to three times, a calendar
     // may repeat one event under many UIDs, planning parses it once more) walks once.
-    const key = JSON.stringify([
-      this.zone.id,
-      this.dst,
-      this.dateOnly,
-      rule.startWall,
-      this.startMs,
-      this.startShifted,
-      this.untilMs,
-      rule.spec,
-    ]);
+    const key = this.seriesKey(rule);
     const known = countWalks.get(key);
     if (known !== undefined) {
       countWalks.delete(key);
       countWalks.set(key, known);
+      recordWalk(key, known);
       return known;
+    }
+    const borrowed = lent.length > 0 ? lentWalk(key) : undefined;
+    if (borrowed !== undefined) {
+      rememberCountWalk(key, borrowed);
+      recordWalk(key, borrowed);
+      return borrowed;
     }
     const keep = this.count <= COUNT_CACHE_LIMIT;
     const b = budget(MAX_COUNT_STEPS);
@@ -254,7 +336,22 @@ class RecurrenceImpl implements Recurrence {
     const complete = !b.exhausted || n >= this.count;
     const walked = { instants: all, complete, reachedWall: b.reachedWall, found: n };
     rememberCountWalk(key, walked);
+    recordWalk(key, walked);
     return walked;
+  }
+
+  /** What a COUNT walk or feasibility search of this series depends on (steps only, no clock). */
+  private seriesKey(rule: CompiledRule): string {
+    return JSON.stringify([
+      this.zone.id,
+      this.dst,
+      this.dateOnly,
+      rule.startWall,
+      this.startMs,
+      this.startShifted,
+      this.untilMs,
+      rule.spec,
+    ]);
   }
 
   /** The rule stream in instant order: DTSTART first, then the rule; gap-shifted instants reordered. */
@@ -425,9 +522,21 @@ class RecurrenceImpl implements Recurrence {
    * — `true`, `false`, or `null` when the search ended first — and the wall second it
    * reached. Steps only (no clock), so the answer is the same on every machine.
    */
-  ruleYieldsAnything(): { yields: boolean | null; reachedWall: number } {
+  ruleYieldsAnything(): Feasibility {
     const rule = this.rule;
     if (rule === null) return { yields: true, reachedWall: Infinity };
+    // Same series, same answer: kept (and recorded, and borrowed) like a COUNT walk.
+    const key = this.seriesKey(rule);
+    const found = searches.get(key) ?? (lent.length > 0 ? lentSearch(key) : undefined);
+    const result = found ?? this.searchFirst(rule);
+    searches.delete(key);
+    searches.set(key, result);
+    if (searches.size > 1024) searches.delete(searches.keys().next().value as string);
+    recording?.searches.push([key, result]);
+    return result;
+  }
+
+  private searchFirst(rule: CompiledRule): Feasibility {
     const freq = rule.spec.freq;
     const periods = freq <= DAILY ? (CYCLE_PERIODS[freq] as number) + 1 : Infinity;
     const b = budget(NO_OCCURRENCE_SEARCH_STEPS, periods);
