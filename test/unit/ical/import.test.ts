@@ -451,7 +451,7 @@ describe("texts that cannot be stored", () => {
     ].join("\r\n");
     const parsed = parseCalendar(ics, { source: "nul", remind: ["PT0S"], channel: "log" });
     expect(parsed.skipped).toEqual([]);
-    const payload = parsed.events[0]!.schedule.payload as Record<string, unknown>;
+    const payload = parsed.events[0]!.schedule.payload;
     expect(payload).toMatchObject({
       summary: "Pay rent",
       location: "Room4",
