@@ -120,20 +120,29 @@ async function claimAt(db: Database, owner: string, at: number, leaseMs = 60_000
 
 let T = 0;
 
+/** {@link claimers} of `rows` rows behind a 10/s limit of `burst` on key `k`, from T (a whole second). */
+async function limitedClaimers(
+  rows: number,
+  burst: number,
+): Promise<Awaited<ReturnType<typeof claimers>>> {
+  const c = await claimers(rows);
+  cleanups.push(() => c.close());
+  T = Math.floor(Date.now() / 1000) * 1000;
+  await upsertRateLimit(c.punctual.db, new Date(T), {
+    tenant: "default",
+    key: "k",
+    ratePerSecond: 10,
+    burst,
+    concurrency: null,
+  });
+  return c;
+}
+
 describe("paced rate limits across connections (DEL-13)", () => {
   itIfPostgres(
     "DEL-13: two claimers on two connections share one schedule: every slot 100 ms after the previous at 10/s, none given twice, none beyond the lookahead",
     async () => {
-      const c = await claimers(20);
-      cleanups.push(() => c.close());
-      T = Math.floor(Date.now() / 1000) * 1000;
-      await upsertRateLimit(c.punctual.db, new Date(T), {
-        tenant: "default",
-        key: "k",
-        ratePerSecond: 10,
-        burst: 1,
-        concurrency: null,
-      });
+      const c = await limitedClaimers(20, 1);
       // A: the one token now, then one slot per 100 ms up to 600 ms ahead.
       expect(await claimAt(c.a, "a", T)).toEqual([0, 100, 200, 300, 400, 500, 600]);
       // B, 50 ms later: the next slot (700 ms) is more than the lookahead away.
@@ -149,16 +158,7 @@ describe("paced rate limits across connections (DEL-13)", () => {
   itIfPostgres(
     "DEL-13: a stalled worker's slots are not reused: its rows, recovered after its lease, get new slots from the bucket, one token interval apart",
     async () => {
-      const c = await claimers(7);
-      cleanups.push(() => c.close());
-      T = Math.floor(Date.now() / 1000) * 1000;
-      await upsertRateLimit(c.punctual.db, new Date(T), {
-        tenant: "default",
-        key: "k",
-        ratePerSecond: 10,
-        burst: 2,
-        concurrency: null,
-      });
+      const c = await limitedClaimers(7, 2);
       // A claims 7 rows (2 tokens now, then 100 ms apart) and stalls: it never sends.
       expect(await claimAt(c.a, "a", T, 4_000)).toEqual([0, 0, 100, 200, 300, 400, 500]);
       // Its leases end at 4 s; recovery at 6 s gives the rows back (retry, no delay).
