@@ -24,8 +24,31 @@ export function issuesFromZod(error: z.ZodError, prefix = "", input?: unknown): 
       (typeof value === "string" && value.length <= 200) ||
       typeof value === "number" ||
       typeof value === "boolean";
-    return shown ? { field, message: issue.message, value } : { field, message: issue.message };
+    const message = readableMessage(issue, value);
+    return shown ? { field, message, value } : { field, message };
   });
+}
+
+/** What a JSON value is, in words ("a string", "null", "an array"), for messages. */
+function kindOf(value: unknown): string {
+  if (value === null) return "null";
+  if (Array.isArray(value)) return "an array";
+  if (typeof value === "object") return "an object";
+  return `a ${typeof value}`;
+}
+
+/**
+ * zod's own wording of a wrong type ("Invalid input: expected array, received undefined")
+ * as people read it: "required: an array" for a missing field, "must be an array, not a
+ * string" otherwise. Any other message (the schemas' own) is kept.
+ */
+function readableMessage(issue: z.core.$ZodIssue, value: unknown): string {
+  if (issue.code !== "invalid_type" || !issue.message.startsWith("Invalid input: expected")) {
+    return issue.message;
+  }
+  const expected = String(issue.expected);
+  const wanted = /^[aeiou]/.test(expected) ? `an ${expected}` : `a ${expected}`;
+  return value === undefined ? `required: ${wanted}` : `must be ${wanted}, not ${kindOf(value)}`;
 }
 
 /** Parses with a zod schema, or throws ValidationError naming every bad field. */

@@ -194,11 +194,21 @@ export function titleOf(summary: string | null): string | null {
 function text(comp: IcalComponent, name: string): string | null {
   const p = prop(comp, name);
   if (p === undefined) return null;
-  // NUL cannot be stored (PostgreSQL text and jsonb refuse it): dropped here, so the dry run
-  // and the import read the same event, where the import used to refuse the whole event.
-  const v = unescapeText(p.value)
-    .replace(/\u0000/g, "")
-    .trim();
+  const v = unescapeText(p.value).trim();
+  return v === "" ? null : v;
+}
+
+/**
+ * A text shown to people (SUMMARY, LOCATION, DESCRIPTION) without NUL, which cannot be
+ * stored (PostgreSQL text and jsonb refuse it): dropped, so the dry run and the import read
+ * the same event, where the import used to refuse the whole event. Identifiers (UID) keep
+ * theirs and are refused: dropping it could make one UID of two.
+ */
+function displayText(comp: IcalComponent, name: string): string | null {
+  const v =
+    text(comp, name)
+      ?.replace(/\u0000/g, "")
+      .trim() ?? null;
   return v === "" ? null : v;
 }
 
@@ -651,7 +661,7 @@ class Importer {
       };
     }
     const status = (text(comp, "STATUS") ?? "").toUpperCase();
-    const description = text(comp, "DESCRIPTION");
+    const description = displayText(comp, "DESCRIPTION");
     const seq = Number(text(comp, "SEQUENCE") ?? "0");
     return {
       uid,
@@ -659,8 +669,8 @@ class Importer {
       comp,
       cancelled: status === "CANCELLED",
       sequence: Number.isFinite(seq) ? seq : 0,
-      summary: text(comp, "SUMMARY"),
-      location: text(comp, "LOCATION"),
+      summary: displayText(comp, "SUMMARY"),
+      location: displayText(comp, "LOCATION"),
       description: description === null ? null : description.slice(0, MAX_DESCRIPTION),
       tzidText: tzParam === undefined ? null : cleanTzid(tzParam),
       tzid,
