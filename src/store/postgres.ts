@@ -62,12 +62,30 @@ export function openPostgres(options: PostgresOptions): Database & { pool: pg.Po
   const pinnedSet = Object.entries(PINNED_SETTINGS)
     .map(([name, value]) => `set ${name} = ${value}`)
     .join("; ");
-  // Queued before any statement a caller sends on the new connection (a client runs its
-  // queries in order); a failure is the connection's, reported as the pool's errors are.
-  pinnedPool.on("connect", (client) => {
-    client.query(pinnedSet).catch((err: Error) => options.onError?.(err));
-  });
   pinnedPool.on("error", (err) => options.onError?.(err));
+  /** Connections of the pinned pool that have run {@link pinnedSet}. */
+  const pinnedReady = new WeakSet<pg.PoolClient>();
+  const runPinned = async <T>(sql: string, params: readonly unknown[] = []) => {
+    const client = await pinnedPool.connect();
+    // A checked-out client has no pool error listener (see transaction below).
+    const onClientError = (err: Error) => options.onError?.(err);
+    client.on("error", onClientError);
+    try {
+      if (!pinnedReady.has(client)) {
+        await client.query(pinnedSet);
+        pinnedReady.add(client);
+      }
+      const result = await run<T>(client, sql, params);
+      client.off("error", onClientError);
+      client.release();
+      return result;
+    } catch (err) {
+      client.off("error", onClientError);
+      // A failed statement may have left the connection unusable (a reset): do not reuse it.
+      client.release(err as Error);
+      throw err;
+    }
+  };
   let closed = false;
   const run = async <T>(
     client: pg.Pool | pg.PoolClient,
@@ -86,7 +104,7 @@ export function openPostgres(options: PostgresOptions): Database & { pool: pg.Po
     description: describeUrl(options.url),
     pool,
     query: (sql, params) => run(pool, sql, params),
-    pinned: { query: (sql, params) => run(pinnedPool, sql, params) },
+    pinned: { query: (sql, params) => runPinned(sql, params) },
     async transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
       const client = await pool.connect();
       // A checked-out client has no pool error listener: without this one a connection
