@@ -661,6 +661,11 @@ class Importer {
       };
     }
     const status = (text(comp, "STATUS") ?? "").toUpperCase();
+    for (const name of ["SUMMARY", "LOCATION", "DESCRIPTION"]) {
+      if (text(comp, name)?.includes("\u0000")) {
+        this.warn(`${name} of event "${uid.slice(0, 80)}" had NUL characters; they were dropped`);
+      }
+    }
     const description = displayText(comp, "DESCRIPTION");
     const seq = Number(text(comp, "SEQUENCE") ?? "0");
     return {

@@ -451,6 +451,7 @@ describe("texts that cannot be stored", () => {
     ].join("\r\n");
     const parsed = parseCalendar(ics, { source: "nul", remind: ["PT0S"], channel: "log" });
     expect(parsed.skipped).toEqual([]);
+    expect(parsed.warnings.filter((w) => w.includes("NUL characters"))).toHaveLength(3);
     const payload = parsed.events[0]!.schedule.payload;
     expect(payload).toMatchObject({
       summary: "Pay rent",
