@@ -192,6 +192,14 @@ async function fuzzCalendar(r: Rand, text: string): Promise<void> {
   );
 }
 
+/** A line on stderr at each tenth of a phase, so a long run shows where it is. */
+function progress(phase: string, done: number, total: number): void {
+  const step = Math.max(1, Math.floor(total / 10));
+  if (done % step !== 0 && done !== total) return;
+  const s = ((performance.now() - started) / 1000).toFixed(0);
+  process.stderr.write(`fuzz: ${phase} ${done}/${total} (${s} s, ${failures.length} problem(s))\n`);
+}
+
 // --- in-process ---------------------------------------------------------------------
 for (const id of [...ZONES, "Australia/Sydney"]) {
   const zone = getZone(id);
@@ -205,12 +213,14 @@ for (let i = 0; i < RULES; i++) {
   const input = randomRecurrence(rand);
   fuzzRule(rand, input);
   if (i % HTTP_EVERY === 0) ruleInputs.push(input);
+  progress("rules", i + 1, RULES);
 }
 const calendarTexts: string[] = [];
 for (let i = 0; i < CALENDARS; i++) {
   const text = mutateCalendar(rand);
   await fuzzCalendar(rand, text);
   if (i % HTTP_EVERY === 0) calendarTexts.push(text);
+  progress("calendars", i + 1, CALENDARS);
 }
 const inProcessS = (performance.now() - started) / 1000;
 
@@ -238,12 +248,13 @@ const ticker = setInterval(() => {
   tickCpu = now;
   tickWall = performance.now();
 }, 5);
+/** Sends one request, timed; answers the created or edited schedule's id, if any. */
 async function request(
   what: string,
   input: string,
   path: string,
   init: RequestInit,
-): Promise<void> {
+): Promise<string | undefined> {
   requests++;
   await new Promise<void>((resolve) => setTimeout(resolve, 6));
   stretch = 0;
@@ -251,10 +262,13 @@ async function request(
   tickCpu = threadCpuMs();
   tickWall = performance.now();
   let status = 0;
+  let id: string | undefined;
   try {
     const res = await app.request(path, init);
     status = res.status;
-    await res.arrayBuffer();
+    const body: unknown = JSON.parse((await res.text()) || "null");
+    if (status < 300 && body !== null && typeof body === "object" && "id" in body)
+      id = String(body.id);
   } catch (err) {
     failures.push(`crash: ${what} ${String(err).slice(0, 300)} — ${input}`);
   }
@@ -268,6 +282,7 @@ async function request(
     status5xx++;
     failures.push(`${status}: ${what} — ${input}`);
   }
+  return id;
 }
 const json = (body: unknown): RequestInit => ({
   method: "POST",
@@ -278,13 +293,23 @@ const httpStarted = performance.now();
 for (const [i, input] of ruleInputs.entries()) {
   await request("POST /v1/preview", show(input), "/v1/preview", json({ ...input, count: 10 }));
   if (i % 5 === 0) {
-    await request(
+    const id = await request(
       "POST /v1/schedules",
       show(input),
       "/v1/schedules",
       json({ ...input, payload: { i }, reminders: [{ offset: "-PT15M", channel: "log" }] }),
     );
+    // An edit to the next rule's recurrence (validated, realigned and planned again).
+    const next = ruleInputs[i + 1];
+    if (typeof id === "string" && next !== undefined) {
+      await request("PATCH /v1/schedules/{id}", show(next), `/v1/schedules/${id}`, {
+        method: "PATCH",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(next),
+      });
+    }
   }
+  progress("HTTP rules", i + 1, ruleInputs.length);
 }
 for (const [i, text] of calendarTexts.entries()) {
   const init: RequestInit = {

@@ -25,7 +25,7 @@ import type { Punctual } from "../app/punctual.js";
 import { VERSION } from "../app/punctual.js";
 import { NotFoundError, ValidationError, type FieldIssue } from "../errors/index.js";
 import { DEFAULT_MAX_BYTES } from "../ical/index.js";
-import { validateRule, type DstPolicy } from "../recurrence/index.js";
+import { validateRule, type DstPolicy, type RecurrenceInput } from "../recurrence/index.js";
 import { borrowRuleWork, offloadPool, recurrenceInputOf } from "../offload/index.js";
 import { isUnstorableText } from "../contracts/index.js";
 import { registerApiKeyRoutes } from "./api-keys.js";
@@ -150,6 +150,40 @@ function recurrenceIssues(raw: unknown, found: readonly FieldIssue[]): FieldIssu
     return [];
   } catch (err) {
     return err instanceof ValidationError ? [...err.issues] : [];
+  }
+}
+
+/**
+ * The recurrence a schedule would have after `patch` (OPS-12), for the worker thread's
+ * validation ahead of the edit: the stored fields with the patch's on top. Empty when the
+ * patch changes no recurrence field or the schedule cannot be read; the edit itself reads
+ * the schedule again under its lock, so a schedule changed in between only means the work
+ * lent here is not used.
+ */
+async function patchedRecurrence(
+  punctual: Punctual,
+  id: string,
+  patch: unknown,
+  c: Context,
+): Promise<RecurrenceInput[]> {
+  if (!patch || typeof patch !== "object" || Array.isArray(patch)) return [];
+  const sent = patch as Record<string, unknown>;
+  if (!RECURRENCE_FIELDS.some((f) => Object.prototype.hasOwnProperty.call(sent, f))) return [];
+  try {
+    const current = await punctual.getSchedule(id, tenantOf(c));
+    const input = recurrenceInputOf({
+      dtstart: current.dtstart,
+      tzid: current.tzid,
+      rrule: current.rrule,
+      rdate: current.rdate,
+      exdate: current.exdate,
+      endsAt: current.endsAt,
+      dst: current.dst,
+      ...sent,
+    });
+    return input === null ? [] : [input];
+  } catch {
+    return [];
   }
 }
 
@@ -496,10 +530,14 @@ export function createApi(punctual: Punctual, options: ApiOptions = {}): Punctua
     const version = ifMatchVersion(c.req.valid("header")["if-match"]);
     // The raw body, not the parsed one: a field is changed only when the caller sent it.
     const patch: unknown = await c.req.json();
-    const result = await punctual.updateSchedule(id, patch, {
-      ...tenantOf(c),
-      ...(version === undefined ? {} : { version }),
-    });
+    // OPS-12: a patch that changes the rule has it validated on a worker thread first.
+    const release = await borrowRuleWork(await patchedRecurrence(punctual, id, patch, c));
+    const result = await punctual
+      .updateSchedule(id, patch, {
+        ...tenantOf(c),
+        ...(version === undefined ? {} : { version }),
+      })
+      .finally(release);
     c.header("ETag", `"${result.schedule.version}"`);
     return c.json(
       {

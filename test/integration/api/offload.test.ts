@@ -86,6 +86,34 @@ describe("OPS-12: CPU-heavy API work runs on worker threads", () => {
     expect(steps).toBeLessThan(5_000);
   });
 
+  it("OPS-12: PATCH /v1/schedules/{id} validates a changed rule's COUNT set on a worker thread, not on the event loop's", async () => {
+    const created = await post(
+      "/v1/schedules",
+      JSON.stringify({
+        dtstart: "2031-05-06T06:30:00",
+        tzid: "Asia/Tokyo",
+        rrule: "FREQ=WEEKLY",
+        payload: {},
+        reminders: [{ offset: "-PT15M", channel: "log" }],
+      }),
+    );
+    expect(created.status).toBe(201);
+    const { id } = (await created.json()) as { id: string };
+    // Only the rule is sent: the walk needs the stored DTSTART and zone merged in.
+    const { steps, result } = await stepsHere(() =>
+      Promise.resolve(
+        app.request(`/v1/schedules/${id}`, {
+          method: "PATCH",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ rrule: "FREQ=DAILY;COUNT=15000" }),
+        }),
+      ),
+    );
+    expect(result.status).toBe(200);
+    expect(((await result.json()) as { rrule: string }).rrule).toBe("FREQ=DAILY;COUNT=15000");
+    expect(steps).toBeLessThan(5_000);
+  });
+
   it("OPS-12: POST /v1/imports reads the calendar and walks its series on a worker thread; the dry run too", async () => {
     const text = countCalendar(6, 7);
     const imported = await stepsHere(() =>
