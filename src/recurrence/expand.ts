@@ -500,7 +500,14 @@ export function* expandWalls(
       continue;
     }
     if (freq === SECONDLY && r.secondSet !== null && r.secondSet[sod % 60] !== true) {
-      slot += stride;
+      // The next aligned second of this minute in BYSECOND, in one step (at most 59 looks);
+      // past the minute, the checks above run again for the next one.
+      const set = r.secondSet;
+      const minuteEnd = slot - (sod % 60) + 60;
+      let next = slot + stride;
+      while (next < minuteEnd && set[(((next - slot + sod) % 60) + 60) % 60] !== true)
+        next += stride;
+      slot = next;
       continue;
     }
     if (spec.bySetPos !== null) {

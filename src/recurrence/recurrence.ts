@@ -362,11 +362,11 @@ class RecurrenceImpl implements Recurrence {
     let emitted = 0;
     let last = -Infinity;
     const pending: number[] = [];
-    // Fast-forward: a gap shift moves an instant forward by at most a day.
+    // Fast-forward to the earliest wall time that can resolve at or after fromMs.
     const fromWall =
       fromMs === -Infinity || fromMs <= this.startMs
         ? rule.startWall + 1
-        : this.zone.toWall(fromMs - 2 * DAY_MS);
+        : this.earliestWallFor(fromMs);
     // DTSTART is an explicit DATE-TIME: a gap shifts it whatever the policy (RFC 5545 §3.3.5).
     if (this.startShifted) pending.push(this.startMs);
     else {
@@ -434,26 +434,62 @@ class RecurrenceImpl implements Recurrence {
     const out: number[] = [];
     if (!(toMs > fromMs) || limit <= 0) return { list: out, throughMs: toMs, truncated: false };
     const end = Math.min(toMs, this.endMs === Infinity ? Infinity : this.endMs + 1);
-    const b = budget(MAX_STEPS_PER_CALL, Infinity, {
+    // Near a zone's transition the walk starts before fromMs (earliestWallFor): the slots
+    // it visits there are paid on top, so every call gets past fromMs.
+    const lead = this.leadSteps(fromMs);
+    const b = budget(MAX_STEPS_PER_CALL + lead, Infinity, {
       maxMs: MAX_MS_PER_CALL,
-      minSteps: MIN_STEPS_PER_CALL,
+      minSteps: MIN_STEPS_PER_CALL + lead,
     });
     const list = this.collect(fromMs, end, limit, b, out);
     if (!b.exhausted) return { list, throughMs: toMs, truncated: false };
-    // Stopped by a cap: complete up to where the walk got (less a day, the most a DST gap
-    // can move an instant), and up to the last instant it listed.
-    const reached =
-      b.reachedWall === Infinity
-        ? toMs
-        : (
-            this.zone.toInstant(b.reachedWall, { gap: "shift", overlap: "earlier" }) as {
-              ms: number;
-            }
-          ).ms - DAY_MS;
+    // Stopped by a cap: complete up to the earliest instant a wall time the walk did not
+    // reach can resolve to, and up to the last instant it listed.
+    const reached = b.reachedWall === Infinity ? toMs : this.earliestInstantFrom(b.reachedWall);
     let lastRule = -Infinity;
     for (const ms of list) if (!this.rdates.includes(ms)) lastRule = ms;
     const throughMs = Math.min(toMs, Math.max(fromMs, reached, lastRule + 1));
     return { list, throughMs, truncated: throughMs < toMs };
+  }
+
+  /**
+   * The earliest wall second whose instant can be at or after `fromMs`: a wall time is read
+   * with an offset in force within a day of it (`Zone.toInstant`, gaps shifted by their
+   * length), so it is the smallest such offset that decides. Away from a transition this
+   * is the wall time of `fromMs` itself; near one it is earlier by the transition's size
+   * (an hour, or the day Samoa skipped in 2011), never by a fixed day or two, so a walk
+   * of a SECONDLY rule spends its budget after `fromMs`, not before it.
+   */
+  private earliestWallFor(fromMs: number): number {
+    const { min } = this.zone.offsetRange(fromMs - 2 * DAY_MS, fromMs + 2 * DAY_MS);
+    return Math.floor((fromMs + min) / 1000);
+  }
+
+  /**
+   * Steps a walk from `fromMs` may spend on the wall times between
+   * {@link earliestWallFor} and the wall time of `fromMs`: two per slot of a sub-daily
+   * rule (the slot and the reading of its time), none away from a transition.
+   */
+  private leadSteps(fromMs: number): number {
+    const rule = this.rule;
+    if (rule === null || this.count !== null || !Number.isFinite(fromMs) || fromMs <= this.startMs)
+      return 0;
+    const seconds = this.zone.toWall(fromMs) - this.earliestWallFor(fromMs);
+    if (seconds <= 0) return 0;
+    const freq = rule.spec.freq;
+    const unit = freq === SECONDLY ? 1 : freq === MINUTELY ? 60 : freq === HOURLY ? 3600 : 86_400;
+    return 2 * Math.ceil(seconds / (unit * rule.spec.interval)) + 2;
+  }
+
+  /**
+   * The earliest instant a wall second at or after `wall` can resolve to (the largest
+   * offset in force near it decides): every instant before it comes from a wall time
+   * before `wall`.
+   */
+  private earliestInstantFrom(wall: number): number {
+    const wms = wall * 1000;
+    const { max } = this.zone.offsetRange(wms - 2 * DAY_MS, wms + 3 * DAY_MS);
+    return wms - max;
   }
 
   private collect(fromMs: number, end: number, limit: number, b: Budget, out: number[]): number[] {

@@ -254,6 +254,28 @@ export class Zone {
     return hi;
   }
 
+  /**
+   * The smallest and largest UTC offset (ms) in force at any instant of `[fromMs, toMs]`,
+   * read segment by segment from the offset cache (an hour at a time where it has none).
+   * How far a wall time near these instants can be from them, for a walk that must not
+   * start too late or claim too much (OPS-12).
+   */
+  offsetRange(fromMs: number, toMs: number): { min: number; max: number } {
+    if (this.fixed !== null) return { min: this.fixed, max: this.fixed };
+    let min = Infinity;
+    let max = -Infinity;
+    let t = fromMs;
+    while (t <= toMs) {
+      const off = this.offsetAt(t);
+      if (off < min) min = off;
+      if (off > max) max = off;
+      // The segment the reading fell in (kept by offsetAt) ends at lastEnd.
+      t = t >= this.lastStart && t < this.lastEnd ? this.lastEnd : t + HOUR_S * 1000;
+    }
+    const last = this.offsetAt(toMs);
+    return { min: Math.min(min, last), max: Math.max(max, last) };
+  }
+
   /** Wall-clock second (floating, seconds since 1970-01-01T00:00:00) of an instant. */
   toWall(ms: number): number {
     return Math.floor((ms + this.offsetAt(ms)) / 1000);

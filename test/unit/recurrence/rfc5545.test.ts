@@ -546,3 +546,76 @@ describe("REC-1: cases beyond the RFC examples", () => {
     expect(got.map((o) => o.local)).toEqual(["2027-01-04T00:04:00", "2027-01-04T00:11:00"]);
   });
 });
+
+describe("REC-1: sub-daily series read far from DTSTART", () => {
+  const WINDOW_FROM = Date.parse("2027-01-04T08:00:00Z");
+  const HOUR = 3_600_000;
+
+  it("REC-1: a FREQ=SECONDLY series started years ago has its next occurrence one second later, and a window lists every second", () => {
+    const rec = validateRule({
+      dtstart: "2002-11-02T01:32:48",
+      tzid: "UTC",
+      rrule: "FREQ=SECONDLY",
+    });
+    expect(new Date(rec.next(WINDOW_FROM)!.instant).toISOString()).toBe("2027-01-04T08:00:01.000Z");
+    const page = rec.scan(WINDOW_FROM, WINDOW_FROM + 60_000, 10_000);
+    expect(page.truncated).toBe(false);
+    expect(page.occurrences).toHaveLength(60);
+  });
+
+  it("REC-1: FREQ=SECONDLY;BYSECOND=41,31 in Asia/Kolkata, started in 2002, lists two seconds of every minute of a day at once", () => {
+    const rec = validateRule({
+      dtstart: "2002-11-02T01:32:48",
+      tzid: "Asia/Kolkata",
+      rrule: "UNTIL=20770805T020930Z;FREQ=SECONDLY;BYSECOND=41,31",
+    });
+    const page = rec.scan(WINDOW_FROM, WINDOW_FROM + 24 * HOUR, 10_000);
+    expect(page.truncated).toBe(false);
+    expect(page.occurrences).toHaveLength(2 * 24 * 60);
+    expect(page.occurrences.slice(0, 2).map((o) => o.local)).toEqual([
+      "2027-01-04T13:30:31",
+      "2027-01-04T13:30:41",
+    ]);
+  });
+
+  it("REC-2: a SECONDLY series just after the day Samoa skipped (Pacific/Apia, 2011-12-30) lists every second of a window at once", () => {
+    const rec = validateRule({
+      dtstart: "2011-12-01T00:00:00",
+      tzid: "Pacific/Apia",
+      rrule: "FREQ=SECONDLY",
+    });
+    // 2011-12-30T10:00Z: local time jumped from Dec 29 24:00 (-10:00) to Dec 31 00:00 (+14:00).
+    const from = Date.parse("2011-12-30T11:00:00Z");
+    const page = rec.scan(from, from + 10 * 60_000, 10_000);
+    expect(page.truncated).toBe(false);
+    expect(page.occurrences).toHaveLength(600);
+    expect(page.occurrences[0]!.local).toBe("2011-12-31T01:00:00");
+  });
+
+  it("REC-2: a SECONDLY series scanned in pieces across a DST gap and an overlap lists what one scan lists", () => {
+    for (const [tzid, day] of [
+      ["Europe/Berlin", "2027-03-28"],
+      ["Europe/Berlin", "2027-10-31"],
+      ["America/New_York", "2027-03-14"],
+    ] as const) {
+      const rec = validateRule({
+        dtstart: "2020-01-01T00:00:00",
+        tzid,
+        rrule: "FREQ=SECONDLY;BYSECOND=0,30",
+      });
+      const from = Date.parse(`${day}T00:00:00Z`) - 3 * HOUR;
+      const to = from + 10 * HOUR;
+      const whole = rec.scan(from, to, 100_000);
+      expect(whole.truncated).toBe(false);
+      const pieces: number[] = [];
+      for (let at = from; at < to; at += 37 * 60_000 + 13_000) {
+        const end = Math.min(to, at + 37 * 60_000 + 13_000);
+        const page = rec.scan(at, end, 100_000);
+        expect(page.truncated).toBe(false);
+        pieces.push(...page.occurrences.map((o) => o.instant));
+      }
+      expect(pieces).toEqual(whole.occurrences.map((o) => o.instant));
+      expect(pieces.length).toBeGreaterThan(1000);
+    }
+  });
+});
