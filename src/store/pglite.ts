@@ -48,6 +48,19 @@ const PINNED_SET_LOCAL = Object.entries(PINNED_SETTINGS)
   .map(([name, value]) => `set local ${name} = ${value}`)
   .join("; ");
 
+/**
+ * Session setting of the embedded engine (OPS-12): plans of statements the engine keeps
+ * for itself (the foreign-key checks of an insert, trigger functions) are made for each
+ * execution from the tables as they are then. Kept plans are otherwise replaced by one
+ * generic plan after five executions and remade only when a table's definition or
+ * statistics change, which here happens only when the retention sweep analyzes: a plan
+ * made while `punctual_schedules` held a few rows (a sequential scan is then the cheaper
+ * read) went on scanning the whole table for every reminder inserted, so each batch of a
+ * 50,000-event import cost more than the one before (60 ms of the loop per batch of 20 at
+ * 13,000 schedules). PostgreSQL's autovacuum analyzes growing tables, which remakes them.
+ */
+export const PGLITE_SESSION_SQL = "set plan_cache_mode = force_custom_plan";
+
 /** How long (ms) statements may follow one another without a turn of the event loop (OPS-12). */
 export const PGLITE_SLICE_MS = 10;
 
@@ -103,6 +116,7 @@ export async function openPglite(options: PgliteOptions): Promise<Database & { p
       ...(options.loadDataDir ? { loadDataDir: options.loadDataDir } : {}),
       parsers: PARSERS,
     });
+    await pg.exec(PGLITE_SESSION_SQL);
   } catch (err) {
     lock?.release();
     throw err;
