@@ -58,8 +58,8 @@ const PINNED_SET_LOCAL = Object.entries(PINNED_SETTINGS)
  *   statistics change, which here happens only when the retention sweep analyzes: a plan
  *   made while `punctual_schedules` held a few rows (a sequential scan is then the cheaper
  *   read) went on scanning the whole table for every reminder inserted, so each batch of
- *   a 50,000-event import cost more than the one before (up to 60 ms more per batch of 20
- *   at 13,000 schedules). PostgreSQL's autovacuum analyzes growing tables instead.
+ *   a 50,000-event import cost more than the one before (31 ms per batch of 20 at the
+ *   start, over 60 ms later on). PostgreSQL's autovacuum analyzes growing tables instead.
  * - `wal_init_zero = off`: a new 16 MB WAL segment is created by writing its last byte,
  *   not by writing 16 MB of zeros in 8 kB writes (40–100 ms inside whichever statement
  *   or commit crossed into it). PGlite never fsyncs, so zero-filling bought nothing.
