@@ -1,8 +1,9 @@
 /**
  * `npm run bench:eventloop` (OPS-12): how long the API process's event loop is ever held
  * while it serves a fuzz of random rules and a large calendar import, with its scheduler
- * running. This process runs punctual (embedded PGlite, in memory) behind its HTTP API on
- * 127.0.0.1 and measures `perf_hooks.monitorEventLoopDelay`; a child process
+ * running. This process runs punctual (embedded PGlite in a fresh data folder under the
+ * system's temporary directory, as a default install runs it; removed at the end) behind
+ * its HTTP API on 127.0.0.1 and measures `perf_hooks.monitorEventLoopDelay`; a child process
  * (bench/lib/eventloop-client.ts) sends the load and samples `GET /healthz` every 25 ms
  * throughout. Target: event-loop delay p100 ≤ 100 ms and every /healthz answered within
  * 100 ms.
@@ -12,9 +13,12 @@
  *   npm run bench:eventloop -- --rules N --events N --seed N
  *   npm run bench:eventloop -- --warm             zones' offset caches filled first
  *   npm run bench:eventloop -- --trace 50         print what ran in each CPU stretch over 50 ms
+ *   npm run bench:eventloop -- --memory           the database in memory instead (as tests run it)
  */
 import { fork } from "node:child_process";
-import { cpus, loadavg } from "node:os";
+import { mkdtempSync, rmSync } from "node:fs";
+import { cpus, loadavg, tmpdir } from "node:os";
+import { join } from "node:path";
 import { monitorEventLoopDelay, type IntervalHistogram } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
@@ -33,6 +37,7 @@ const { values } = parseArgs({
     seed: { type: "string", default: "12" },
     warm: { type: "boolean", default: false },
     trace: { type: "string" },
+    memory: { type: "boolean", default: false },
   },
   strict: false,
 });
@@ -49,8 +54,16 @@ console.log(
   `${RULES} rules, a ${EVENTS}-event import, seed ${SEED}; CPU stretches of ${THREAD_CPU_IS_PER_THREAD ? "the event loop's thread" : "the whole process (no per-thread clock here)"}`,
 );
 
+// A data folder by default: in memory, the engine's files are JavaScript byte arrays that
+// grow by copying (an eighth at a time past 1 MB), so a large import's tables and each new
+// WAL segment cost copies of whole files on the event loop's thread (OPS-12 figures in
+// docs/benchmarks.md); a data folder writes through the file system, as punctual runs.
+const dataDir = values.memory === true ? null : mkdtempSync(join(tmpdir(), "punctual-eventloop-"));
+console.log(
+  `database: ${dataDir === null ? "PGlite in memory" : "PGlite data folder (temporary)"}`,
+);
 const punctual = await createPunctual({
-  dataDir: null,
+  dataDir,
   logLevel: "silent",
   webhookSecret: "whsec_ZXZlbnQtbG9vcC1iZW5jaC1zZWNyZXQ",
 });
@@ -140,6 +153,7 @@ await new Promise<void>((resolve, reject) => {
 clearInterval(ticker);
 await served.close(1_000);
 await punctual.close(1_000);
+if (dataDir !== null) rmSync(dataDir, { recursive: true, force: true });
 
 const fmt = (n: number) => n.toFixed(1);
 console.log("");

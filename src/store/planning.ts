@@ -5,7 +5,12 @@
  */
 import type { CatchUp, QuietHours } from "../recurrence/index.js";
 import type { Queryable } from "./database.js";
-import { SCHEDULE_AT_ROW_KEYS, type ScheduleRow, type ScheduleRowAt } from "./schedules.js";
+import {
+  remindersOfIdsSql,
+  SCHEDULE_AT_ROW_KEYS,
+  type ScheduleRow,
+  type ScheduleRowAt,
+} from "./schedules.js";
 import { columnsOf, execute, firstRow, rows } from "./statement.js";
 import { staleAtSql, syncWaitingSql } from "./waiting.js";
 
@@ -100,12 +105,17 @@ order by s.planned_until nulls first, s.id
 limit $3
 for update of s skip locked`;
 
-/** Reminders of the given schedules. $1 schedule ids. */
+/**
+ * Reminders of the given schedules. $1 schedule ids (repeats read once). OPS-12: by
+ * primary key, one lookup per id, so the cost follows the number of ids and not the size
+ * of the table, statistics or none ({@link remindersOfIdsSql}; as `schedule_id = any($1)`
+ * an import of 50,000 events into an embedded database read the whole table per batch).
+ */
 export const REMINDERS_OF_SQL = `
-select schedule_id, key, offset_duration, channel, on_lost_lease, max_attempts, quiet_hours,
-       priority
-from punctual_reminders where schedule_id = any($1::uuid[])
-order by schedule_id, key`;
+select r.schedule_id, r.key, r.offset_duration, r.channel, r.on_lost_lease, r.max_attempts,
+       r.quiet_hours, r.priority
+from ${remindersOfIdsSql("$1")}
+order by r.schedule_id, r.key`;
 
 /**
  * Inserts planned deliveries; a row that exists (same delivery key, or same schedule,

@@ -161,9 +161,24 @@ select * from punctual_schedules where tenant = $1 and idempotency_key = $2`;
 /** $1 tenant, $2 id */
 export const SCHEDULE_BY_ID_SQL = `select * from punctual_schedules where tenant = $1 and id = $2`;
 
-/** $1 schedule ids */
+/**
+ * OPS-12: the FROM items that read the reminders of the schedule ids in the uuid array
+ * `ids` (SQL, e.g. `$1`) as relation `r`: one primary-key lookup per distinct id. The
+ * lateral subquery runs once per id; `offset 0` keeps the planner from merging it into a
+ * join, which it would plan from estimates: on a table never analyzed (PGlite does not
+ * analyze on its own) it takes `schedule_id = any(<20 ids>)` to match a tenth of the rows
+ * and reads the whole table instead, for every batch of an import.
+ */
+export function remindersOfIdsSql(ids: string): string {
+  return `(select distinct unnest(${ids}::uuid[]) as id) ids
+  cross join lateral (
+    select * from punctual_reminders x where x.schedule_id = ids.id offset 0
+  ) r`;
+}
+
+/** $1 schedule ids (repeats read once); by primary key whatever the statistics (OPS-12). */
 export const REMINDERS_SQL = `
-select * from punctual_reminders where schedule_id = any($1::uuid[]) order by schedule_id, key`;
+select r.* from ${remindersOfIdsSql("$1")} order by r.schedule_id, r.key`;
 
 /** Keyset page: $1 tenant, $2 state or NULL, $3 after (created_at, id) as created_at or NULL, $4 after id or NULL, $5 limit, $6 source or NULL (API-3) */
 export const LIST_SCHEDULES_SQL = `

@@ -22,6 +22,7 @@ import * as observe from "../../src/store/observe.js";
 import * as operations from "../../src/store/operations.js";
 import * as operator from "../../src/store/operator.js";
 import * as planning from "../../src/store/planning.js";
+import * as pglite from "../../src/store/pglite.js";
 import * as schedules from "../../src/store/schedules.js";
 import * as tasks from "../../src/store/tasks.js";
 import * as rateLimits from "../../src/store/rate-limits.js";
@@ -40,6 +41,7 @@ const MODULES = {
   operations,
   operator,
   planning,
+  pglite,
   schedules,
   tasks,
   rateLimits,
@@ -195,6 +197,8 @@ const PARAMS: Record<string, readonly unknown[]> = {
   RECORD_QUIET_RETRY_SQL: [null, 1, 1, "owner", new Date(0)],
   // missed.ts
   OCCURRENCE_COUNTS_SQL: ["default", ID, new Date(0), new Date(0)],
+  // pglite.ts
+  PGLITE_SESSION_SQL: [],
 };
 
 /** Statements that cannot run in a transaction block (VACUUM): run on their own. */
