@@ -17,6 +17,7 @@ import {
   SETTLE_AND_CLAIM_SQL,
 } from "../../src/store/deliveries.js";
 import { GAUGES_SQL, RETENTION_SQL } from "../../src/store/operations.js";
+import { ALL_RATE_LIMITS_SQL } from "../../src/store/rate-limits.js";
 import { APPLY_MISFIRE_SQL, SELECT_STALE_SQL } from "../../src/store/planning.js";
 import { engineName, useTestDatabase } from "../support/db.js";
 import { HOUR, instants, insertSchedule, NOW, plan } from "../support/rows.js";
@@ -60,6 +61,21 @@ function expectIndexOrderedClaim(plan: PlanNode): void {
   expect([...new Set(inDue.map((n) => n["Relation Name"]).filter(Boolean))], shape).toEqual([
     "punctual_deliveries",
   ]);
+}
+
+/**
+ * Rows of punctual_deliveries an EXPLAIN ANALYZE plan read: what its scans of the table
+ * returned or filtered out, over every loop.
+ */
+function deliveryRowsRead(plan: PlanNode): number {
+  return nodes(plan)
+    .filter((n) => n["Relation Name"] === "punctual_deliveries")
+    .reduce(
+      (sum, n) =>
+        sum +
+        ((n["Actual Rows"] ?? 0) + (n["Rows Removed by Filter"] ?? 0)) * (n["Actual Loops"] ?? 1),
+      0,
+    );
 }
 
 const claimParams = (limit: number) => [NOW, "w#1#x", 60_000, limit, ["log"], []];
@@ -123,6 +139,19 @@ describe(`claim and sweep plans on ${engine}, before and after ANALYZE`, () => {
           shape,
         ).toEqual([]);
         expect(tableScans(plan, "punctual_deliveries"), shape).toEqual([]);
+      });
+
+      // OPS-12: every scheduler tick runs these on the loop thread of the embedded engine;
+      // what they cost must not grow with the settled history beside the waiting rows.
+      it(`OPS-12: the tick's rate-limit read reads no delivery row, the wake-up query only the waiting rows up to the next one, none of ${FINISHED} settled ones`, async () => {
+        const wake = await explain(pinnedOf(t().db), NEXT_WAKE_SQL, [NOW, ["log"]], "analyze");
+        // The 9 stale or expired rows ahead of the first admissible one, and that one.
+        expect(deliveryRowsRead(wake), outline(wake)).toBeLessThanOrEqual(10);
+        const limits = await explain(t().db, ALL_RATE_LIMITS_SQL, [NOW], "analyze");
+        expect(
+          nodes(limits).filter((n) => n["Relation Name"] === "punctual_deliveries"),
+          outline(limits),
+        ).toEqual([]);
       });
 
       const sweeps: Array<[string, string, unknown[]]> = [
