@@ -95,6 +95,7 @@ const PARAMS: Record<string, readonly unknown[]> = {
   GAUGES_SQL: [null, 1_000],
   SCHEDULE_COUNTS_SQL: [],
   RETENTION_SQL: [null, 1_000, 1],
+  ANALYZE_SQL: [],
   PING_SQL: [],
   NOTIFY_WAKE_SQL: [""],
   INIT_SETTING_SQL: ["column_test", '"value"'],

@@ -6,7 +6,7 @@
  * `retentionDays`; for an audit trail of a year, keep both at 366 days or more).
  */
 import { deleteOldAttempts, pruneInstances } from "../../store/observe.js";
-import type { ServiceContext } from "./service.js";
+import { deleteInChunks, type ServiceContext } from "./service.js";
 
 /** Most attempt rows one pass deletes. */
 const ATTEMPT_BATCH = 10_000;
@@ -25,13 +25,12 @@ export async function housekeeping(
       "pruned instances whose heartbeat stopped",
     );
   }
+  const days = options.attemptRetentionDays;
   const attempts =
-    options.attemptRetentionDays === null
+    days === null
       ? 0
-      : await deleteOldAttempts(db, {
-          now,
-          retentionMs: options.attemptRetentionDays * 86_400_000,
-          limit: ATTEMPT_BATCH,
-        });
+      : await deleteInChunks(db, ATTEMPT_BATCH, (limit) =>
+          deleteOldAttempts(db, { now, retentionMs: days * 86_400_000, limit }),
+        );
   return { instances, attempts };
 }

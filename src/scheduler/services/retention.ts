@@ -7,7 +7,7 @@
  */
 import { acquireLease, deleteFinished, vacuumHotTables } from "../../store/operations.js";
 import { housekeeping } from "./housekeeping.js";
-import type { ServiceContext } from "./service.js";
+import { deleteInChunks, type ServiceContext } from "./service.js";
 
 /** Most rows one retention pass deletes. */
 const RETENTION_BATCH = 10_000;
@@ -23,11 +23,8 @@ export async function retention(ctx: ServiceContext): Promise<number> {
     options.retentionEveryMs,
   );
   if (!held) return 0;
-  const deleted = await deleteFinished(
-    db,
-    clock.sqlNow(),
-    options.retentionDays * 86_400_000,
-    RETENTION_BATCH,
+  const deleted = await deleteInChunks(db, RETENTION_BATCH, (limit) =>
+    deleteFinished(db, clock.sqlNow(), options.retentionDays * 86_400_000, limit),
   );
   await housekeeping(ctx);
   if (db.engine === "pglite") await vacuumHotTables(db);
