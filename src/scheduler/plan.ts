@@ -42,8 +42,12 @@ import {
 } from "../store/planning.js";
 
 const DAY_MS = 86_400_000;
-/** Most occurrences expanded per reminder per pass; the watermark advances in steps past it. */
-const MAX_OCCURRENCES_PER_PASS = 10_000;
+/**
+ * Most occurrences expanded per reminder per pass; the watermark advances in steps past it.
+ * Planning one schedule is one synchronous stretch of the event loop's thread (OPS-12):
+ * 10,000 occurrences of a SECONDLY rule cost about 50 ms there, 2,000 about 10 ms.
+ */
+const MAX_OCCURRENCES_PER_PASS = 2_000;
 /** Deliveries per insert statement (OPS-12). */
 const INSERT_CHUNK = 500;
 /** Planning work (ms) between two turns of the event loop in one batch (OPS-12). */
