@@ -7,6 +7,7 @@ import { describe, expect, it } from "vitest";
 import { ValidationError } from "../../../src/errors/index.js";
 import {
   dryRunDeliveries,
+  dryRunDeliveriesAsync,
   dryRunUpperBound,
   MAX_DRY_RUN_DELIVERIES,
   parseCalendar,
@@ -96,6 +97,28 @@ describe("OPS-12: the dry run refuses an oversized window before computing", () 
     const rows = dryRunDeliveries(parsed, window);
     expect(rows.length).toBeGreaterThan(365);
     expect(dryRunUpperBound(parsed, window)).toBeGreaterThanOrEqual(rows.length);
+  });
+
+  it("OPS-12: a dry run of a SECONDLY;BYSECOND series started 24 years before its window lists each of its seconds and ends", async () => {
+    const text = calendar([
+      { uid: "ticks", rrule: "FREQ=SECONDLY;BYSECOND=31,41", start: "20021102T013248" },
+    ]);
+    const parsed = parseCalendar(text, options);
+    const fromMs = Date.parse("2027-01-04T08:00:00Z");
+    // Each turn is one slice of work: far more than an hour of two seconds a minute needs.
+    let turns = 0;
+    const yieldNow = async (): Promise<void> => {
+      if (++turns > 1_000) throw new Error("the dry run makes no progress");
+      await new Promise<void>((resolve) => setImmediate(resolve));
+    };
+    const rows = await dryRunDeliveriesAsync(
+      parsed,
+      { fromMs, toMs: fromMs + 3_600_000 },
+      yieldNow,
+    );
+    // Two seconds of each of 60 minutes, one reminder each.
+    expect(rows).toHaveLength(120 * parsed.events[0]!.schedule.reminders.length);
+    expect(rows[0]!.occurrenceAt).toBe("2027-01-04T08:00:31Z");
   });
 });
 
