@@ -171,17 +171,9 @@ async function patchedRecurrence(
   const sent = patch as Record<string, unknown>;
   if (!RECURRENCE_FIELDS.some((f) => Object.prototype.hasOwnProperty.call(sent, f))) return [];
   try {
-    const current = await punctual.getSchedule(id, tenantOf(c));
-    const input = recurrenceInputOf({
-      dtstart: current.dtstart,
-      tzid: current.tzid,
-      rrule: current.rrule,
-      rdate: current.rdate,
-      exdate: current.exdate,
-      endsAt: current.endsAt,
-      dst: current.dst,
-      ...sent,
-    });
+    const current: Record<string, unknown> = { ...(await punctual.getSchedule(id, tenantOf(c))) };
+    const stored = Object.fromEntries(RECURRENCE_FIELDS.map((f) => [f, current[f]]));
+    const input = recurrenceInputOf({ ...stored, ...sent });
     return input === null ? [] : [input];
   } catch {
     return [];
