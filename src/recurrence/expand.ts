@@ -466,6 +466,15 @@ export function* expandWalls(
     inner = [...new Set(inner)].sort((a, c) => a - c);
   } else if (freq === MINUTELY) inner = [...r.seconds];
   else inner = [0];
+  // FREQ=SECONDLY;INTERVAL=1 with BYSECOND: for each second of a minute, the next one at
+  // or after it that BYSECOND lists (60: none left in this minute).
+  let nextSecond: number[] | null = null;
+  if (freq === SECONDLY && stride === 1 && r.secondSet !== null) {
+    const set = r.secondSet;
+    nextSecond = new Array<number>(61).fill(60);
+    for (let sec = 59; sec >= 0; sec--)
+      nextSecond[sec] = set[sec] === true ? sec : (nextSecond[sec + 1] as number);
+  }
   let dayOk = -1;
   let dayChecked = Number.NaN;
   const nextAligned = (target: number): number =>
@@ -500,14 +509,10 @@ export function* expandWalls(
       continue;
     }
     if (freq === SECONDLY && r.secondSet !== null && r.secondSet[sod % 60] !== true) {
-      // The next aligned second of this minute in BYSECOND, in one step (at most 59 looks);
-      // past the minute, the checks above run again for the next one.
-      const set = r.secondSet;
-      const minuteEnd = slot - (sod % 60) + 60;
-      let next = slot + stride;
-      while (next < minuteEnd && set[(((next - slot + sod) % 60) + 60) % 60] !== true)
-        next += stride;
-      slot = next;
+      // Every second (INTERVAL=1): straight to the next second of the minute in BYSECOND,
+      // or the next minute, in one step; with an INTERVAL, the next aligned slot.
+      slot =
+        nextSecond === null ? slot + stride : slot - (sod % 60) + (nextSecond[sod % 60] as number);
       continue;
     }
     if (spec.bySetPos !== null) {

@@ -543,7 +543,8 @@ class RecurrenceImpl implements Recurrence {
     if (rule === null) return n + (this.startMs >= fromMs && this.startMs < end ? 1 : 0);
     const lo = Math.max(fromMs, this.startMs);
     const hi = Math.min(end, this.untilMs + 1);
-    if (!(hi > lo)) return n;
+    // DTSTART is the first instance even when UNTIL is before it (RFC 5545 §3.8.5.3).
+    if (!(hi > lo)) return n + (this.startMs >= fromMs && this.startMs < end ? 1 : 0);
     const fromRule = 1 + ruleUpperBound(rule, hi - lo);
     return n + Math.min(fromRule, this.count ?? Infinity);
   }

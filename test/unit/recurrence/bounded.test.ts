@@ -225,3 +225,21 @@ describe("OPS-12: every call is bounded in steps and in time, and says how far i
     expect(again.deliveries[0]!.dueAt.getTime() - before.at(-1)!.dueAt.getTime()).toBe(3_600_000);
   });
 });
+
+describe("OPS-12: the upper bound of a window's occurrences holds", () => {
+  it("OPS-12: with UNTIL before DTSTART (lenient: only DTSTART remains), maxOccurrences counts DTSTART", () => {
+    const parsed = parseRule({
+      dtstart: "2026-10-05T04:53:38",
+      tzid: "America/New_York",
+      rrule: "FREQ=YEARLY;BYMONTHDAY=30;UNTIL=20010311T095615Z",
+    });
+    expect(parsed.ok).toBe(true);
+    if (!parsed.ok) return;
+    const rec = parsed.recurrence;
+    const from = rec.first.instant - 86_400_000;
+    const to = rec.first.instant + 86_400_000;
+    expect(rec.scan(from, to, 100).occurrences).toHaveLength(1);
+    expect(rec.maxOccurrences(from, to)).toBeGreaterThanOrEqual(1);
+    expect(rec.maxOccurrences(rec.first.instant + 1, to)).toBe(0);
+  });
+});
