@@ -68,13 +68,16 @@ async function started(): Promise<{ t: TestPunctual; faulty: ReturnType<typeof f
  * Advances the test clock `times` times by the poll interval, letting each tick that comes
  * due start (a stamped heartbeat) and finish (a counted sweep failure) before going on.
  */
-async function tickFailing(p: TestPunctual, times: number): Promise<number[]> {
+async function tickFailing(p: TestPunctual, times: number, minStarts = 2): Promise<number[]> {
   const starts: number[] = [];
-  for (let i = 0; i < times; i++) {
+  // At least `times` steps, and more (up to 5×) until `minStarts` ticks were seen: on a busy
+  // machine a tick still in flight (its statements waiting on the database) takes the
+  // next step's wake-up with it.
+  for (let i = 0; i < times || (starts.length < minStarts && i < 5 * times); i++) {
     const before = p.punctual.scheduler.lastTickAt;
     p.clock.advance(POLL_MS);
     // A failed sweep backs the loop off (OPS-8): not every step starts a tick.
-    for (let j = 0; j < 50 && p.punctual.scheduler.lastTickAt === before; j++) {
+    for (let j = 0; j < 200 && p.punctual.scheduler.lastTickAt === before; j++) {
       await new Promise((resolve) => setImmediate(resolve));
     }
     const tick = p.punctual.scheduler.lastTickAt;
