@@ -43,12 +43,44 @@ function kindOf(value: unknown): string {
  * string" otherwise. Any other message (the schemas' own) is kept.
  */
 function readableMessage(issue: z.core.$ZodIssue, value: unknown): string {
+  if (issue.code === "too_small" && issue.message.startsWith("Too small:")) {
+    return boundMessage(issue.origin, "at least", "more than", issue.minimum, issue.inclusive);
+  }
+  if (issue.code === "too_big" && issue.message.startsWith("Too big:")) {
+    return boundMessage(issue.origin, "at most", "less than", issue.maximum, issue.inclusive);
+  }
+  if (issue.code === "invalid_value" && issue.message.startsWith("Invalid option:")) {
+    return `must be one of ${issue.values.map((v) => JSON.stringify(v)).join(", ")}`;
+  }
   if (issue.code !== "invalid_type" || !issue.message.startsWith("Invalid input: expected")) {
     return issue.message;
   }
   const expected = String(issue.expected);
   const wanted = /^[aeiou]/.test(expected) ? `an ${expected}` : `a ${expected}`;
   return value === undefined ? `required: ${wanted}` : `must be ${wanted}, not ${kindOf(value)}`;
+}
+
+/**
+ * zod's own wording of a size or range ("Too small: expected array to have >=1 items") as
+ * people read it: "must have at least 1 item", "must not be empty", "must be at most 100".
+ */
+function boundMessage(
+  origin: string,
+  inclusiveWord: string,
+  exclusiveWord: string,
+  bound: number | bigint,
+  inclusive: boolean | undefined,
+): string {
+  const word = inclusive === false ? exclusiveWord : inclusiveWord;
+  const n = Number(bound);
+  if (origin === "array" || origin === "set") {
+    return `must have ${word} ${n} item${n === 1 ? "" : "s"}`;
+  }
+  if (origin === "string") {
+    if (n === 1 && word === "at least") return "must not be empty";
+    return `must be ${word} ${n} character${n === 1 ? "" : "s"} long`;
+  }
+  return `must be ${word} ${n}`;
 }
 
 /** Parses with a zod schema, or throws ValidationError naming every bad field. */

@@ -35,3 +35,39 @@ describe("field issues from zod", () => {
     ]);
   });
 });
+
+describe("sizes, ranges and options in words", () => {
+  const bounded = z.object({
+    reminders: z.array(z.string()).min(1).max(2),
+    title: z.string().min(1),
+    code: z.string().min(3),
+    attempts: z.number().int().min(1).max(100),
+    misfire: z.enum(["skip", "latest", "all"]),
+  });
+  const issues = (input: unknown) => {
+    const result = bounded.safeParse(input);
+    if (result.success) throw new Error("expected a failure");
+    return issuesFromZod(result.error, "", input).map((i) => `${i.field}: ${i.message}`);
+  };
+
+  it("API-1: too few or too many items, an empty or short text, a number out of range and an unknown option are said in words", () => {
+    expect(
+      issues({ reminders: [], title: "", code: "ab", attempts: 0, misfire: "sometimes" }),
+    ).toEqual([
+      "reminders: must have at least 1 item",
+      "title: must not be empty",
+      "code: must be at least 3 characters long",
+      "attempts: must be at least 1",
+      'misfire: must be one of "skip", "latest", "all"',
+    ]);
+    expect(
+      issues({
+        reminders: ["a", "b", "c"],
+        title: "t",
+        code: "abc",
+        attempts: 101,
+        misfire: "all",
+      }),
+    ).toEqual(["reminders: must have at most 2 items", "attempts: must be at most 100"]);
+  });
+});
