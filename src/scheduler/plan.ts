@@ -25,7 +25,7 @@ import {
   planningWindow,
 } from "../recurrence/index.js";
 import { quietDeferral } from "./quiet-hours.js";
-import type { Recurrence, RecurrenceInput } from "../recurrence/types.js";
+import type { Occurrence, Recurrence, RecurrenceInput } from "../recurrence/types.js";
 import type { Database, Queryable } from "../store/database.js";
 import {
   advanceWatermarks,
@@ -43,11 +43,19 @@ import {
 
 const DAY_MS = 86_400_000;
 /**
- * Most occurrences expanded per reminder per pass; the watermark advances in steps past it.
+ * Most occurrences expanded per schedule per pass (shared by its reminders); the watermark
+ * advances in steps past it.
  * Planning one schedule is one synchronous stretch of the event loop's thread (OPS-12):
  * 10,000 occurrences of a SECONDLY rule cost about 50 ms there, 2,000 about 10 ms.
  */
 const MAX_OCCURRENCES_PER_PASS = 2_000;
+/** Fewest occurrences per reminder per pass, however many reminders share the cap. */
+const MIN_OCCURRENCES_PER_REMINDER = 50;
+/**
+ * Pages of the cap a pass may read through before `from` (the margin of a nominal offset:
+ * 3 h, 10,800 occurrences of a SECONDLY rule, is 6 pages of 2,000).
+ */
+const MAX_MARGIN_PAGES = 16;
 /** Deliveries per insert statement (OPS-12). */
 const INSERT_CHUNK = 500;
 /** Planning work (ms) between two turns of the event loop in one batch (OPS-12). */
@@ -173,14 +181,35 @@ export function planSchedule(
   }
   let plannedUntil = Math.max(from, to);
   const deliveries: PlannedDelivery[] = [];
+  // The cap holds for the schedule as a whole (OPS-12): its reminders share it.
+  const perReminder = Math.max(
+    MIN_OCCURRENCES_PER_REMINDER,
+    Math.floor(MAX_OCCURRENCES_PER_PASS / Math.max(1, reminders.length)),
+  );
   for (const reminder of reminders) {
     const shape = offsetShape(reminder.offset_duration);
     const margin = shape.nominal ? NOMINAL_MARGIN_MS : 0;
     const occFrom = Math.max(-8.64e15, from - shape.approxMs - margin);
     const occTo = Math.min(8.64e15, to - shape.approxMs + margin);
     if (occFrom >= occTo) continue;
-    const scanned = recurrence.scan(occFrom, occTo, MAX_OCCURRENCES_PER_PASS);
-    const occurrences = scanned.occurrences;
+    const dueOf = (o: Occurrence) =>
+      applyOffset(o, reminder.offset_duration, recurrence.tzid, recurrence.dst);
+    // The scan starts `margin` early (a nominal offset moves with DST); a dense series can
+    // fill a whole page there, before `from`: read on past it, a page at a time, so the
+    // pass always plans forward (a SECONDLY rule with a -P1D offset planned nothing).
+    const occurrences: Occurrence[] = [];
+    let scanned = recurrence.scan(occFrom, occTo, perReminder);
+    for (let page = 1; ; page++) {
+      for (const o of scanned.occurrences) if (dueOf(o) >= from) occurrences.push(o);
+      const last = scanned.occurrences.at(-1);
+      if (occurrences.length > 0 || page >= MAX_MARGIN_PAGES) break;
+      if (scanned.occurrences.length >= perReminder && last !== undefined) {
+        scanned = recurrence.scan(last.instant + 1, occTo, perReminder);
+      } else if (scanned.truncated) {
+        scanned = recurrence.scan(scanned.throughMs, occTo, perReminder);
+      } else break;
+    }
+    const full = scanned.occurrences.length >= perReminder;
     const policy = lostLeasePolicy(reminder, channels.get(reminder.channel));
     for (const occurrence of occurrences) {
       const due = applyOffset(
@@ -203,11 +232,10 @@ export function planSchedule(
         deferredUntil: quietDeferral(reminder, due),
       });
     }
-    if (occurrences.length >= MAX_OCCURRENCES_PER_PASS) {
+    if (full) {
       // Too many in one window: advance only to the last planned due time; the next pass
       // continues from there (ON CONFLICT makes the overlap harmless).
-      const last = occurrences[occurrences.length - 1]!;
-      const lastDue = applyOffset(last, reminder.offset_duration, recurrence.tzid, recurrence.dst);
+      const lastDue = dueOf(scanned.occurrences.at(-1)!);
       plannedUntil = Math.min(plannedUntil, Math.max(from + 1, lastDue));
       complete = false;
       capped = false;

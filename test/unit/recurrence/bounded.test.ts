@@ -243,3 +243,65 @@ describe("OPS-12: the upper bound of a window's occurrences holds", () => {
     expect(rec.maxOccurrences(rec.first.instant + 1, to)).toBe(0);
   });
 });
+
+describe("DEL-7 OPS-12: planning a dense series always moves forward and shares its cap", () => {
+  const created = new Date("2027-01-01T00:00:00Z");
+  const row = {
+    id: "s2",
+    version: 1,
+    dtstart: "1970-01-01T00:00:00Z",
+    tzid: "UTC",
+    rrule: "FREQ=SECONDLY",
+    rdate: [],
+    exdate: [],
+    recurring: true,
+    ends_at: null,
+    expires_at: null,
+    dst_gap: "shift",
+    dst_overlap: "earlier",
+    grace_ms: 0,
+    perpetual: true,
+    created_at: created,
+    planned_until: created,
+    cap_logged_at: null,
+    db_now: created,
+  } as unknown as Parameters<typeof planSchedule>[0];
+  const reminder = (key: string, offset: string) => ({
+    schedule_id: "s2",
+    key,
+    offset_duration: offset,
+    channel: "log",
+    on_lost_lease: null,
+    max_attempts: 3,
+  });
+  const options = { planAheadMs: 3_600_000, maxExpansionDays: 366 };
+  const rec = validateRule({
+    dtstart: "1970-01-01T00:00:00Z",
+    tzid: "UTC",
+    rrule: "FREQ=SECONDLY",
+  });
+
+  it("DEL-7: a FREQ=SECONDLY schedule with a -P1D reminder plans deliveries from its watermark on, and the next pass goes on after them", () => {
+    const first = planSchedule(row, rec, [reminder("d", "-P1D")], new Map(), options);
+    expect(first.deliveries.length).toBeGreaterThan(0);
+    expect(first.deliveries[0]!.dueAt.getTime()).toBe(created.getTime());
+    expect(first.plannedUntil).toBeGreaterThan(created.getTime() + 60_000);
+    const second = planSchedule(
+      { ...row, planned_until: new Date(first.plannedUntil) },
+      rec,
+      [reminder("d", "-P1D")],
+      new Map(),
+      options,
+    );
+    expect(second.deliveries[0]!.dueAt.getTime()).toBeGreaterThanOrEqual(first.plannedUntil);
+    expect(second.plannedUntil).toBeGreaterThan(first.plannedUntil);
+  });
+
+  it("OPS-12: fifty reminders of a FREQ=SECONDLY schedule share one pass's cap of occurrences", () => {
+    const reminders = Array.from({ length: 50 }, (_, i) => reminder(`r${i}`, `-PT${i}S`));
+    const plan = planSchedule(row, rec, reminders, new Map(), options);
+    expect(plan.deliveries.length).toBeGreaterThan(0);
+    expect(plan.deliveries.length).toBeLessThanOrEqual(2_500);
+    expect(plan.complete).toBe(false);
+  });
+});
