@@ -26,6 +26,7 @@ import type { ContentfulStatusCode } from "hono/utils/http-status";
 import type { ErrorBody } from "../contracts/index.js";
 import {
   ConflictError,
+  DataDirLockedError,
   ForbiddenError,
   NotFoundError,
   ValidationError,
@@ -74,6 +75,10 @@ export function toErrorReply(err: unknown): ErrorReply {
     const status =
       err.code === "STALE_VERSION" ? 412 : err.code === "IDEMPOTENCY_KEY_REUSED" ? 422 : 409;
     return { status, body: errorBody(err.code, err.message), internal: false };
+  }
+  if (err instanceof DataDirLockedError) {
+    // DEL-1: the data folder was taken over by another process; nothing was written.
+    return { status: 503, body: errorBody(err.code, err.message), internal: false };
   }
   if (err instanceof OffloadUnavailableError) {
     // OPS-12: a worker thread was busy, too slow or crashed; the server itself is fine.

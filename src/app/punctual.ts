@@ -549,6 +549,11 @@ export async function openDatabase(config: PunctualConfig, logger: Logger): Prom
     dataDir: config.dataDir,
     lock: { takeOverStale: config.takeOverLock },
     onTakeOver: warnLockTakeOver(logger),
+    onLockLost: (holder, lockPath) =>
+      logger.error(
+        { lock: lockPath, holder },
+        "another process took over this data folder's lock (this one was paused or cut off past the stale age): every statement is refused from now on; stop this process",
+      ),
   });
 }
 

@@ -91,6 +91,14 @@ export interface DataDirLock {
   readonly path: string;
   /** Set when a stale lock was taken over. */
   readonly tookOver: LockTakeOver | null;
+  /**
+   * Whether this process still holds the lock: false once another process took it over
+   * (this one was paused or cut off past `staleAfterMs`, and `--take-over-lock` was used
+   * elsewhere). One `stat` of the lock file; its content is read only when the file changed.
+   */
+  held(): boolean;
+  /** Who holds the lock now, when this process lost it (null when unknown or still ours). */
+  holderNow(): LockHolder | null;
   release(): void;
 }
 
@@ -260,6 +268,17 @@ export function lockDataDir(dataDir: string, options: LockOptions = {}): DataDir
       }
       heldHere.add(key);
       const ours = () => readHolder(path)?.token === me.token;
+      // The lock file's identity (inode and change time): a take-over replaces the file.
+      const identity = (): string | null => {
+        try {
+          const st = statSync(path);
+          return `${st.ino}:${st.ctimeMs}`;
+        } catch {
+          return null;
+        }
+      };
+      let known = identity();
+      let lost = false;
       const refresh = setInterval(() => {
         try {
           if (ours()) {
@@ -277,6 +296,22 @@ export function lockDataDir(dataDir: string, options: LockOptions = {}): DataDir
       return {
         path,
         tookOver,
+        held() {
+          if (lost || released) return false;
+          const now = identity();
+          if (now !== null && now === known) return true;
+          // Touched by our own refresh (the change time moves) or replaced: read it.
+          if (ours()) {
+            known = identity();
+            return true;
+          }
+          lost = true;
+          clearInterval(refresh);
+          return false;
+        },
+        holderNow() {
+          return lost ? readHolder(path) : null;
+        },
         release() {
           if (released) return;
           released = true;

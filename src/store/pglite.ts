@@ -10,7 +10,14 @@
  */
 import { PGlite } from "@electric-sql/pglite";
 import { PINNED_SETTINGS, type Database, type Queryable, type QueryResult } from "./database.js";
-import { lockDataDir, type DataDirLock, type LockOptions, type LockTakeOver } from "./lock.js";
+import { DataDirLockedError } from "../errors/index.js";
+import {
+  lockDataDir,
+  type DataDirLock,
+  type LockHolder,
+  type LockOptions,
+  type LockTakeOver,
+} from "./lock.js";
 
 /** int8 → number, so both engines return the same types. */
 const PARSERS = { 20: (value: string) => Number(value) };
@@ -24,6 +31,11 @@ export interface PgliteOptions {
   lock?: LockOptions;
   /** Called when a stale lock was taken over, before the engine starts (log it at WARN). */
   onTakeOver?: (takeOver: LockTakeOver, lockPath: string) => void;
+  /**
+   * Called once when another process took this one's folder lock over (DEL-1): every
+   * statement from then on fails with a DataDirLockedError.
+   */
+  onLockLost?: (holder: LockHolder | null, lockPath: string) => void;
   /**
    * How long (ms) statements may follow one another without a turn of the event loop;
    * default {@link PGLITE_SLICE_MS}. 0 gives a turn after every statement (tests).
@@ -131,17 +143,37 @@ export async function openPglite(options: PgliteOptions): Promise<Database & { p
   }
   let closed = false;
   const slicer = new LoopSlicer(options.sliceMs);
+  // DEL-1: a process whose folder lock was taken over (it was paused past the stale age
+  // and another started with --take-over-lock) must not write on: its writes would be
+  // lost. Checked before every statement (one stat of the lock file).
+  let lostReported = false;
+  const checkLock = (): void => {
+    if (lock === null || lock.held()) return;
+    const holder = lock.holderNow();
+    const by = holder
+      ? `process ${holder.pid} on ${holder.host} (since ${holder.startedAt})`
+      : "another process";
+    if (!lostReported) {
+      lostReported = true;
+      options.onLockLost?.(holder, lock.path);
+    }
+    throw new DataDirLockedError(
+      `The data folder ${options.dataDir} was taken over by ${by}: this process no longer writes to it. Stop it.`,
+    );
+  };
   const db: Database & { pglite: PGlite } = {
     engine: "pglite",
     description: options.dataDir ? `PGlite data folder ${options.dataDir}` : "PGlite in memory",
     pglite: pg,
     async query<T>(sql: string, params: readonly unknown[] = []) {
+      checkLock();
       const result = adapt<T>(await pg.query(sql, params as unknown[]));
       await slicer.after();
       return result;
     },
     pinned: {
       async query<T>(sql: string, params: readonly unknown[] = []) {
+        checkLock();
         const result = await pg.transaction(async (tx) => {
           await tx.exec(PINNED_SET_LOCAL);
           return adapt<T>(await tx.query(sql, params as unknown[]));
@@ -151,9 +183,11 @@ export async function openPglite(options: PgliteOptions): Promise<Database & { p
       },
     },
     async transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
+      checkLock();
       const result = await pg.transaction(async (tx) =>
         fn({
           async query<R>(sql: string, params: readonly unknown[] = []) {
+            checkLock();
             const rows = adapt<R>(await tx.query(sql, params as unknown[]));
             await slicer.after();
             return rows;

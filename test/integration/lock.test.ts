@@ -12,6 +12,7 @@ import {
   existsSync,
   mkdtempSync,
   readFileSync,
+  renameSync,
   rmSync,
   statSync,
   utimesSync,
@@ -164,6 +165,41 @@ describe.skipIf(!onPglite)(title("PGlite data folder lock"), () => {
       await db.close();
     }
     expect(existsSync(lockPath)).toBe(false);
+  });
+
+  it("DEL-1: a process whose lock another process took over refuses every statement from then on, and says so once", async () => {
+    const dir = tempDir();
+    const lockPath = join(dir, "punctual.lock");
+    const onLockLost = vi.fn();
+    const db = await openPglite({ dataDir: dir, loadDataDir: await pgliteTemplate(), onLockLost });
+    try {
+      await db.query("select 1");
+      // Another process took the folder over (this one was paused past the stale age and
+      // another started with --take-over-lock): the lock file is replaced by its own.
+      const elsewhere = {
+        pid: 4242,
+        host: "elsewhere",
+        startedAt: "2027-01-04T08:00:00Z",
+        token: "t",
+      };
+      writeFileSync(`${lockPath}.new`, JSON.stringify(elsewhere));
+      renameSync(`${lockPath}.new`, lockPath);
+      for (const run of [
+        () => db.query("insert into punctual_settings (key, value) values ('k', '1')"),
+        () => db.transaction((tx) => tx.query("select 1")),
+        () => db.pinned!.query("select 1"),
+      ]) {
+        const err = await run().catch((e: unknown) => e);
+        expect(err).toBeInstanceOf(DataDirLockedError);
+        expect((err as Error).message).toContain("process 4242 on elsewhere");
+      }
+      expect(onLockLost).toHaveBeenCalledOnce();
+      expect(onLockLost).toHaveBeenCalledWith(expect.objectContaining({ pid: 4242 }), lockPath);
+    } finally {
+      await db.close();
+    }
+    // Its lock is left to its holder.
+    expect(lockOf(lockPath).host).toBe("elsewhere");
   });
 
   // ── recovery at start (OPS-5) ─────────────────────────────────────────────────────
