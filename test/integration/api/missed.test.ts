@@ -7,6 +7,7 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { createApi } from "../../../src/api/server.js";
 import { missedSummary } from "../../../src/app/missed.js";
+import { MISSED_MAX_OCCURRENCES } from "../../../src/contracts/missed.js";
 import type { ScheduleView } from "../../../src/contracts/index.js";
 import type { MissedOccurrencesView } from "../../../src/contracts/missed.js";
 import { testPunctual, tickAndDrain, type TestPunctual } from "../../support/punctual.js";
@@ -139,6 +140,29 @@ describe("missed occurrences of a schedule (OPS-13)", () => {
     await expect(
       t.punctual.schedules.get(schedule.id, { tenant: "globex" }).describe(),
     ).rejects.toMatchObject({ code: "NOT_FOUND" });
+  });
+
+  it("OPS-12 OPS-13: fifty reminders of a FREQ=SECONDLY series share the bound of the count (said incomplete), not fifty times it", async () => {
+    t = await testPunctual({ start: T0 });
+    const api = createApi(t.punctual);
+    const { schedule } = await t.punctual.createSchedule({
+      dtstart: "2027-01-01T00:00:00Z",
+      tzid: "UTC",
+      rrule: "FREQ=SECONDLY",
+      perpetual: true,
+      reminders: Array.from({ length: 50 }, (_, i) => ({
+        key: `r${i}`,
+        offset: `-PT${i}S`,
+        channel: "test",
+      })),
+    });
+    // An hour later: 3,600 occurrences × 50 reminders called for.
+    t.clock.advance(3_600_000);
+    const res = await api.request(`/v1/schedules/${schedule.id}`);
+    expect(res.status).toBe(200);
+    const body = (await res.json()) as ScheduleRead;
+    expect(body.missed.complete).toBe(false);
+    expect(body.missed.expected).toBeLessThanOrEqual(MISSED_MAX_OCCURRENCES);
   });
 
   it("OPS-13: the schedule read is in /openapi.json with its missed occurrences", async () => {
