@@ -30,6 +30,32 @@ function refusal(input: RecurrenceInput): ValidationError {
 
 const monday = "2027-01-04T09:00:00";
 
+/** A stored perpetual UTC series as the planner reads it, with the fields a test sets. */
+function planRow(fields: {
+  id: string;
+  dtstart: string;
+  rrule: string;
+  created_at: Date;
+  planned_until: Date;
+  db_now: Date;
+}): Parameters<typeof planSchedule>[0] {
+  return {
+    version: 1,
+    tzid: "UTC",
+    rdate: [],
+    exdate: [],
+    recurring: true,
+    ends_at: null,
+    expires_at: null,
+    dst_gap: "shift",
+    dst_overlap: "earlier",
+    grace_ms: 0,
+    perpetual: true,
+    cap_logged_at: null,
+    ...fields,
+  } as unknown as Parameters<typeof planSchedule>[0];
+}
+
 describe("OPS-12: rules that never match are decided at validation", () => {
   const never: Array<[string, string, string]> = [
     // [rule, parts the message names, what kind of end]
@@ -175,26 +201,14 @@ describe("OPS-12: every call is bounded in steps and in time, and says how far i
       rrule: "FREQ=SECONDLY;BYMINUTE=7;BYSECOND=7",
     });
     const created = new Date("2026-01-01T00:00:00Z");
-    const row = {
+    const row = planRow({
       id: "s1",
-      version: 1,
       dtstart: "2026-01-01T00:00:00Z",
-      tzid: "UTC",
       rrule: "FREQ=SECONDLY;BYMINUTE=7;BYSECOND=7",
-      rdate: [],
-      exdate: [],
-      recurring: true,
-      ends_at: null,
-      expires_at: null,
-      dst_gap: "shift",
-      dst_overlap: "earlier",
-      grace_ms: 0,
-      perpetual: true,
       created_at: created,
       planned_until: created,
-      cap_logged_at: null,
       db_now: new Date("2027-01-01T00:00:00Z"),
-    } as unknown as Parameters<typeof planSchedule>[0];
+    });
     const reminder = {
       schedule_id: "s1",
       key: "r",
@@ -246,26 +260,14 @@ describe("OPS-12: the upper bound of a window's occurrences holds", () => {
 
 describe("DEL-7 OPS-12: planning a dense series always moves forward and shares its cap", () => {
   const created = new Date("2027-01-01T00:00:00Z");
-  const row = {
+  const row = planRow({
     id: "s2",
-    version: 1,
     dtstart: "1970-01-01T00:00:00Z",
-    tzid: "UTC",
     rrule: "FREQ=SECONDLY",
-    rdate: [],
-    exdate: [],
-    recurring: true,
-    ends_at: null,
-    expires_at: null,
-    dst_gap: "shift",
-    dst_overlap: "earlier",
-    grace_ms: 0,
-    perpetual: true,
     created_at: created,
     planned_until: created,
-    cap_logged_at: null,
     db_now: created,
-  } as unknown as Parameters<typeof planSchedule>[0];
+  });
   const reminder = (key: string, offset: string) => ({
     schedule_id: "s2",
     key,
