@@ -198,18 +198,30 @@ export function planSchedule(
     // fill a whole page there, before `from`: read on past it, a page at a time, so the
     // pass always plans forward (a SECONDLY rule with a -P1D offset planned nothing).
     const occurrences: Occurrence[] = [];
-    let scanned = recurrence.scan(occFrom, occTo, perReminder);
+    let limit = perReminder;
+    let scanned = recurrence.scan(occFrom, occTo, limit);
     for (let page = 1; ; page++) {
       for (const o of scanned.occurrences) if (dueOf(o) >= from) occurrences.push(o);
       const last = scanned.occurrences.at(-1);
       if (occurrences.length > 0 || page >= MAX_MARGIN_PAGES) break;
-      if (scanned.occurrences.length >= perReminder && last !== undefined) {
-        scanned = recurrence.scan(last.instant + 1, occTo, perReminder);
+      // Pages read past the margin plan nothing: they take the whole cap, whatever the
+      // reminder's share of it (50 reminders' share would not cross 3 h of seconds).
+      const pageFull = scanned.occurrences.length >= limit;
+      limit = MAX_OCCURRENCES_PER_PASS;
+      if (pageFull && last !== undefined) {
+        scanned = recurrence.scan(last.instant + 1, occTo, limit);
       } else if (scanned.truncated) {
-        scanned = recurrence.scan(scanned.throughMs, occTo, perReminder);
+        scanned = recurrence.scan(scanned.throughMs, occTo, limit);
       } else break;
     }
-    const full = scanned.occurrences.length >= perReminder;
+    let full = scanned.occurrences.length >= limit;
+    let lastOccurrence = scanned.occurrences.at(-1);
+    if (occurrences.length > perReminder) {
+      // A whole page past the margin: plan the reminder's share of it and stop there.
+      occurrences.length = perReminder;
+      lastOccurrence = occurrences.at(-1);
+      full = true;
+    }
     const policy = lostLeasePolicy(reminder, channels.get(reminder.channel));
     for (const occurrence of occurrences) {
       const due = applyOffset(
@@ -235,7 +247,7 @@ export function planSchedule(
     if (full) {
       // Too many in one window: advance only to the last planned due time; the next pass
       // continues from there (ON CONFLICT makes the overlap harmless).
-      const lastDue = dueOf(scanned.occurrences.at(-1)!);
+      const lastDue = dueOf(lastOccurrence!);
       plannedUntil = Math.min(plannedUntil, Math.max(from + 1, lastDue));
       complete = false;
       capped = false;

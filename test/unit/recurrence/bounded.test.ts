@@ -299,6 +299,15 @@ describe("DEL-7 OPS-12: planning a dense series always moves forward and shares 
     expect(second.plannedUntil).toBeGreaterThan(first.plannedUntil);
   });
 
+  it("DEL-7: fifty -P1D reminders of a FREQ=SECONDLY schedule (a share of 50 each) still read past the 3 h margin and plan forward", () => {
+    const reminders = Array.from({ length: 50 }, (_, i) => reminder(`d${i}`, "-P1D"));
+    const plan = planSchedule(row, rec, reminders, new Map(), options);
+    expect(plan.deliveries.length).toBeGreaterThan(0);
+    expect(plan.deliveries.length).toBeLessThanOrEqual(2_500);
+    expect(Math.min(...plan.deliveries.map((d) => d.dueAt.getTime()))).toBe(created.getTime());
+    expect(plan.plannedUntil).toBeGreaterThan(created.getTime());
+  });
+
   it("OPS-12: fifty reminders of a FREQ=SECONDLY schedule share one pass's cap of occurrences", () => {
     const reminders = Array.from({ length: 50 }, (_, i) => reminder(`r${i}`, `-PT${i}S`));
     const plan = planSchedule(row, rec, reminders, new Map(), options);
