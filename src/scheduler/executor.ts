@@ -77,8 +77,7 @@ export class Executor {
   /** DEL-13: queued rows whose rate-limit slot is still ahead (database clock). */
   get waitingForSlot(): number {
     const localNow = this.#d.clock.now();
-    return this.#queue.filter((h) => h.sendAt !== null && h.sendAt > HeldBook.dbNow(h, localNow))
-      .length;
+    return this.#queue.filter((h) => HeldBook.slotWait(h, localNow) > 0).length;
   }
 
   /** Sends in flight. */
@@ -124,7 +123,7 @@ export class Executor {
       const candidate = this.#queue[i] as HeldRow;
       const localNow = this.#d.clock.now();
       if (candidate.sendAt !== null) {
-        const waitMs = candidate.sendAt - HeldBook.dbNow(candidate, localNow);
+        const waitMs = HeldBook.slotWait(candidate, localNow);
         if (waitMs > 0) {
           // DEL-13: not before its slot; rows behind it may be ready.
           const at = localNow + waitMs;

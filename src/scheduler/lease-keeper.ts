@@ -15,7 +15,7 @@ import type { StreakLogger } from "../observability/error-log.js";
 import type { Database } from "../store/database.js";
 import { renewLeases } from "../store/deliveries.js";
 import type { Executor } from "./executor.js";
-import type { HeldBook } from "./held.js";
+import { HeldBook } from "./held.js";
 
 export interface LeaseKeeperDeps {
   db: Database;
@@ -80,6 +80,9 @@ export class LeaseKeeper {
     const held = book.all();
     if (held.length === 0) return;
     let renewed;
+    // DEL-16: read before the statement is sent, so a stall before its reply is processed
+    // shortens the renewed lease this worker believes, never lengthens it.
+    const sentAt = clock.now();
     try {
       renewed = await renewLeases(
         this.#d.db,
@@ -100,8 +103,7 @@ export class LeaseKeeper {
       if (book.get(h.row.id) !== h) continue;
       const r = byId.get(h.row.id);
       if (r) {
-        h.leaseExpiresAt = r.lease_expires_at.getTime();
-        h.offsetMs = r.db_now.getTime() - localNow;
+        HeldBook.renewed(h, r.lease_expires_at.getTime(), r.db_now.getTime(), sentAt, localNow);
         executor.armWatchdog(h);
         continue;
       }

@@ -143,10 +143,14 @@ export class Producer {
     return Math.max(0, Math.min(o.claimBatch, target - this.#active()));
   }
 
-  /** Hands claimed rows to the executor. */
-  #take(rows: readonly ClaimedDelivery[]): void {
+  /**
+   * Hands claimed rows to the executor. `sentAt`: the process clock read before the claim
+   * statement was sent (DEL-16: a stall between statement and reply shortens the lease this
+   * worker believes, never lengthens it).
+   */
+  #take(rows: readonly ClaimedDelivery[], sentAt: number): void {
     if (rows.length === 0) return;
-    const held = this.#d.book.add(rows, this.#d.clock.now());
+    const held = this.#d.book.add(rows, sentAt, this.#d.clock.now());
     this.#d.executor.enqueue(held);
     this.#d.keeper.ensure();
   }
@@ -170,6 +174,7 @@ export class Producer {
       if (want === 0) return plain();
       this.#claiming = true;
       let result;
+      const sentAt = d.clock.now();
       try {
         result = await settleAndClaim(d.db, d.clock.sqlNow(), d.owner, batch, {
           leaseMs: d.options.leaseMs,
@@ -183,7 +188,7 @@ export class Producer {
       } finally {
         this.#claiming = false;
       }
-      this.#take(result.claimed);
+      this.#take(result.claimed, sentAt);
       // DEL-13: rows of limited keys are claimed by the next fill, under their buckets.
       const limitedKeys = (d.limiter?.limiters.length ?? 0) > 0;
       d.onRide?.(result.claimed.length, result.claimed.length < want && !limitedKeys);
@@ -200,6 +205,7 @@ export class Producer {
       const want = Math.min(o.claimBatch, target - this.#active());
       if (want <= 0) return { claimed, exhausted: false };
       let rows;
+      const sentAt = this.#d.clock.now();
       try {
         rows = await claimDeliveries(this.#d.db, {
           now: this.#d.clock.sqlNow(),
@@ -213,19 +219,20 @@ export class Producer {
         if (isRetryableDatabaseError(err)) this.orphansSuspected = true;
         throw err;
       }
-      this.#take(rows);
+      this.#take(rows, sentAt);
       claimed += rows.length;
       // DEL-13: then rows of limited keys, under their shared buckets.
       const limiter = this.#d.limiter;
       if (limiter && limiter.limiters.length > 0 && rows.length < want) {
         let more;
+        const limitedSentAt = this.#d.clock.now();
         try {
           more = await limiter.claim({ limit: want - rows.length, leaseMs: o.leaseMs });
         } catch (err) {
           if (isRetryableDatabaseError(err)) this.orphansSuspected = true;
           throw err;
         }
-        this.#take(more);
+        this.#take(more, limitedSentAt);
         claimed += more.length;
         if (rows.length + more.length < want) return { claimed, exhausted: true };
         continue;
