@@ -82,7 +82,7 @@ export class LeaseKeeper {
     let renewed;
     // DEL-16: read before the statement is sent, so a stall before its reply is processed
     // shortens the renewed lease this worker believes, never lengthens it.
-    const sentAt = clock.now();
+    let sentAt = clock.now();
     try {
       renewed = await renewLeases(
         this.#d.db,
@@ -90,6 +90,7 @@ export class LeaseKeeper {
         this.#d.owner,
         this.#d.options.leaseMs,
         held.map((h) => ({ id: h.row.id, attempt: h.row.attempt })),
+        () => (sentAt = clock.now()),
       );
       this.#d.streak.success();
     } catch (err) {

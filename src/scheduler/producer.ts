@@ -22,14 +22,15 @@ import type { Metrics } from "../observability/metrics.js";
 import type { Database } from "../store/database.js";
 import {
   claimDeliveries,
+  releaseClaims,
   releaseOrphans,
   settleAndClaim,
   settleDeliveries,
   type ClaimedDelivery,
   type SettleInput,
 } from "../store/deliveries.js";
-import type { Executor } from "./executor.js";
-import type { HeldBook } from "./held.js";
+import { leaseMarginMs, type Executor } from "./executor.js";
+import { HeldBook, type HeldRow } from "./held.js";
 import type { LeaseKeeper } from "./lease-keeper.js";
 import type { Limiter } from "./limiter.js";
 
@@ -150,9 +151,44 @@ export class Producer {
    */
   #take(rows: readonly ClaimedDelivery[], sentAt: number): void {
     if (rows.length === 0) return;
-    const held = this.#d.book.add(rows, sentAt, this.#d.clock.now());
-    this.#d.executor.enqueue(held);
+    const repliedAt = this.#d.clock.now();
+    const held = this.#d.book.add(rows, sentAt, repliedAt);
+    const margin = leaseMarginMs(this.#d.options);
+    const late = held.filter((h) => HeldBook.leaseLeft(h, repliedAt) <= margin);
+    if (late.length > 0) this.#giveBackLate(late, repliedAt - sentAt);
+    const live = late.length > 0 ? held.filter((h) => !late.includes(h)) : held;
+    if (live.length === 0) return;
+    this.#d.executor.enqueue(live);
     this.#d.keeper.ensure();
+  }
+
+  /**
+   * DEL-16: rows whose claim reply came back with less than the safety margin of lease
+   * left (this worker stalled between statement and reply, or the round trip was slower
+   * than the lease allows) are never sent; they are given back at once (fenced, no attempt
+   * spent), so another worker, or this one's next claim, takes them without waiting for
+   * recovery. One warning per claim, and `punctual_claims_released_total{reason="lease_low"}`.
+   */
+  #giveBackLate(late: readonly HeldRow[], roundTripMs: number): void {
+    const d = this.#d;
+    for (const h of late) d.book.delete(h.row.id);
+    d.metrics.claimsReleased.inc({ reason: "lease_low" }, late.length);
+    d.logger.warn(
+      {
+        rows: late.length,
+        deliveryIds: late.slice(0, 20).map((h) => h.row.id),
+        roundTripMs: Math.round(roundTripMs),
+        leaseMs: d.options.leaseMs,
+      },
+      "a claim came back with too little lease left to start a send (this worker stalled, or it or the database is overloaded): gave its rows back unsent",
+    );
+    const fenced = late.map((h) => ({ id: h.row.id, attempt: h.row.attempt }));
+    void this.#serialized(() => releaseClaims(d.db, d.clock.sqlNow(), d.owner, fenced)).catch(
+      () => {
+        // Still claimed under this owner and no longer held: the orphan release takes them.
+        this.orphansSuspected = true;
+      },
+    );
   }
 
   /**
@@ -174,13 +210,14 @@ export class Producer {
       if (want === 0) return plain();
       this.#claiming = true;
       let result;
-      const sentAt = d.clock.now();
+      let sentAt = d.clock.now();
       try {
         result = await settleAndClaim(d.db, d.clock.sqlNow(), d.owner, batch, {
           leaseMs: d.options.leaseMs,
           limit: want,
           channels: d.channels,
           limited: d.limiter?.limiters ?? [],
+          onSent: () => (sentAt = d.clock.now()),
         });
       } catch (err) {
         if (isRetryableDatabaseError(err)) this.orphansSuspected = true;
@@ -205,7 +242,9 @@ export class Producer {
       const want = Math.min(o.claimBatch, target - this.#active());
       if (want <= 0) return { claimed, exhausted: false };
       let rows;
-      const sentAt = this.#d.clock.now();
+      // DEL-16: the process clock before the statement leaves (refined once a connection
+      // is in hand, so waiting for one does not count against the lease).
+      let sentAt = this.#d.clock.now();
       try {
         rows = await claimDeliveries(this.#d.db, {
           now: this.#d.clock.sqlNow(),
@@ -214,6 +253,7 @@ export class Producer {
           limit: want,
           channels: this.#d.channels,
           limited: this.#d.limiter?.limiters ?? [],
+          onSent: () => (sentAt = this.#d.clock.now()),
         });
       } catch (err) {
         if (isRetryableDatabaseError(err)) this.orphansSuspected = true;

@@ -16,12 +16,25 @@ export interface QueryResult<T> {
   fields: string[];
 }
 
+/** Options of one {@link Queryable.query}. */
+export interface QueryOptions {
+  /**
+   * Called once, right before the statement is handed to its connection: after a pooled
+   * connection was acquired (and set up), so the wait for one is not counted. DEL-16: lease
+   * arithmetic reads the process clock here, so a lease this worker believes never starts
+   * before the database could have started it, and a slow connection does not eat it. A
+   * runner that cannot tell may ignore it; callers then keep the time read before the call.
+   */
+  onSent?: () => void;
+}
+
 /** Something that runs parameterized SQL: the database itself or an open transaction. */
 export interface Queryable {
   /** Runs one statement with `$1…$n` parameters. Never interpolate values into `sql`. */
   query<T = Record<string, unknown>>(
     sql: string,
     params?: readonly unknown[],
+    options?: QueryOptions,
   ): Promise<QueryResult<T>>;
 }
 

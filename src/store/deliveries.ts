@@ -545,18 +545,18 @@ export interface ClaimParams {
   channels: readonly string[];
   /** DEL-13: limiters (`tenant/key`) with a rate limit, left to their own claim; default none. */
   limited?: readonly string[];
+  /** DEL-16: called right before the statement leaves ({@link QueryOptions.onSent}). */
+  onSent?: () => void;
 }
 
 /** DEL-2: runs {@link CLAIM_SQL}. */
 export async function claimDeliveries(db: Queryable, p: ClaimParams): Promise<ClaimedDelivery[]> {
-  return rows<ClaimedDelivery>(pinnedOf(db), CLAIM_SQL, [
-    p.now,
-    p.owner,
-    p.leaseMs,
-    p.limit,
-    p.channels,
-    p.limited ?? [],
-  ]);
+  return rows<ClaimedDelivery>(
+    pinnedOf(db),
+    CLAIM_SQL,
+    [p.now, p.owner, p.leaseMs, p.limit, p.channels, p.limited ?? []],
+    { onSent: p.onSent },
+  );
 }
 
 /** Parameters $1–$14 of {@link SETTLE_SQL} for a batch. */
@@ -610,15 +610,20 @@ export async function settleAndClaim(
   now: Date | null,
   owner: string,
   batch: readonly SettleInput[],
-  claim: Pick<ClaimParams, "leaseMs" | "limit" | "channels" | "limited">,
+  claim: Pick<ClaimParams, "leaseMs" | "limit" | "channels" | "limited" | "onSent">,
 ): Promise<SettleAndClaimResult> {
-  const result = await rows<SettleAndClaimRow>(pinnedOf(db), SETTLE_AND_CLAIM_SQL, [
-    ...settleParams(now, owner, batch),
-    claim.leaseMs,
-    claim.limit,
-    claim.channels,
-    claim.limited ?? [],
-  ]);
+  const result = await rows<SettleAndClaimRow>(
+    pinnedOf(db),
+    SETTLE_AND_CLAIM_SQL,
+    [
+      ...settleParams(now, owner, batch),
+      claim.leaseMs,
+      claim.limit,
+      claim.channels,
+      claim.limited ?? [],
+    ],
+    { onSent: claim.onSent },
+  );
   const settled = new Set<number>(result[0]?.settled_ids ?? []);
   const claimed: ClaimedDelivery[] = [];
   for (const r of result) {
@@ -643,15 +648,15 @@ export async function renewLeases(
   owner: string,
   leaseMs: number,
   held: ReadonlyArray<{ id: number; attempt: number }>,
+  onSent?: () => void,
 ): Promise<RenewedLease[]> {
   if (held.length === 0) return [];
-  return rows<RenewedLease>(db, RENEW_SQL, [
-    now,
-    owner,
-    leaseMs,
-    held.map((h) => h.id),
-    held.map((h) => h.attempt),
-  ]);
+  return rows<RenewedLease>(
+    db,
+    RENEW_SQL,
+    [now, owner, leaseMs, held.map((h) => h.id), held.map((h) => h.attempt)],
+    { onSent },
+  );
 }
 
 /** OPS-6 / DEL-16: runs {@link RELEASE_SQL}: gives back claims this worker will not send. */

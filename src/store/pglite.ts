@@ -9,7 +9,13 @@
  * - it has no autovacuum: the retention sweep vacuums the hot tables.
  */
 import { PGlite } from "@electric-sql/pglite";
-import { PINNED_SETTINGS, type Database, type Queryable, type QueryResult } from "./database.js";
+import {
+  PINNED_SETTINGS,
+  type Database,
+  type Queryable,
+  type QueryOptions,
+  type QueryResult,
+} from "./database.js";
 import { DataDirLockedError } from "../errors/index.js";
 import {
   lockDataDir,
@@ -165,15 +171,19 @@ export async function openPglite(options: PgliteOptions): Promise<Database & { p
     engine: "pglite",
     description: options.dataDir ? `PGlite data folder ${options.dataDir}` : "PGlite in memory",
     pglite: pg,
-    async query<T>(sql: string, params: readonly unknown[] = []) {
+    async query<T>(sql: string, params: readonly unknown[] = [], queryOptions?: QueryOptions) {
       checkLock();
+      // One process, one engine: the statement is handed over now (queued behind others).
+      queryOptions?.onSent?.();
       const result = adapt<T>(await pg.query(sql, params as unknown[]));
       await slicer.after();
       return result;
     },
     pinned: {
-      async query<T>(sql: string, params: readonly unknown[] = []) {
+      async query<T>(sql: string, params: readonly unknown[] = [], queryOptions?: QueryOptions) {
         checkLock();
+        // Before the transaction: its `now()` is its BEGIN's, which may be before our turn.
+        queryOptions?.onSent?.();
         const result = await pg.transaction(async (tx) => {
           await tx.exec(PINNED_SET_LOCAL);
           return adapt<T>(await tx.query(sql, params as unknown[]));

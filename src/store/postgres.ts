@@ -3,7 +3,13 @@
  * of hosts may share one database (DEL-8).
  */
 import pg from "pg";
-import { PINNED_SETTINGS, type Database, type Queryable, type QueryResult } from "./database.js";
+import {
+  PINNED_SETTINGS,
+  type Database,
+  type Queryable,
+  type QueryOptions,
+  type QueryResult,
+} from "./database.js";
 
 /** int8 → number (as on PGlite); everything else keeps pg's defaults (timestamptz → Date). */
 const types = {
@@ -65,27 +71,38 @@ export function openPostgres(options: PostgresOptions): Database & { pool: pg.Po
   pinnedPool.on("error", (err) => options.onError?.(err));
   /** Connections of the pinned pool that have run {@link pinnedSet}. */
   const pinnedReady = new WeakSet<pg.PoolClient>();
-  const runPinned = async <T>(sql: string, params: readonly unknown[] = []) => {
-    const client = await pinnedPool.connect();
+  /**
+   * Runs `fn` on a connection checked out of `from`, released after; a connection whose
+   * statement failed is not reused (a reset may have left it unusable).
+   */
+  const checkedOut = async <R>(
+    from: pg.Pool,
+    fn: (client: pg.PoolClient) => Promise<R>,
+  ): Promise<R> => {
+    const client = await from.connect();
     // A checked-out client has no pool error listener (see transaction below).
     const onClientError = (err: Error) => options.onError?.(err);
     client.on("error", onClientError);
     try {
-      if (!pinnedReady.has(client)) {
-        await client.query(pinnedSet);
-        pinnedReady.add(client);
-      }
-      const result = await run<T>(client, sql, params);
+      const result = await fn(client);
       client.off("error", onClientError);
       client.release();
       return result;
     } catch (err) {
       client.off("error", onClientError);
-      // A failed statement may have left the connection unusable (a reset): do not reuse it.
       client.release(err as Error);
       throw err;
     }
   };
+  const runPinned = <T>(sql: string, params?: readonly unknown[], queryOptions?: QueryOptions) =>
+    checkedOut(pinnedPool, async (client) => {
+      if (!pinnedReady.has(client)) {
+        await client.query(pinnedSet);
+        pinnedReady.add(client);
+      }
+      queryOptions?.onSent?.();
+      return run<T>(client, sql, params);
+    });
   let closed = false;
   const run = async <T>(
     client: pg.Pool | pg.PoolClient,
@@ -103,8 +120,16 @@ export function openPostgres(options: PostgresOptions): Database & { pool: pg.Po
     engine: "postgres",
     description: describeUrl(options.url),
     pool,
-    query: (sql, params) => run(pool, sql, params),
-    pinned: { query: (sql, params) => runPinned(sql, params) },
+    query: (sql, params, queryOptions) => {
+      const onSent = queryOptions?.onSent;
+      if (!onSent) return run(pool, sql, params);
+      // DEL-16: the caller wants the moment the statement leaves, not the wait for a connection.
+      return checkedOut(pool, (client) => {
+        onSent();
+        return run(client, sql, params);
+      });
+    },
+    pinned: { query: (sql, params, queryOptions) => runPinned(sql, params, queryOptions) },
     async transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
       const client = await pool.connect();
       // A checked-out client has no pool error listener: without this one a connection

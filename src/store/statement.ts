@@ -10,7 +10,7 @@
  * the keys of its row type; test/integration/statement-columns.test.ts runs every
  * statement on both engines and compares the engine's column names with that list.
  */
-import type { Queryable } from "./database.js";
+import type { Queryable, QueryOptions } from "./database.js";
 
 /** Keys of `Row` that the list `C` leaves out. */
 type Missing<Row, C extends readonly PropertyKey[]> = Exclude<keyof Row, C[number]>;
@@ -32,13 +32,17 @@ export function columnsOf<Row>() {
   ): readonly (keyof Row & string)[] => columns;
 }
 
-/** Runs a statement and returns its rows, typed as the statement's declared row type. */
+/**
+ * Runs a statement and returns its rows, typed as the statement's declared row type.
+ * `options` go to {@link Queryable.query} (e.g. `onSent`).
+ */
 export async function rows<T>(
   db: Queryable,
   sql: string,
   params: readonly unknown[] = [],
+  options?: QueryOptions,
 ): Promise<T[]> {
-  return (await db.query<T>(sql, params)).rows;
+  return (await db.query<T>(sql, params, options)).rows;
 }
 
 /** Runs a statement that returns at most one row; `null` when it returned none. */

@@ -89,8 +89,14 @@ async function stateOf(lib: Punctual, id: number): Promise<string | undefined> {
   return rows[0]?.state;
 }
 
+/** Whether the worker logged that it left `id` unsent for want of lease (DEL-16). */
 const leaseLow = (lines: readonly string[], id: number) =>
-  lines.some((l) => l.includes("too little lease left") && l.includes(`"deliveryId":${id}`));
+  lines.some(
+    (l) =>
+      l.includes("too little lease left") &&
+      (l.includes(`"deliveryId":${id}`) ||
+        new RegExp(`"deliveryIds":\\[[^\\]]*\\b${id}\\b`).test(l)),
+  );
 
 function thaw(victim: ChildProcess): void {
   if (victim.exitCode === null && victim.signalCode === null) victim.kill("SIGCONT");

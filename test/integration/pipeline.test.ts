@@ -8,7 +8,7 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import type { Clock } from "../../src/clock/index.js";
 import { createPunctual } from "../../src/app/punctual.js";
 import { memoryLogger } from "../../src/observability/logger.js";
-import { claimDeliveries, RENEW_SQL } from "../../src/store/deliveries.js";
+import { CLAIM_SQL, claimDeliveries, RENEW_SQL } from "../../src/store/deliveries.js";
 import { deferred, ScriptedChannel } from "../support/channels.js";
 import { openTestDatabase } from "../support/db.js";
 import {
@@ -140,6 +140,59 @@ describe("delivery pipeline", () => {
     const other = await peer(t, { start: "2027-01-04T08:00:10Z", idempotent: false });
     closers.push(other.close);
     expect(await other.punctual.scheduler.recover()).toBe(1);
+  });
+
+  it("DEL-16: a claim whose reply is read only after its lease ran out is given back at once, unsent, with no attempt spent", async () => {
+    let faulty: ReturnType<typeof faultyDatabase> | null = null;
+    t = await testPunctual({
+      scheduler: { concurrency: 1, prefetch: 1, leaseMs: 9_000, leaseMarginMs: 1_000 },
+      wrapDb: (db) => (faulty = faultyDatabase(db)),
+    });
+    await create(t, 2);
+    // The worker stalls between the claim statement and its reply for the whole lease.
+    faulty!.afterReply = (sql) => {
+      if (sql !== CLAIM_SQL) return;
+      faulty!.afterReply = null;
+      t!.clock.advance(9_000);
+    };
+    await t.punctual.scheduler.tick();
+    expect(t.channel.sends).toHaveLength(0);
+    // The give-back runs after the claim; the recover pass (serialized behind it) finds no
+    // orphan left: the rows went back on their own, at once.
+    await t.punctual.scheduler.recover();
+    expect((await t.punctual.metrics.claimsReleased.get()).values).toEqual([
+      expect.objectContaining({ labels: { reason: "lease_low" }, value: 2 }),
+    ]);
+    const rows = await deliveries(t.punctual);
+    expect(states(rows)).toEqual({ pending: 2 });
+    expect(rows.map((r) => r.attempt)).toEqual([0, 0]);
+    expect(t.logs.filter((l) => String(l.msg).includes("gave its rows back unsent"))).toHaveLength(
+      1,
+    );
+    // A claim without a stall sends them.
+    await t.punctual.scheduler.tick();
+    await t.punctual.scheduler.drain();
+    expect(t.channel.sends).toHaveLength(2);
+  });
+
+  it("DEL-16: the wait for a connection before a claim is sent does not count against its lease", async () => {
+    let faulty: ReturnType<typeof faultyDatabase> | null = null;
+    t = await testPunctual({
+      scheduler: { concurrency: 1, prefetch: 1, leaseMs: 9_000, leaseMarginMs: 1_000 },
+      wrapDb: (db) => (faulty = faultyDatabase(db)),
+    });
+    await create(t, 1);
+    // 8.5 s pass before the claim statement leaves (a busy pool): the engine reports the
+    // moment it is handed over, so the lease it grants then is whole.
+    faulty!.beforeSend = (sql) => {
+      if (sql !== CLAIM_SQL) return;
+      faulty!.beforeSend = null;
+      t!.clock.advance(8_500);
+    };
+    await t.punctual.scheduler.tick();
+    await t.punctual.scheduler.drain();
+    expect(t.channel.sends).toHaveLength(1);
+    expect(states(await deliveries(t.punctual))).toEqual({ sent: 1 });
   });
 
   it("DEL-16: a renewal that finds the row taken over gives it up: queued rows are dropped unsent", async () => {

@@ -7,7 +7,7 @@ import type { Channel } from "../../src/channels/types.js";
 import { TestClock } from "../../src/clock/index.js";
 import type { ConfigInput } from "../../src/config/index.js";
 import { memoryLogger } from "../../src/observability/logger.js";
-import type { Database, QueryResult } from "../../src/store/database.js";
+import type { Database, QueryOptions, QueryResult } from "../../src/store/database.js";
 import { openTestDatabase } from "./db.js";
 import { ScriptedChannel } from "./channels.js";
 
@@ -100,30 +100,50 @@ export async function peer(
 }
 
 /**
- * A database whose statements fail on demand: while `failWhen(sql)` is true the statement
- * rejects with a connection-style error before reaching the engine. Models a database that
- * is away for some statements only (e.g. lease renewals), without real time passing.
+ * A database whose statements fail or stall on demand ({@link FaultHooks}): while
+ * `failWhen(sql)` is true the statement rejects with a connection-style error before
+ * reaching the engine (a database away for some statements only, e.g. lease renewals);
+ * `beforeSend` and `afterReply` run around it (e.g. advancing the test clock: a wait for a
+ * connection, or a worker stalled between statement and reply), without real time passing.
+ * It has no `pinned` runner: the claim path runs through `query`.
  */
-export function faultyDatabase(db: Database): Database & {
-  failWhen: ((sql: string) => boolean) | null;
-} {
+export function faultyDatabase(db: Database): Database & FaultHooks {
   const wrapped = {
     failWhen: null as ((sql: string) => boolean) | null,
+    beforeSend: null as ((sql: string) => void) | null,
+    afterReply: null as ((sql: string) => void) | null,
     get engine() {
       return db.engine;
     },
     get description() {
       return db.description;
     },
-    async query<T>(sql: string, params?: readonly unknown[]): Promise<QueryResult<T>> {
+    async query<T>(
+      sql: string,
+      params?: readonly unknown[],
+      options?: QueryOptions,
+    ): Promise<QueryResult<T>> {
       if (wrapped.failWhen?.(sql)) {
         throw Object.assign(new Error("connection terminated unexpectedly"), { code: "57P01" });
       }
-      return db.query<T>(sql, params);
+      wrapped.beforeSend?.(sql);
+      const result = await db.query<T>(sql, params, options);
+      wrapped.afterReply?.(sql);
+      return result;
     },
     transaction: db.transaction.bind(db),
     listen: db.listen.bind(db),
     close: db.close.bind(db),
   };
-  return wrapped as Database & { failWhen: ((sql: string) => boolean) | null };
+  return wrapped as Database & FaultHooks;
+}
+
+/** The faults {@link faultyDatabase} injects; each is read per statement, null: none. */
+export interface FaultHooks {
+  /** Fails the statement as a lost connection would (SQLSTATE 57P01) when it returns true. */
+  failWhen: ((sql: string) => boolean) | null;
+  /** Runs before the statement is handed on, e.g. to let the clock run while "waiting for a connection". */
+  beforeSend: ((sql: string) => void) | null;
+  /** Runs after the statement ran and before its reply is handed back: a stall in between. */
+  afterReply: ((sql: string) => void) | null;
 }
