@@ -41,6 +41,11 @@ export interface AnalyseInput {
   arrivals: Arrival[];
   /** A receipt this much before its due time (ms) or more counts as early. */
   earlyToleranceMs: number;
+  /**
+   * DEL-16: the rows (key and attempt) of the claim a stalled worker read only after their
+   * lease had ended; a receipt of any under that attempt is a failure. Null: no stall.
+   */
+  stalledClaim?: Array<{ delivery_key: string; attempt: number }> | null;
 }
 
 export interface Findings {
@@ -48,6 +53,8 @@ export interface Findings {
   failures: string[];
   created: number;
   deliveries: number;
+  /** Receipts of the stalled claim's rows under its attempt (must be 0); null: no stall. */
+  stalledSends: number | null;
   /** Row count by delivery state. */
   db: Record<string, number>;
   sent: number;

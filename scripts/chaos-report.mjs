@@ -28,7 +28,7 @@ const round3 = (x) => (Number.isFinite(x) ? Math.round(x * 1_000) / 1_000 : null
  * @param {import("./chaos-report.d.mts").AnalyseInput} input
  * @returns {import("./chaos-report.d.mts").Findings}
  */
-export function analyse({ reminders, rows, arrivals, earlyToleranceMs }) {
+export function analyse({ reminders, rows, arrivals, earlyToleranceMs, stalledClaim = null }) {
   const byN = new Map(reminders.map((r) => [r.n, r]));
   const nBySchedule = new Map(reminders.map((r) => [r.scheduleId, r.n]));
 
@@ -150,12 +150,23 @@ export function analyse({ reminders, rows, arrivals, earlyToleranceMs }) {
   if (badSignatures.length > 0) {
     failures.push(`${badSignatures.length} requests with a bad signature`);
   }
+  // DEL-16: rows of the claim whose reply the stalled worker read only after their lease
+  // had ended; a receipt under that claim's attempt is a send on a lease it no longer held.
+  let stalledSends = null;
+  if (stalledClaim) {
+    const wanted = new Set(stalledClaim.map((r) => `${r.delivery_key}#${r.attempt}`));
+    stalledSends = arrivals.filter((a) => a.ok && wanted.has(`${a.id}#${a.attempt}`)).length;
+    if (stalledSends > 0) {
+      failures.push(`${stalledSends} sends by the stalled worker on leases that had ended`);
+    }
+  }
 
   return {
     ok: failures.length === 0,
     failures,
     created: reminders.length,
     deliveries: rows.length,
+    stalledSends,
     db,
     sent: db.sent ?? 0,
     received: {
@@ -273,6 +284,15 @@ export function formatReport(r) {
       "stopped worker's attempts",
       `${a.reduce((sum, x) => sum + x.n, 0)} recorded, ${fenced} fenced out (lease ended): ` +
         (a.map((x) => `${x.outcome}${x.settled ? "" : " (fenced)"} ${x.n}`).join(", ") || "none"),
+    );
+  }
+  if (c.stall) {
+    line(
+      "stalled claim",
+      c.stall.pid === null
+        ? `did not happen: ${c.stall.note}`
+        : `worker ${c.stall.pid} stopped ${c.stall.ms} ms with its claim of ${c.stall.claimed} rows in flight; ` +
+            `${r.stalledSends ?? 0} of them sent by it afterwards`,
     );
   }
   if (c.pause?.sends) {

@@ -11,6 +11,10 @@
 //   - restarts PostgreSQL (`pg_ctl restart`, fast then immediate mode);
 //   - resets every worker connection at the proxy (TCP RST);
 //   - stops one worker (SIGSTOP) for longer than its lease, then resumes it (SIGCONT);
+//   - stalls one worker while its claim is in flight (DEL-16): a trigger holds that worker's
+//     next claim inside the database, the worker is stopped (SIGSTOP) before it reads the
+//     reply, and resumed only after the lease that claim granted has ended; any of those
+//     rows it then sends is a failure (it sent on a lease that was no longer its own);
 //   - runs one worker slot with its wall clock 30 s ahead (libfaketime, Debian `faketime`).
 // Then it waits, bounded, for every delivery to settle, reads the database and the
 // receiver's log, prints a report and exits:
@@ -51,6 +55,7 @@ const USAGE = `usage: node scripts/chaos.mjs [options]
   --proxy-resets N     connection resets at the proxy (default 3; --ci 2)
   --skew-s S           wall-clock skew of one worker slot, seconds (default 30; 0 = none)
   --no-pause           do not stop a worker past its lease
+  --no-stall           do not stall a worker while its claim is in flight
   --settle-s S         longest wait for deliveries to settle after the run (default 300)
   --early-ms MS        tolerance before dueAt before a receipt counts as early (default 100)
   --ci                 the short version for CI (about 2 minutes)
@@ -71,6 +76,7 @@ function readOptions(argv) {
       "proxy-resets": { type: "string" },
       "skew-s": { type: "string" },
       "no-pause": { type: "boolean", default: false },
+      "no-stall": { type: "boolean", default: false },
       "settle-s": { type: "string" },
       "early-ms": { type: "string" },
       ci: { type: "boolean", default: false },
@@ -106,12 +112,53 @@ function readOptions(argv) {
     proxyResets: int("proxy-resets", ci ? 2 : 3, 0, 100),
     skewS: int("skew-s", 30, 0, 3_600),
     pause: !values["no-pause"],
+    stall: !values["no-stall"],
     settleS: int("settle-s", 300, 5, 3_600),
     earlyMs: int("early-ms", 100, 0, 60_000),
   };
 }
 
 class UsageError extends Error {}
+
+/**
+ * The stalled worker's connections carry this `application_name` (in its database URL);
+ * the trigger installed by {@link installStallTrigger} holds only their claims.
+ */
+const STALLED_APP = "punctual-chaos-stalled";
+
+/**
+ * The slot whose worker is stalled mid-claim: the last one, when there are at least three
+ * (slot 0 runs skewed, slot 1 is the one stopped at random); null: no stall.
+ */
+function stalledSlot(opts) {
+  return opts.stall && opts.workers >= 3 ? opts.workers - 1 : null;
+}
+
+/**
+ * DEL-16 fault: a one-shot trigger. Once `chaos_stall.armed` is set, the next claim made
+ * by a connection named {@link STALLED_APP} disarms it and sleeps `seconds` inside the
+ * statement: the claim's `now()`, and so the lease it grants, was fixed before the sleep,
+ * so the worker gets its reply (after a stop, see the run loop) only after the lease began.
+ */
+async function installStallTrigger(url, seconds) {
+  await withClient(url, async (c) => {
+    await c.query(`
+      create table if not exists chaos_stall (armed boolean not null);
+      insert into chaos_stall select false where not exists (select 1 from chaos_stall);
+      create or replace function chaos_stall_claim() returns trigger language plpgsql as $$
+      begin
+        if current_setting('application_name') = '${STALLED_APP}' then
+          update chaos_stall set armed = false where armed;
+          if found then perform pg_sleep(${seconds}); end if;
+        end if;
+        return new;
+      end $$;
+      drop trigger if exists chaos_stall_claim on punctual_deliveries;
+      create trigger chaos_stall_claim before update on punctual_deliveries for each row
+        when (new.state = 'claimed' and old.state <> 'claimed')
+        execute function chaos_stall_claim();`);
+  });
+}
 class SetupError extends Error {}
 
 // ---------------------------------------------------------------------------------------
@@ -281,9 +328,13 @@ function spawnWorker(slot, ctx) {
   if (state.stopping || spawnCount >= MAX_SPAWNS) return null;
   spawnCount += 1;
   const skewed = ctx.opts.skewS > 0 && slot === 0;
+  const databaseUrl =
+    slot === stalledSlot(ctx.opts)
+      ? `${ctx.proxyUrl}?application_name=${STALLED_APP}`
+      : ctx.proxyUrl;
   const env = {
     ...process.env,
-    DATABASE_URL: ctx.proxyUrl,
+    DATABASE_URL: databaseUrl,
     PUNCTUAL_LEASE_MS: String(ctx.opts.leaseMs),
     PUNCTUAL_SEND_TIMEOUT_MS: String(ctx.opts.sendTimeoutMs),
     PUNCTUAL_ALLOW_PRIVATE_TARGETS: "true",
@@ -342,6 +393,64 @@ function spawnWorker(slot, ctx) {
   });
   state.workers.push(w);
   return w;
+}
+
+/**
+ * DEL-16 fault, one run: arms the stall trigger, waits (bounded) for the stalled slot's
+ * claim to be held inside the database, stops that worker (SIGSTOP), reads which rows the
+ * claim took once it committed, and resumes the worker `ms` after the stop (longer than
+ * the lease). Resolves with what happened; `note` says why it did not, if it did not.
+ */
+async function stallMidClaim(url, slot, ms, tStart) {
+  const startedMs = Date.now() - tStart;
+  const none = (note) => {
+    say(`stall: did not happen (${note})`);
+    return { slot, pid: null, atMs: startedMs, ms, rows: null, note };
+  };
+  await withClient(url, (c) => c.query("update chaos_stall set armed = true"));
+  /** @type {{ pid: number; xact_start: string } | undefined} */
+  let held;
+  for (let i = 0; i < 150 && !held; i++) {
+    const { rows } = await withClient(url, (c) =>
+      c.query(
+        `select pid, xact_start::text from pg_stat_activity
+          where application_name = $1 and wait_event = 'PgSleep'`,
+        [STALLED_APP],
+      ),
+    );
+    held = rows[0];
+    if (!held) await sleep(100);
+  }
+  const target = current(slot);
+  if (!held) {
+    await withClient(url, (c) => c.query("update chaos_stall set armed = false"));
+    return none("the stalled slot made no claim within 15 s");
+  }
+  if (!target || !alive(target.child)) return none("the stalled slot's worker was gone");
+  target.paused = true;
+  process.kill(target.pid, "SIGSTOP");
+  const stoppedAt = Date.now();
+  say(`stall: worker ${target.pid} (slot ${slot}) stopped with its claim in flight, for ${ms} ms`);
+  // The claim commits while the worker is stopped; then its rows are visible.
+  for (let i = 0; i < 100; i++) {
+    const { rows } = await withClient(url, (c) =>
+      c.query("select 1 from pg_stat_activity where pid = $1 and state = 'active'", [held.pid]),
+    );
+    if (rows.length === 0) break;
+    await sleep(50);
+  }
+  const { rows: claimed } = await withClient(url, (c) =>
+    c.query(
+      `select delivery_key, attempt from punctual_deliveries
+        where claimed_at = $1::timestamptz and lease_owner like '%#' || $2 || '#%'`,
+      [held.xact_start, String(target.pid)],
+    ),
+  );
+  await sleep(ms - (Date.now() - stoppedAt));
+  if (alive(target.child)) process.kill(target.pid, "SIGCONT");
+  target.paused = false;
+  say(`stall: worker ${target.pid} resumed; its held claim had taken ${claimed.length} rows`);
+  return { slot, pid: target.pid, atMs: startedMs, ms, rows: claimed };
 }
 
 function current(slot) {
@@ -465,6 +574,8 @@ async function run(opts) {
     role: "chaos",
   });
 
+  if (stalledSlot(opts) !== null) await installStallTrigger(cluster.url, 1);
+
   // 3. Workers.
   const ctx = { opts, proxyUrl, secret, faketime };
   for (let slot = 0; slot < opts.workers; slot++) spawnWorker(slot, ctx);
@@ -580,6 +691,7 @@ async function run(opts) {
     pgRestarts: [],
     proxyResets: [],
     pause: null,
+    stall: null,
     skew: faketime ? { seconds: opts.skewS, slot: 0 } : null,
   };
   const tEnd = tStart + spanMs;
@@ -600,6 +712,10 @@ async function run(opts) {
   const pauseMs = opts.leaseMs + 3_000;
   if (opts.pause && spanMs > pauseMs + 2_000) {
     events.push({ at: tStart + Math.floor(0.4 * spanMs), kind: "pause" });
+  }
+  // The stall: armed late in the run (after the pause has ended), held past the lease.
+  if (stalledSlot(opts) !== null && spanMs > pauseMs + 2_000) {
+    events.push({ at: tStart + Math.floor(0.7 * spanMs), kind: "stall" });
   }
   events.sort((a, b) => a.at - b.at);
   const jitter = () => opts.killEveryMs * (0.75 + Math.random() * 0.5);
@@ -702,6 +818,17 @@ async function run(opts) {
                 `PostgreSQL: ${code === 0 ? "back" : `restart FAILED (${output})`} after ${ms} ms`,
               );
               if (code !== 0) restartFailures.push(output);
+            }),
+        );
+      } else if (event.kind === "stall") {
+        pendingActions.push(
+          stallMidClaim(cluster.url, stalledSlot(opts), pauseMs, tStart)
+            .catch((err) => {
+              say(`stall: did not happen (${err.message})`);
+              return { slot: stalledSlot(opts), pid: null, rows: null, note: err.message };
+            })
+            .then((stall) => {
+              chaos.stall = stall;
             }),
         );
       } else if (event.kind === "pause") {
@@ -896,6 +1023,7 @@ function buildReport({
     rows,
     arrivals: received,
     earlyToleranceMs: opts.earlyMs,
+    stalledClaim: chaos.stall?.rows ?? null,
   });
   const boot = [...workerEvents.bootMs].sort((a, b) => a - b);
   return {
@@ -920,6 +1048,16 @@ function buildReport({
       proxyResets: chaos.proxyResets,
       killsSkipped: chaos.killsSkipped,
       pause: chaos.pause ? { ...chaos.pause, attempts: pausedAttempts, sends: pausedSends } : null,
+      stall: chaos.stall
+        ? {
+            slot: chaos.stall.slot,
+            pid: chaos.stall.pid,
+            atMs: chaos.stall.atMs,
+            ms: chaos.stall.ms,
+            claimed: chaos.stall.rows?.length ?? null,
+            note: chaos.stall.note ?? null,
+          }
+        : null,
       skew: chaos.skew,
       skipped: chaos.skipped,
     },

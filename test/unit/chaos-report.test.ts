@@ -53,6 +53,24 @@ describe("chaos verdict (scripts/chaos-report.mjs)", () => {
     expect(f.latenessMs).toEqual({ p50: 20, p99: 20, max: 20 });
   });
 
+  it("DEL-16: a send of a stalled claim's row under that claim's attempt fails the run", () => {
+    const run = cleanRun();
+    // Row 1 was in the stalled claim as attempt 1, recovered and sent again as attempt 2.
+    run.rows[1] = row(1, "sent", 2);
+    run.arrivals[1] = arrival(1, { attempt: 2 });
+    const stalledClaim = [{ delivery_key: "k1", attempt: 1 }];
+    const clean = analyse({ ...run, stalledClaim });
+    expect(clean.ok).toBe(true);
+    expect(clean.stalledSends).toBe(0);
+    run.arrivals.push(arrival(1, { attempt: 1, recvMs: DUE + 9_000 }));
+    const f = analyse({ ...run, stalledClaim });
+    expect(f.ok).toBe(false);
+    expect(f.stalledSends).toBe(1);
+    expect(f.failures).toEqual(["1 sends by the stalled worker on leases that had ended"]);
+    // Without a stall in the run, the same arrivals are a re-send, not a failure.
+    expect(analyse(run).ok).toBe(true);
+  });
+
   it("DEL-6: re-sends of the same key are counted, not failures", () => {
     const run = cleanRun();
     run.rows[1] = row(1, "sent", 2);
