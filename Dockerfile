@@ -7,22 +7,28 @@
 #   docker run --rm -p 127.0.0.1:8080:8080 -v punctual-data:/var/lib/punctual punctual
 #
 # Embedded (no DATABASE_URL) keeps its database in /var/lib/punctual: mount a volume there.
+#
+# NODE_IMAGE is the base of every stage (default node:20-slim). Pass another only for a
+# mirror of the same image, e.g. --build-arg NODE_IMAGE=registry.example.internal/node:20-slim.
 
-FROM node:20-slim AS build
+ARG NODE_IMAGE=node:20-slim
+
+FROM ${NODE_IMAGE} AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
 # No lifecycle scripts: `prepare` would build before the sources are copied.
 RUN npm ci --no-audit --no-fund --ignore-scripts
 COPY tsconfig.json tsconfig.build.json ./
+COPY scripts/copy-assets.mjs ./scripts/copy-assets.mjs
 COPY src ./src
 RUN npm run build
 
-FROM node:20-slim AS deps
+FROM ${NODE_IMAGE} AS deps
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --no-audit --no-fund --ignore-scripts && npm cache clean --force
 
-FROM node:20-slim AS runtime
+FROM ${NODE_IMAGE} AS runtime
 ENV NODE_ENV=production \
     PUNCTUAL_DATA_DIR=/var/lib/punctual
 WORKDIR /app
@@ -33,7 +39,8 @@ COPY bin ./bin
 COPY migrations ./migrations
 RUN ln -s /app/bin/punctual.js /usr/local/bin/punctual \
     && mkdir -p /var/lib/punctual \
-    && chown node:node /var/lib/punctual
+    && chown node:node /var/lib/punctual \
+    && chmod 700 /var/lib/punctual
 USER node
 VOLUME ["/var/lib/punctual"]
 EXPOSE 8080
