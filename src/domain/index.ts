@@ -48,8 +48,12 @@ export const FINAL_DELIVERY_STATES: readonly DeliveryState[] = [
 ];
 
 /**
- * Legal transitions. The store's statements only ever perform these; the CHECK
- * constraints of the schema tie lease and timestamp columns to each state.
+ * Legal transitions: the delivery state machine (docs/architecture.md, "Delivery states",
+ * is generated from it). The store's statements only ever perform these: in the test
+ * suite a trigger generated from this table refuses any other change of `state` (and any
+ * insert in a state not in {@link DELIVERY_INITIAL_STATES}), so every integration test
+ * checks the machine. The CHECK constraints of the schema tie lease and timestamp
+ * columns to each state.
  */
 export const DELIVERY_TRANSITIONS: Readonly<Record<DeliveryState, readonly DeliveryState[]>> = {
   pending: ["claimed", "paused", "skipped", "cancelled"],
@@ -60,12 +64,20 @@ export const DELIVERY_TRANSITIONS: Readonly<Record<DeliveryState, readonly Deliv
   // DEL-10: resume puts held rows back (`pending` if never tried, else `retry`).
   paused: ["pending", "retry", "cancelled"],
   sent: [],
-  dead: ["pending", "paused"],
+  // DEL-12: redrive; resolve `sent` when the operator learns it arrived after all (the
+  // resolve of a dead letter as `dead` only marks it `resolved`, no change of state).
+  dead: ["pending", "paused", "sent"],
   in_doubt: ["pending", "paused", "sent", "dead"],
   skipped: [],
   // An edit that brings an occurrence back reopens it; an import that revives its schedule.
   cancelled: ["retry", "pending"],
 };
+
+/**
+ * The states a delivery row is created in: `pending` (planned, triggered or backfilled
+ * for an active schedule) or `paused` (planned or backfilled while its schedule is paused).
+ */
+export const DELIVERY_INITIAL_STATES: readonly DeliveryState[] = ["pending", "paused"];
 
 /** Whether `from → to` is a legal delivery transition. */
 export function canTransition(from: DeliveryState, to: DeliveryState): boolean {

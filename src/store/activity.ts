@@ -1,45 +1,13 @@
 /**
- * API-6: what the dashboard's overview shows for one tenant — its delivery gauges (due
- * backlog, overdue, in doubt, dead) and, minute by minute over the last hour, how many
- * deliveries were sent and how late they were. Read-only; every statement is scoped by
+ * API-6: what the dashboard's overview shows for one tenant — its delivery counts (the one
+ * count of `deliveries/counts.ts`, scoped to the tenant) and, minute by minute over the
+ * last hour, how many deliveries were sent and how late they were. Read-only; every statement is scoped by
  * the tenant through the delivery's schedule, as the other delivery reads are.
  */
 import type { Queryable } from "./database.js";
-import { columnsOf, firstRow, rows } from "./statement.js";
-
-const NOW = "coalesce($1::timestamptz, now())";
-
-/**
- * One tenant's gauges. $1 pinned now (null: the database clock), $2 tenant, $3 overdue
- * threshold in ms. Overdue counts waiting and claimed rows due longer ago than $3 (the
- * rule of the cluster gauges, OPS-3); a dead letter resolved by hand is not counted.
- */
-export const TENANT_GAUGES_SQL = `
-select
-  count(*) filter (where d.state in ('pending', 'retry') and d.claimable_at <= ${NOW}) as due_backlog,
-  count(*) filter (
-    where d.state in ('pending', 'retry', 'claimed')
-      and d.due_at < ${NOW} - make_interval(secs => $3::double precision / 1000)) as overdue,
-  count(*) filter (where d.state = 'in_doubt') as in_doubt,
-  count(*) filter (where d.state = 'dead' and d.reason is distinct from 'resolved') as dead
-from punctual_deliveries d join punctual_schedules s on s.id = d.schedule_id
-where s.tenant = $2 and d.state in ('pending', 'retry', 'claimed', 'in_doubt', 'dead')`;
-
-/** The row of {@link TENANT_GAUGES_SQL} (counts). */
-export interface TenantGaugesRow {
-  due_backlog: number;
-  overdue: number;
-  in_doubt: number;
-  dead: number;
-}
-
-/** Result columns of {@link TENANT_GAUGES_SQL}. */
-export const TENANT_GAUGES_COLUMNS = columnsOf<TenantGaugesRow>()([
-  "due_backlog",
-  "overdue",
-  "in_doubt",
-  "dead",
-]);
+import { countDeliveries, type DeliveryCountsRow } from "./deliveries/counts.js";
+import { NOW } from "./deliveries/sql.js";
+import { columnsOf, rows } from "./statement.js";
 
 /**
  * Deliveries of one tenant sent in the window, by minute of `sent_at`, oldest first; a
@@ -85,16 +53,16 @@ export interface TenantActivityParams {
   windowMs: number;
 }
 
-/** API-6: runs {@link TENANT_GAUGES_SQL} and {@link SENT_PER_MINUTE_SQL} for one tenant. */
+/** API-6: runs `DELIVERY_COUNTS_SQL` for the tenant and {@link SENT_PER_MINUTE_SQL}. */
 export async function readTenantActivity(
   db: Queryable,
   p: TenantActivityParams,
-): Promise<{ gauges: TenantGaugesRow | null; perMinute: SentPerMinuteRow[] }> {
-  const gauges = await firstRow<TenantGaugesRow>(db, TENANT_GAUGES_SQL, [
-    p.now,
-    p.tenant,
-    p.overdueMs,
-  ]);
+): Promise<{ gauges: DeliveryCountsRow; perMinute: SentPerMinuteRow[] }> {
+  const gauges = await countDeliveries(db, {
+    now: p.now,
+    overdueMs: p.overdueMs,
+    tenant: p.tenant,
+  });
   const perMinute = await rows<SentPerMinuteRow>(db, SENT_PER_MINUTE_SQL, [
     p.now,
     p.tenant,

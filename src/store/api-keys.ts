@@ -3,9 +3,8 @@
  * each key is stored; `$1` is "now" where present (NULL: the database clock).
  */
 import type { Queryable } from "./database.js";
+import { NOW } from "./deliveries/sql.js";
 import { columnsOf, firstRow, rows } from "./statement.js";
-
-const NOW = "coalesce($1::timestamptz, now())";
 
 /** Scopes a key may carry (see migration 0015 for what each allows). */
 export type ApiKeyScope = "read" | "write" | "admin";

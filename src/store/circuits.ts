@@ -7,16 +7,13 @@
  * half_open ──probe sent──► closed · ──probe failed──► open, backoff doubled (capped)
  *
  * While a circuit is open, a claimed delivery to its host is given back unsent
- * ({@link DEFER_CLAIMS_SQL}: attempt restored, so no attempt is spent and no deferral
+ * (`DEFER_CLAIMS_SQL` in `deliveries/deferrals.ts`: attempt restored, so no attempt is spent and no deferral
  * counted) with `run_at` at the circuit's `retry_at`. Every statement takes `$1` = "now"
  * (NULL: the database clock).
  */
 import type { Queryable } from "./database.js";
+import { msAfterNow as AFTER, NOW } from "./deliveries/sql.js";
 import { columnsOf, firstRow, rows } from "./statement.js";
-
-const NOW = "coalesce($1::timestamptz, now())";
-const AFTER = (msParam: string) =>
-  `${NOW} + make_interval(secs => (${msParam})::double precision / 1000)`;
 
 /** A row of `punctual_circuits`. */
 export interface CircuitRow {
@@ -100,26 +97,6 @@ export const LIST_CIRCUITS_SQL = `
 select c.host, c.state, c.failures, c.backoff_ms, c.retry_at, c.probe_owner, c.opened_at, c.updated_at
 from punctual_circuits c where c.state <> 'closed' or c.failures > 0 order by c.host`;
 
-/**
- * Gives claimed rows back unsent, to wait for their host's circuit: attempt restored (no
- * attempt spent, no deferral counted), `run_at` moved to $5 at the earliest. Fenced like
- * the settle. $1 now, $2 owner, $3 ids, $4 attempts, $5 run at. A row whose schedule
- * changed meanwhile lands where it is now (trigger `punctual_deliveries_rewait`).
- */
-export const DEFER_CLAIMS_SQL = `
-update punctual_deliveries d
-set state = case when d.attempt - 1 = 0 then 'pending' else 'retry' end,
-    attempt = d.attempt - 1,
-    run_at = greatest(d.run_at, $5::timestamptz),
-    lease_owner = null, lease_expires_at = null, claimed_at = null, updated_at = ${NOW}
-from unnest($3::bigint[], $4::int[]) as u(id, attempt)
-where d.id = u.id and d.attempt = u.attempt and d.state = 'claimed'
-  and d.lease_owner is not distinct from $2
-returning d.id`;
-
-/** Result columns of {@link DEFER_CLAIMS_SQL}. */
-export const DEFER_CLAIMS_COLUMNS = columnsOf<{ id: number }>()(["id"]);
-
 /** Options of a circuit (the scheduler options `circuit*`). */
 export interface CircuitPolicy {
   /** Consecutive transient failures that open the circuit. */
@@ -174,25 +151,6 @@ export function circuitOf(db: Queryable, host: string): Promise<CircuitRow | nul
 /** CH-7: runs {@link LIST_CIRCUITS_SQL}. */
 export function listCircuitRows(db: Queryable): Promise<CircuitRow[]> {
   return rows<CircuitRow>(db, LIST_CIRCUITS_SQL, []);
-}
-
-/** CH-7: runs {@link DEFER_CLAIMS_SQL}. Returns the ids given back. */
-export async function deferClaims(
-  db: Queryable,
-  now: Date | null,
-  owner: string,
-  held: ReadonlyArray<{ id: number; attempt: number }>,
-  runAt: Date,
-): Promise<number[]> {
-  if (held.length === 0) return [];
-  const back = await rows<{ id: number }>(db, DEFER_CLAIMS_SQL, [
-    now,
-    owner,
-    held.map((h) => h.id),
-    held.map((h) => h.attempt),
-    runAt,
-  ]);
-  return back.map((r) => r.id);
 }
 
 /** Result columns of {@link CIRCUIT_FAILURE_SQL}. */

@@ -5,9 +5,8 @@
  * on a write that changes nothing (the library option rewrites its kinds at every start).
  */
 import type { Queryable } from "./database.js";
+import { NOW } from "./deliveries/sql.js";
 import { columnsOf, execute, rows } from "./statement.js";
-
-const NOW = "coalesce($1::timestamptz, now())";
 
 /** A row of `punctual_reminder_kinds`, every column. */
 export interface ReminderKindRow {

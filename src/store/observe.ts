@@ -6,39 +6,29 @@
  *   ({@link READ_STORED_GAUGES_SQL}), so a scrape never counts rows;
  * - the settings version ({@link READ_SETTINGS_VERSION_SQL}), moved by a trigger whenever a
  *   database-held setting changes, and the version each instance runs on;
- * - pruning of instances whose heartbeat stopped long ago, and retention of the attempt
- *   log apart from the delivery rows.
+ * - pruning of instances whose heartbeat stopped long ago (the retention of the attempt
+ *   log is in `deliveries/retention.ts`).
  *
  * `$1` is "now" (NULL = database clock) where present.
  */
 import type { Queryable } from "./database.js";
-import { ADMISSION_PREDICATE } from "./deliveries.js";
+import { DELIVERY_COUNTS_SQL, type DeliveryCountsRow } from "./deliveries/counts.js";
+import { msBeforeNow as AGO, NOW } from "./deliveries/sql.js";
 import { columnsOf, execute, firstRow, rows } from "./statement.js";
 
-const NOW = "coalesce($1::timestamptz, now())";
-const AGO = (param: string) => `${NOW} - make_interval(secs => ${param}::double precision / 1000)`;
-
-/** The stored cluster gauges, as {@link STORE_GAUGES_SQL} and {@link READ_STORED_GAUGES_SQL} return them. */
-export interface StoredGaugesRow {
+/**
+ * The stored cluster gauges, as {@link STORE_GAUGES_SQL} and {@link READ_STORED_GAUGES_SQL}
+ * return them: the delivery counts of `DELIVERY_COUNTS_SQL` (deliveries/counts.ts) as of
+ * `computed_at`.
+ */
+export type StoredGaugesRow = DeliveryCountsRow & {
   /** When they were computed (database clock). */
   computed_at: Date;
   /** Instance that computed them. */
   computed_by: string;
-  /** Rows the claim may take now ({@link ADMISSION_PREDICATE}, DEL-3). */
-  due_backlog: number;
-  /** Due more than the overdue threshold ago and not settled (pending, retry, claimed). */
-  overdue: number;
-  /** Rows in state `retry`: failed at least once, waiting for their next try. */
-  retry_waiting: number;
-  in_doubt: number;
-  /** Open dead letters (not resolved). */
-  dead: number;
-  claimed: number;
-  /** Due time of the oldest row the claim may take now; NULL when none is due. */
-  oldest_due_at: Date | null;
   /** Database "now" of the statement, to age `oldest_due_at` and `computed_at`. */
   db_now: Date;
-}
+};
 
 /** Result columns of {@link STORE_GAUGES_SQL}. */
 export const STORE_GAUGES_COLUMNS = columnsOf<StoredGaugesRow>()([
@@ -56,28 +46,17 @@ export const STORE_GAUGES_COLUMNS = columnsOf<StoredGaugesRow>()([
 
 /**
  * OPS-13: computes the cluster gauges and stores them in the one row of `punctual_gauges`.
- * Run only by the holder of the lease `punctual.gauges`. Each count reads only the rows it
- * counts, through their partial indexes (claim index for the backlog and pending overdue
- * rows, state index for retries, lease index for claimed rows), never the history.
- * $1 now, $2 instance id, $3 overdue threshold ms.
+ * Run only by the holder of the lease `punctual.gauges`. The counts are those of
+ * `DELIVERY_COUNTS_SQL` over the whole cluster (the one count `GET /v1/status` and
+ * `GET /v1/overview` read too), each reading only the rows it counts.
+ * $1 now, $2 overdue threshold ms, $3 NULL (the counts' tenant: all), $4 instance id.
  */
 export const STORE_GAUGES_SQL = `
 insert into punctual_gauges as g (id, computed_at, computed_by, due_backlog, overdue,
   retry_waiting, in_doubt, dead, claimed, oldest_due_at)
-select 1, ${NOW}, $2,
-  (select count(*) from punctual_deliveries d where ${ADMISSION_PREDICATE}),
-  (select count(*) from punctual_deliveries d
-    where d.claimable_at < ${AGO("$3")} and d.state = 'pending')
-  + (select count(*) from punctual_deliveries d
-      where d.state = 'retry' and d.due_at < ${AGO("$3")})
-  + (select count(*) from punctual_deliveries d
-      where d.state = 'claimed' and d.due_at < ${AGO("$3")}),
-  (select count(*) from punctual_deliveries d where d.state = 'retry'),
-  (select count(*) from punctual_deliveries d where d.state = 'in_doubt'),
-  (select count(*) from punctual_deliveries d
-    where d.state = 'dead' and d.reason is distinct from 'resolved'),
-  (select count(*) from punctual_deliveries d where d.state = 'claimed'),
-  (select min(d.due_at) from punctual_deliveries d where ${ADMISSION_PREDICATE})
+select 1, ${NOW}, $4, c.due_backlog, c.overdue, c.retry_waiting, c.in_doubt, c.dead,
+  c.claimed, c.oldest_due_at
+from (${DELIVERY_COUNTS_SQL}) c
 on conflict (id) do update set
   computed_at = excluded.computed_at, computed_by = excluded.computed_by,
   due_backlog = excluded.due_backlog, overdue = excluded.overdue,
@@ -152,24 +131,12 @@ delete from punctual_instances where id = any(array(
   where greatest(last_tick_at, last_pass_at, stopped_at, started_at) < ${AGO("$2")}
   limit 1000))`;
 
-/**
- * Retention of the attempt log: deletes attempt rows that ended more than $2 ms ago, in a
- * bounded batch, oldest first (index `punctual_attempts_ended_at`). Rows of deliveries
- * that are still open keep their attempts only as long as this allows too: the log is
- * an audit trail with its own horizon. $1 now, $2 retention ms, $3 limit
- */
-export const DELETE_OLD_ATTEMPTS_SQL = `
-delete from punctual_attempts a where a.id = any(array(
-  select id from punctual_attempts
-  where ended_at < ${AGO("$2")}
-  order by ended_at limit $3))`;
-
 /** OPS-13: runs {@link STORE_GAUGES_SQL}. `overdueMs` is the overdue threshold, ms. */
 export function storeGauges(
   db: Queryable,
   p: { now: Date | null; instance: string; overdueMs: number },
 ): Promise<StoredGaugesRow | null> {
-  return firstRow<StoredGaugesRow>(db, STORE_GAUGES_SQL, [p.now, p.instance, p.overdueMs]);
+  return firstRow<StoredGaugesRow>(db, STORE_GAUGES_SQL, [p.now, p.overdueMs, null, p.instance]);
 }
 
 /** OPS-13: runs {@link READ_STORED_GAUGES_SQL}; null before the first computation. */
@@ -214,12 +181,4 @@ export function pruneInstances(
   p: { now: Date | null; olderThanMs: number },
 ): Promise<number> {
   return execute(db, PRUNE_INSTANCES_SQL, [p.now, p.olderThanMs]);
-}
-
-/** Runs {@link DELETE_OLD_ATTEMPTS_SQL}; returns how many attempt rows it deleted. */
-export function deleteOldAttempts(
-  db: Queryable,
-  p: { now: Date | null; retentionMs: number; limit: number },
-): Promise<number> {
-  return execute(db, DELETE_OLD_ATTEMPTS_SQL, [p.now, p.retentionMs, p.limit]);
 }

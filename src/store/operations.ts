@@ -1,14 +1,13 @@
 /**
  * Operational statements: heartbeat of scheduler instances (OPS-3, OPS-4), cluster-wide
- * leases for singleton tasks (DEL-8), gauges for metrics, retention and vacuum.
- * `$1` is "now" (NULL = database clock) where present.
+ * leases for singleton tasks (DEL-8), schedule counts, vacuum and analyze. The delivery
+ * counts and the retention of delivery rows are in `deliveries/` (`counts.ts`,
+ * `retention.ts`). `$1` is "now" (NULL = database clock) where present.
  */
 
 import type { Database, Queryable } from "./database.js";
-import { ADMISSION_PREDICATE } from "./deliveries.js";
+import { NOW } from "./deliveries/sql.js";
 import { columnsOf, execute, firstRow, rows } from "./statement.js";
-
-const NOW = "coalesce($1::timestamptz, now())";
 
 /**
  * Registers or refreshes an instance at the start of a tick: `last_tick_at` only, never
@@ -92,34 +91,6 @@ export interface LeaseRow {
 /** Result columns of {@link ACQUIRE_LEASE_SQL}. */
 export const ACQUIRE_LEASE_COLUMNS = columnsOf<LeaseRow>()(["name", "owner", "expires_at"]);
 
-/**
- * Gauges: $1 now, $2 overdue threshold ms.
- * - `due_backlog`, `oldest_due`: rows the claim may take now (the one
- *   {@link ADMISSION_PREDICATE}, DEL-3), read through the claim index;
- * - `overdue`: due more than $2 ago and not settled: pending rows (claim index; a pending
- *   row's `run_at` is its due time), retries (state index) and claimed rows (lease index);
- *   rows held by a paused schedule are not overdue;
- * - `in_doubt`, `dead` (open dead letters), `claimed`: through their partial indexes.
- * Each count reads only the rows it counts, never the finished history.
- */
-export const GAUGES_SQL = `
-select
-  (select count(*) from punctual_deliveries d where ${ADMISSION_PREDICATE}) as due_backlog,
-  (select count(*) from punctual_deliveries d
-    where d.claimable_at < ${NOW} - make_interval(secs => $2::double precision / 1000)
-      and d.state = 'pending')
-  + (select count(*) from punctual_deliveries d
-      where d.state = 'retry'
-        and d.due_at < ${NOW} - make_interval(secs => $2::double precision / 1000))
-  + (select count(*) from punctual_deliveries d
-      where d.state = 'claimed'
-        and d.due_at < ${NOW} - make_interval(secs => $2::double precision / 1000)) as overdue,
-  (select count(*) from punctual_deliveries d where d.state = 'in_doubt') as in_doubt,
-  (select count(*) from punctual_deliveries d
-    where d.state = 'dead' and d.reason is distinct from 'resolved') as dead,
-  (select count(*) from punctual_deliveries d where d.state = 'claimed') as claimed,
-  (select min(d.due_at) from punctual_deliveries d where ${ADMISSION_PREDICATE}) as oldest_due`;
-
 /** Schedules by state. */
 export const SCHEDULE_COUNTS_SQL = `select state, count(*) as count from punctual_schedules group by state`;
 
@@ -131,23 +102,6 @@ export interface ScheduleCountRow {
 
 /** Result columns of {@link SCHEDULE_COUNTS_SQL}. */
 export const SCHEDULE_COUNTS_COLUMNS = columnsOf<ScheduleCountRow>()(["state", "count"]);
-
-/**
- * Retention: deletes finished rows (sent, skipped, cancelled) older than the retention
- * period, in bounded batches, oldest first (index `punctual_deliveries_finished_at`, so
- * a batch stops at its limit), then deleted by primary key (`= any(array(…))`: never a
- * join that could read the table). Dead and in-doubt rows stay until a person acts.
- * $1 now, $2 retention ms, $3 limit.
- */
-export const RETENTION_SQL = `
-with old as (
-  select id from punctual_deliveries
-  where state in ('sent', 'skipped', 'cancelled')
-    and updated_at < ${NOW} - make_interval(secs => $2::double precision / 1000)
-  order by updated_at, id limit $3
-  for update skip locked
-)
-delete from punctual_deliveries d where d.id = any(array(select id from old))`;
 
 /** PGlite has no autovacuum: the retention sweep runs this on the hot tables. */
 export const VACUUM_SQL = [
@@ -279,16 +233,6 @@ export async function acquireLease(
   return (await rows<LeaseRow>(db, ACQUIRE_LEASE_SQL, [now, name, owner, ttlMs])).length > 0;
 }
 
-/** Runs {@link RETENTION_SQL}: deletes at most `limit` finished rows older than `retentionMs`. */
-export async function deleteFinished(
-  db: Queryable,
-  now: Date | null,
-  retentionMs: number,
-  limit: number,
-): Promise<number> {
-  return execute(db, RETENTION_SQL, [now, retentionMs, limit]);
-}
-
 /**
  * Runs {@link VACUUM_SQL}, then {@link ANALYZE_SQL} with the statistics target set to
  * {@link EMBEDDED_STATISTICS_TARGET} for that transaction only (embedded engine only: it
@@ -302,35 +246,6 @@ export async function vacuumHotTables(db: Database): Promise<void> {
       await execute(tx, sql);
     });
   }
-}
-
-/** The cluster gauges {@link GAUGES_SQL} computes (counts; `oldest_due` NULL when none is due). */
-export interface GaugesRow {
-  due_backlog: number;
-  overdue: number;
-  in_doubt: number;
-  dead: number;
-  claimed: number;
-  oldest_due: Date | null;
-}
-
-/** Result columns of {@link GAUGES_SQL}. */
-export const GAUGES_COLUMNS = columnsOf<GaugesRow>()([
-  "due_backlog",
-  "overdue",
-  "in_doubt",
-  "dead",
-  "claimed",
-  "oldest_due",
-]);
-
-/** OPS-3: runs {@link GAUGES_SQL}; `overdueMs` is the overdue threshold. */
-export async function readGauges(
-  db: Queryable,
-  now: Date | null,
-  overdueMs: number,
-): Promise<GaugesRow | null> {
-  return firstRow<GaugesRow>(db, GAUGES_SQL, [now, overdueMs]);
 }
 
 /** Parameters of {@link listInstances}. */

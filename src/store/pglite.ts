@@ -8,6 +8,9 @@
  * - it never fsyncs: a process crash is safe, a power loss is not (docs/operations.md);
  * - it has no autovacuum: the retention sweep vacuums the hot tables.
  */
+import { chmodSync, lstatSync, mkdirSync, readdirSync, statSync } from "node:fs";
+import { join } from "node:path";
+import { isMainThread } from "node:worker_threads";
 import { PGlite } from "@electric-sql/pglite";
 import {
   PINNED_SETTINGS,
@@ -16,7 +19,7 @@ import {
   type QueryOptions,
   type QueryResult,
 } from "./database.js";
-import { DataDirLockedError } from "../errors/index.js";
+import { ConfigError, DataDirLockedError } from "../errors/index.js";
 import {
   lockDataDir,
   type DataDirLock,
@@ -35,6 +38,11 @@ export interface PgliteOptions {
   loadDataDir?: Blob;
   /** How a lock left by another host is treated ({@link lockDataDir}). */
   lock?: LockOptions;
+  /**
+   * Open a data folder that other users (group or others) may read or enter
+   * (`PUNCTUAL_ALLOW_SHARED_DATA_DIR`); default false: {@link secureDataDir} refuses it.
+   */
+  allowSharedDataDir?: boolean;
   /** Called when a stale lock was taken over, before the engine starts (log it at WARN). */
   onTakeOver?: (takeOver: LockTakeOver, lockPath: string) => void;
   /**
@@ -126,12 +134,68 @@ export class LoopSlicer {
 }
 
 /**
+ * The data folder holds the webhook signing secret and every target (URLs with their
+ * tokens) in its tables and WAL: only this user may read it. Creates `dataDir` (and any
+ * missing parent) with mode 0700 when absent, and sets the process umask to drop every
+ * group and other permission (`umask | 0o077`), so the files the engine creates are 0600
+ * and folders 0700 whatever the inherited umask was ({@link tightenDataDirModes} covers
+ * the modes the engine sets itself).
+ * @throws ConfigError naming the folder, its mode and `--allow-shared-data-dir` /
+ *   `PUNCTUAL_ALLOW_SHARED_DATA_DIR` when the folder exists with any group or other
+ *   permission and `allowShared` is false, or when it is not a folder.
+ */
+export function secureDataDir(dataDir: string, allowShared = false): void {
+  // A worker thread may not change the umask (the main thread's applies to it).
+  if (isMainThread) {
+    const previous = process.umask(0o077);
+    process.umask(previous | 0o077);
+  }
+  mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+  const stat = statSync(dataDir);
+  if (!stat.isDirectory()) {
+    throw new ConfigError(`The data folder ${dataDir} is not a folder.`);
+  }
+  const mode = stat.mode & 0o777;
+  if ((mode & 0o077) !== 0 && !allowShared) {
+    throw new ConfigError(
+      `The data folder ${dataDir} has mode 0${mode.toString(8)}: other users on this machine can read ` +
+        `it (it holds the webhook signing secret and every target's URL and tokens). Run ` +
+        `\`chmod 700 ${dataDir}\`, or start with --allow-shared-data-dir ` +
+        `(PUNCTUAL_ALLOW_SHARED_DATA_DIR=true) to accept it.`,
+    );
+  }
+}
+
+/**
+ * Removes every group and other permission from the files and folders under `dir` (not
+ * following links). The engine unpacks a new cluster with the modes its archive holds
+ * (0644, 0666) and sets some modes itself, which the umask does not cover: this runs once
+ * the engine has started, and again when it closes. Returns how many entries it changed.
+ */
+export function tightenDataDirModes(dir: string): number {
+  let changed = 0;
+  const visit = (path: string): void => {
+    const stat = lstatSync(path);
+    if (stat.isSymbolicLink()) return;
+    if ((stat.mode & 0o077) !== 0) {
+      chmodSync(path, stat.mode & 0o700);
+      changed++;
+    }
+    if (stat.isDirectory()) for (const name of readdirSync(path)) visit(join(path, name));
+  };
+  visit(dir);
+  return changed;
+}
+
+/**
  * Opens (creating if needed) an embedded database.
  * @throws DataDirLockedError when another process holds the folder (one that may be alive).
+ * @throws ConfigError when the folder is readable by other users ({@link secureDataDir}).
  */
 export async function openPglite(options: PgliteOptions): Promise<Database & { pglite: PGlite }> {
   let lock: DataDirLock | null = null;
   if (options.dataDir) {
+    secureDataDir(options.dataDir, options.allowSharedDataDir);
     lock = lockDataDir(options.dataDir, options.lock);
     if (lock.tookOver) options.onTakeOver?.(lock.tookOver, lock.path);
   }
@@ -143,6 +207,7 @@ export async function openPglite(options: PgliteOptions): Promise<Database & { p
       parsers: PARSERS,
     });
     for (const sql of PGLITE_SESSION_SQL) await pg.exec(sql);
+    if (options.dataDir && !options.allowSharedDataDir) tightenDataDirModes(options.dataDir);
   } catch (err) {
     lock?.release();
     throw err;
@@ -218,6 +283,7 @@ export async function openPglite(options: PgliteOptions): Promise<Database & { p
       closed = true;
       try {
         await pg.close();
+        if (options.dataDir && !options.allowSharedDataDir) tightenDataDirModes(options.dataDir);
       } finally {
         lock?.release();
       }

@@ -4,13 +4,12 @@
  * when it is planned (`INSERT_DELIVERIES_SQL`); a retry's time is only known when its send
  * fails, so the executor reads the reminder's window then and, when the retry would land
  * inside it, records the deferral on the row it still holds before the settle moves
- * `run_at` to the window's end. The write takes `$1` = "now" (NULL: the database clock).
+ * `run_at` to the window's end (`RECORD_QUIET_RETRY_SQL` in `deliveries/deferrals.ts`:
+ * every write of a delivery row lives in `deliveries/`). This module reads the window.
  */
 import type { QuietHours } from "../recurrence/index.js";
 import type { Queryable } from "./database.js";
-import { columnsOf, execute, firstRow } from "./statement.js";
-
-const NOW = "coalesce($1::timestamptz, now())";
+import { columnsOf, firstRow } from "./statement.js";
 
 /** A reminder's quiet window and priority, as {@link REMINDER_QUIET_SQL} reads them. */
 export interface ReminderQuietRow {
@@ -33,18 +32,6 @@ where r.schedule_id = $1::uuid and r.key = $2`;
 /** Result columns of {@link REMINDER_QUIET_SQL}. */
 export const REMINDER_QUIET_COLUMNS = columnsOf<ReminderQuietRow>()(["quiet_hours", "priority"]);
 
-/**
- * Records a quiet-hours deferral on a claimed row, fenced like the settle: only while it
- * is still `claimed` by this owner at this attempt. $1 now, $2 id, $3 attempt, $4 owner,
- * $5 the window's end. The settle that follows moves `run_at` there; the row then reads
- * like a planned deferral (`deferred_until`, reason `QUIET_HOURS`).
- */
-export const RECORD_QUIET_RETRY_SQL = `
-update punctual_deliveries d
-set deferred_until = $5::timestamptz, deferred_reason = 'QUIET_HOURS', updated_at = ${NOW}
-where d.id = $2 and d.attempt = $3 and d.state = 'claimed'
-  and d.lease_owner is not distinct from $4`;
-
 /** DEL-15: runs {@link REMINDER_QUIET_SQL}. */
 export function reminderQuiet(
   db: Queryable,
@@ -52,13 +39,4 @@ export function reminderQuiet(
   reminderKey: string,
 ): Promise<ReminderQuietRow | null> {
   return firstRow<ReminderQuietRow>(db, REMINDER_QUIET_SQL, [scheduleId, reminderKey]);
-}
-
-/** DEL-15: runs {@link RECORD_QUIET_RETRY_SQL}; returns whether the row was still held. */
-export async function recordQuietRetry(
-  db: Queryable,
-  now: Date | null,
-  p: { id: number; attempt: number; owner: string; until: Date },
-): Promise<boolean> {
-  return (await execute(db, RECORD_QUIET_RETRY_SQL, [now, p.id, p.attempt, p.owner, p.until])) > 0;
 }

@@ -31,11 +31,15 @@
  *
  * Every statement takes `$1` = "now" (NULL: the database clock, OPS-9).
  */
-import type { Database, Queryable } from "./database.js";
-import { CLAIM_COLUMNS, CLAIMED_SELECT, claimCtes, type ClaimedDelivery } from "./deliveries.js";
+import { pinnedOf, type Database, type Queryable } from "./database.js";
+import {
+  CLAIM_COLUMNS,
+  CLAIMED_SELECT,
+  claimCtes,
+  type ClaimedDelivery,
+} from "./deliveries/claim.js";
+import { ADMISSION_PREDICATE, NOW } from "./deliveries/sql.js";
 import { columnsOf, execute, firstRow, rows } from "./statement.js";
-
-const NOW = "coalesce($1::timestamptz, now())";
 
 /** The tokens of bucket `l` now: refilled since `refilled_at`, capped at the burst. */
 const TOKENS_NOW = (l: string) => `least(${l}.burst::double precision,
@@ -80,13 +84,21 @@ const LIMIT_SELECT = (
 
 /**
  * Creates or changes a limit. $1 now, $2 tenant, $3 key, $4 rate per second, $5 burst,
- * $6 concurrency (NULL: none). A new bucket starts full; a changed one keeps the tokens it
- * has now, capped at the new burst.
+ * $6 concurrency (NULL: none), $7 most limits the tenant may have (NULL: no cap). A new
+ * bucket starts full; a changed one keeps the tokens it has now, capped at the new burst.
+ *
+ * The cap (DEL-13) is checked in the statement: a new key of a tenant that already has
+ * `$7` limits inserts nothing and the statement returns no row (a change of an existing
+ * key always applies). Two creates racing at the cap may both pass; the cap bounds the
+ * number of limits, it is not a uniqueness rule.
  */
 export const UPSERT_RATE_LIMIT_SQL = `
 insert into punctual_rate_limits as l
   (tenant, key, rate_per_second, burst, concurrency, tokens, refilled_at, created_at, updated_at)
-values ($2, $3, $4::double precision, $5::int, $6::int, $5::int, ${NOW}, ${NOW}, ${NOW})
+select $2, $3, $4::double precision, $5::int, $6::int, $5::int, ${NOW}, ${NOW}, ${NOW}
+where $7::int is null
+   or exists (select 1 from punctual_rate_limits x where x.tenant = $2 and x.key = $3)
+   or (select count(*) from punctual_rate_limits x where x.tenant = $2) < $7::int
 on conflict (tenant, key) do update
 set rate_per_second = excluded.rate_per_second,
     burst = excluded.burst,
@@ -175,7 +187,7 @@ export const COUNT_BUSY_COLUMNS = columnsOf<BusyRow>()(["busy"]);
  * $3 lease ms, $4 most rows (what the tokens and the cap allow), $5 channel names,
  * $6 tenant, $7 key, $8 limiter.
  *
- * The row-level work is the main claim's (`CLAIM_SQL` in deliveries.ts: same admission,
+ * The row-level work is the main claim's (`CLAIM_SQL` in deliveries/claim.ts: same admission,
  * same order, same lease and fencing token, same result columns), restricted to one
  * limiter; it walks the same index and skips rows of other limiters. The bucket loses one
  * token per row claimed: `k` rows against `x` tokens as of `a` (the later of now and
@@ -194,6 +206,69 @@ spent as (
   where l.tenant = $6 and l.key = $7
   returning l.key
 )${CLAIMED_SELECT}`;
+
+/**
+ * DEL-13: the limiters that have due rows now, found by walking the claim index
+ * (`punctual_deliveries_claimable`, in claim order, the main claim's admission) over at
+ * most `$5` due rows of limited keys. $1 now, $2 channel names, $3 limiters with a limit,
+ * $4 limiters to leave out (those the caller already tries: keys its buckets held back),
+ * $5 most rows to walk. Returns each limiter once, the one with the oldest due row first.
+ *
+ * Why: the limited claim locks one bucket per key it tries; trying every key with a limit
+ * made a claim cost one transaction per limit, idle or not (12,000 idle limits of one
+ * tenant made another tenant's deliveries up to a minute late). With this walk a claim
+ * tries only the keys of the due rows it reads, and reads at most `$5` of them beyond the
+ * rows of other keys ahead of them: its cost does not depend on how many idle limits
+ * exist. `= any` over the arrays is hashed by the planner for a constant array, so the
+ * per-row check does not grow with them either.
+ */
+export const DUE_LIMITERS_SQL = `
+select x.limiter
+from (
+  select d.limiter, d.claimable_at, d.id
+  from punctual_deliveries d
+  where ${ADMISSION_PREDICATE}
+    and coalesce(d.channel = any($2::text[]), false)
+    and coalesce(d.limiter = any($3::text[]), false)
+    and not coalesce(d.limiter = any($4::text[]), false)
+  order by d.claimable_at, d.id
+  limit $5
+) x
+group by x.limiter
+order by min(x.claimable_at), min(x.id)`;
+
+/** What {@link DUE_LIMITERS_SQL} returns. */
+interface DueLimiterRow {
+  limiter: string;
+}
+
+/** Result columns of {@link DUE_LIMITERS_SQL}. */
+export const DUE_LIMITERS_COLUMNS = columnsOf<DueLimiterRow>()(["limiter"]);
+
+/** Parameters of {@link dueLimiters}. */
+export interface DueLimitersParams {
+  now: Date | null;
+  channels: readonly string[];
+  /** Limiters (`tenant/key`) with a limit. */
+  limited: readonly string[];
+  /** Limiters to leave out. */
+  skip: readonly string[];
+  /** Most due rows to read. */
+  rows: number;
+}
+
+/** DEL-13: runs {@link DUE_LIMITERS_SQL}: limiters with due rows, oldest first. */
+export async function dueLimiters(db: Database, p: DueLimitersParams): Promise<string[]> {
+  if (p.limited.length === 0) return [];
+  const found = await rows<DueLimiterRow>(pinnedOf(db), DUE_LIMITERS_SQL, [
+    p.now,
+    p.channels,
+    p.limited,
+    p.skip,
+    p.rows,
+  ]);
+  return found.map((r) => r.limiter);
+}
 
 /**
  * How far ahead of its send instant a row may be claimed, ms (capped at a quarter of the
@@ -264,24 +339,28 @@ export interface RateLimitInput {
   burst: number;
   /** Most rows claimed at once across processes; null: no cap. */
   concurrency: number | null;
+  /** Most limits the tenant may have (a new key past it is refused); null or absent: no cap. */
+  maxPerTenant?: number | null;
 }
 
-/** DEL-13: runs {@link UPSERT_RATE_LIMIT_SQL}. */
+/**
+ * DEL-13: runs {@link UPSERT_RATE_LIMIT_SQL}. Returns null when the key is new and the
+ * tenant already has `maxPerTenant` limits (nothing was written).
+ */
 export async function upsertRateLimit(
   db: Queryable,
   now: Date | null,
   p: RateLimitInput,
-): Promise<RateLimitRow> {
-  const row = await firstRow<RateLimitRow>(db, UPSERT_RATE_LIMIT_SQL, [
+): Promise<RateLimitRow | null> {
+  return firstRow<RateLimitRow>(db, UPSERT_RATE_LIMIT_SQL, [
     now,
     p.tenant,
     p.key,
     p.ratePerSecond,
     p.burst,
     p.concurrency,
+    p.maxPerTenant ?? null,
   ]);
-  if (!row) throw new Error("upsert of a rate limit returned no row");
-  return row;
 }
 
 /** DEL-13: runs {@link LIST_RATE_LIMITS_SQL}. */

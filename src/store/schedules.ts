@@ -2,14 +2,19 @@
  * Schedules and their reminders: create (idempotent by key), read, list, cancel, pause,
  * resume. Parameters are listed per statement; `$1` is "now" where present.
  */
-import type { DeliveryView, ReminderView, ScheduleView, AttemptView } from "../contracts/index.js";
+import type {
+  AttemptView,
+  DeliveryView,
+  ReminderView,
+  SCHEDULE_STATE_VALUES,
+  ScheduleView,
+} from "../contracts/index.js";
 import type { ReminderTemplate } from "../channels/template.js";
-import type { CatchUp, QuietHours } from "../recurrence/index.js";
+import { dtstartInZone, type CatchUp, type QuietHours } from "../recurrence/index.js";
 import type { Queryable } from "./database.js";
+import { NOW } from "./deliveries/sql.js";
+import { cancelWaitingSql, reviveCancelledSql, syncWaitingSql } from "./deliveries/waiting.js";
 import { columnsOf, execute, firstRow, rows } from "./statement.js";
-import { staleAtSql, syncWaitingSql } from "./waiting.js";
-
-const NOW = "coalesce($1::timestamptz, now())";
 
 /** A row of `punctual_schedules`, every column (what `select *` returns). */
 export interface ScheduleRow {
@@ -19,7 +24,7 @@ export interface ScheduleRow {
   external_id: string | null;
   idempotency_key: string | null;
   request_hash: string | null;
-  state: ScheduleView["state"];
+  state: (typeof SCHEDULE_STATE_VALUES)[number];
   invalid_reason: string | null;
   version: number;
   dtstart: string;
@@ -50,6 +55,8 @@ export interface ScheduleRow {
   catch_up: CatchUp | null;
   /** What a person calls it, at most 500 characters (migration 0016), or null. */
   title: string | null;
+  /** OPS-15: W3C traceparent of the request that created it (migration 0024), or null. */
+  trace_parent: string | null;
 }
 
 /** The keys of {@link ScheduleRow}: the columns of `punctual_schedules`, for statements that return its rows whole. */
@@ -86,6 +93,7 @@ export const SCHEDULE_ROW_KEYS = columnsOf<ScheduleRow>()([
   "cancelled_by",
   "catch_up",
   "title",
+  "trace_parent",
 ]);
 
 /** A schedule row with the "now" of the statement that wrote or locked it (ready to plan). */
@@ -141,9 +149,9 @@ export const INSERT_SCHEDULE_SQL = `
 insert into punctual_schedules
   (tenant, idempotency_key, request_hash, dtstart, tzid, rrule, rdate, exdate, recurring,
    ends_at, expires_at, dst_gap, dst_overlap, misfire, grace_ms, perpetual, payload, source,
-   external_id, created_at, updated_at, catch_up, title)
+   external_id, created_at, updated_at, catch_up, title, trace_parent)
 values ($2, $3, $4, $5, $6, $7, $8::text[], $9::text[], $10, $11, $12, $13, $14, $15, $16, $17,
-        $18::jsonb, $19, $20, ${NOW}, ${NOW}, $21::jsonb, $22::text)
+        $18::jsonb, $19, $20, ${NOW}, ${NOW}, $21::jsonb, $22::text, $23::text)
 on conflict (tenant, idempotency_key) where idempotency_key is not null do nothing
 returning *, ${NOW} as db_now`;
 
@@ -180,18 +188,65 @@ export function remindersOfIdsSql(ids: string): string {
 export const REMINDERS_SQL = `
 select r.* from ${remindersOfIdsSql("$1")} order by r.schedule_id, r.key`;
 
-/** Keyset page: $1 tenant, $2 state or NULL, $3 after (created_at, id) as created_at or NULL, $4 after id or NULL, $5 limit, $6 source or NULL (API-3) */
-export const LIST_SCHEDULES_SQL = `
-select *,
+/**
+/**
+ * API-3: the reminders of the schedule ids $1 for a list, each template and target larger
+ * than $2 bytes (JSON text) left out and marked: a page holds a bounded amount whatever was
+ * stored.
+ */
+export const LIST_REMINDERS_SQL = `
+select ${REMINDERS_COLUMNS.filter((c) => c !== "template" && c !== "target")
+  .map((c) => `r.${c}`)
+  .join(", ")},
+       case when octet_length(r.template::text) <= $2 then r.template end as template,
+       coalesce(octet_length(r.template::text) > $2, false) as template_truncated,
+       case when octet_length(r.target::text) <= $2 then r.target else '{}'::jsonb end as target,
+       coalesce(octet_length(r.target::text) > $2, false) as target_truncated
+from ${remindersOfIdsSql("$1")} order by r.schedule_id, r.key`;
+
+/**
+ * API-3: one keyset page of schedules by (created_at, id), in `dir` order. Parameters: $1
+ * tenant, $2 state or NULL, $3 the last row's created_at (full precision) or NULL from the
+ * start, $4 its id, $5 limit, $6 source or NULL, $7 search text or NULL (a case-insensitive
+ * substring of the title or the external id), $8 largest payload kept (bytes of JSON text;
+ * larger: NULL and `payload_truncated`), $9 most RDATEs/EXDATEs kept (more: empty and
+ * `rdate_truncated`/`exdate_truncated`). The bound is a row comparison with an infinite
+ * default, so even a generic plan is a range scan of `punctual_schedules_tenant_created`
+ * (tenant, created_at, id), forward or backward.
+ */
+function listSchedulesSql(dir: "asc" | "desc"): string {
+  const [op, edgeAt, edgeId] =
+    dir === "asc"
+      ? [">", "-infinity", "00000000-0000-0000-0000-000000000000"]
+      : ["<", "infinity", "ffffffff-ffff-ffff-ffff-ffffffffffff"];
+  return `
+select ${SCHEDULE_ROW_KEYS.filter((c) => c !== "payload" && c !== "rdate" && c !== "exdate").join(", ")},
+       case when octet_length(payload::text) <= $8 then payload end as payload,
+       coalesce(octet_length(payload::text) > $8, false) as payload_truncated,
+       case when cardinality(rdate) <= $9 then rdate else '{}'::text[] end as rdate,
+       coalesce(cardinality(rdate) > $9, false) as rdate_truncated,
+       case when cardinality(exdate) <= $9 then exdate else '{}'::text[] end as exdate,
+       coalesce(cardinality(exdate) > $9, false) as exdate_truncated,
        -- Full (microsecond) precision for the cursor: a JS Date would round to ms and a
        -- bulk import gives many rows the same created_at.
        to_char(created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') as created_at_cursor
 from punctual_schedules
 where tenant = $1 and ($2::text is null or state = $2)
   and ($6::text is null or source = $6)
-  and ($3::timestamptz is null or (created_at, id) > ($3::timestamptz, $4::uuid))
-order by created_at, id
+  and ($7::text is null
+       or strpos(lower(coalesce(title, '')), lower($7::text)) > 0
+       or strpos(lower(coalesce(external_id, '')), lower($7::text)) > 0)
+  and (created_at, id) ${op} (coalesce($3::timestamptz, '${edgeAt}'::timestamptz),
+                             coalesce($4::uuid, '${edgeId}'::uuid))
+order by created_at ${dir}, id ${dir}
 limit $5`;
+}
+
+/** API-3: {@link listSchedulesSql} oldest first. */
+export const LIST_SCHEDULES_SQL = listSchedulesSql("asc");
+
+/** API-3: {@link listSchedulesSql} newest first. */
+export const LIST_SCHEDULES_DESC_SQL = listSchedulesSql("desc");
 
 /**
  * DEL-10: cancel, in one statement with its deliveries: the schedule becomes `cancelled`
@@ -211,10 +266,7 @@ with cancelled as (
   returning *
 ),
 stopped as (
-  update punctual_deliveries d
-  set state = 'cancelled', reason = 'schedule_cancelled', finished_at = ${NOW}, updated_at = ${NOW}
-  from cancelled c
-  where d.schedule_id = c.id and d.state in ('pending', 'retry', 'paused')
+  ${cancelWaitingSql("c", "cancelled c")}
   returning d.id, d.channel
 )
 select c.*, (select count(*) from stopped) as cancelled_deliveries,
@@ -240,21 +292,43 @@ with changed as (
   returning *
 ),
 held as (
-  update punctual_deliveries d
   ${syncWaitingSql("c", "changed c")}
   returning d.id
 )
 select c.*, (select count(*) from held) as moved_deliveries from changed c`;
 
-/** Deliveries page: $1 tenant, $2 schedule id or NULL, $3 state or NULL, $4 after id or NULL, $5 limit */
-export const LIST_DELIVERIES_SQL = `
+/**
+ * API-3, DEL-1: one keyset page of deliveries by id, in `dir` order. Parameters: $1
+ * tenant, $2 schedule id or NULL, $3 state or NULL, $4 the last id seen or NULL from the
+ * start, $5 limit, $6 the schedules' source or NULL, $7 channel or NULL, $8 due at or
+ * after (inclusive) or NULL, $9 due before (exclusive) or NULL. The id bound has a finite
+ * default, so even a generic plan is a range scan of the primary key (or of
+ * `punctual_deliveries_state_id` with a state), forward or backward.
+ */
+function listDeliveriesSql(dir: "asc" | "desc"): string {
+  const bound =
+    dir === "asc"
+      ? "d.id > coalesce($4::bigint, 0)"
+      : "d.id < coalesce($4::bigint, 9223372036854775807)";
+  return `
 select d.* from punctual_deliveries d
 join punctual_schedules s on s.id = d.schedule_id
 where s.tenant = $1 and ($2::uuid is null or d.schedule_id = $2)
   and ($3::text is null or d.state = $3)
-  and ($4::bigint is null or d.id > $4)
-order by d.id
+  and ${bound}
+  and ($6::text is null or s.source = $6)
+  and ($7::text is null or d.channel = $7)
+  and ($8::timestamptz is null or d.due_at >= $8)
+  and ($9::timestamptz is null or d.due_at < $9)
+order by d.id ${dir}
 limit $5`;
+}
+
+/** API-3: {@link listDeliveriesSql} oldest first. */
+export const LIST_DELIVERIES_SQL = listDeliveriesSql("asc");
+
+/** API-3: {@link listDeliveriesSql} newest first. */
+export const LIST_DELIVERIES_DESC_SQL = listDeliveriesSql("desc");
 
 /** $1 tenant, $2 delivery id */
 export const DELIVERY_BY_ID_SQL = `
@@ -271,46 +345,6 @@ export const ATTEMPTS_SQL = `
 select id, delivery_id, attempt, worker, started_at, ended_at, outcome, settled, status,
        message_id, error
 from punctual_delivery_attempts where delivery_id = $1 order by id nulls last`;
-
-/**
- * DEL-12: redrive a dead or in-doubt delivery with the same key: back to `pending`, due now,
- * failures reset (attempt keeps counting: it is the fencing token). The Retry-After age
- * budget starts over (`first_attempt_at` cleared); `deferrals` is kept, so the attempts
- * spent (`attempt − deferrals`) stay true, and a row that died `RATE_LIMITED` gets one
- * more try before a rate limit is dead again (DEL-13). Only while its
- * schedule is not cancelled and its reminder still exists (else nothing could send it).
- * Of a paused schedule it is held (`paused`) until the schedule resumes. A redrive is an
- * operator's decision: no grace applies (`stale_at` NULL), the expiry does.
- * Parameters: $1 now, $2 tenant, $3 delivery id.
- */
-export const REDRIVE_SQL = `
-update punctual_deliveries d
-set state = case when s.state = 'active' then 'pending' else 'paused' end,
-    run_at = ${NOW}, failures = 0, first_attempt_at = null,
-    finished_at = null, reason = null,
-    sent_at = null, expires_at = s.expires_at, stale_at = null, updated_at = ${NOW}
-from punctual_schedules s
-where s.id = d.schedule_id and s.tenant = $2 and d.id = $3 and d.state in ('dead', 'in_doubt')
-  and s.state <> 'cancelled'
-  and exists (select 1 from punctual_reminders r
-              where r.schedule_id = d.schedule_id and r.key = d.reminder_key)
-returning d.*`;
-
-/**
- * DEL-12: an operator resolves an in-doubt delivery — `sent` (it did arrive) or `dead` —
- * or acknowledges a dead letter (`dead`: reason `resolved`, no longer counted as an open
- * dead letter; `sent`: it arrived after all).
- * Parameters: $1 now, $2 tenant, $3 delivery id, $4 'sent' | 'dead'.
- */
-export const RESOLVE_SQL = `
-update punctual_deliveries d
-set state = $4, sent_at = case when $4 = 'sent' then ${NOW} end,
-    finished_at = case when $4 = 'dead' then ${NOW} end,
-    reason = case when $4 = 'dead' then 'resolved' end, updated_at = ${NOW}
-from punctual_schedules s
-where s.id = d.schedule_id and s.tenant = $2 and d.id = $3
-  and (d.state = 'in_doubt' or (d.state = 'dead' and d.reason is distinct from 'resolved'))
-returning d.*`;
 
 /** A row of `punctual_deliveries`, every column. */
 export interface DeliveryRow {
@@ -448,24 +482,46 @@ export const UPDATE_SCHEDULE_COLUMNS = SCHEDULE_AT_ROW_KEYS;
 export const INSERT_SCHEDULES_BULK_COLUMNS = SCHEDULE_AT_ROW_KEYS;
 /** Result columns of {@link LIST_DELIVERIES_SQL}. */
 export const LIST_DELIVERIES_COLUMNS = DELIVERY_ROW_KEYS;
+/** Result columns of {@link LIST_DELIVERIES_DESC_SQL}. */
+export const LIST_DELIVERIES_DESC_COLUMNS = DELIVERY_ROW_KEYS;
 /** Result columns of {@link DELIVERY_BY_ID_SQL}. */
 export const DELIVERY_BY_ID_COLUMNS = DELIVERY_ROW_KEYS;
-/** Result columns of {@link REDRIVE_SQL}. */
-export const REDRIVE_COLUMNS = DELIVERY_ROW_KEYS;
-/** Result columns of {@link RESOLVE_SQL}. */
-export const RESOLVE_COLUMNS = DELIVERY_ROW_KEYS;
-
 /** A schedule of a {@link LIST_SCHEDULES_SQL} page, with its keyset cursor. */
 export type ListedScheduleRow = ScheduleRow & {
   /** `created_at` at full (microsecond) precision, ISO 8601 UTC. */
   created_at_cursor: string;
+  /** The payload was larger than the list keeps: `payload` is NULL (API-3). */
+  payload_truncated: boolean;
+  /** More RDATEs than the list keeps: `rdate` is empty (API-3). */
+  rdate_truncated: boolean;
+  /** More EXDATEs than the list keeps: `exdate` is empty (API-3). */
+  exdate_truncated: boolean;
 };
 
 /** Result columns of {@link LIST_SCHEDULES_SQL}. */
 export const LIST_SCHEDULES_COLUMNS = columnsOf<ListedScheduleRow>()([
   ...SCHEDULE_ROW_KEYS,
   "created_at_cursor",
+  "payload_truncated",
+  "rdate_truncated",
+  "exdate_truncated",
 ]);
+
+/** A reminder of a {@link LIST_REMINDERS_SQL} answer: large template and target left out. */
+export type ListedReminderRow = ReminderRow & {
+  template_truncated: boolean;
+  target_truncated: boolean;
+};
+
+/** Result columns of {@link LIST_REMINDERS_SQL}. */
+export const LIST_REMINDERS_COLUMNS = columnsOf<ListedReminderRow>()([
+  ...REMINDERS_COLUMNS,
+  "template_truncated",
+  "target_truncated",
+]);
+
+/** Result columns of {@link LIST_SCHEDULES_DESC_SQL}. */
+export const LIST_SCHEDULES_DESC_COLUMNS = LIST_SCHEDULES_COLUMNS;
 
 /** What {@link CANCEL_SCHEDULE_SQL} returns: the schedule and how many waiting rows it cancelled. */
 export type CancelledScheduleRow = ScheduleRow & {
@@ -518,8 +574,11 @@ export function redactTarget(
   return out;
 }
 
-export function toReminderView(row: ReminderRow): ReminderView {
+export function toReminderView(row: ReminderRow | ListedReminderRow): ReminderView {
+  const listed = row as Partial<ListedReminderRow>;
   return {
+    ...(listed.template_truncated === true ? { templateTruncated: true as const } : {}),
+    ...(listed.target_truncated === true ? { targetTruncated: true as const } : {}),
     key: row.key,
     offset: row.offset_duration,
     channel: row.channel,
@@ -538,13 +597,21 @@ export function toReminderView(row: ReminderRow): ReminderView {
   };
 }
 
-export function toScheduleView(row: ScheduleRow, reminders: ReminderRow[]): ScheduleView {
+export function toScheduleView(
+  row: ScheduleRow,
+  reminders: ReminderRow[],
+  finished: ReadonlySet<string> = new Set(),
+): ScheduleView {
   return {
     id: row.id,
     version: row.version,
-    state: row.state,
+    state: row.state === "active" && finished.has(row.id) ? "finished" : row.state,
     invalidReason: row.invalid_reason,
     dtstart: row.dtstart,
+    dtstartLocal: dtstartInZone(row.dtstart, row.tzid, {
+      gap: row.dst_gap,
+      overlap: row.dst_overlap,
+    }),
     tzid: row.tzid,
     rrule: row.rrule,
     rdate: row.rdate,
@@ -557,6 +624,15 @@ export function toScheduleView(row: ScheduleRow, reminders: ReminderRow[]): Sche
     catchUp: row.catch_up ?? null,
     perpetual: row.perpetual,
     payload: row.payload,
+    ...((row as Partial<ListedScheduleRow>).payload_truncated === true
+      ? { payloadTruncated: true as const }
+      : {}),
+    ...((row as Partial<ListedScheduleRow>).rdate_truncated === true
+      ? { rdateTruncated: true as const }
+      : {}),
+    ...((row as Partial<ListedScheduleRow>).exdate_truncated === true
+      ? { exdateTruncated: true as const }
+      : {}),
     reminders: reminders.filter((r) => r.schedule_id === row.id).map(toReminderView),
     title: row.title ?? null,
     source: row.source,
@@ -587,7 +663,9 @@ export function toDeliveryView(row: DeliveryRow): DeliveryView {
     sentAt: iso(row.sent_at),
     finishedAt: iso(row.finished_at),
     reason: row.reason,
-    lastError: row.last_error,
+    // A sent delivery shows no error: the failures of its earlier attempts stay in the
+    // attempt history (DEL-14), not on the delivery as if it had failed.
+    lastError: row.state === "sent" ? null : row.last_error,
     late: row.late,
     deferredUntil: iso(row.deferred_until),
     deferredReason: row.deferred_reason,
@@ -684,12 +762,7 @@ with revived as (
   where id = $2 and state = 'cancelled' and cancelled_by = 'import'
   returning id, grace_ms, recurring, expires_at
 )
-update punctual_deliveries d
-set state = 'pending', finished_at = null, reason = null, expires_at = r.expires_at,
-    stale_at = ${staleAtSql("r")}, updated_at = ${NOW}
-from revived r
-where d.schedule_id = r.id and d.state = 'cancelled' and d.reason = 'schedule_cancelled'
-  and d.due_at >= ${NOW} - make_interval(secs => r.grace_ms::double precision / 1000)`;
+${reviveCancelledSql("r", "revived r")}`;
 
 // ---------------------------------------------------------------------------------------
 // One typed function per statement.
@@ -750,6 +823,8 @@ export interface InsertScheduleParams {
   definition: ScheduleDefinition;
   source: string | null;
   externalId: string | null;
+  /** OPS-15: the creating request's W3C traceparent (null or absent: none). */
+  traceParent?: string | null;
 }
 
 /**
@@ -770,6 +845,7 @@ export function insertSchedule(
     p.externalId,
     p.definition.catchUpJson ?? null,
     p.definition.title ?? null,
+    p.traceParent ?? null,
   ]);
 }
 
@@ -849,21 +925,47 @@ export interface ListSchedulesParams {
   afterCreatedAt: string | null;
   afterId: string | null;
   limit: number;
+  /** API-3: newest first (`desc`); else oldest first. */
+  order?: "asc" | "desc";
+  /** API-3: a case-insensitive substring of the title or the external id; null: any. */
+  q?: string | null;
+  /** Largest payload kept, bytes of JSON text (API-3). */
+  payloadMaxBytes: number;
+  /** Most RDATEs/EXDATEs kept (API-3). */
+  maxDates: number;
 }
 
-/** API-1: runs {@link LIST_SCHEDULES_SQL}: one page, oldest first. */
+/**
+ * API-3: runs {@link LIST_REMINDERS_SQL}: the reminders of a list page, templates and
+ * targets over `fieldMaxBytes` left out (marked).
+ */
+export function listedRemindersOfSchedules(
+  db: Queryable,
+  p: { scheduleIds: readonly string[]; fieldMaxBytes: number },
+): Promise<ListedReminderRow[]> {
+  return rows<ListedReminderRow>(db, LIST_REMINDERS_SQL, [p.scheduleIds, p.fieldMaxBytes]);
+}
+
+/** API-1, API-3: runs {@link LIST_SCHEDULES_SQL} (or its newest-first twin): one page. */
 export function listScheduleRows(
   db: Queryable,
   p: ListSchedulesParams,
 ): Promise<ListedScheduleRow[]> {
-  return rows<ListedScheduleRow>(db, LIST_SCHEDULES_SQL, [
-    p.tenant,
-    p.state,
-    p.afterCreatedAt,
-    p.afterId,
-    p.limit,
-    p.source ?? null,
-  ]);
+  return rows<ListedScheduleRow>(
+    db,
+    p.order === "desc" ? LIST_SCHEDULES_DESC_SQL : LIST_SCHEDULES_SQL,
+    [
+      p.tenant,
+      p.state,
+      p.afterCreatedAt,
+      p.afterId,
+      p.limit,
+      p.source ?? null,
+      p.q ?? null,
+      p.payloadMaxBytes,
+      p.maxDates,
+    ],
+  );
 }
 
 /** Parameters of {@link cancelScheduleRow}. */
@@ -910,19 +1012,33 @@ export interface ListDeliveriesParams {
   tenant: string;
   scheduleId: string | null;
   state: string | null;
-  /** Keyset: only ids above it; null from the start. */
+  /** Keyset: only ids past it in the listing order; null from the start. */
   afterId: number | null;
   limit: number;
+  /** API-3: newest first (ids descending); else oldest first. */
+  newest: boolean;
+  /** API-3: only deliveries of schedules with this source; null: any. */
+  source: string | null;
+  /** API-3: only deliveries through this channel; null: any. */
+  channel?: string | null;
+  /** API-3: only deliveries due at or after this instant (ISO); null: no lower bound. */
+  dueFrom?: string | null;
+  /** API-3: only deliveries due before this instant (ISO); null: no upper bound. */
+  dueTo?: string | null;
 }
 
-/** DEL-1: runs {@link LIST_DELIVERIES_SQL}: one page, by id. */
+/** DEL-1, API-3: runs {@link LIST_DELIVERIES_SQL} (or its newest-first twin): one page. */
 export function listDeliveryRows(db: Queryable, p: ListDeliveriesParams): Promise<DeliveryRow[]> {
-  return rows<DeliveryRow>(db, LIST_DELIVERIES_SQL, [
+  return rows<DeliveryRow>(db, p.newest ? LIST_DELIVERIES_DESC_SQL : LIST_DELIVERIES_SQL, [
     p.tenant,
     p.scheduleId,
     p.state,
     p.afterId,
     p.limit,
+    p.source,
+    p.channel ?? null,
+    p.dueFrom ?? null,
+    p.dueTo ?? null,
   ]);
 }
 
@@ -937,22 +1053,6 @@ export function deliveryById(
 /** DEL-14: runs {@link ATTEMPTS_SQL}: a delivery's attempts, oldest first. */
 export function attemptsOf(db: Queryable, p: { deliveryId: number }): Promise<AttemptRow[]> {
   return rows<AttemptRow>(db, ATTEMPTS_SQL, [p.deliveryId]);
-}
-
-/** DEL-12: runs {@link REDRIVE_SQL}; null when the delivery cannot be redriven. */
-export function redriveDeliveryRow(
-  db: Queryable,
-  p: { now: Date | null; tenant: string; id: number },
-): Promise<DeliveryRow | null> {
-  return firstRow<DeliveryRow>(db, REDRIVE_SQL, [p.now, p.tenant, p.id]);
-}
-
-/** DEL-12: runs {@link RESOLVE_SQL}; null when the delivery is not in doubt nor an open dead letter. */
-export function resolveDeliveryRow(
-  db: Queryable,
-  p: { now: Date | null; tenant: string; id: number; outcome: "sent" | "dead" },
-): Promise<DeliveryRow | null> {
-  return firstRow<DeliveryRow>(db, RESOLVE_SQL, [p.now, p.tenant, p.id, p.outcome]);
 }
 
 /** Parameters of {@link updateScheduleDefinition}. */
@@ -1054,4 +1154,46 @@ export async function reviveSchedule(
   p: { now: Date | null; id: string },
 ): Promise<void> {
   await execute(tx, REVIVE_SCHEDULE_SQL, [p.now, p.id]);
+}
+
+/**
+ * $1 schedule ids. Those of them that are not done: a delivery still not final (pending,
+ * claimed, retry or paused), or, for a one-off, a reminder with no delivery planned yet
+ * (due beyond the planning horizon). The others, once planned to the end, show as
+ * `finished`.
+ */
+export const SCHEDULES_WITH_OPEN_DELIVERIES_SQL = `
+select s.id as schedule_id
+from punctual_schedules s
+where s.id = any($1::uuid[])
+  and (exists (select 1 from punctual_deliveries d
+               where d.schedule_id = s.id and d.state in ('pending', 'claimed', 'retry', 'paused'))
+       or (not s.recurring and exists (
+             select 1 from punctual_reminders r
+             where r.schedule_id = s.id
+               and not exists (select 1 from punctual_deliveries d
+                               where d.schedule_id = s.id and d.reminder_key = r.key))))`;
+export const SCHEDULES_WITH_OPEN_DELIVERIES_COLUMNS = columnsOf<{ schedule_id: string }>()([
+  "schedule_id",
+]);
+
+/**
+ * The ids of the rows that show as `finished`: `active`, planned to the end (a one-off
+ * with a delivery for each reminder, a series with no occurrence left after the
+ * watermark), and no delivery still waiting or in flight. A one-off due beyond the
+ * planning horizon has no delivery yet and is not finished.
+ */
+export async function finishedScheduleIds(
+  db: Queryable,
+  schedules: readonly ScheduleRow[],
+): Promise<Set<string>> {
+  const candidates = schedules.filter(
+    (s) => s.state === "active" && (!s.recurring || s.plan_complete),
+  );
+  if (candidates.length === 0) return new Set();
+  const open = await rows<{ schedule_id: string }>(db, SCHEDULES_WITH_OPEN_DELIVERIES_SQL, [
+    candidates.map((s) => s.id),
+  ]);
+  const busy = new Set(open.map((r) => r.schedule_id));
+  return new Set(candidates.filter((s) => !busy.has(s.id)).map((s) => s.id));
 }

@@ -6,9 +6,8 @@
  * two runs of one task never overlap across the cluster.
  */
 import type { Queryable } from "./database.js";
+import { NOW } from "./deliveries/sql.js";
 import { columnsOf, execute, rows } from "./statement.js";
-
-const NOW = "coalesce($1::timestamptz, now())";
 
 /** A row of `punctual_task_leases`. */
 export interface TaskLeaseRow {

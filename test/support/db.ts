@@ -8,6 +8,10 @@
  * - PostgreSQL: a new database `punctual_t_<random>` on the server of `DATABASE_URL`,
  *   migrated, and dropped (with force) on close.
  *
+ * A migrated database of either engine carries the test-only trigger of
+ * test/support/transitions.ts: a change of a delivery's state that `DELIVERY_TRANSITIONS`
+ * does not list raises.
+ *
  * Usage:
  * ```ts
  * const t = await openTestDatabase();        // migrated
@@ -27,6 +31,7 @@ import { migrate } from "../../src/store/migrator.js";
 import { openPglite } from "../../src/store/pglite.js";
 import { openPostgres } from "../../src/store/postgres.js";
 import { buildPgliteTemplates } from "./pglite-template.js";
+import { installTransitionTrigger } from "./transitions.js";
 
 export type TestEngine = "pglite" | "postgres";
 
@@ -172,7 +177,11 @@ async function openPostgresTest(migrated: boolean): Promise<TestDatabase> {
     }
   };
   try {
-    if (migrated) await migrate(db);
+    if (migrated) {
+      await migrate(db);
+      // The delivery state machine, checked in every test (test/support/transitions.ts).
+      await installTransitionTrigger(db);
+    }
   } catch (err) {
     await close();
     throw err;

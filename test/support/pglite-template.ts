@@ -1,14 +1,16 @@
 /**
  * PGlite templates for tests. A fresh embedded database (initdb) costs 1.5–5 s and
  * ~750 MB; loading a dumped data folder costs ~0.3–0.7 s. So each run builds two
- * templates once — an empty database and a migrated one — and every test database is
- * loaded from one of them, in memory.
+ * templates once — an empty database and a migrated one, with the test-only delivery
+ * transition trigger (test/support/transitions.ts) — and every test database is loaded
+ * from one of them, in memory.
  */
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { migrate } from "../../src/store/migrator.js";
 import { openPglite } from "../../src/store/pglite.js";
+import { installTransitionTrigger } from "./transitions.js";
 
 declare module "vitest" {
   export interface ProvidedContext {
@@ -38,6 +40,8 @@ export async function buildPgliteTemplates(): Promise<PgliteTemplates> {
     const emptyDump = await db.pglite.dumpDataDir("none");
     writeFileSync(empty, new Uint8Array(await emptyDump.arrayBuffer()));
     await migrate(db);
+    // Every test database loaded from it checks the delivery state machine.
+    await installTransitionTrigger(db);
     const migratedDump = await db.pglite.dumpDataDir("none");
     writeFileSync(migrated, new Uint8Array(await migratedDump.arrayBuffer()));
     return { empty, migrated, remove: () => rmSync(dir, { recursive: true, force: true }) };

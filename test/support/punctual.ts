@@ -103,7 +103,7 @@ export async function peer(
  * A database whose statements fail or stall on demand ({@link FaultHooks}): while
  * `failWhen(sql)` is true the statement rejects with a connection-style error before
  * reaching the engine (a database away for some statements only, e.g. lease renewals);
- * `beforeSend` and `afterReply` run around it (e.g. advancing the test clock: a wait for a
+ * `hold` is awaited before it (other statements go first), `beforeSend` and `afterReply` run around it (e.g. advancing the test clock: a wait for a
  * connection, or a worker stalled between statement and reply), without real time passing.
  * It has no `pinned` runner: the claim path runs through `query`.
  */
@@ -111,7 +111,8 @@ export function faultyDatabase(db: Database): Database & FaultHooks {
   const wrapped = {
     failWhen: null as ((sql: string) => boolean) | null,
     beforeSend: null as ((sql: string) => void) | null,
-    afterReply: null as ((sql: string) => void) | null,
+    afterReply: null as ((sql: string, rows: number) => void) | null,
+    hold: null as ((sql: string) => Promise<void> | void) | null,
     get engine() {
       return db.engine;
     },
@@ -126,9 +127,10 @@ export function faultyDatabase(db: Database): Database & FaultHooks {
       if (wrapped.failWhen?.(sql)) {
         throw Object.assign(new Error("connection terminated unexpectedly"), { code: "57P01" });
       }
+      await wrapped.hold?.(sql);
       wrapped.beforeSend?.(sql);
       const result = await db.query<T>(sql, params, options);
-      wrapped.afterReply?.(sql);
+      wrapped.afterReply?.(sql, result.rows.length);
       return result;
     },
     transaction: db.transaction.bind(db),
@@ -144,6 +146,14 @@ export interface FaultHooks {
   failWhen: ((sql: string) => boolean) | null;
   /** Runs before the statement is handed on, e.g. to let the clock run while "waiting for a connection". */
   beforeSend: ((sql: string) => void) | null;
-  /** Runs after the statement ran and before its reply is handed back: a stall in between. */
-  afterReply: ((sql: string) => void) | null;
+  /**
+   * Runs after the statement ran and before its reply (of `rows` rows) is handed back: a
+   * stall in between.
+   */
+  afterReply: ((sql: string, rows: number) => void) | null;
+  /**
+   * Awaited before the statement is handed on: holds it back while other statements (on
+   * other connections) go first, e.g. to let a race resolve the unlucky way every time.
+   */
+  hold: ((sql: string) => Promise<void> | void) | null;
 }

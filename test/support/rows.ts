@@ -4,7 +4,7 @@
  */
 import { randomUUID } from "node:crypto";
 import type { Queryable } from "../../src/store/database.js";
-import { INSERT_DELIVERIES_SQL } from "../../src/store/planning.js";
+import { INSERT_DELIVERIES_SQL } from "../../src/store/deliveries/index.js";
 
 /** The pinned "now" of these tests. */
 export const NOW = new Date("2027-01-04T08:00:00Z");

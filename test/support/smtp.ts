@@ -23,7 +23,7 @@ export interface Reply {
 
 export interface SmtpReceiver {
   port: number;
-  /** `smtp://127.0.0.1:<port>` (with `user:pass@` when the server requires it). */
+  /** `smtp://127.0.0.1:<port>` (with `user:pass@…?insecure=true` when the server requires AUTH: it has no TLS). */
   url: string;
   mails: ReceivedMail[];
   /** Reply at connection (greeting), else 220. */
@@ -53,9 +53,16 @@ function headersOf(raw: string): Record<string, string> {
   return out;
 }
 
-/** Starts the server; with `auth`, it requires AUTH PLAIN/LOGIN with those credentials. */
+/**
+ * Starts the server; with `auth`, it requires AUTH PLAIN/LOGIN with those credentials.
+ * `authFailure` gives the text of the 535 reply to wrong credentials (a server that echoes
+ * what it was sent); default "authentication failed".
+ */
 export async function startSmtpReceiver(
-  options: { auth?: { user: string; pass: string } } = {},
+  options: {
+    auth?: { user: string; pass: string };
+    authFailure?: (user: string, pass: string) => string;
+  } = {},
 ): Promise<SmtpReceiver> {
   const waiters: Array<(m: ReceivedMail) => void> = [];
   const held: Array<() => void> = [];
@@ -79,7 +86,10 @@ export async function startSmtpReceiver(
       if (auth.username === options.auth?.user && auth.password === options.auth?.pass) {
         callback(null, { user: auth.username });
       } else {
-        callback(Object.assign(new Error("authentication failed"), { responseCode: 535 }));
+        const text =
+          options.authFailure?.(auth.username ?? "", auth.password ?? "") ??
+          "authentication failed";
+        callback(Object.assign(new Error(text), { responseCode: 535 }));
       }
     },
     onConnect(_session: SMTPServerSession, callback) {
@@ -122,7 +132,7 @@ export async function startSmtpReceiver(
   const { port } = server.server.address() as AddressInfo;
   receiver.port = port;
   receiver.url = options.auth
-    ? `smtp://${encodeURIComponent(options.auth.user)}:${encodeURIComponent(options.auth.pass)}@127.0.0.1:${port}`
+    ? `smtp://${encodeURIComponent(options.auth.user)}:${encodeURIComponent(options.auth.pass)}@127.0.0.1:${port}?insecure=true`
     : `smtp://127.0.0.1:${port}`;
   receiver.close = () =>
     new Promise<void>((resolve) => {

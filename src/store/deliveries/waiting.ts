@@ -3,12 +3,11 @@
  * shared by every statement that writes them: planning inserts, edits (realign), pause,
  * resume, quarantine, revive, redrive. Each statement that changes what admission depends
  * on rewrites these columns on the affected rows in the same transaction, so the claim
- * never joins the schedule (see ADMISSION_PREDICATE in `deliveries.ts`).
+ * never joins the schedule (see ADMISSION_PREDICATE in `sql.ts`).
  *
  * Aliases: `d` is the delivery, the schedule alias is a parameter; `NOW` is "now".
  */
-
-const NOW = "coalesce($1::timestamptz, now())";
+import { NOW } from "./sql.js";
 
 /**
  * `stale_at` of a waiting row: for a never-tried row of a recurring schedule that the
@@ -43,12 +42,16 @@ export function waitingStateSql(s: string): string {
 /**
  * Brings the waiting rows (`pending`, `retry`, `paused`) of the schedules in relation
  * `s` (columns `id`, `state`, `expires_at`, `recurring`, `grace_ms`) in line with them:
- * state (held or not), expiry, staleness. Touches only rows that change. Meant as the
- * body of an UPDATE or a CTE: `update punctual_deliveries d ${syncWaitingSql("s", from)}`.
+ * state (held or not), expiry, staleness. Touches only rows that change. The whole
+ * UPDATE, for a statement or a CTE of a statement that changes the schedules (pause,
+ * resume, quarantine): `with changed as (update punctual_schedules …)
+ * ${syncWaitingSql("c", "changed c")}`. Ends with the WHERE clause, so the caller may add
+ * `and …` and a RETURNING list.
  * @param from the FROM item that binds `s` (a table with alias, or a CTE name with alias).
  */
 export function syncWaitingSql(s: string, from: string): string {
-  return `set state = ${waitingStateSql(s)},
+  return `update punctual_deliveries d
+  set state = ${waitingStateSql(s)},
     expires_at = ${s}.expires_at,
     stale_at = ${staleAtSql(s)},
     updated_at = ${NOW}
@@ -56,4 +59,35 @@ export function syncWaitingSql(s: string, from: string): string {
   where d.schedule_id = ${s}.id and d.state in ('pending', 'retry', 'paused')
     and (d.state, d.expires_at, d.stale_at) is distinct from
         (${waitingStateSql(s)}, ${s}.expires_at, ${staleAtSql(s)})`;
+}
+
+/**
+ * DEL-10: cancels the waiting rows (`pending`, `retry`, `paused`) of the schedules in
+ * relation `c` (column `id`): state `cancelled`, reason `schedule_cancelled`. A `claimed`
+ * row is in flight and left alone (a retry of it ends `cancelled` through the trigger
+ * `punctual_deliveries_rewait`). The whole UPDATE, for a CTE of the statement that
+ * cancels the schedule; ends with the WHERE clause.
+ * @param from the FROM item that binds `c`.
+ */
+export function cancelWaitingSql(c: string, from: string): string {
+  return `update punctual_deliveries d
+  set state = 'cancelled', reason = 'schedule_cancelled', finished_at = ${NOW}, updated_at = ${NOW}
+  from ${from}
+  where d.schedule_id = ${c}.id and d.state in ('pending', 'retry', 'paused')`;
+}
+
+/**
+ * API-5 / DEL-10: reopens the rows of the revived schedules in relation `r` (columns `id`,
+ * `expires_at`, `recurring`, `grace_ms`) that were cancelled with them and are not yet past
+ * the grace period: `pending` again (same keys), with the schedule's expiry and grace.
+ * The whole UPDATE, for the statement that revives the schedule.
+ * @param from the FROM item that binds `r`.
+ */
+export function reviveCancelledSql(r: string, from: string): string {
+  return `update punctual_deliveries d
+set state = 'pending', finished_at = null, reason = null, expires_at = ${r}.expires_at,
+    stale_at = ${staleAtSql(r)}, updated_at = ${NOW}
+from ${from}
+where d.schedule_id = ${r}.id and d.state = 'cancelled' and d.reason = 'schedule_cancelled'
+  and d.due_at >= ${NOW} - make_interval(secs => ${r}.grace_ms::double precision / 1000)`;
 }

@@ -1,50 +1,22 @@
 /**
- * The due-date table (DEL-1): statements that claim, settle and recover deliveries.
+ * The hot path of the due-date table (DEL-1, DEL-2, DEL-6, DEL-16): the statements that
+ * claim, settle, renew, release and recover deliveries.
  *
  * Every statement takes `$1` = "now" (timestamptz or NULL). NULL means the database
  * clock (`now()`), which is authoritative for due times and leases (OPS-9); tests pin
  * it by passing an instant.
  */
-import type { ReminderTemplate } from "../channels/template.js";
-import { pinnedOf, type Queryable } from "./database.js";
-import { columnsOf, rows } from "./statement.js";
-
-/** SQL for "now": the pinned instant `$1`, or the database clock. */
-const NOW = "coalesce($1::timestamptz, now())";
-
-/**
- * DEL-3: the one admission predicate, row-local: a delivery `d` may be claimed when
- * - it waits (`pending` or `retry`). The waiting rows of a paused or quarantined schedule
- *   are `paused` and those of a cancelled schedule `cancelled`, moved in the transaction
- *   that changes the schedule (DEL-10); rows of a removed reminder are deleted or
- *   cancelled by the edit that removes it (DEL-9); a claimed row that comes back to
- *   waiting lands where its schedule is now (trigger `punctual_deliveries_rewait`);
- * - its due or retry time (`run_at`) has come;
- * - its schedule's expiry (`expires_at`, copied onto the row) has not passed;
- * - the misfire policy has had its say (REC-6): a never-tried row of a recurring schedule
- *   past its grace period (`stale_at`) waits for the misfire sweep, which marks it late
- *   (clearing `stale_at`) or skips it, so no backlog is sent unjudged.
- * NULL-safe: NULL `expires_at` / `stale_at` mean "no limit" (`is null or …`), where a
- * plain comparison would be NULL and so false. The rest of what DEL-3 lists is implied
- * by the state through CHECK constraints: a waiting row holds no lease
- * (`punctual_deliveries_lease`) and was not sent (`punctual_deliveries_sent_at`; one row
- * per occurrence by the unique key). No join: every term reads the row itself.
- *
- * {@link WAITING_PREDICATE} is everything but the due time (the wake-up query looks for
- * the earliest `run_at` among those); {@link ADMISSION_PREDICATE} adds it. Used by the
- * claim, the wake-up query and the backlog gauges alike; `d` is the delivery alias and
- * `$1` "now".
- */
-export const WAITING_PREDICATE = `
-  d.claimable_at is not null
-  and coalesce(d.expires_at > ${NOW}, true)
-  and coalesce(d.stale_at > ${NOW}, true)`;
-
-/** {@link WAITING_PREDICATE} and due now: what the claim may take (DEL-3). */
-export const ADMISSION_PREDICATE = `
-  d.claimable_at <= ${NOW}
-  and coalesce(d.expires_at > ${NOW}, true)
-  and coalesce(d.stale_at > ${NOW}, true)`;
+import type { ReminderTemplate } from "../../channels/template.js";
+import { pinnedOf, type Queryable } from "../database.js";
+import { columnsOf, rows } from "../statement.js";
+import {
+  ADMISSION_PREDICATE,
+  GIVE_BACK,
+  heldBy,
+  msAfterNow,
+  NOW,
+  WAITING_PREDICATE,
+} from "./sql.js";
 
 /** The columns a worker needs to send a claimed delivery. */
 export interface ClaimedDelivery {
@@ -71,6 +43,8 @@ export interface ClaimedDelivery {
   template: ReminderTemplate | null;
   /** The schedule's time zone (templates format instants in it by default). */
   tzid: string;
+  /** OPS-15: W3C traceparent of the request that created the schedule, or null. */
+  trace_parent: string | null;
   /** The statement's "now" (database clock unless pinned): stamp signatures with it (OPS-9). */
   db_now: Date;
 }
@@ -96,6 +70,7 @@ export const CLAIM_COLUMNS = columnsOf<ClaimedDelivery>()([
   "target",
   "template",
   "tzid",
+  "trace_parent",
   "db_now",
 ]);
 
@@ -197,7 +172,7 @@ claimed as (
   set state = 'claimed',
       attempt = d.attempt + 1,
       lease_owner = $2,
-      lease_expires_at = ${NOW} + make_interval(secs => ${lease}::double precision / 1000),
+      lease_expires_at = ${msAfterNow(lease)},
       claimed_at = ${NOW},
       late = d.late or (d.attempt = 0
                         and ${NOW} > coalesce(d.deferred_until, d.due_at) + interval '1 second'),
@@ -221,6 +196,7 @@ select c.id, c.delivery_key, c.schedule_id, c.reminder_key, c.occurrence_at, c.d
        (select r.template from punctual_reminders r
          where r.schedule_id = c.schedule_id and r.key = c.reminder_key) as template,
        (select s.tzid from punctual_schedules s where s.id = c.schedule_id) as tzid,
+       (select s.trace_parent from punctual_schedules s where s.id = c.schedule_id) as trace_parent,
        ${NOW} as db_now
 from claimed c
 order by c.run_at, c.id`;
@@ -328,7 +304,7 @@ settled as (
       updated_at = ${NOW}
   from input u
   where d.id = any($3::bigint[]) and d.id = u.id and d.attempt = u.attempt
-    and d.state = 'claimed' and d.lease_owner is not distinct from $2
+    and ${heldBy("$2")}
   returning d.id
 ),
 unsettled as (
@@ -428,7 +404,7 @@ recovered as (
         when d.failures + 1 >= d.max_attempts then 'SEND_FAILED' end,
       finished_at = case
         when d.on_lost_lease = 'in_doubt' or d.failures + 1 >= d.max_attempts then ${NOW} end,
-      run_at = ${NOW} + make_interval(secs => $3::double precision / 1000),
+      run_at = ${msAfterNow("$3")},
       failures = d.failures + 1,
       first_attempt_at = coalesce(d.first_attempt_at, d.claimed_at),
       last_error = 'lease expired before the send settled (worker crashed, stalled or lost the database)',
@@ -459,11 +435,9 @@ export const RECOVER_COLUMNS = columnsOf<RecoveredRow>()([
 /** Release claims this worker never started (graceful shutdown, OPS-6). $1 now, $2 owner, $3 ids, $4 attempts. */
 export const RELEASE_SQL = `
 update punctual_deliveries d
-set state = case when d.attempt - 1 = 0 then 'pending' else 'retry' end,
-    attempt = d.attempt - 1,
-    lease_owner = null, lease_expires_at = null, claimed_at = null, updated_at = ${NOW}
+set ${GIVE_BACK}
 from unnest($3::bigint[], $4::int[]) as u(id, attempt)
-where d.id = u.id and d.attempt = u.attempt and d.state = 'claimed' and d.lease_owner is not distinct from $2
+where d.id = u.id and d.attempt = u.attempt and ${heldBy("$2")}
 returning d.id`;
 
 /** Result columns of {@link RELEASE_SQL}. */
@@ -501,11 +475,10 @@ export const NEXT_WAKE_COLUMNS = columnsOf<NextWake>()([
  */
 export const RENEW_SQL = `
 update punctual_deliveries d
-set lease_expires_at = ${NOW} + make_interval(secs => $3::double precision / 1000),
+set lease_expires_at = ${msAfterNow("$3")},
     updated_at = ${NOW}
 from unnest($4::bigint[], $5::int[]) as u(id, attempt)
-where d.id = u.id and d.attempt = u.attempt and d.state = 'claimed'
-  and d.lease_owner is not distinct from $2
+where d.id = u.id and d.attempt = u.attempt and ${heldBy("$2")}
   and d.lease_expires_at > ${NOW}
 returning d.id, d.lease_expires_at, ${NOW} as db_now`;
 
@@ -522,9 +495,7 @@ export const RENEW_COLUMNS = columnsOf<RenewedLease>()(["id", "lease_expires_at"
  */
 export const RELEASE_ORPHANS_SQL = `
 update punctual_deliveries d
-set state = case when d.attempt - 1 = 0 then 'pending' else 'retry' end,
-    attempt = d.attempt - 1,
-    lease_owner = null, lease_expires_at = null, claimed_at = null, updated_at = ${NOW}
+set ${GIVE_BACK}
 where d.state = 'claimed' and d.lease_owner = $2 and not (d.id = any($3::bigint[]))
 returning d.id`;
 

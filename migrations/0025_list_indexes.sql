@@ -1,0 +1,15 @@
+-- 0020 list indexes (API-3).
+--
+--   punctual_deliveries_state_id  (state, id): a page of the deliveries in one state, by id,
+--                                 either direction (`GET /v1/deliveries?state=dead`, the
+--                                 dead letters) is a range scan of it, not a walk of the
+--                                 primary key past every row of other states.
+-- Pages without a state walk the primary key; schedule pages walk
+-- punctual_schedules_tenant_created (tenant, created_at, id), which exists since 0001.
+-- Expand only: a new index; an older release is unaffected. On a large table, build it
+-- beforehand with `create index concurrently if not exists punctual_deliveries_state_id
+-- on punctual_deliveries (state, id)`; this migration then finds it and does nothing.
+--
+-- kind: expand
+-- min_reader_version: 2
+create index if not exists punctual_deliveries_state_id on punctual_deliveries (state, id);

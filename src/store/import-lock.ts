@@ -1,0 +1,60 @@
+/**
+ * The lock that serialises imports of one calendar source (API-5, DEL-10): two imports of
+ * the same (tenant, source) at once — two API processes, the API and the periodic calendar
+ * task, or the CLI's server and another — would both see an event as new and both create
+ * it, or one would cancel what the other just created.
+ *
+ * On PostgreSQL a transaction-scoped advisory lock, `pg_advisory_xact_lock(k1, k2)` with
+ * k1 = hashtext('punctual.import') and k2 = hashtext(tenant, newline, source), held on one
+ * pooled connection for the whole import and released by its COMMIT (or by the server when
+ * the connection dies, so a killed importer never leaves it held). The two-key form lives
+ * in another key space than the migrator's one-key lock. Two sources whose hashes collide
+ * only wait for each other.
+ *
+ * On PGlite one process owns the data folder (see lock.ts), so an in-process queue per
+ * key is the whole lock; the PostgreSQL path takes it too, so imports in one process
+ * queue here instead of each holding a pooled connection while it waits.
+ */
+import type { Database } from "./database.js";
+
+/** Tail of the in-process queue per (tenant, source) key. */
+const queues = new Map<string, Promise<unknown>>();
+
+/** Runs `fn` after every earlier call with the same key in this process has settled. */
+async function queued<T>(key: string, fn: () => Promise<T>): Promise<T> {
+  const before = queues.get(key) ?? Promise.resolve();
+  const run = before.then(fn, fn);
+  const tail = run.catch(() => undefined);
+  queues.set(key, tail);
+  try {
+    return await run;
+  } finally {
+    if (queues.get(key) === tail) queues.delete(key);
+  }
+}
+
+/**
+ * Runs `fn` holding the import lock of (`tenant`, `source`), across processes on
+ * PostgreSQL (see the module comment). `fn` does its own writes through `db` as usual;
+ * the lock holds one extra pooled connection (idle in a transaction) while it runs, so a
+ * pool needs at least two connections.
+ * @throws whatever `fn` throws, after the lock is released.
+ */
+export async function withImportLock<T>(
+  db: Database,
+  tenant: string,
+  source: string,
+  fn: () => Promise<T>,
+): Promise<T> {
+  const key = `${tenant}\n${source}`;
+  return queued(key, async () => {
+    if (db.engine !== "postgres") return fn();
+    return db.transaction(async (tx) => {
+      await tx.query(
+        "select pg_advisory_xact_lock(hashtext('punctual.import'), hashtext($1::text))",
+        [key],
+      );
+      return fn();
+    });
+  });
+}
