@@ -30,9 +30,11 @@ import { parseRule, preview, validateRule } from "../src/recurrence/index.js";
 import { getZone } from "../src/recurrence/zone.js";
 import {
   mutateCalendar,
+  oddText,
   prng,
   randomDtstart,
   randomRecurrence,
+  randomTemplate,
   ZONES,
   type FuzzRecurrence,
   type Rand,
@@ -330,6 +332,40 @@ for (const [i, text] of calendarTexts.entries()) {
     init,
   );
 }
+// Templates and large or odd text fields: each answer is a 2xx or a 4xx, never a 5xx.
+for (let i = 0; i < (values.short ? 20 : 100); i++) {
+  const template = { subject: oddText(rand).slice(0, 600), text: randomTemplate(rand) };
+  const body = {
+    dtstart: "2027-02-01T09:00:00",
+    title: oddText(rand),
+    payload: { s: oddText(rand), list: Array.from({ length: 50 }, (_, k) => `v${k}`) },
+    reminders: [{ offset: "PT0S", channel: "log", template }],
+  };
+  await request(
+    "POST /v1/schedules (text fields)",
+    show(JSON.stringify(body).slice(0, 300)),
+    "/v1/schedules",
+    json(body),
+  );
+  const summary = oddText(rand);
+  const ics =
+    "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//fuzz//EN\r\nBEGIN:VEVENT\r\n" +
+    `UID:odd-${i}\r\nDTSTART:20270201T090000Z\r\nSUMMARY:${summary}\r\nLOCATION:${oddText(rand)}\r\n` +
+    "END:VEVENT\r\nEND:VCALENDAR\r\n";
+  await request(
+    "POST /v1/imports (text fields)",
+    show(summary.slice(0, 100)),
+    `/v1/imports?source=fuzz-odd&remind=PT0S&channel=log`,
+    {
+      method: "POST",
+      headers: { "content-type": "text/calendar" },
+      body: ics,
+    },
+  );
+}
+await request("GET /v1/schedules (after text fields)", "limit=1000", "/v1/schedules?limit=1000", {
+  method: "GET",
+});
 const httpS = (performance.now() - httpStarted) / 1000;
 clearInterval(ticker);
 await punctual.close(0);

@@ -440,3 +440,33 @@ export function mutateCalendar(r: Rand): string {
   }
   return lines.join(chance(r, 0.1) ? "\n" : "\r\n");
 }
+
+const TEMPLATE_PARTS = [
+  "{{ payload.s }}",
+  "{{ payload.s | upcase | truncate: 20 }}",
+  "{% for x in payload.list %}{{ x }}{% endfor %}",
+  "{% if deliveryKey != 'x' %}{{ payload.list | sort_natural | join: ',' }}{% endif %}",
+  "{{ payload.list | sample: 1000 | size }}",
+  "{% assign a = payload.s | append: payload.s %}{{ a | size }}",
+  "{{ 'x' | times: 99999999 }}",
+  "{% raw %}{{ not a tag }}{% endraw %}",
+  "{{ payload. }}",
+  "{% for",
+  "{% endif %}",
+  "{{ payload.s | date: '%Y' }}",
+];
+
+/** A Liquid template: light, heavy or broken parts strung together (CH-6). */
+export function randomTemplate(r: Rand): string {
+  const n = int(r, 1, 6);
+  return Array.from({ length: n }, () => pick(r, TEMPLATE_PARTS)).join(pick(r, [" ", "\n", ""]));
+}
+
+const ODD = ["\u0000", "\ud800", "\udc00", "\u001b[31m", "\u2028", "é", "𝄞", "\r\n", "<&>", '"\\'];
+
+/** A text field: empty, odd characters, or around and over the size limits (API-1). */
+export function oddText(r: Rand): string {
+  const size = pick(r, [0, 1, 499, 500, 501, 2_000, 2_001, 65_535, 65_536, 65_537, 300_000]);
+  const unit = chance(r, 0.5) ? "x" : pick(r, ODD);
+  return unit.repeat(Math.max(0, Math.ceil(size / unit.length)));
+}

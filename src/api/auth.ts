@@ -88,7 +88,8 @@ function unauthorized(c: Context, message: string) {
  * `apiKey` is the operator's key (none: a request without a key is the root caller, as
  * before tenants existed); `localToken` (API-7) also counts as the root caller. With
  * `sessions`, a request without `Authorization` may present the dashboard's session
- * cookie instead, same-origin only and with the CSRF token on writes (`./session.ts`).
+ * cookie instead, same-origin only and with the CSRF token on writes (`./session.ts`);
+ * the session stands for the key it was opened with (its tenant and current scopes).
  */
 export function authenticate(
   punctual: Punctual,
@@ -99,14 +100,19 @@ export function authenticate(
   },
 ): MiddlewareHandler {
   return async (c, next) => {
-    let given = bearerToken(c);
+    const given = bearerToken(c);
+    let fromSession: Caller | null = null;
     if (given === null && options.sessions) {
-      const session = options.sessions.resolve(c);
+      const session = await options.sessions.resolve(c);
       if (session.kind === "refused") return session.response;
-      if (session.kind === "token") given = session.token;
+      if (session.kind === "caller") fromSession = session.identity;
     }
     let caller: Caller;
-    if (given === null) {
+    if (fromSession !== null) {
+      caller = fromSession.root
+        ? fromSession
+        : { ...fromSession, scopes: impliedScopes(fromSession.scopes) };
+    } else if (given === null) {
       if (options.apiKey !== undefined) {
         return unauthorized(c, "Send the API key as `Authorization: Bearer <key>`.");
       }

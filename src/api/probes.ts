@@ -7,14 +7,16 @@
  * - `/metrics` is this process's registry: its own counters and histograms, the default
  *   process metrics, and the cluster gauges as the last gauges sweep set them (no query per
  *   scrape). With `PUNCTUAL_API_KEY` set it needs `Authorization: Bearer <key>`, as on
- *   `start`; `/healthz` and `/readyz` stay open.
+ *   `start`; without it only a peer on this machine is answered (judged by the socket's
+ *   address), and `punctual worker` refuses to bind off loopback. `/healthz` and `/readyz`
+ *   stay open.
  * - The Host check against DNS rebinding is the API's (API-7): loopback names and the
  *   listen address, plus `PUNCTUAL_ALLOWED_HOSTS`.
  */
 import { Hono, type MiddlewareHandler } from "hono";
 import type { Punctual } from "../app/punctual.js";
 import { errorBody } from "./errors.js";
-import { bearerToken, hostGuard, tokenMatches } from "./security.js";
+import { bearerToken, hostGuard, loopbackPeerGuard, tokenMatches } from "./security.js";
 
 /** Port of a worker's probe server unless `--metrics-port` / `PUNCTUAL_METRICS_PORT` says otherwise. */
 export const DEFAULT_METRICS_PORT = 9464;
@@ -55,7 +57,11 @@ export function createProbeApi(punctual: Punctual, options: ProbeApiOptions): Ho
     allowedHosts: options.allowedHosts ?? [],
   });
   if (hosts) app.use("*", hosts);
-  if (options.apiKey !== undefined) app.use("/metrics", metricsAuth(options.apiKey));
+  // OPS-13: without a key, only a peer on this machine (by its socket's address) scrapes.
+  app.use(
+    "/metrics",
+    options.apiKey !== undefined ? metricsAuth(options.apiKey) : loopbackPeerGuard(),
+  );
 
   app.get("/healthz", (c) => c.json({ status: "ok" as const }, 200));
 

@@ -93,7 +93,7 @@ export const listSchedulesRoute = createRoute({
   method: "get",
   path: "/v1/schedules",
   tags: ["schedules"],
-  summary: "List schedules, oldest first",
+  summary: "List schedules by creation, a keyset page (API-3)",
   security: secured,
   request: { query: listSchedulesQuerySchema },
   responses: {
@@ -194,7 +194,7 @@ export const listDeliveriesRoute = createRoute({
   method: "get",
   path: "/v1/deliveries",
   tags: ["deliveries"],
-  summary: "List deliveries by id",
+  summary: "List deliveries by id, a keyset page; `state=dead` pages the dead letters (API-3)",
   security: secured,
   request: { query: listDeliveriesQuerySchema },
   responses: {

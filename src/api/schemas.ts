@@ -12,9 +12,10 @@ import { z } from "zod";
 import { circuitViewSchema } from "./rate-limit-schemas.js";
 import {
   DELIVERY_STATE_VALUES,
-  SCHEDULE_STATE_VALUES,
+  SCHEDULE_VIEW_STATE_VALUES,
   dstSchema,
   dtstartSchema,
+  instantSchema,
   catchUpSchema,
   quietHoursSchema,
   type AttemptView,
@@ -70,6 +71,14 @@ export const reminderViewSchema = z
     rateLimitKey: z.string().nullable(),
     quietHours: quietHoursSchema.nullable(),
     priority: z.enum(["normal", "critical"]),
+    templateTruncated: z
+      .literal(true)
+      .optional()
+      .describe("In lists only: the template is larger than 2 KiB and left out (null here)"),
+    targetTruncated: z
+      .literal(true)
+      .optional()
+      .describe("In lists only: the target is larger than 2 KiB and left out ({} here)"),
   })
   .meta({ id: "Reminder" });
 
@@ -78,9 +87,10 @@ export const scheduleViewSchema = z
   .object({
     id: z.string(),
     version: z.number().int(),
-    state: z.enum(SCHEDULE_STATE_VALUES),
+    state: z.enum(SCHEDULE_VIEW_STATE_VALUES),
     invalidReason: z.string().nullable(),
     dtstart: z.string(),
+    dtstartLocal: z.string().nullable(),
     tzid: z.string(),
     rrule: z.string().nullable(),
     rdate: z.array(z.string()),
@@ -93,6 +103,20 @@ export const scheduleViewSchema = z
     catchUp: catchUpSchema.nullable(),
     perpetual: z.boolean(),
     payload: z.unknown(),
+    payloadTruncated: z
+      .literal(true)
+      .optional()
+      .describe(
+        "In lists only: the payload is larger than 2 KiB as JSON and left out (null here); GET /v1/schedules/{id} has it",
+      ),
+    rdateTruncated: z
+      .literal(true)
+      .optional()
+      .describe("In lists only: more than 100 RDATEs, left out ([] here)"),
+    exdateTruncated: z
+      .literal(true)
+      .optional()
+      .describe("In lists only: more than 100 EXDATEs, left out ([] here)"),
     reminders: z.array(reminderViewSchema),
     title: z
       .string()
@@ -200,7 +224,15 @@ export const deliveryDetailSchema = deliveryViewSchema.extend({
 /** `GET /v1/deliveries` reply. */
 export const deliveryListSchema = z.object({
   items: z.array(deliveryViewSchema),
-  nextAfter: z.number().int().nullable().describe("Pass as `after` for the next page"),
+  nextCursor: z
+    .string()
+    .nullable()
+    .describe("Pass as `cursor` (same order and filters) for the next page; null at the end"),
+  nextAfter: z
+    .number()
+    .int()
+    .nullable()
+    .describe("Older form: pass as `after` for the next page; null at the end"),
 });
 
 /** `POST /v1/deliveries/{id}/resolve` body (DEL-12). */
@@ -214,7 +246,7 @@ export const previewInputSchema = z
     rrule: z.string().min(1).max(2_048).nullable().optional(),
     rdate: z.array(dtstartSchema).max(1_000).default([]),
     exdate: z.array(dtstartSchema).max(10_000).default([]),
-    endsAt: z.iso.datetime({ offset: true }).nullable().optional(),
+    endsAt: instantSchema.nullable().optional(),
     dst: dstSchema.optional(),
     after: z
       .string()
@@ -330,9 +362,9 @@ export type ViewSchemasMatchContracts = [
 // --- iCalendar import (API-5) ----------------------------------------------------------
 
 const booleanText = z.enum(["true", "false"]);
-const instantQuery = z.iso
-  .datetime({ offset: true })
-  .describe("ISO 8601 instant with `Z` or an offset, e.g. 2027-01-01T00:00:00Z");
+const instantQuery = instantSchema.describe(
+  "ISO 8601 instant with `Z` or an offset, e.g. 2027-01-01T00:00:00Z",
+);
 
 /**
  * `POST /v1/imports` query: the import options. Booleans are `true`/`false`; `remind`

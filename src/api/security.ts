@@ -20,6 +20,7 @@
  * Every refusal is `403` with the API's error body, naming what was refused.
  */
 import { createHash, timingSafeEqual } from "node:crypto";
+import { isIP } from "node:net";
 import type { IncomingMessage } from "node:http";
 import type { Context, MiddlewareHandler } from "hono";
 import { errorBody } from "./errors.js";
@@ -190,6 +191,41 @@ export function secretGuard(options: {
       "GET /v1/webhook-secret is refused: no API key is configured, so the secret is given only to " +
         "`punctual webhook-secret` run on this machine (it presents the local token of the data folder), " +
         "or with PUNCTUAL_API_KEY set on the server and sent as `Authorization: Bearer <key>`.",
+    );
+  };
+}
+
+/**
+ * Whether `address` (an IP address as a socket reports it) is a loopback address:
+ * 127.0.0.0/8, `::1`, or an IPv4-mapped `::ffff:127.x.y.z`. Names are not addresses: false.
+ */
+export function isLoopbackAddress(address: string): boolean {
+  const a = address.replace(/^\[|\]$/g, "").toLowerCase();
+  if (isIP(a) === 4) return a.startsWith("127.");
+  if (isIP(a) !== 6) return false;
+  if (a === "::1" || a === "0:0:0:0:0:0:0:1") return true;
+  const mapped = /^(?:0{0,4}:){0,5}:?ffff:(\d+\.\d+\.\d+\.\d+)$/.exec(a)?.[1];
+  return mapped !== undefined && mapped.startsWith("127.");
+}
+
+/**
+ * OPS-13: without an API key, `/metrics` answers only a peer on this machine, judged by
+ * the address the request's socket came from (never the `Host` header, which any client
+ * sets). Answers `403 METRICS_NEEDS_KEY` to any other peer. An in-process request
+ * (`app.request`, no socket) passes.
+ */
+export function loopbackPeerGuard(): MiddlewareHandler {
+  return async (c, next) => {
+    const env = c.env as { incoming?: IncomingMessage } | undefined;
+    const peer = env?.incoming?.socket?.remoteAddress;
+    if (env?.incoming === undefined || (peer !== undefined && isLoopbackAddress(peer))) {
+      return next();
+    }
+    return forbidden(
+      c,
+      "METRICS_NEEDS_KEY",
+      `/metrics is served without an API key only to this machine (the request came from ${peer ?? "an unknown address"}). ` +
+        "Set PUNCTUAL_API_KEY on the server and scrape with `Authorization: Bearer <key>`.",
     );
   };
 }

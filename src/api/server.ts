@@ -32,7 +32,7 @@ import { isUnstorableText } from "../contracts/index.js";
 import { registerApiKeyRoutes } from "./api-keys.js";
 import { authenticate, tenantOf } from "./auth.js";
 import { errorBody, issuesFromZod, toErrorReply } from "./errors.js";
-import { crossSiteGuard, hostGuard, secretGuard } from "./security.js";
+import { crossSiteGuard, hostGuard, loopbackPeerGuard, secretGuard } from "./security.js";
 import { registerReminderKindRoutes } from "./kinds.js";
 import {
   cancelScheduleRoute,
@@ -61,6 +61,7 @@ import { registerOperatorRoutes } from "./operator-handlers.js";
 import { registerRateLimitRoutes } from "./rate-limit-routes.js";
 import { registerOverviewRoute } from "./overview.js";
 import { registerSessionRoutes, SessionStore } from "./session.js";
+import { requestSpans } from "./tracing.js";
 
 /** The Hono app returned by {@link createApi}. */
 export type PunctualApi = OpenAPIHono;
@@ -301,23 +302,6 @@ function importOptions(
 }
 
 /**
- * Runs `task` after every earlier task of the same key has settled, so two uploads of
- * one calendar in this process do not both create its schedules.
- */
-function serialiser(): <T>(key: string, task: () => Promise<T>) => Promise<T> {
-  const tails = new Map<string, Promise<unknown>>();
-  return async (key, task) => {
-    const run = (tails.get(key) ?? Promise.resolve()).catch(() => undefined).then(task);
-    tails.set(key, run);
-    try {
-      return await run;
-    } finally {
-      if (tails.get(key) === run) tails.delete(key);
-    }
-  };
-}
-
-/**
  * The field issues of a request part that failed its schema. For the query, unknown
  * parameters are named one by one (`remnd: unknown query parameter`) rather than as
  * `(body)`; `input` (the validated part) lets issues quote short values.
@@ -412,6 +396,9 @@ export function createApi(punctual: Punctual, options: ApiOptions = {}): Punctua
     return c.json(errorBody("NOT_FOUND", `No route ${c.req.method} ${c.req.path}${hint}`), 404);
   });
 
+  // OPS-15: the request's server span (a no-op without an OpenTelemetry SDK).
+  app.use("*", requestSpans());
+
   // Request log at debug level: method, path (no query, no headers), status, duration.
   app.use("*", async (c, next) => {
     const started = performance.now();
@@ -454,7 +441,7 @@ export function createApi(punctual: Punctual, options: ApiOptions = {}): Punctua
 
   // API-2: every /v1 route and /metrics knows its caller (tenant, scopes) before it runs.
   // API-6: the dashboard's session cookie stands for the key on same-origin requests.
-  const sessions = new SessionStore();
+  const sessions = new SessionStore(punctual);
   registerSessionRoutes(app, punctual, sessions, { apiKey: config.api.apiKey });
   const auth = authenticate(punctual, {
     apiKey: config.api.apiKey,
@@ -463,6 +450,8 @@ export function createApi(punctual: Punctual, options: ApiOptions = {}): Punctua
   });
   app.use("/v1/*", auth);
   app.use("/metrics", auth);
+  // OPS-13: without a key, /metrics answers only a peer on this machine (socket address).
+  if (!keyed) app.use("/metrics", loopbackPeerGuard());
   app.use(webhookSecretRoute.path, secretGuard({ keyed, localToken: options.localToken }));
 
   app.openAPIRegistry.registerComponent("securitySchemes", "bearerAuth", {
@@ -588,8 +577,6 @@ export function createApi(punctual: Punctual, options: ApiOptions = {}): Punctua
 
   // --- imports (API-5) ---------------------------------------------------------------
 
-  const oneAtATime = serialiser();
-
   app.openapi(
     importRoute,
     async (c) => {
@@ -636,14 +623,13 @@ export function createApi(punctual: Punctual, options: ApiOptions = {}): Punctua
       }
       const started = performance.now();
       const { tenant } = tenantOf(c);
-      const summary = await oneAtATime(`${tenant}\u0000${options.source}`, () =>
-        importCalendar(punctual, text, {
-          ...options,
-          tenant,
-          // OPS-12: the calendar is read on a worker thread.
-          readCalendar: (t, o) => offloadPool().run("parseCalendar", { text: t, options: o }),
-        }),
-      );
+      // Imports of one source queue on its import lock (across processes on PostgreSQL).
+      const summary = await importCalendar(punctual, text, {
+        ...options,
+        tenant,
+        // OPS-12: the calendar is read on a worker thread.
+        readCalendar: (t, o) => offloadPool().run("parseCalendar", { text: t, options: o }),
+      });
       log.info(
         {
           source: summary.source,

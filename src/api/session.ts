@@ -15,17 +15,24 @@
  *   and a write (not GET/HEAD/OPTIONS) must carry the token in `X-CSRF-Token`, else
  *   `403 CSRF_TOKEN_INVALID`. A request with its own `Authorization` ignores the cookie.
  *
- * Sessions live in this process's memory (a restart logs everyone out) and end after
- * {@link SESSION_IDLE_MS} without a request; at most {@link MAX_SESSIONS} are kept, the
- * least recently used dropped first. The key is checked again on every request, so a
- * revoked tenant key stops its sessions at once.
+ * Sessions are stored in the database (`src/app/sessions.ts`, migration 0017): only a
+ * hash of the id, so any API process on the same database serves any session, and a
+ * restart logs nobody out. A session ends after {@link SESSION_IDLE_MS} without a
+ * request, at logout, when its tenant key is revoked or deleted, or when the operator's
+ * key it was opened with changes.
  */
-import { randomBytes } from "node:crypto";
 import type { OpenAPIHono } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { deleteCookie, getCookie, setCookie } from "hono/cookie";
 import type { Punctual } from "../app/punctual.js";
+import { DEFAULT_TENANT } from "../app/context.js";
+import {
+  SESSION_IDLE_MS,
+  sessionCsrf,
+  type SessionIdentity,
+  type SessionOwner,
+} from "../app/sessions.js";
 import { errorBody } from "./errors.js";
 import { tokenMatches } from "./security.js";
 
@@ -33,24 +40,22 @@ import { tokenMatches } from "./security.js";
 export const SESSION_COOKIE = "punctual_session";
 /** Header a write sent with the session cookie carries the CSRF token in. */
 export const CSRF_HEADER = "x-csrf-token";
-/** A session unused this long ends, ms (12 hours). */
-export const SESSION_IDLE_MS = 12 * 3_600_000;
-/** Sessions kept at most; the least recently used goes first. */
-export const MAX_SESSIONS = 1_000;
+export { SESSION_IDLE_MS };
 
 const SAFE_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
 
+/** A live session of a request's cookie. */
 interface Session {
-  key: string;
+  id: string;
   csrf: string;
-  lastUsedMs: number;
+  identity: SessionIdentity;
 }
 
 /** What the cookie of a request stands for ({@link SessionStore.resolve}). */
 export type SessionResolution =
-  { kind: "none" } | { kind: "token"; token: string } | { kind: "refused"; response: Response };
-
-const newSecret = (): string => randomBytes(32).toString("base64url");
+  | { kind: "none" }
+  | { kind: "caller"; identity: SessionIdentity }
+  | { kind: "refused"; response: Response };
 
 /** Whether the request says it comes from a page of another origin. */
 function crossOrigin(c: Context): string | null {
@@ -66,49 +71,21 @@ function crossOrigin(c: Context): string | null {
   return `Origin: ${origin.slice(0, 200)}`;
 }
 
-/** The sessions of one API ({@link registerSessionRoutes}). */
+/** The sessions of one API ({@link registerSessionRoutes}), kept in its database. */
 export class SessionStore {
-  readonly #sessions = new Map<string, Session>();
-  readonly #now: () => number;
+  readonly #punctual: Punctual;
 
-  /** @param now real time in ms (sessions end on wall time, not the scheduler's clock). */
-  constructor(now: () => number = Date.now) {
-    this.#now = now;
+  constructor(punctual: Punctual) {
+    this.#punctual = punctual;
   }
 
-  /** Starts a session for `key`; returns its id and CSRF token. */
-  open(key: string): { id: string; csrf: string } {
-    while (this.#sessions.size >= MAX_SESSIONS) {
-      const oldest = this.#sessions.keys().next().value;
-      if (oldest === undefined) break;
-      this.#sessions.delete(oldest);
-    }
-    const id = newSecret();
-    const csrf = newSecret();
-    this.#sessions.set(id, { key, csrf, lastUsedMs: this.#now() });
-    return { id, csrf };
-  }
-
-  /** The live session of a request's cookie, refreshed, or null. */
-  get(c: Context): (Session & { id: string }) | null {
+  /** The live session of a request's cookie (its expiry refreshed), or null. */
+  async get(c: Context): Promise<Session | null> {
     const id = getCookie(c, SESSION_COOKIE);
     if (!id) return null;
-    const session = this.#sessions.get(id);
-    if (!session) return null;
-    if (this.#now() - session.lastUsedMs > SESSION_IDLE_MS) {
-      this.#sessions.delete(id);
-      return null;
-    }
-    session.lastUsedMs = this.#now();
-    // Map order is recency order: move it to the end.
-    this.#sessions.delete(id);
-    this.#sessions.set(id, session);
-    return { ...session, id };
-  }
-
-  /** Ends a session. */
-  close(id: string): void {
-    this.#sessions.delete(id);
+    const identity = await this.#punctual.resolveSession(id);
+    if (!identity) return null;
+    return { id, csrf: sessionCsrf(id), identity };
   }
 
   /**
@@ -116,9 +93,9 @@ export class SessionStore {
    * request with its own `Authorization`), the session's key (same-origin, and for a
    * write the right `X-CSRF-Token`), or a refusal.
    */
-  resolve(c: Context): SessionResolution {
+  async resolve(c: Context): Promise<SessionResolution> {
     if (c.req.header("authorization") !== undefined) return { kind: "none" };
-    const session = this.get(c);
+    const session = await this.get(c);
     if (!session) return { kind: "none" };
     const why = crossOrigin(c);
     if (why !== null) {
@@ -148,7 +125,7 @@ export class SessionStore {
         };
       }
     }
-    return { kind: "token", token: session.key };
+    return { kind: "caller", identity: session.identity };
   }
 }
 
@@ -178,14 +155,18 @@ export function registerSessionRoutes(
     );
   };
 
-  /** Who a key is: the operator, a tenant key, or nobody (null). */
-  const identify = async (key: string): Promise<{ tenant: string; root: boolean } | null> => {
+  /** Who a key is: the operator, a live tenant key, or nobody (null). */
+  const identify = async (
+    key: string,
+  ): Promise<{ tenant: string; root: boolean; owner: SessionOwner } | null> => {
     if (options.apiKey !== undefined && tokenMatches(key, options.apiKey)) {
-      return { tenant: "default", root: true };
+      return { tenant: DEFAULT_TENANT, root: true, owner: { operator: true } };
     }
     if (key.startsWith("pk_")) {
       const identity = await punctual.identifyApiKey(key);
-      return identity ? { tenant: identity.tenant, root: false } : null;
+      return identity
+        ? { tenant: identity.tenant, root: false, owner: { apiKeyId: identity.id } }
+        : null;
     }
     return null;
   };
@@ -224,12 +205,18 @@ export function registerSessionRoutes(
     if (!who) {
       return c.json(errorBody("UNAUTHORIZED", "Wrong API key (unknown or revoked)."), 401);
     }
-    const old = sessions.get(c);
-    if (old) sessions.close(old.id);
-    const { id, csrf } = sessions.open(key);
+    const old = getCookie(c, SESSION_COOKIE);
+    if (old) await punctual.closeSession(old);
+    const { id, csrf } = await punctual.openSession(who.owner);
     setCookie(c, SESSION_COOKIE, id, cookieOptions(c));
     c.header("Cache-Control", "no-store");
-    return c.json({ authenticated: true, keyed: options.apiKey !== undefined, csrf, ...who });
+    return c.json({
+      authenticated: true,
+      keyed: options.apiKey !== undefined,
+      csrf,
+      tenant: who.tenant,
+      root: who.root,
+    });
   });
 
   app.get("/ui/session", async (c) => {
@@ -237,11 +224,10 @@ export function registerSessionRoutes(
     if (refused) return refused;
     c.header("Cache-Control", "no-store");
     const keyed = options.apiKey !== undefined;
-    const session = sessions.get(c);
-    const who = session ? await identify(session.key) : null;
-    if (session && !who) sessions.close(session.id);
-    if (session && who) {
-      return c.json({ authenticated: true, keyed, csrf: session.csrf, ...who });
+    const session = await sessions.get(c);
+    if (session) {
+      const { tenant, root } = session.identity;
+      return c.json({ authenticated: true, keyed, csrf: session.csrf, tenant, root });
     }
     // Without a key the API needs none: the browser is the operator of tenant default.
     return keyed
@@ -249,10 +235,10 @@ export function registerSessionRoutes(
       : c.json({ authenticated: true, keyed, csrf: null, tenant: "default", root: true });
   });
 
-  app.post("/ui/logout", (c) => {
+  app.post("/ui/logout", async (c) => {
     const refused = refuseCrossOrigin(c);
     if (refused) return refused;
-    const session = sessions.get(c);
+    const session = await sessions.get(c);
     if (session) {
       if (!tokenMatches(c.req.header(CSRF_HEADER) ?? null, session.csrf)) {
         return c.json(
@@ -260,7 +246,7 @@ export function registerSessionRoutes(
           403,
         );
       }
-      sessions.close(session.id);
+      await punctual.closeSession(session.id);
     }
     deleteCookie(c, SESSION_COOKIE, cookieOptions(c));
     return c.json({ authenticated: false });

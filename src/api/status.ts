@@ -3,12 +3,14 @@
  * last hour with their heartbeats (a running one whose ticks stopped for longer than
  * `heartbeatStaleMs` is marked stale; retention prunes it after `instancePruneAfterMs`),
  * the settings version each runs on, schedules by state, and the delivery gauges (due
- * backlog, overdue, claimed, in doubt, dead). Read-only; uses the store's named queries.
+ * backlog, overdue, claimed, in doubt, dead: the one count of `store/deliveries/counts.ts`,
+ * the one `/metrics` and `GET /v1/overview` show). Read-only; uses the store's named queries.
  */
 import type { Punctual } from "../app/punctual.js";
 import { VERSION } from "../app/punctual.js";
 import { readSettingsVersion } from "../store/observe.js";
-import { countSchedulesByState, listInstances, readGauges } from "../store/operations.js";
+import { countDeliveries } from "../store/deliveries/index.js";
+import { countSchedulesByState, listInstances } from "../store/operations.js";
 import type { StatusView } from "./schemas.js";
 
 /** Instances stopped longer ago than this are left out of the status. */
@@ -25,7 +27,7 @@ export async function readStatus(punctual: Punctual): Promise<StatusView> {
   const [health, instances, g, counts, circuits, settings] = await Promise.all([
     punctual.health(),
     listInstances(punctual.db, { now, windowMs: INSTANCE_WINDOW_MS }),
-    readGauges(punctual.db, now, OVERDUE_MS),
+    countDeliveries(punctual.db, { now, overdueMs: OVERDUE_MS }),
     countSchedulesByState(punctual.db),
     punctual.listCircuits(),
     readSettingsVersion(punctual.db),
@@ -58,12 +60,12 @@ export async function readStatus(punctual: Punctual): Promise<StatusView> {
     })),
     schedules: Object.fromEntries(counts.map((r) => [r.state, num(r.count)])),
     deliveries: {
-      dueBacklog: num(g?.due_backlog),
-      overdue: num(g?.overdue),
-      claimed: num(g?.claimed),
-      inDoubt: num(g?.in_doubt),
-      dead: num(g?.dead),
-      oldestDueAt: iso(g?.oldest_due ?? null),
+      dueBacklog: g.due_backlog,
+      overdue: g.overdue,
+      claimed: g.claimed,
+      inDoubt: g.in_doubt,
+      dead: g.dead,
+      oldestDueAt: iso(g.oldest_due_at),
     },
     circuits,
   };

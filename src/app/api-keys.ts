@@ -15,6 +15,7 @@ import {
   type ApiKeyRow,
   type ApiKeyScope,
 } from "../store/api-keys.js";
+import { deleteApiKeySessions } from "../store/sessions.js";
 import type { AppContext } from "./context.js";
 import { parseInput } from "./input.js";
 
@@ -120,7 +121,8 @@ export async function listApiKeys(
 }
 
 /**
- * Revokes a key at once: the next request with it is 401. Idempotent.
+ * Revokes a key at once: the next request with it is 401, and the dashboard sessions
+ * opened with it end (API-6). Idempotent.
  * @throws NotFoundError when no such key is visible (another tenant's key included).
  */
 export async function revokeApiKey(
@@ -129,7 +131,11 @@ export async function revokeApiKey(
   options: { tenant: string | null },
 ): Promise<ApiKeyView> {
   if (!z.uuid().safeParse(id).success) throw new NotFoundError("api key", id);
-  const row = await revokeApiKeyRow(app.db, { now: app.now(), id, tenant: options.tenant });
+  const row = await app.db.transaction(async (tx) => {
+    const revoked = await revokeApiKeyRow(tx, { now: app.now(), id, tenant: options.tenant });
+    if (revoked) await deleteApiKeySessions(tx, revoked.id);
+    return revoked;
+  });
   if (!row) throw new NotFoundError("api key", id);
   return toView(row);
 }

@@ -7,37 +7,74 @@ import {
   type AttemptView,
   type DeliveryView,
 } from "../contracts/index.js";
-import { ConflictError, NotFoundError } from "../errors/index.js";
+import { ConflictError, NotFoundError, ValidationError } from "../errors/index.js";
 import {
   attemptsOf,
   deliveryById,
   listDeliveryRows,
-  redriveDeliveryRow,
-  resolveDeliveryRow,
   toAttemptView,
   toDeliveryView,
 } from "../store/schedules.js";
+import { redriveDeliveryRow, resolveDeliveryRow } from "../store/deliveries/index.js";
 import { DEFAULT_TENANT, type AppContext, type CallContext } from "./context.js";
+import { cursorPart, decodeCursor, encodeCursor, type CursorScope } from "./cursor.js";
 import { parseInput } from "./input.js";
 
-/** Lists deliveries (DEL-1), by id, with keyset pagination (`after`). */
+/**
+ * Lists deliveries (DEL-1, API-3) by id: `order` `asc` (oldest first, the default) or
+ * `desc` (newest first), filtered by `scheduleId`, `state` (`dead`: the dead letters),
+ * `source`, `channel` and the due time in [`dueFrom`, `dueTo`), one keyset page of
+ * `limit` rows. `nextCursor` (null on the last page) continues the same order and filters;
+ * `nextAfter` is the older form (the last id, for `after`).
+ * @throws ValidationError a bad query field, or a `cursor` of another order or filter set.
+ */
 export async function listDeliveries(
   app: AppContext,
   query: unknown = {},
   ctx: CallContext = {},
-): Promise<{ items: DeliveryView[]; nextAfter: number | null }> {
+): Promise<{ items: DeliveryView[]; nextCursor: string | null; nextAfter: number | null }> {
   const q = parseInput(listDeliveriesQuerySchema, query);
+  if (q.dueFrom && q.dueTo && Date.parse(q.dueFrom) > Date.parse(q.dueTo)) {
+    throw new ValidationError({
+      field: "dueTo",
+      message: "must not be before dueFrom",
+      value: q.dueTo,
+    });
+  }
+  const scope: CursorScope = {
+    list: "deliveries",
+    order: q.order,
+    scheduleId: q.scheduleId,
+    state: q.state,
+    source: q.source,
+    channel: q.channel,
+    dueFrom: q.dueFrom === undefined ? undefined : new Date(q.dueFrom).toISOString(),
+    dueTo: q.dueTo === undefined ? undefined : new Date(q.dueTo).toISOString(),
+  };
+  let afterId = q.after ?? null;
+  if (q.cursor !== undefined) {
+    if (afterId !== null) {
+      throw new ValidationError({ field: "after", message: "give cursor or after, not both" });
+    }
+    afterId = decodeCursor(q.cursor, scope, [cursorPart.id])[0] as number;
+  }
   const rows = await listDeliveryRows(app.db, {
     tenant: ctx.tenant ?? DEFAULT_TENANT,
     scheduleId: q.scheduleId ?? null,
     state: q.state ?? null,
-    afterId: q.after ?? null,
+    afterId,
     limit: q.limit,
+    newest: q.order === "desc",
+    source: q.source ?? null,
+    channel: q.channel ?? null,
+    dueFrom: q.dueFrom ?? null,
+    dueTo: q.dueTo ?? null,
   });
-  const last = rows[rows.length - 1];
+  const last = rows.length === q.limit ? rows[rows.length - 1] : undefined;
   return {
     items: rows.map(toDeliveryView),
-    nextAfter: last && rows.length === q.limit ? last.id : null,
+    nextCursor: last ? encodeCursor([Number(last.id)], scope) : null,
+    nextAfter: last ? Number(last.id) : null,
   };
 }
 

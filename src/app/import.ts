@@ -19,6 +19,7 @@ import { ValidationError } from "../errors/index.js";
 import { toInstant } from "../recurrence/index.js";
 import type { CalendarImport, ImportedEvent } from "../ical/index.js";
 import { lendRuleWork, type RuleWork } from "../recurrence/recurrence.js";
+import { withImportLock } from "../store/import-lock.js";
 import { schedulesOfSource } from "../store/schedules.js";
 import { DEFAULT_TENANT } from "./context.js";
 import type { Punctual } from "./punctual.js";
@@ -72,7 +73,10 @@ export interface ImportOptions extends IcalImportOptions {
 }
 
 /**
- * Imports a calendar. Safe to repeat: the same file is a no-op. Reading and validating
+ * Imports a calendar. Safe to repeat: the same file is a no-op. Imports of one (tenant,
+ * source) run one at a time, across processes on PostgreSQL (an advisory lock, see
+ * store/import-lock.ts): the reading runs outside the lock, the comparison and the
+ * writes inside it. Reading and validating
  * run in slices of about {@link IMPORT_SLICE_MS} with a turn of the event loop between
  * them (OPS-12), so a large file does not hold up health checks or other requests.
  * @throws ValidationError when the file is not iCalendar at all or breaks a limit.
@@ -99,7 +103,11 @@ export async function importCalendar(
     });
   }
   try {
-    return await writeImport(punctual, parsed, options, tenant, yieldNow);
+    // The comparison with what is stored and the writes run under the source's import
+    // lock, so two processes importing one source at once cannot both create an event.
+    return await withImportLock(punctual.db, tenant, options.source, () =>
+      writeImport(punctual, parsed, options, tenant, yieldNow),
+    );
   } finally {
     release();
   }

@@ -16,7 +16,7 @@
  * - A disabled kind is refused to new reminders (400, `reminders.N.kind`); reminders
  *   already written from it keep sending.
  */
-import { validateTemplate } from "../channels/template.js";
+import { sampleIdentity, sampleRender, validateTemplate } from "../channels/template.js";
 import {
   reminderKindBodySchema,
   reminderKindSchema,
@@ -33,12 +33,30 @@ import {
   upsertReminderKind,
   type ReminderKindRow,
 } from "../store/kinds.js";
+import type { ChannelDelivery } from "../channels/types.js";
 import type { Queryable } from "../store/database.js";
 import { redactTarget } from "../store/schedules.js";
 import { DEFAULT_TENANT, type AppContext, type CallContext } from "./context.js";
 import { issuesFromZod, prefixIssues } from "./input.js";
 
 /** Checks what the shape alone cannot: channel, offset, target and templates. */
+/** The sample delivery a kind's template is tried against (CH-6): real forms, fresh each time. */
+function kindSample(app: AppContext, kind: ReminderKind): ChannelDelivery {
+  const at = new Date(Math.ceil(app.clock.now() / 60_000) * 60_000);
+  return {
+    ...sampleIdentity(),
+    reminderKey: kind.key,
+    occurrenceAt: at,
+    dueAt: at,
+    attempt: 1,
+    late: false,
+    payload: null,
+    target: kind.target ?? {},
+    tzid: "UTC",
+    channel: kind.channel,
+  };
+}
+
 function kindIssues(app: AppContext, kind: ReminderKind, at: string): FieldIssue[] {
   const field = (name: string) => (at ? `${at}.${name}` : name);
   const issues: FieldIssue[] = [];
@@ -71,21 +89,8 @@ function kindIssues(app: AppContext, kind: ReminderKind, at: string): FieldIssue
     }
   }
   if (kind.template) {
-    const at0 = new Date(Date.parse("2000-01-01T00:00:00Z"));
     try {
-      validateTemplate(kind.template, field("template"), {
-        deliveryKey: "dk_template_check",
-        scheduleId: "00000000-0000-0000-0000-000000000000",
-        reminderKey: kind.key,
-        occurrenceAt: at0,
-        dueAt: at0,
-        attempt: 1,
-        late: false,
-        payload: null,
-        target: kind.target ?? {},
-        tzid: "UTC",
-        channel: kind.channel,
-      });
+      validateTemplate(kind.template, field("template"), kindSample(app, kind));
     } catch (err) {
       if (err instanceof ValidationError) issues.push(...err.issues);
       else throw err;
@@ -215,6 +220,7 @@ export async function putReminderKind(
   const kind: ReminderKind = { ...parsed.data, key };
   const more = kindIssues(app, kind, "");
   if (more.length > 0) throw new ValidationError(more);
+  if (kind.template) await sampleRender(kind.template, "template", kindSample(app, kind));
   const { kind: view, changed } = await write(app, kind, ctx.tenant ?? DEFAULT_TENANT);
   return { kind: view, created: changed && view.version === 1 };
 }

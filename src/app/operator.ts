@@ -29,18 +29,20 @@ import { parseStoredRule } from "./stored-rule.js";
 import type { RealignReport } from "../scheduler/realign.js";
 import { lostLeasePolicy, planLocked } from "../scheduler/plan.js";
 import {
+  deliveriesByKeys,
+  insertScheduleByExternalId,
+  matchBulk,
+  scheduleByExternalId,
+} from "../store/operator.js";
+import {
   bulkRedrive,
   bulkResolve,
-  deliveriesByKeys,
   insertBackfill,
-  insertScheduleByExternalId,
   insertTriggered,
-  matchBulk,
   purgeScheduleRow,
-  scheduleByExternalId,
   type BackfillDelivery,
   type BulkFilter,
-} from "../store/operator.js";
+} from "../store/deliveries/index.js";
 import {
   insertReminders,
   remindersOfSchedules,
@@ -49,6 +51,7 @@ import {
   type DeliveryRow,
 } from "../store/schedules.js";
 import { DEFAULT_TENANT, planDeps, type AppContext, type CallContext } from "./context.js";
+import { activeTraceParent } from "../observability/tracing.js";
 import { parseInput } from "./input.js";
 import {
   definitionHash,
@@ -145,7 +148,9 @@ export async function triggerSchedule(
   if (before.length > 0) {
     return { triggerId, created: false, deliveries: before.map(toDeliveryView) };
   }
-  if (schedule.state !== "active") {
+  // `finished` is shown for an active schedule with nothing left to send; a trigger is an
+  // extra send now, so it may run there too.
+  if (schedule.state !== "active" && schedule.state !== "finished") {
     throw new ConflictError(
       `schedule ${id} is ${schedule.state}; only an active schedule can be triggered`,
     );
@@ -490,6 +495,7 @@ export async function upsertScheduleByExternalId(
         definition: definitionOf(value),
         source,
         externalId,
+        traceParent: activeTraceParent(),
       });
       if (!row) return null;
       await insertReminders(tx, {

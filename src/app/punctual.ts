@@ -53,6 +53,7 @@ import * as health from "./health.js";
 import * as kinds from "./kinds.js";
 import type { Health } from "./health.js";
 import * as schedules from "./schedules.js";
+import * as sessions from "./sessions.js";
 import type { CreateResult } from "./schedules.js";
 import { ScheduleHandles } from "./handles.js";
 import * as operator from "./operator.js";
@@ -367,7 +368,7 @@ export class Punctual {
   listDeliveries(
     query: unknown = {},
     ctx: CallContext = {},
-  ): Promise<{ items: DeliveryView[]; nextAfter: number | null }> {
+  ): Promise<{ items: DeliveryView[]; nextCursor: string | null; nextAfter: number | null }> {
     return deliveries.listDeliveries(this.#app, query, ctx);
   }
 
@@ -532,6 +533,25 @@ export class Punctual {
   identifyApiKey(key: string): Promise<apiKeys.ApiKeyIdentity | null> {
     return apiKeys.identifyApiKey(this.#app, key);
   }
+
+  /**
+   * API-6: opens a dashboard session for the operator's key or a live tenant key (stored
+   * as a hash of its id, so any process on this database knows it).
+   * @throws Error when `owner` is the operator and no operator key is configured.
+   */
+  openSession(owner: sessions.SessionOwner): Promise<{ id: string; csrf: string }> {
+    return sessions.openSession(this.#app, owner);
+  }
+
+  /** API-6: who a session id stands for (refreshing its expiry), or null when it ended. */
+  resolveSession(id: string): Promise<sessions.SessionIdentity | null> {
+    return sessions.resolveSession(this.#app, id);
+  }
+
+  /** API-6: ends a session (logout). */
+  closeSession(id: string): Promise<void> {
+    return sessions.closeSession(this.#app, id);
+  }
 }
 
 /**
@@ -548,6 +568,7 @@ export async function openDatabase(config: PunctualConfig, logger: Logger): Prom
   return openPglite({
     dataDir: config.dataDir,
     lock: { takeOverStale: config.takeOverLock },
+    allowSharedDataDir: config.allowSharedDataDir,
     onTakeOver: warnLockTakeOver(logger),
     onLockLost: (holder, lockPath) =>
       logger.error(
@@ -650,6 +671,7 @@ export async function createPunctual(options: PunctualOptions = {}): Promise<Pun
         url: config.email.smtpUrl,
         ...(config.email.from ? { from: config.email.from } : {}),
         ...(config.email.domain ? { domain: config.email.domain } : {}),
+        allowedFrom: config.email.allowedFrom,
         timeoutMs: config.scheduler.sendTimeoutMs,
         logger,
       });
@@ -664,7 +686,11 @@ export async function createPunctual(options: PunctualOptions = {}): Promise<Pun
       clock: clock ?? new SystemClock(),
       logger,
       // OPS-13: the CLI's processes also export the default process metrics.
-      metrics: createMetrics({ processMetrics: role === "start" || role === "worker" }),
+      // OPS-13: no tenant name or target host in labels unless configured.
+      metrics: createMetrics({
+        processMetrics: role === "start" || role === "worker",
+        namedLabels: config.metricsNamedLabels,
+      }),
       settings,
       channels: registry,
       role: role ?? "library",

@@ -10,7 +10,7 @@ import {
   rateLimitKeySchema,
   type RateLimitView,
 } from "../contracts/rate-limits.js";
-import { NotFoundError } from "../errors/index.js";
+import { ConflictError, NotFoundError } from "../errors/index.js";
 import {
   deleteRateLimit,
   listRateLimits,
@@ -36,6 +36,8 @@ export function toRateLimitView(row: RateLimitRow): RateLimitView {
 /**
  * Creates or changes the limit of `key`. A new bucket starts full; a changed one keeps its
  * tokens (at most the new burst). @throws ValidationError naming the bad field.
+ * @throws ConflictError (409) when `key` is new and the tenant already has
+ * `scheduler.maxRateLimitsPerTenant` limits.
  */
 export async function setRateLimit(
   app: AppContext,
@@ -51,7 +53,14 @@ export async function setRateLimit(
     ratePerSecond: v.ratePerSecond,
     burst: v.burst ?? Math.max(1, Math.ceil(v.ratePerSecond)),
     concurrency: v.concurrency ?? null,
+    maxPerTenant: app.config.scheduler.maxRateLimitsPerTenant,
   });
+  if (!row) {
+    const cap = app.config.scheduler.maxRateLimitsPerTenant;
+    throw new ConflictError(
+      `key: cannot add rate limit ${JSON.stringify(k)}: this tenant already has the most rate limits allowed (${cap}, PUNCTUAL_MAX_RATE_LIMITS_PER_TENANT); remove one or change an existing key`,
+    );
+  }
   app.wake();
   return toRateLimitView(row);
 }

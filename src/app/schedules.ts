@@ -7,32 +7,45 @@ import { createHash } from "node:crypto";
 import { z } from "zod";
 import {
   createScheduleSchema,
+  jsonBytes,
+  jsonDepth,
+  LIST_FIELD_MAX_BYTES,
+  LIST_MAX_DATES,
+  LIST_PAGE_MAX_BYTES,
   listSchedulesQuerySchema,
+  MAX_EXTERNAL_ID_CHARS,
+  MAX_PAYLOAD_BYTES,
+  MAX_PAYLOAD_DEPTH,
+  MAX_TITLE_CHARS,
   updateScheduleSchema,
   type CreateScheduleInput,
   type ScheduleView,
   type UpdateScheduleInput,
 } from "../contracts/index.js";
 import { ConflictError, NotFoundError, ValidationError, type FieldIssue } from "../errors/index.js";
-import { validateTemplate } from "../channels/template.js";
+import { sampleIdentity, sampleRender, validateTemplate } from "../channels/template.js";
 import {
   applyOffset,
   canonicalTimeZone,
+  dtstartOffsetConflict,
   parseOffset,
   validateRule,
   type Occurrence,
 } from "../recurrence/index.js";
 import { planLocked } from "../scheduler/plan.js";
 import { realignSchedule, type RealignReport } from "../scheduler/realign.js";
+import type { ChannelDelivery } from "../channels/types.js";
 import type { Queryable } from "../store/database.js";
 import { lockScheduleForEdit } from "../store/planning.js";
 import {
   cancelScheduleRow,
   deleteReminders,
+  finishedScheduleIds,
   insertReminders,
   insertRemindersBulk,
   insertSchedule,
   insertSchedulesBulk,
+  listedRemindersOfSchedules,
   listScheduleRows,
   remindersOfSchedules,
   redactTarget,
@@ -47,6 +60,8 @@ import {
   type ScheduleDefinition,
 } from "../store/schedules.js";
 import { DEFAULT_TENANT, planDeps, type AppContext, type CallContext } from "./context.js";
+import { activeTraceParent } from "../observability/tracing.js";
+import { cursorPart, decodeCursor, encodeCursor, type CursorScope } from "./cursor.js";
 import { parseInput, prefixIssues } from "./input.js";
 import { resolveReminderKinds } from "./kinds.js";
 import { catchUpIssues, quietHoursIssues } from "./policy.js";
@@ -163,10 +178,17 @@ export function validateSchedule(
 ): {
   value: z.output<typeof createScheduleSchema>;
   warnings: string[];
+  /** The first occurrence, when the rule is valid (the sample of templates, CH-6). */
+  first: Occurrence | null;
 } {
   const value = parseInput(createScheduleSchema, input);
   // Stored as the zone database spells it, so lists, filters and hashes see one name.
   value.tzid = canonicalTimeZone(value.tzid);
+  // API-1: the rule is stored without the optional `RRULE:` prefix, so views, filters and
+  // hashes see one spelling (a doubled prefix is left to validateRule, which refuses it).
+  if (typeof value.rrule === "string" && /^\s*RRULE:(?!\s*RRULE:)/i.test(value.rrule)) {
+    value.rrule = value.rrule.trim().slice("RRULE:".length).trimStart();
+  }
   const issues: FieldIssue[] = [];
   const warnings: string[] = [];
   // CH-6: templates are tried against the schedule's payload at its first occurrence.
@@ -182,6 +204,14 @@ export function validateSchedule(
       dst: value.dst,
     });
     first = recurrence.first;
+    // REC-1: an instant dtstart is read on the wall clock of tzid (docs/recurrence.md);
+    // an offset that tzid does not have then is most often a slip, so say which wins.
+    const conflict = dtstartOffsetConflict(value.dtstart, value.tzid);
+    if (conflict) {
+      warnings.push(
+        `dtstart ${value.dtstart} has UTC offset ${conflict.given}, but ${value.tzid} is at ${conflict.zone} then: the instant wins, so the schedule starts at ${conflict.local} ${value.tzid} (${conflict.local}${conflict.zone}) and repeats that wall-clock time; give a local time without offset to mean ${value.tzid}'s own clock`,
+      );
+    }
     if (value.expiresAt && Date.parse(value.expiresAt) <= recurrence.first.instant) {
       issues.push({
         field: "expiresAt",
@@ -195,8 +225,26 @@ export function validateSchedule(
       );
     }
   } catch (err) {
-    if (err instanceof ValidationError) issues.push(...err.issues);
-    else throw err;
+    if (!(err instanceof ValidationError)) throw err;
+    issues.push(...err.issues);
+    // An unknown zone stops validateRule before the rule is read: check the rule in UTC
+    // too, so one reply names every bad field (the zone's issue is already there).
+    if (err.issues.every((i) => i.field === "tzid") && value.rrule) {
+      try {
+        validateRule({
+          dtstart: value.dtstart,
+          tzid: "UTC",
+          rrule: value.rrule,
+          rdate: value.rdate,
+          exdate: value.exdate,
+          endsAt: value.endsAt ?? null,
+          dst: value.dst,
+        });
+      } catch (ruleErr) {
+        if (!(ruleErr instanceof ValidationError)) throw ruleErr;
+        issues.push(...ruleErr.issues.filter((i) => i.field.startsWith("rrule")));
+      }
+    }
   }
   issues.push(...catchUpIssues(value));
   const keys = new Set<string>();
@@ -234,27 +282,12 @@ export function validateSchedule(
       );
     }
     if (reminder.template) {
-      const occurrenceAt = new Date(first ? first.instant : Date.parse("2000-01-01T00:00:00Z"));
-      let dueAt = occurrenceAt;
       try {
-        if (first) dueAt = new Date(applyOffset(first, reminder.offset, value.tzid, value.dst));
-      } catch {
-        // the offset's own issue is reported above
-      }
-      try {
-        validateTemplate(reminder.template, `${at}.template`, {
-          deliveryKey: "dk_template_check",
-          scheduleId: "00000000-0000-0000-0000-000000000000",
-          reminderKey: reminder.key,
-          occurrenceAt,
-          dueAt,
-          attempt: 1,
-          late: false,
-          payload: value.payload ?? null,
-          target: reminder.target ?? {},
-          tzid: value.tzid,
-          channel: reminder.channel,
-        });
+        validateTemplate(
+          reminder.template,
+          `${at}.template`,
+          templateSample(app, value, reminder, first),
+        );
       } catch (err) {
         if (err instanceof ValidationError) issues.push(...err.issues);
         else throw err;
@@ -276,7 +309,69 @@ export function validateSchedule(
       }
     }
   }
-  return { value, warnings };
+  return { value, warnings, first };
+}
+
+/**
+ * The sample delivery a reminder's template is tried against at create (CH-6): the
+ * schedule's payload and first due time (else the next whole minute), a fresh delivery
+ * key and schedule id of the real forms, so a template cannot tell the try from a send.
+ */
+function templateSample(
+  app: AppContext,
+  value: z.output<typeof createScheduleSchema>,
+  reminder: z.output<typeof createScheduleSchema>["reminders"][number],
+  first: Occurrence | null,
+): ChannelDelivery {
+  const occurrenceAt = new Date(
+    first ? first.instant : Math.ceil(app.clock.now() / 60_000) * 60_000,
+  );
+  let dueAt = occurrenceAt;
+  try {
+    if (first) dueAt = new Date(applyOffset(first, reminder.offset, value.tzid, value.dst));
+  } catch {
+    // the offset's own issue is reported by the validation
+  }
+  return {
+    ...sampleIdentity(),
+    reminderKey: reminder.key,
+    occurrenceAt,
+    dueAt,
+    attempt: 1,
+    late: false,
+    payload: value.payload ?? null,
+    target: reminder.target ?? {},
+    tzid: value.tzid,
+    channel: reminder.channel,
+  };
+}
+
+/**
+ * Tries on a render thread the templates {@link validateSchedule} could not try on the
+ * event loop (those that are not light, CH-6).
+ * @throws ValidationError naming each template that fails or overruns.
+ */
+async function sampleRenders(
+  app: AppContext,
+  value: z.output<typeof createScheduleSchema>,
+  first: Occurrence | null,
+): Promise<void> {
+  if (!value.reminders.some((r) => r.template)) return;
+  const issues: FieldIssue[] = [];
+  for (const [i, reminder] of value.reminders.entries()) {
+    if (!reminder.template) continue;
+    try {
+      await sampleRender(
+        reminder.template,
+        `reminders.${i}.template`,
+        templateSample(app, value, reminder, first),
+      );
+    } catch (err) {
+      if (err instanceof ValidationError) issues.push(...err.issues);
+      else throw err;
+    }
+  }
+  if (issues.length > 0) throw new ValidationError(issues);
 }
 
 /** How far in the past a one-off's due instant must be for a create to warn about it (ms). */
@@ -295,7 +390,11 @@ async function validateWithKinds(
   options: { warnPastDue?: boolean } = {},
 ): Promise<ReturnType<typeof validateSchedule>> {
   const resolved = await resolveReminderKinds(app, input, tenant, db);
-  if (resolved.issues.length === 0) return validateSchedule(app, resolved.input, options);
+  if (resolved.issues.length === 0) {
+    const checked = validateSchedule(app, resolved.input, options);
+    await sampleRenders(app, checked.value, checked.first);
+    return checked;
+  }
   const refused = resolved.issues.map((i) => i.field.replace(/\.kind$/, "."));
   let rest: FieldIssue[] = [];
   try {
@@ -333,6 +432,7 @@ export async function createSchedule(
       definition: definitionOf(value),
       source: value.source ?? null,
       externalId: value.externalId ?? null,
+      traceParent: activeTraceParent(),
     });
     if (!row) return null;
     await insertScheduleReminders(app, tx, row.id, value.reminders);
@@ -540,9 +640,50 @@ async function insertScheduleReminders(
 }
 
 /**
+ * API-1: the size limits of the create contract, checked again on values a caller says
+ * are validated (the bulk create of the library), so no way in stores a payload, title or
+ * external id over its limit.
+ * Adds to `issues` one per field over its limit, named `N.payload`, `N.title` or
+ * `N.externalId` (N: the index).
+ */
+function storedSizeIssues(
+  v: z.output<typeof createScheduleSchema>,
+  index: number,
+  issues: FieldIssue[],
+): void {
+  if (v.payload !== undefined && v.payload !== null) {
+    if (jsonDepth(v.payload) > MAX_PAYLOAD_DEPTH)
+      issues.push({
+        field: `${index}.payload`,
+        message: `must not nest objects or arrays deeper than ${MAX_PAYLOAD_DEPTH} levels`,
+      });
+    else {
+      const bytes = jsonBytes(v.payload);
+      if (bytes > MAX_PAYLOAD_BYTES)
+        issues.push({
+          field: `${index}.payload`,
+          message: `must be at most ${MAX_PAYLOAD_BYTES} bytes as JSON (is ${bytes})`,
+        });
+    }
+  }
+  if (typeof v.title === "string" && v.title.length > MAX_TITLE_CHARS)
+    issues.push({
+      field: `${index}.title`,
+      message: `must be at most ${MAX_TITLE_CHARS} characters (is ${v.title.length})`,
+    });
+  if (typeof v.externalId === "string" && v.externalId.length > MAX_EXTERNAL_ID_CHARS)
+    issues.push({
+      field: `${index}.externalId`,
+      message: `must be at most ${MAX_EXTERNAL_ID_CHARS} characters (is ${v.externalId.length})`,
+    });
+}
+
+/**
  * Creates many already-validated schedules in one transaction (imports: each carries a
  * `source` and an `externalId`). Two statements whatever the count.
  * @returns the new ids by external id.
+ * @throws ValidationError when a value passes a size limit of the create contract
+ *   (payload bytes, title, external id), naming `N.field`; nothing is stored then.
  */
 export async function createSchedulesBulk(
   app: AppContext,
@@ -551,6 +692,9 @@ export async function createSchedulesBulk(
 ): Promise<Map<string, string>> {
   const ids = new Map<string, string>();
   if (values.length === 0) return ids;
+  const issues: FieldIssue[] = [];
+  values.forEach((v, i) => storedSizeIssues(v, i, issues));
+  if (issues.length > 0) throw new ValidationError(issues);
   await app.db.transaction(async (tx) => {
     const rows = await insertSchedulesBulk(tx, {
       now: app.now(),
@@ -587,50 +731,95 @@ export async function getSchedule(
   const row = await scheduleById(app.db, { tenant: ctx.tenant ?? DEFAULT_TENANT, id });
   if (!row) throw new NotFoundError("schedule", id);
   const reminders = await remindersOfSchedules(app.db, { scheduleIds: [id] });
-  return toScheduleView(row, reminders);
+  return toScheduleView(row, reminders, await finishedScheduleIds(app.db, [row]));
 }
 
-/** Lists schedules, oldest first, with a keyset cursor. */
+/**
+ * Lists schedules (API-1, API-3) by creation (created_at, then id): `order` `asc` (oldest
+ * first, the default) or `desc`, filtered by `state`, `source` and `q` (a case-insensitive
+ * substring of the title or the external id), one keyset page of `limit` rows.
+ * `nextCursor` (null on the last page) continues the same order and filters.
+ * @throws ValidationError a bad query field, or a `cursor` of another order or filter set.
+ */
 export async function listSchedules(
   app: AppContext,
   query: unknown = {},
   ctx: CallContext = {},
 ): Promise<{ items: ScheduleView[]; nextCursor: string | null }> {
   const q = parseInput(listSchedulesQuerySchema, query);
+  const scope: CursorScope = {
+    list: "schedules",
+    order: q.order,
+    state: q.state,
+    source: q.source,
+    q: q.q,
+  };
   let afterAt: string | null = null;
   let afterId: string | null = null;
-  if (q.cursor) {
-    const [at, id] = Buffer.from(q.cursor, "base64url").toString("utf8").split("|");
-    if (!at || !id || !z.uuid().safeParse(id).success || Number.isNaN(Date.parse(at))) {
-      throw new ValidationError({
-        field: "cursor",
-        message: "not a cursor from a previous page",
-        value: q.cursor,
-      });
-    }
-    afterAt = at;
-    afterId = id;
+  if (q.cursor !== undefined) {
+    [afterAt, afterId] = decodeCursor(q.cursor, scope, [cursorPart.instant, cursorPart.uuid]) as [
+      string,
+      string,
+    ];
   }
-  const rows = await listScheduleRows(app.db, {
-    tenant: ctx.tenant ?? DEFAULT_TENANT,
-    state: q.state ?? null,
-    source: q.source ?? null,
-    afterCreatedAt: afterAt,
-    afterId,
-    limit: q.limit,
-  });
-  const reminders: ReminderRow[] = rows.length
-    ? await remindersOfSchedules(app.db, { scheduleIds: rows.map((r) => r.id) })
-    : [];
-  const last = rows[rows.length - 1];
+  // API-3: bounded in bytes whatever was stored. Large fields are left out of the items
+  // (marked), rows are read LIST_CHUNK at a time, and the page ends early (with a cursor)
+  // before its items pass LIST_PAGE_MAX_BYTES.
+  const items: ScheduleView[] = [];
+  let bytes = 0;
+  let last: { created_at_cursor: string; id: string } | null = null;
+  let more = false;
+  while (items.length < q.limit) {
+    const want = Math.min(LIST_CHUNK, q.limit - items.length);
+    const rows = await listScheduleRows(app.db, {
+      tenant: ctx.tenant ?? DEFAULT_TENANT,
+      state: q.state ?? null,
+      source: q.source ?? null,
+      q: q.q ?? null,
+      order: q.order,
+      afterCreatedAt: afterAt,
+      afterId,
+      limit: want,
+      payloadMaxBytes: LIST_FIELD_MAX_BYTES,
+      maxDates: LIST_MAX_DATES,
+    });
+    if (rows.length === 0) break;
+    const reminders = await listedRemindersOfSchedules(app.db, {
+      scheduleIds: rows.map((r) => r.id),
+      fieldMaxBytes: LIST_FIELD_MAX_BYTES,
+    });
+    const finished = await finishedScheduleIds(app.db, rows);
+    let full = false;
+    for (const r of rows) {
+      const view = toScheduleView(r, reminders, finished);
+      const size = jsonBytes(view) + 1;
+      if (items.length > 0 && bytes + size > LIST_PAGE_MAX_BYTES) {
+        full = true;
+        break;
+      }
+      items.push(view);
+      bytes += size;
+      last = r;
+    }
+    if (full) {
+      more = true;
+      break;
+    }
+    if (rows.length < want) break; // the end of the list
+    const tail = rows[rows.length - 1]!;
+    afterAt = tail.created_at_cursor;
+    afterId = tail.id;
+  }
+  if (!more && last !== null && items.length === q.limit) more = true;
   return {
-    items: rows.map((r) => toScheduleView(r, reminders)),
+    items,
     nextCursor:
-      last && rows.length === q.limit
-        ? Buffer.from(`${last.created_at_cursor}|${last.id}`).toString("base64url")
-        : null,
+      more && last !== null ? encodeCursor([last.created_at_cursor, last.id], scope) : null,
   };
 }
+
+/** Rows of a schedule list read per statement (API-3): bounds what one request holds. */
+const LIST_CHUNK = 50;
 
 /**
  * DEL-10: cancels a schedule and every waiting delivery in one statement. In-flight

@@ -127,11 +127,15 @@ const FORBIDDEN_V4 = [
 
 /**
  * IPv6 ranges refused outright: unspecified, loopback and IPv4-compatible (all in ::/96),
- * local-use NAT64, discard-only, Teredo, ORCHID, documentation, unique-local, link-local,
- * site-local and multicast.
+ * IPv4-translated (`::ffff:0:a.b.c.d`, RFC 2765), local-use NAT64, discard-only, Teredo,
+ * benchmarking, ORCHID, documentation, SRv6 SIDs, unique-local, link-local, site-local and
+ * multicast.
  */
 const FORBIDDEN_V6 = [
   "::/96",
+  "::ffff:0:0:0/96",
+  "2001:2::/48",
+  "5f00::/16",
   "64:ff9b:1::/48",
   "100::/64",
   "2001::/32",

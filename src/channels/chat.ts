@@ -24,7 +24,7 @@ import {
   ValidationError,
 } from "../errors/index.js";
 import type { FieldIssue } from "../errors/index.js";
-import { silentLogger, type Logger } from "../observability/logger.js";
+import { lazyChild, silentLogger, type Logger } from "../observability/logger.js";
 import {
   checkTargetUrl,
   createGuardedHttp,
@@ -92,7 +92,15 @@ function cut(text: string, max: number): string {
   return text.length > max ? `${text.slice(0, max - 1)}…` : text;
 }
 
-function rendered(delivery: ChannelDelivery, textEscape: "slack" | "none"): RenderedMessage {
+/** Slack's escape of `&`, `<` and `>` in message text. */
+function escapeSlackText(text: string): string {
+  return text.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+}
+
+function rendered(
+  delivery: ChannelDelivery,
+  textEscape: "slack" | "none",
+): Promise<RenderedMessage> {
   const template = { text: DEFAULT_TEXT_TEMPLATE, ...(delivery.template ?? {}) };
   return renderTemplate(template, delivery, { textEscape });
 }
@@ -101,12 +109,13 @@ function rendered(delivery: ChannelDelivery, textEscape: "slack" | "none"): Rend
  * The Slack body of a delivery: `text` from the template (outputs Slack-escaped), and,
  * when the template has a `subject`, a header block above a mrkdwn section.
  */
-export function slackBody(delivery: ChannelDelivery): SlackBody {
-  const m = rendered(delivery, "slack");
+export async function slackBody(delivery: ChannelDelivery): Promise<SlackBody> {
+  const m = await rendered(delivery, "slack");
   const text = m.text ?? "";
   if (!m.subject) return { text: cut(text, 40_000) };
   return {
-    text: cut(`${m.subject}\n${text}`, 40_000),
+    // The subject is plain text (not escaped when rendered): escaped here for mrkdwn.
+    text: cut(`${escapeSlackText(m.subject)}\n${text}`, 40_000),
     blocks: [
       { type: "header", text: { type: "plain_text", text: cut(m.subject, 150), emoji: true } },
       ...(text.trim()
@@ -121,8 +130,8 @@ export function slackBody(delivery: ChannelDelivery): SlackBody {
  * template has a `subject`, one embed titled with it (description: the text, timestamp:
  * the due time). `allowed_mentions` is empty, so `@everyone` in a payload pings no one.
  */
-export function discordBody(delivery: ChannelDelivery): DiscordBody {
-  const m = rendered(delivery, "none");
+export async function discordBody(delivery: ChannelDelivery): Promise<DiscordBody> {
+  const m = await rendered(delivery, "none");
   const text = m.text ?? "";
   if (!m.subject) return { content: cut(text, 2_000), allowed_mentions: { parse: [] } };
   return {
@@ -218,14 +227,14 @@ function createChatChannel(name: "slack" | "discord", options: ChatChannelOption
       );
     }
     const target = delivery.target as ChatTarget;
-    const body = name === "slack" ? slackBody(delivery) : discordBody(delivery);
+    const body = name === "slack" ? await slackBody(delivery) : await discordBody(delivery);
     let url = target.url;
     if (name === "discord") {
       const u = new URL(target.url);
       u.searchParams.set("wait", "true");
       url = u.toString();
     }
-    const log = logger.child({
+    const log = lazyChild(logger, {
       channel: name,
       deliveryKey: delivery.deliveryKey,
       attempt: delivery.attempt,

@@ -20,7 +20,16 @@
  * - the same after the final dot, before the server's reply → `maybeDelivered`: the
  *   server may have queued it (in doubt at most once, DEL-5).
  *
- * The SMTP URL holds the server's password: it is never logged nor put in an error.
+ * The SMTP URL holds the server's password: it is never logged nor put in an error. Every
+ * error leaving the channel (message, stack and cause) is redacted by the password's value,
+ * in each form it can take on the way: as configured, URL-encoded and URL-decoded, and
+ * base64 as AUTH PLAIN and AUTH LOGIN send it ({@link smtpSecretRedactor}).
+ *
+ * A password is never sent where it could be read on the wire: `smtp://` with credentials
+ * needs `?requireTLS=true` (STARTTLS or no AUTH), or `?insecure=true` to accept clear text.
+ *
+ * The sender (`from`) must be an allowed one (`PUNCTUAL_SMTP_ALLOWED_FROM`, default the
+ * address of `PUNCTUAL_SMTP_FROM` only), checked at create and again before each send.
  */
 import { Readable } from "node:stream";
 import type { ConnectionOptions } from "node:tls";
@@ -29,7 +38,7 @@ import MailComposer from "nodemailer/lib/mail-composer";
 import SMTPConnection from "nodemailer/lib/smtp-connection";
 import { ConfigError, PermanentError, TransientError, ValidationError } from "../errors/index.js";
 import type { FieldIssue } from "../errors/index.js";
-import { silentLogger, type Logger } from "../observability/logger.js";
+import { lazyChild, silentLogger, type Logger } from "../observability/logger.js";
 import {
   DEFAULT_SUBJECT_TEMPLATE,
   DEFAULT_TEXT_TEMPLATE,
@@ -60,6 +69,8 @@ export interface SmtpServer {
   secure: boolean;
   /** Refuse to send unless STARTTLS succeeds (`?requireTLS=true`). */
   requireTLS: boolean;
+  /** `?insecure=true`: credentials may go over `smtp://` without STARTTLS (clear text). */
+  insecure: boolean;
   user?: string;
   pass?: string;
   /** The URL with its password replaced by `***`: safe to show. */
@@ -76,6 +87,12 @@ export interface EmailChannelOptions {
   url: string;
   /** Default sender (`PUNCTUAL_SMTP_FROM`); a target's `from` wins. */
   from?: string;
+  /**
+   * Senders a target's `from` may name (`PUNCTUAL_SMTP_ALLOWED_FROM`): addresses
+   * (`a@example.com`), `*@example.com` (any address of that domain) or `*` (any). The
+   * address of `from` is always allowed. Default none beyond it.
+   */
+  allowedFrom?: readonly string[];
   /** Domain of Message-IDs (`PUNCTUAL_SMTP_DOMAIN`); default the sender's domain. */
   domain?: string;
   /** Upper bound of one send, ms; the send uses min(this, `ctx.timeoutMs`). Default 30 000. */
@@ -107,10 +124,18 @@ const ADDRESS =
 const DOMAIN =
   /^[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$/;
 
+/** The URL with its password replaced by `***`. */
+function redactUrl(url: URL): string {
+  const copy = new URL(url.href);
+  if (copy.password) copy.password = "***";
+  return copy.href;
+}
+
 /**
  * Reads an SMTP URL.
  * @throws ConfigError naming `PUNCTUAL_SMTP_URL` (with the password hidden) when it is
- *   not `smtp:` or `smtps:` with a host.
+ *   not `smtp:` or `smtps:` with a host, or when it is `smtp:` with credentials but neither
+ *   `?requireTLS=true` nor `?insecure=true` (the password could go over the wire in clear).
  */
 export function parseSmtpUrl(text: string): SmtpServer {
   let url: URL;
@@ -119,7 +144,7 @@ export function parseSmtpUrl(text: string): SmtpServer {
   } catch {
     throw new ConfigError("PUNCTUAL_SMTP_URL is not a URL (expected smtp://user:pass@host:587)");
   }
-  const redacted = url.password ? text.replace(`:${url.password}@`, ":***@") : text;
+  const redacted = redactUrl(url);
   if (url.protocol !== "smtp:" && url.protocol !== "smtps:") {
     throw new ConfigError(
       `PUNCTUAL_SMTP_URL must start with smtp:// or smtps:// (got ${redacted})`,
@@ -129,16 +154,137 @@ export function parseSmtpUrl(text: string): SmtpServer {
   const secure = url.protocol === "smtps:";
   const port = url.port ? Number(url.port) : secure ? 465 : 587;
   const requireTLS = url.searchParams.get("requireTLS") === "true";
+  const insecure = url.searchParams.get("insecure") === "true";
   const host = url.hostname.startsWith("[") ? url.hostname.slice(1, -1) : url.hostname;
+  if (!secure && !requireTLS && !insecure && (url.username || url.password)) {
+    throw new ConfigError(
+      `PUNCTUAL_SMTP_URL ${redacted} has credentials but no TLS: smtp:// sends AUTH in clear text ` +
+        "when the server (or someone in between) offers no STARTTLS. Use smtps://…:465, add " +
+        "?requireTLS=true (STARTTLS or no send), or add ?insecure=true to accept clear text.",
+    );
+  }
   return {
     host,
     port,
     secure,
     requireTLS,
-    ...(url.username ? { user: decodeURIComponent(url.username) } : {}),
-    ...(url.password ? { pass: decodeURIComponent(url.password) } : {}),
+    insecure,
+    ...(url.username ? { user: safeDecode(url.username) } : {}),
+    ...(url.password ? { pass: safeDecode(url.password) } : {}),
     redacted,
   };
+}
+
+function safeDecode(text: string): string {
+  try {
+    return decodeURIComponent(text);
+  } catch {
+    return text;
+  }
+}
+
+const REDACTED = "***";
+
+/**
+ * A function that replaces every occurrence of the SMTP password in a text by `***`,
+ * matching it by value in each form it can appear in: as configured (the URL's password
+ * text, before and after URL-decoding), URL-encoded (`encodeURIComponent`, `encodeURI`,
+ * either case of hex digits), read as Latin-1, and base64 as AUTH LOGIN (the password
+ * alone) and AUTH PLAIN (`\0user\0password`, with and without the leading NUL) send it.
+ * `urlText` is the configured URL: a password written there without URL-encoding is
+ * matched as written, too. The identity when there is no password.
+ */
+export function smtpSecretRedactor(
+  server: Pick<SmtpServer, "user" | "pass">,
+  urlText?: string,
+): (text: string) => string {
+  const pass = server.pass;
+  if (pass === undefined || pass === "") return (text) => text;
+  const user = server.user ?? "";
+  const forms = new Set<string>([
+    pass,
+    encodeURIComponent(pass),
+    encodeURI(pass),
+    safeDecode(pass),
+    Buffer.from(pass, "utf8").toString("latin1"),
+    Buffer.from(pass, "utf8").toString("base64"),
+    Buffer.from(`\u0000${user}\u0000${pass}`, "utf8").toString("base64"),
+    Buffer.from(`${user}\u0000${pass}`, "utf8").toString("base64"),
+  ]);
+  if (urlText !== undefined) {
+    // The password as written: between the user's ":" and the last "@" of the authority.
+    const authority = /^[a-z][a-z0-9+.-]*:\/\/(.*)@/is.exec(urlText)?.[1];
+    const colon = authority?.indexOf(":") ?? -1;
+    if (authority && colon >= 0) {
+      const written = authority.slice(colon + 1);
+      forms.add(written);
+      forms.add(safeDecode(written));
+    }
+  }
+  // Base64 without its padding, too (a server may echo it trimmed).
+  for (const form of [...forms]) if (/=+$/.test(form)) forms.add(form.replace(/=+$/, ""));
+  const list = [...forms].filter((f) => f.length > 0).sort((a, b) => b.length - a.length);
+  const pattern = new RegExp(
+    list.map((f) => f.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")).join("|"),
+    "giu",
+  );
+  return (text) => text.replace(pattern, REDACTED);
+}
+
+/**
+ * A copy of an error fit to leave the channel: message, stack and cause (recursively)
+ * passed through `redact`; a cause keeps only its name, message, stack, `code`,
+ * `responseCode` and `response` (nodemailer's `command` may hold an AUTH line).
+ */
+function scrubError(err: unknown, redact: (text: string) => string, depth = 0): unknown {
+  if (!(err instanceof Error)) {
+    return typeof err === "string" ? redact(err) : err;
+  }
+  if (depth > 0) {
+    const src = err as Error & { code?: unknown; responseCode?: unknown; response?: unknown };
+    const copy = new Error(redact(src.message)) as Error & Record<string, unknown>;
+    copy.name = src.name;
+    copy.stack = src.stack === undefined ? undefined : redact(src.stack);
+    if (src.code !== undefined) copy.code = src.code;
+    if (src.responseCode !== undefined) copy.responseCode = src.responseCode;
+    if (typeof src.response === "string") copy.response = redact(src.response);
+    if (src.cause !== undefined && depth < 5) copy.cause = scrubError(src.cause, redact, depth + 1);
+    return copy;
+  }
+  err.message = redact(err.message);
+  if (err.stack !== undefined) err.stack = redact(err.stack);
+  if (err.cause !== undefined) err.cause = scrubError(err.cause, redact, depth + 1);
+  return err;
+}
+
+/** One pattern of `PUNCTUAL_SMTP_ALLOWED_FROM`: `*`, `*@domain` or an address. */
+function allowedPatternValid(pattern: string): boolean {
+  if (pattern === "*") return true;
+  if (pattern.startsWith("*@")) return DOMAIN.test(pattern.slice(2));
+  return ADDRESS.test(pattern);
+}
+
+/**
+ * Whether the sender `address` (the bare address, no display name) is allowed: it is the
+ * default sender's address, or matches a pattern of `allowed` (case-insensitive).
+ */
+export function senderAllowed(
+  address: string,
+  defaults: { from?: string | undefined; allowedFrom?: readonly string[] | undefined },
+): boolean {
+  const a = address.toLowerCase();
+  const own = defaults.from !== undefined ? mailbox(defaults.from) : null;
+  if (own && own.address.toLowerCase() === a) return true;
+  for (const raw of defaults.allowedFrom ?? []) {
+    const p = raw.trim().toLowerCase();
+    if (p === "*") return true;
+    if (p.startsWith("*@")) {
+      if (a.slice(a.lastIndexOf("@") + 1) === p.slice(2)) return true;
+    } else if (p === a) {
+      return true;
+    }
+  }
+  return false;
 }
 
 /** Parses one address field; `null` when it is not exactly one plain mailbox. */
@@ -158,10 +304,17 @@ function asList(value: unknown): unknown[] | null {
   return null;
 }
 
-/** Checks an e-mail target; issues name `target.<field>` (and the index in a list). */
+/**
+ * Checks an e-mail target; issues name `target.<field>` (and the index in a list). A
+ * `from` the server does not allow ({@link senderAllowed}) is an issue of `target.from`.
+ */
 export function emailTargetIssues(
   target: unknown,
-  defaults: { from?: string | undefined; maxRecipients: number },
+  defaults: {
+    from?: string | undefined;
+    maxRecipients: number;
+    allowedFrom?: readonly string[] | undefined;
+  },
 ): FieldIssue[] {
   if (typeof target !== "object" || target === null || Array.isArray(target)) {
     return [
@@ -210,8 +363,18 @@ export function emailTargetIssues(
   for (const field of ["from", "replyTo"] as const) {
     const value = t[field];
     if (value === undefined) continue;
-    if (typeof value !== "string" || !mailbox(value)) {
+    const parsed = typeof value === "string" ? mailbox(value) : null;
+    if (!parsed) {
       issues.push({ field: `target.${field}`, message: "not an e-mail address", value });
+    } else if (field === "from" && !senderAllowed(parsed.address, defaults)) {
+      issues.push({
+        field: "target.from",
+        message:
+          "sender not allowed on this server: use the default sender" +
+          (defaults.from ? ` (${defaults.from})` : "") +
+          " or one the operator allows in PUNCTUAL_SMTP_ALLOWED_FROM",
+        value,
+      });
     }
   }
   if (t.from === undefined && !defaults.from) {
@@ -310,6 +473,15 @@ function classify(err: unknown, bodySent: boolean, redactedServer: string): Erro
 export function createEmailChannel(options: EmailChannelOptions): EmailChannel {
   const server = parseSmtpUrl(options.url);
   const { pass: _pass, ...shown } = server;
+  const redact = smtpSecretRedactor(server, options.url);
+  const allowedFrom = options.allowedFrom ?? [];
+  for (const pattern of allowedFrom) {
+    if (!allowedPatternValid(pattern.trim())) {
+      throw new ConfigError(
+        `PUNCTUAL_SMTP_ALLOWED_FROM has an entry that is neither an address, *@domain nor * (got ${JSON.stringify(pattern)})`,
+      );
+    }
+  }
   const timeoutCapMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
   const maxRecipients = options.maxRecipients ?? 50;
   const logger = options.logger ?? silentLogger();
@@ -326,11 +498,15 @@ export function createEmailChannel(options: EmailChannelOptions): EmailChannel {
   }
   let closed = false;
 
-  function compose(
+  async function compose(
     delivery: ChannelDelivery,
     target: EmailTarget,
     date: Date,
-  ): { raw: Promise<Buffer>; envelope: { from: string; to: string[] }; messageId: string } {
+  ): Promise<{
+    raw: Promise<Buffer>;
+    envelope: { from: string; to: string[] };
+    messageId: string;
+  }> {
     const from = target.from ?? (options.from as string);
     const sender = mailbox(from)!;
     const domain = options.domain ?? sender.address.slice(sender.address.lastIndexOf("@") + 1);
@@ -342,7 +518,7 @@ export function createEmailChannel(options: EmailChannelOptions): EmailChannel {
       ...(own.text === undefined && own.html === undefined ? { text: DEFAULT_TEXT_TEMPLATE } : {}),
       ...own,
     };
-    const m: RenderedMessage = renderTemplate(template, delivery);
+    const m: RenderedMessage = await renderTemplate(template, delivery);
     const composer = new MailComposer({
       from,
       to: asList(target.to) as string[],
@@ -358,6 +534,10 @@ export function createEmailChannel(options: EmailChannelOptions): EmailChannel {
         // RFC 3834: an automatic message; out-of-office replies should not answer it.
         "Auto-Submitted": "auto-generated",
         "X-Punctual-Delivery-Key": delivery.deliveryKey,
+        // OPS-15: the trace id of this send's span (W3C traceparent's second field).
+        ...(delivery.traceParent !== undefined
+          ? { "X-Trace-Id": delivery.traceParent.split("-")[1] ?? "" }
+          : {}),
       },
     });
     const node = composer.compile();
@@ -370,8 +550,21 @@ export function createEmailChannel(options: EmailChannelOptions): EmailChannel {
   }
 
   async function send(delivery: ChannelDelivery, ctx: SendContext): Promise<SendResult> {
+    try {
+      return await sendOnce(delivery, ctx);
+    } catch (err) {
+      // Whatever leaves the channel (lastError, attempts[].error, the log) is redacted.
+      throw scrubError(err, redact);
+    }
+  }
+
+  async function sendOnce(delivery: ChannelDelivery, ctx: SendContext): Promise<SendResult> {
     if (closed) throw new TransientError("email channel is closed", { code: "CHANNEL_CLOSED" });
-    const issues = emailTargetIssues(delivery.target, { from: options.from, maxRecipients });
+    const issues = emailTargetIssues(delivery.target, {
+      from: options.from,
+      maxRecipients,
+      allowedFrom,
+    });
     if (issues.length > 0) {
       throw new PermanentError(
         `email target refused: ${issues.map((i) => `${i.field}: ${i.message}`).join("; ")}`,
@@ -379,13 +572,13 @@ export function createEmailChannel(options: EmailChannelOptions): EmailChannel {
       );
     }
     const target = delivery.target as EmailTarget;
-    const composed = compose(delivery, target, new Date((ctx.now ?? now)()));
+    const composed = await compose(delivery, target, new Date((ctx.now ?? now)()));
     const raw = await composed.raw;
     if (ctx.signal.aborted) {
       throw new TransientError("email send aborted before it started", { code: "SEND_ABORTED" });
     }
     const budgetMs = Math.max(1, Math.min(ctx.timeoutMs, timeoutCapMs));
-    const log = logger.child({
+    const log = lazyChild(logger, {
       channel: "email",
       deliveryKey: delivery.deliveryKey,
       attempt: delivery.attempt,
@@ -481,7 +674,7 @@ export function createEmailChannel(options: EmailChannelOptions): EmailChannel {
     idempotent: false,
     server: shown,
     validateTarget(target: unknown): void {
-      const issues = emailTargetIssues(target, { from: options.from, maxRecipients });
+      const issues = emailTargetIssues(target, { from: options.from, maxRecipients, allowedFrom });
       if (issues.length > 0) throw new ValidationError(issues);
     },
     send,

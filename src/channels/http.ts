@@ -13,7 +13,7 @@ import type { LookupAddress } from "node:dns";
 import { Agent, buildConnector, request } from "undici";
 import type { Dispatcher } from "undici";
 import { PermanentError, TransientError } from "../errors/index.js";
-import type { Logger } from "../observability/logger.js";
+import type { LineLog } from "../observability/logger.js";
 import { TargetAllowlist, isForbiddenAddress, isIpLiteral, isLocalhostName } from "./address.js";
 
 /** Resolves a hostname to its addresses (the shape of `dns.promises.lookup(h, { all: true })`). */
@@ -252,7 +252,8 @@ export interface PostRequest {
   /** The send's abort signal. */
   signal: AbortSignal;
   maxResponseBytes: number;
-  log: Logger;
+  /** The send's lines (a lazy child: made only when a line is written). */
+  log: LineLog;
 }
 
 /**
@@ -342,7 +343,7 @@ export function classifyFailure(
   timedOut: boolean,
   aborted: boolean,
   timeoutMs: number,
-  log: Logger,
+  log: LineLog,
 ): Error {
   const forbidden = findForbidden(err);
   if (forbidden) {

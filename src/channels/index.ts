@@ -26,7 +26,13 @@ export type {
   DiscordBody,
   SlackBody,
 } from "./chat.js";
-export { createEmailChannel, emailMessageId, parseSmtpUrl } from "./email.js";
+export {
+  createEmailChannel,
+  emailMessageId,
+  parseSmtpUrl,
+  senderAllowed,
+  smtpSecretRedactor,
+} from "./email.js";
 export type { EmailChannel, EmailChannelOptions, EmailTarget, SmtpServer } from "./email.js";
 export { handlerChannel } from "./handler.js";
 export type { HandlerChannelOptions, HandlerContext, HandlerFunction } from "./handler.js";

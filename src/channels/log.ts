@@ -63,7 +63,7 @@ export function createLogChannel(options: LogChannelOptions): Channel {
         channel: "log",
         ...reminderMessage(delivery),
       };
-      if (delivery.template) line.rendered = renderTemplate(delivery.template, delivery);
+      if (delivery.template) line.rendered = await renderTemplate(delivery.template, delivery);
       if (write) {
         write(line);
       } else {

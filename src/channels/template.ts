@@ -21,9 +21,29 @@
  * - `{{ dueAt | format_instant: "Europe/Paris", "fr-FR", "long" }}` date and time;
  * - `{{ dueAt | format_date: zone, locale, style }}` date only;
  * - `{{ dueAt | format_time: zone, locale, style }}` time only.
+ *
+ * Where a template renders (CH-6): a *light* template — text and at most
+ * {@link MAX_LIGHT_OUTPUTS} `{{ value | filter … }}` outputs of a path or literal through
+ * filters whose cost is linear in their input (`default`, `upcase`, `format_instant`, …),
+ * no tags — renders on the calling thread: its cost is bounded by the payload's size, and
+ * most templates are such. Any other template (loops, `assign`, `capture`, `sort`,
+ * `split`, ranges, …) renders on a worker thread under a hard deadline of
+ * {@link RENDER_DEADLINE_MS} ms (`TEMPLATE_TIMEOUT` past it) with a capped heap
+ * (template-pool.ts). Every rendered field is at most {@link MAX_RENDERED_CHARS}
+ * characters (`TEMPLATE_TOO_LARGE`). All three failures are permanent: the delivery ends
+ * `dead` with that reason.
  */
-import { Liquid, type Template } from "liquidjs";
-import { PermanentError, ValidationError, type FieldIssue } from "../errors/index.js";
+import { randomBytes, randomUUID } from "node:crypto";
+import { Liquid, Output, Tag, type Template } from "liquidjs";
+import {
+  PermanentError,
+  PunctualError,
+  ValidationError,
+  type FieldIssue,
+} from "../errors/index.js";
+import { RENDER_DEADLINE_MS, templateRenderPool } from "./template-pool.js";
+
+export { RENDER_DEADLINE_MS };
 import type { ChannelDelivery } from "./types.js";
 
 /** The template fields a reminder may carry, each a Liquid template. */
@@ -51,6 +71,47 @@ export const TEMPLATE_FIELDS = ["subject", "text", "html"] as const;
 
 /** Longest template field accepted, characters. */
 export const MAX_TEMPLATE_CHARS = 65_536;
+
+/** Longest rendered field, characters (`TEMPLATE_TOO_LARGE` beyond). */
+export const MAX_RENDERED_CHARS = 1_048_576;
+
+/** Most outputs of a light template (one rendering on the calling thread). */
+export const MAX_LIGHT_OUTPUTS = 64;
+
+/**
+ * Filters whose cost is linear in their input and whose output is at most their input
+ * plus their (template-bounded) arguments: a light template may use only these.
+ */
+const LINEAR_FILTERS = new Set([
+  "default",
+  "format_instant",
+  "format_date",
+  "format_time",
+  "upcase",
+  "downcase",
+  "capitalize",
+  "escape",
+  "escape_once",
+  "strip",
+  "lstrip",
+  "rstrip",
+  "strip_newlines",
+  "strip_html",
+  "newline_to_br",
+  "url_encode",
+  "truncate",
+  "append",
+  "prepend",
+  "size",
+  "json",
+  "raw",
+  "date",
+  "plus",
+  "minus",
+  "round",
+  // The engine's own output escape (html, Slack), appended by LiquidJS under this name.
+  "[object Function]",
+]);
 
 const STYLES = new Set(["full", "long", "medium", "short"]);
 
@@ -160,6 +221,43 @@ function parse(mode: Mode, source: string): Template[] {
   return templates;
 }
 
+/**
+ * Whether parsed templates are light (see the module comment): text and outputs only, at
+ * most {@link MAX_LIGHT_OUTPUTS} outputs, each of a path or literal (no parentheses, so no
+ * range) through {@link LINEAR_FILTERS} only.
+ */
+function isLight(templates: Template[]): boolean {
+  let outputs = 0;
+  for (const t of templates) {
+    if (t instanceof Tag) return false;
+    if (!(t instanceof Output)) continue;
+    if (++outputs > MAX_LIGHT_OUTPUTS) return false;
+    const token = (t as unknown as { token?: { content?: unknown } }).token;
+    if (typeof token?.content !== "string" || token.content.includes("(")) return false;
+    if (!t.value.filters.every((f) => LINEAR_FILTERS.has(f.name))) return false;
+  }
+  return true;
+}
+
+/**
+ * Whether a template must render on a render thread: some field is not light. A field
+ * that does not parse counts as light (it fails at once wherever it renders).
+ */
+export function needsRenderThread(template: ReminderTemplate, textEscape: TextEscape): boolean {
+  for (const name of TEMPLATE_FIELDS) {
+    const source = template[name];
+    if (typeof source !== "string") continue;
+    let templates: Template[];
+    try {
+      templates = parse(modeOf(name, textEscape), source);
+    } catch {
+      continue;
+    }
+    if (!isLight(templates)) return true;
+  }
+  return false;
+}
+
 function modeOf(field: (typeof TEMPLATE_FIELDS)[number], textEscape: TextEscape): Mode {
   if (field === "html") return "html";
   if (field === "text") return textEscape === "slack" ? "slack" : "none";
@@ -245,10 +343,14 @@ export function validateTemplate(template: unknown, field: string, sample: Chann
       });
       continue;
     }
-    // Parse (and try) in every mode the field may render in.
+    // Parse (and try, when light) in every mode the field may render in; a template
+    // that is not light is tried on a render thread by sampleRender.
     const modes: Mode[] = name === "text" ? ["none", "slack"] : [modeOf(name, "none")];
     try {
-      for (const mode of modes) ENGINES[mode].renderSync(parse(mode, source), context);
+      for (const mode of modes) {
+        const templates = parse(mode, source);
+        if (isLight(templates)) ENGINES[mode].renderSync(templates, context);
+      }
     } catch (err) {
       issues.push({ field: `${field}.${name}`, message: positioned(err) });
     }
@@ -257,22 +359,21 @@ export function validateTemplate(template: unknown, field: string, sample: Chann
 }
 
 /**
- * Renders a delivery's template. Fields the template lacks are absent from the result.
- * @throws PermanentError (`TEMPLATE_FAILED`, naming the field and line) when rendering
- *   fails, e.g. a payload value that is not an instant given to `format_instant`: no
- *   retry can fix it.
+ * Renders every field of `template` against `context` on this thread (a render thread
+ * runs this; so does {@link renderTemplate} for a light template).
+ * @throws PermanentError `TEMPLATE_FAILED` (naming the field and line) or
+ *   `TEMPLATE_TOO_LARGE` (a field longer than {@link MAX_RENDERED_CHARS} characters).
  */
-export function renderTemplate(
+export function renderOnThisThread(
   template: ReminderTemplate,
-  delivery: ChannelDelivery,
-  options: { textEscape?: TextEscape } = {},
+  context: Record<string, unknown>,
+  textEscape: TextEscape,
 ): RenderedMessage {
-  const context = templateContext(delivery);
   const out: RenderedMessage = {};
   for (const name of TEMPLATE_FIELDS) {
     const source = template[name];
     if (typeof source !== "string") continue;
-    const mode = modeOf(name, options.textEscape ?? "none");
+    const mode = modeOf(name, textEscape);
     let text: string;
     try {
       text = String(ENGINES[mode].renderSync(parse(mode, source), context));
@@ -282,9 +383,79 @@ export function renderTemplate(
         cause: err,
       });
     }
+    // Checked before any other pass over the text (a string's length costs nothing).
+    if (text.length > MAX_RENDERED_CHARS) {
+      throw new PermanentError(
+        `template ${name}: the rendered text has ${text.length} characters, more than ${MAX_RENDERED_CHARS}`,
+        { code: "TEMPLATE_TOO_LARGE" },
+      );
+    }
     out[name] = name === "subject" ? text.replace(/\s*[\r\n]+\s*/g, " ").trim() : text;
   }
   return out;
+}
+
+/**
+ * Renders a delivery's template: a light one on this thread, any other on a render
+ * thread under a deadline (see the module comment). Fields the template lacks are
+ * absent from the result.
+ * @throws PermanentError `TEMPLATE_FAILED` (naming the field and line) when rendering
+ *   fails, e.g. a payload value that is not an instant given to `format_instant`;
+ *   `TEMPLATE_TIMEOUT` past {@link RENDER_DEADLINE_MS} ms; `TEMPLATE_TOO_LARGE`: no
+ *   retry can fix these. TransientError `TEMPLATE_BUSY` when too many renders wait.
+ */
+export async function renderTemplate(
+  template: ReminderTemplate,
+  delivery: ChannelDelivery,
+  options: { textEscape?: TextEscape } = {},
+): Promise<RenderedMessage> {
+  const context = templateContext(delivery);
+  const textEscape = options.textEscape ?? "none";
+  if (!needsRenderThread(template, textEscape)) {
+    return renderOnThisThread(template, context, textEscape);
+  }
+  return templateRenderPool().render({ template, context, textEscape });
+}
+
+/**
+ * The create-time try of a template that is not light (those are tried by
+ * {@link validateTemplate}): renders it on a render thread against `sample`, in every
+ * escape mode. Does nothing for a light template or one that is not an object.
+ * @throws ValidationError naming `<field>.<name>`: the render error, or that it ran past
+ *   {@link RENDER_DEADLINE_MS} ms or grew too large.
+ */
+export async function sampleRender(
+  template: unknown,
+  field: string,
+  sample: ChannelDelivery,
+): Promise<void> {
+  if (!template || typeof template !== "object" || Array.isArray(template)) return;
+  const t = template as ReminderTemplate;
+  const context = templateContext(sample);
+  for (const textEscape of ["none", "slack"] as const) {
+    if (!needsRenderThread(t, textEscape)) continue;
+    try {
+      await templateRenderPool().render({ template: t, context, textEscape });
+    } catch (err) {
+      if (!(err instanceof PunctualError) || err.code === "TEMPLATE_BUSY") throw err;
+      const m = /^template (subject|text|html): (.*)$/s.exec(err.message);
+      throw new ValidationError({
+        field: m ? `${field}.${m[1]}` : field,
+        message: m ? (m[2] as string) : err.message.replace(/^template: /, ""),
+      });
+    }
+  }
+}
+
+/**
+ * A create-time sample delivery (CH-6): a delivery key and a schedule id of the real
+ * forms, fresh on every call, so a template cannot tell the try from a send.
+ */
+export function sampleIdentity(): { deliveryKey: string; scheduleId: string } {
+  return {
+    deliveryKey: `dk_${randomBytes(16).toString("hex")}`,
+    scheduleId: randomUUID(),
+  };
 }
 
 /**

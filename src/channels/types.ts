@@ -40,6 +40,12 @@ export interface ChannelDelivery {
   tzid?: string;
   /** The reminder's channel name. */
   channel?: string;
+  /**
+   * OPS-15: the W3C traceparent of this send's span, when an OpenTelemetry SDK records it
+   * (absent otherwise). The webhook channel sends it as the `traceparent` header, e-mail
+   * as `X-Trace-Id` (the trace id alone), so a receiver's own spans join the trace.
+   */
+  traceParent?: string;
 }
 
 /** Per-send context. */

@@ -19,7 +19,7 @@ import {
   ValidationError,
 } from "../errors/index.js";
 import type { FieldIssue } from "../errors/index.js";
-import { silentLogger } from "../observability/logger.js";
+import { lazyChild, silentLogger } from "../observability/logger.js";
 import type { Logger } from "../observability/logger.js";
 import {
   checkTargetUrl,
@@ -214,7 +214,7 @@ export function createWebhookChannel(options: WebhookChannelOptions = {}): Webho
     const target = checked.target;
     const id = ctx.idempotencyKey || delivery.deliveryKey;
     const body: WebhookBody = { type: WEBHOOK_EVENT_TYPE, ...reminderMessage(delivery) };
-    if (delivery.template) body.rendered = renderTemplate(delivery.template, delivery);
+    if (delivery.template) body.rendered = await renderTemplate(delivery.template, delivery);
     const text = JSON.stringify(body);
     const nowMs = (ctx.now ?? now)();
     const timestamp = Math.floor(nowMs / 1000);
@@ -223,15 +223,17 @@ export function createWebhookChannel(options: WebhookChannelOptions = {}): Webho
     const secrets = live
       ? [live.current, ...live.previous]
       : [(target.secret ?? options.secret) as string];
-    const headers = {
+    const headers: Record<string, string> = {
       "content-type": "application/json",
       "user-agent": userAgent,
       "webhook-id": id,
       "webhook-timestamp": String(timestamp),
       "webhook-signature": secrets.map((s) => signWebhook(s, id, timestamp, text)).join(" "),
     };
+    // OPS-15: W3C Trace Context, so the receiver's span is a child of this send's.
+    if (delivery.traceParent !== undefined) headers.traceparent = delivery.traceParent;
     const started = now();
-    const log = logger.child({
+    const log = lazyChild(logger, {
       channel: "webhook",
       deliveryKey: delivery.deliveryKey,
       attempt: delivery.attempt,

@@ -4,7 +4,11 @@
  */
 import { Command, InvalidArgumentError, Option } from "commander";
 import { VERSION } from "../app/punctual.js";
-import { DELIVERY_STATE_VALUES, SCHEDULE_STATE_VALUES } from "../contracts/index.js";
+import {
+  DELIVERY_STATE_VALUES,
+  isInstantInRange,
+  SCHEDULE_STATE_VALUES,
+} from "../contracts/index.js";
 import { MAX_PREVIEW_COUNT } from "../recurrence/index.js";
 import { ENV_VARS } from "../config/env.js";
 import { LOG_LEVELS } from "../observability/logger.js";
@@ -39,6 +43,7 @@ import {
   status,
   webhookSecret,
   type AddFlags,
+  type PageFlags,
   type RemoteFlags,
 } from "./remote.js";
 import {
@@ -80,6 +85,9 @@ const instant = (value: string): number => {
       "must be an ISO 8601 instant with Z or an offset (2027-01-01T00:00:00Z), or a date (midnight UTC).",
     );
   }
+  if (!isInstantInRange(ms)) {
+    throw new InvalidArgumentError(`must be in the years 0001 to 9999 (UTC) (got "${text}").`);
+  }
   return ms;
 };
 
@@ -104,6 +112,10 @@ function databaseOptions(cmd: Command, withMigrate: boolean): Command {
     .option(
       "--take-over-lock",
       "take over the data folder's lock left by another host (a re-created container) once 60 s stale (also PUNCTUAL_TAKE_OVER_LOCK=true)",
+    )
+    .option(
+      "--allow-shared-data-dir",
+      "open a data folder that other users may read (refused by default; also PUNCTUAL_ALLOW_SHARED_DATA_DIR=true)",
     )
     .addOption(
       new Option(
@@ -183,6 +195,12 @@ export function buildProgram(io: Io): Command {
         )
           .env("PUNCTUAL_HOST")
           .default("127.0.0.1"),
+      )
+      .addOption(
+        new Option(
+          "--otel",
+          "export OpenTelemetry traces and metrics over OTLP/HTTP to OTEL_EXPORTER_OTLP_ENDPOINT",
+        ),
       ),
     true,
   )
@@ -223,6 +241,12 @@ export function buildProgram(io: Io): Command {
         )
           .env("PUNCTUAL_METRICS_HOST")
           .default("127.0.0.1"),
+      )
+      .addOption(
+        new Option(
+          "--otel",
+          "export OpenTelemetry traces and metrics over OTLP/HTTP to OTEL_EXPORTER_OTLP_ENDPOINT",
+        ),
       ),
     true,
   )
@@ -565,18 +589,27 @@ export function buildProgram(io: Io): Command {
         "--source <name>",
         "only this source's (an import's calendar name, an upsert's system)",
       )
+      .option("--search <text>", "only titles or external ids containing this (any case)")
+      .addOption(
+        new Option("--order <order>", "asc (oldest first, the default) or desc").choices([
+          "asc",
+          "desc",
+        ]),
+      )
       .option("--limit <n>", "page size (1–1000)", integer(1, 1_000), 100)
-      .option("--cursor <cursor>", "next page, from the previous page's output"),
+      .option("--cursor <cursor>", "next page, from the previous page's output")
+      .option("--all", "every page, following the cursor to the end (with --json: JSON Lines)"),
   )
     .addHelpText(
       "after",
       example([
         "punctual schedules list --state active",
-        "punctual schedules list --source team --json",
+        "punctual schedules list --search standup --order desc",
+        "punctual schedules list --source team --all --json",
       ]),
     )
     .action(
-      (flags: RemoteFlags & { state?: string; source?: string; limit?: number; cursor?: string }) =>
+      (flags: RemoteFlags & PageFlags & { state?: string; source?: string; search?: string }) =>
         schedulesList(flags, io),
     );
 
@@ -618,25 +651,44 @@ export function buildProgram(io: Io): Command {
       .description("List deliveries by id.")
       .option("--schedule-id <id>", "only this schedule's")
       .addOption(new Option("--state <state>", "only this state").choices(DELIVERY_STATE_VALUES))
+      .option("--source <source>", "only the deliveries of schedules from this source")
+      .option("--channel <channel>", "only the deliveries through this channel")
+      .option("--due-from <instant>", "only those due at or after this ISO 8601 instant")
+      .option("--due-to <instant>", "only those due before this ISO 8601 instant")
+      .addOption(
+        new Option(
+          "--order <order>",
+          "asc (oldest first, the default) or desc; oldest and newest also work",
+        ).choices(["asc", "desc", "oldest", "newest"]),
+      )
       .option("--limit <n>", "page size (1–1000)", integer(1, 1_000), 100)
+      .option("--cursor <cursor>", "next page, from the previous page's output")
+      .option("--all", "every page, following the cursor to the end (with --json: JSON Lines)")
       .option(
         "--after <id>",
-        "next page: deliveries with a larger id",
+        "older form of --cursor: the deliveries past this id in the listing order",
         integer(0, Number.MAX_SAFE_INTEGER),
       ),
   )
     .addHelpText(
       "after",
-      example(["punctual deliveries list --state in_doubt", "punctual deliveries list --json"]),
+      example([
+        "punctual deliveries list --state dead --order desc",
+        "punctual deliveries list --source team-calendar --due-from 2027-01-01T00:00:00Z",
+        "punctual deliveries list --state dead --all --json",
+      ]),
     )
     .action(
       (
         flags: RemoteFlags & {
           scheduleId?: string;
           state?: string;
-          limit?: number;
+          source?: string;
+          channel?: string;
+          dueFrom?: string;
+          dueTo?: string;
           after?: number;
-        },
+        } & PageFlags,
       ) => deliveriesList(flags, io),
     );
 

@@ -45,7 +45,7 @@ const scheduleColumns: Column<ScheduleView>[] = [
     cell: (s) => (s.title && s.title.length > 40 ? `${s.title.slice(0, 39)}…` : s.title),
   },
   { header: "SOURCE", cell: (s) => s.source },
-  { header: "DTSTART", cell: (s) => s.dtstart },
+  { header: "DTSTART", cell: (s) => s.dtstartLocal ?? s.dtstart },
   { header: "TZID", cell: (s) => s.tzid },
   { header: "RRULE", cell: (s) => s.rrule },
   { header: "REMINDERS", cell: (s) => s.reminders.map((r) => `${r.key}@${r.offset}`).join(",") },
@@ -73,7 +73,12 @@ export function scheduleText(s: ScheduleView): string {
       ["source", s.source === null ? null : `${s.source} / ${cellText(s.externalId)}`],
       ["state", s.invalidReason ? `${s.state} (${s.invalidReason})` : s.state],
       ["version", s.version],
-      ["dtstart", s.dtstart],
+      [
+        "dtstart",
+        s.dtstartLocal === null
+          ? s.dtstart
+          : `${s.dtstartLocal} ${s.tzid}${s.dtstart === s.dtstartLocal ? "" : ` (given as ${s.dtstart})`}`,
+      ],
       ["tzid", s.tzid],
       ["rrule", s.rrule],
       ["rdate", s.rdate.join(", ")],
@@ -325,18 +330,65 @@ export async function schedulesEdit(id: string, flags: EditFlags, io: Io): Promi
   for (const warning of s.warnings ?? []) io.err(`warning: ${warning}\n`);
 }
 
+/** Paging flags of a list command (API-3). */
+export interface PageFlags {
+  limit?: number;
+  cursor?: string;
+  order?: string;
+  /** Follow `nextCursor` to the end, printing each page as it arrives. */
+  all?: boolean;
+}
+
+/**
+ * Prints one page of a list endpoint, or with `--all` every page, following `nextCursor`
+ * and printing as it goes: one table (its header once), or with `--json` one JSON object
+ * per line (JSON Lines). Without `--all`, `--json` prints the page as the API answers it.
+ */
+async function printPages<T>(
+  flags: RemoteFlags & PageFlags,
+  io: Io,
+  path: string,
+  query: Record<string, string | number | undefined>,
+  columns: Parameters<typeof table<T>>[1],
+): Promise<void> {
+  const client = clientFor(flags);
+  let cursor = flags.cursor;
+  for (let first = true; ; first = false) {
+    const page = await client.get<{ items: T[]; nextCursor: string | null }>(path, {
+      ...query,
+      limit: flags.limit,
+      order: flags.order,
+      cursor,
+    });
+    if (!flags.all) {
+      if (flags.json) return io.out(jsonText(page));
+      io.out(table(page.items, columns));
+      if (page.nextCursor) io.out(`more: --cursor ${page.nextCursor}\n`);
+      return;
+    }
+    if (flags.json) {
+      for (const item of page.items) io.out(`${JSON.stringify(item)}\n`);
+    } else if (first || page.items.length > 0) {
+      const text = table(page.items, columns);
+      io.out(first ? text : text.slice(text.indexOf("\n") + 1));
+    }
+    if (!page.nextCursor) return;
+    cursor = page.nextCursor;
+  }
+}
+
 /** `schedules list`. */
 export async function schedulesList(
-  flags: RemoteFlags & { state?: string; source?: string; limit?: number; cursor?: string },
+  flags: RemoteFlags & PageFlags & { state?: string; source?: string; search?: string },
   io: Io,
 ): Promise<void> {
-  const page = await clientFor(flags).get<{ items: ScheduleView[]; nextCursor: string | null }>(
+  await printPages<ScheduleView>(
+    flags,
+    io,
     "/v1/schedules",
-    { state: flags.state, source: flags.source, limit: flags.limit, cursor: flags.cursor },
+    { state: flags.state, source: flags.source, q: flags.search },
+    scheduleColumns,
   );
-  if (flags.json) return io.out(jsonText(page));
-  io.out(table(page.items, scheduleColumns));
-  if (page.nextCursor) io.out(`more: --cursor ${page.nextCursor}\n`);
 }
 
 /** `schedules show <id>`. */
@@ -370,16 +422,33 @@ export async function schedulesTransition(
 
 /** `deliveries list`. */
 export async function deliveriesList(
-  flags: RemoteFlags & { scheduleId?: string; state?: string; limit?: number; after?: number },
+  flags: RemoteFlags &
+    PageFlags & {
+      scheduleId?: string;
+      state?: string;
+      source?: string;
+      channel?: string;
+      dueFrom?: string;
+      dueTo?: string;
+      after?: number;
+    },
   io: Io,
 ): Promise<void> {
-  const page = await clientFor(flags).get<{ items: DeliveryView[]; nextAfter: number | null }>(
+  await printPages<DeliveryView>(
+    flags,
+    io,
     "/v1/deliveries",
-    { scheduleId: flags.scheduleId, state: flags.state, limit: flags.limit, after: flags.after },
+    {
+      scheduleId: flags.scheduleId,
+      state: flags.state,
+      source: flags.source,
+      channel: flags.channel,
+      dueFrom: flags.dueFrom,
+      dueTo: flags.dueTo,
+      after: flags.after,
+    },
+    deliveryColumns,
   );
-  if (flags.json) return io.out(jsonText(page));
-  io.out(table(page.items, deliveryColumns));
-  if (page.nextAfter !== null) io.out(`more: --after ${page.nextAfter}\n`);
 }
 
 /** `deliveries show <id>`: the delivery and its attempts. */

@@ -3,8 +3,10 @@
  * (scheduler only), `migrate`, and the database form of `healthcheck` (OPS-4).
  */
 import { hostname } from "node:os";
+import { lookup } from "node:dns/promises";
 import { createServer, isIP } from "node:net";
 import { createProbeApi } from "../api/probes.js";
+import { isLoopbackAddress } from "../api/security.js";
 import { createApi, serveApi, type ServedApi } from "../api/server.js";
 import { registerDashboard } from "../dashboard/index.js";
 import { heartbeatFreshness } from "../app/health.js";
@@ -15,6 +17,7 @@ import type { Database } from "../store/database.js";
 import { migrate, schemaVersion } from "../store/migrator.js";
 import { listInstances, type InstanceRow } from "../store/operations.js";
 import { createLogger, type LogLevel } from "../observability/logger.js";
+import { startOtelSdk } from "../observability/otel-sdk.js";
 import { removeLocalToken, writeLocalToken } from "./local-token.js";
 import { CliError, EXIT_FAILURE, EXIT_STARTUP, reportError } from "./errors.js";
 import { jsonText, table } from "./format.js";
@@ -31,6 +34,8 @@ export interface DatabaseFlags {
   databaseUrl?: string;
   /** Take over a stale lock another host left on the data folder. */
   takeOverLock?: boolean;
+  /** Open a data folder other users may read (`--allow-shared-data-dir`). */
+  allowSharedDataDir?: boolean;
   migrate?: boolean;
   logLevel?: LogLevel;
 }
@@ -43,21 +48,49 @@ export interface WorkerFlags extends DatabaseFlags {
   metricsPortDefaulted?: boolean;
   /** Its listen address. */
   metricsHost: string;
+  /** OPS-15: start the OpenTelemetry SDK (OTLP/HTTP export) when an endpoint is set. */
+  otel?: boolean;
 }
 
 /** `start` flags. */
 export interface StartFlags extends DatabaseFlags {
   host: string;
   port: number;
+  /** OPS-15: start the OpenTelemetry SDK (OTLP/HTTP export) when an endpoint is set. */
+  otel?: boolean;
 }
 
-/** Whether `host` only accepts connections from this machine. */
-export function isLoopbackHost(host: string): boolean {
-  const h = host.replace(/^\[|\]$/g, "").toLowerCase();
-  if (h === "localhost" || h === "::1" || h === "0:0:0:0:0:0:0:1") return true;
-  if (isIP(h) === 4) return h.startsWith("127.");
-  if (h.startsWith("::ffff:")) return h.slice(7).startsWith("127.");
-  return false;
+/**
+ * OPS-15: starts the OpenTelemetry SDK for `--otel`, before anything else runs (so the
+ * first request and planning pass are traced). Without an OTLP endpoint in the
+ * environment it says so on stderr and starts nothing (the process runs untraced).
+ */
+async function otelFor(flag: boolean | undefined, io: Io, env: NodeJS.ProcessEnv) {
+  if (!flag) return null;
+  const sdk = await startOtelSdk(env, VERSION);
+  if (!sdk) {
+    io.err(
+      "punctual: --otel given, but neither OTEL_EXPORTER_OTLP_ENDPOINT nor OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set: nothing is exported (set one, e.g. http://127.0.0.1:4318)\n",
+    );
+  }
+  return sdk;
+}
+
+/**
+ * Whether a server listening on `host` is reachable from this machine only, judged by the
+ * addresses it binds, not by its name: an IP address is checked as it is, a name by every
+ * address it resolves to (`localhost` pointed elsewhere in /etc/hosts is not loopback).
+ * A wildcard (`0.0.0.0`, `::`) or a name that does not resolve is not.
+ */
+export async function listensOnLoopbackOnly(host: string): Promise<boolean> {
+  const h = host.replace(/^\[|\]$/g, "");
+  if (isIP(h) !== 0) return isLoopbackAddress(h);
+  try {
+    const found = await lookup(h, { all: true });
+    return found.length > 0 && found.every((a) => isLoopbackAddress(a.address));
+  } catch {
+    return false;
+  }
 }
 
 /**
@@ -74,6 +107,7 @@ export function configFromFlags(flags: DatabaseFlags, env: NodeJS.ProcessEnv): C
     dataDir: flags.dataDir,
     ...(flags.databaseUrl ? { databaseUrl: flags.databaseUrl } : {}),
     ...(flags.takeOverLock ? { takeOverLock: true } : {}),
+    ...(flags.allowSharedDataDir ? { allowSharedDataDir: true } : {}),
     migrate: Boolean(flags.migrate),
     ...(flags.logLevel ? { logLevel: flags.logLevel } : {}),
   });
@@ -92,6 +126,17 @@ function describeDatabase(db: Database): string {
  * gets SIGINT from the terminal and again from npm, which forwards it.
  */
 export const REPEATED_SIGNAL_MS = 1_000;
+
+/** Set once `start` or `worker` runs and waits for its stop signal. */
+let serving = false;
+
+/**
+ * True once this process runs a server (`start`, `worker`) that stops on a signal: a
+ * closed stdout or stderr must not end it then (main.ts), or its clean stop is skipped.
+ */
+export function isServing(): boolean {
+  return serving;
+}
 
 /**
  * Stops cleanly on SIGTERM/SIGINT (OPS-6): runs `stop`, then exits 0 (1 if stopping
@@ -126,6 +171,7 @@ function exitOnSignals(punctual: Punctual, io: Io, stop: () => Promise<void>): v
   };
   process.on("SIGTERM", handler);
   process.on("SIGINT", handler);
+  serving = true;
 }
 
 /** The CliError for an address `start` cannot listen on, or null for any other error. */
@@ -160,7 +206,7 @@ async function ensureCanListen(host: string, port: number): Promise<void> {
  */
 export async function runStart(flags: StartFlags, io: Io, env = process.env): Promise<void> {
   const apiKey = env.PUNCTUAL_API_KEY || undefined;
-  if (!isLoopbackHost(flags.host) && !apiKey) {
+  if (!apiKey && !(await listensOnLoopbackOnly(flags.host))) {
     throw new CliError(
       `Refusing to listen on ${flags.host}: it is not a loopback address and PUNCTUAL_API_KEY is not set, ` +
         `so anyone who can reach this host could read and create schedules. Set PUNCTUAL_API_KEY ` +
@@ -171,6 +217,7 @@ export async function runStart(flags: StartFlags, io: Io, env = process.env): Pr
   // A busy port is refused before the database opens and migrates (seconds on a first
   // start), not after; the listen below still handles a port taken in between.
   await ensureCanListen(flags.host, flags.port);
+  const otel = await otelFor(flags.otel, io, env);
   // API-7: extra Host names come from the environment like the key (flags set host/port).
   const allowedHosts = configFromEnv(env).api?.allowedHosts;
   const punctual = await createPunctual({
@@ -183,6 +230,7 @@ export async function runStart(flags: StartFlags, io: Io, env = process.env): Pr
     },
     role: "start",
   });
+  otel?.bridge(punctual.metrics.registry);
   // API-7: without a key, the webhook secret is served only to `punctual webhook-secret`
   // on this machine, which reads this token from the data folder.
   let localToken: string | undefined;
@@ -213,26 +261,31 @@ export async function runStart(flags: StartFlags, io: Io, env = process.env): Pr
     throw listenError(err, flags.host, flags.port) ?? err;
   }
   await punctual.start();
+  // Handlers first, then the lines that say it runs: whoever waits for them may signal
+  // at once, and a signal before the handler would end the process without its stop.
+  exitOnSignals(punctual, io, async () => {
+    await served.close();
+    await dropToken();
+    await punctual.close();
+    await otel?.shutdown();
+  });
   io.err(
     `punctual ${VERSION} listening on ${served.url} — database: ${describeDatabase(punctual.db)}` +
-      `${apiKey ? " — API key required" : ""} — dashboard at ${served.url}/ui/\n`,
+      `${apiKey ? " — API key required" : ""} — dashboard at ${served.url}/ui/` +
+      `${otel ? ` — traces to ${otel.endpoint}` : ""}\n`,
   );
   punctual.logger.info(
     { url: served.url, database: punctual.db.description, engine: punctual.db.engine },
     "punctual started",
   );
-  exitOnSignals(punctual, io, async () => {
-    await served.close();
-    await dropToken();
-    await punctual.close();
-  });
 }
 
 /**
  * `punctual worker`: the scheduler loop without the API, for extra processes on PostgreSQL,
  * with its probe server (/metrics, /healthz, /readyz, OPS-13) on `metricsPort` unless `off`.
  * Resolves once running; the process lives until SIGTERM/SIGINT.
- * @throws CliError (exit 2) when the metrics port cannot be bound.
+ * @throws CliError (exit 2) when the metrics port cannot be bound, or would be bound off
+ *   loopback without PUNCTUAL_API_KEY.
  */
 export async function runWorker(flags: WorkerFlags, io: Io, env = process.env): Promise<void> {
   if (!flags.databaseUrl) {
@@ -242,11 +295,27 @@ export async function runWorker(flags: WorkerFlags, io: Io, env = process.env): 
         `Extra workers need PostgreSQL.\n`,
     );
   }
+  // OPS-13: /metrics names schedules' traffic; off this machine it needs the API key.
+  const metricsKey = env.PUNCTUAL_API_KEY || undefined;
+  if (
+    flags.metricsPort !== "off" &&
+    !metricsKey &&
+    !(await listensOnLoopbackOnly(flags.metricsHost))
+  ) {
+    throw new CliError(
+      `Refusing to serve metrics on ${flags.metricsHost}: it is not a loopback address and PUNCTUAL_API_KEY is not set, ` +
+        `so anyone who can reach this host could read /metrics. Set PUNCTUAL_API_KEY (scrapers send ` +
+        `"Authorization: Bearer <key>"), or serve on 127.0.0.1 (--metrics-host), or --metrics-port off.`,
+      EXIT_STARTUP,
+    );
+  }
+  const otel = await otelFor(flags.otel, io, env);
   const punctual = await createPunctual({ ...configFromFlags(flags, env), role: "worker" });
+  otel?.bridge(punctual.metrics.registry);
   let probes: ServedApi | null = null;
   let fellBack = false;
   if (flags.metricsPort !== "off") {
-    const apiKey = env.PUNCTUAL_API_KEY || undefined;
+    const apiKey = metricsKey;
     const allowedHosts = configFromEnv(env).api?.allowedHosts;
     const probeApi = createProbeApi(punctual, {
       host: flags.metricsHost,
@@ -284,6 +353,12 @@ export async function runWorker(flags: WorkerFlags, io: Io, env = process.env): 
   await punctual.start();
   // The scheduler's timers do not keep the process alive on their own.
   const keepAlive = setInterval(() => undefined, 1 << 30);
+  exitOnSignals(punctual, io, async () => {
+    clearInterval(keepAlive);
+    await probes?.close();
+    await punctual.close();
+    await otel?.shutdown();
+  });
   io.err(
     `punctual ${VERSION} worker running — database: ${describeDatabase(punctual.db)}` +
       (probes
@@ -302,11 +377,6 @@ export async function runWorker(flags: WorkerFlags, io: Io, env = process.env): 
     },
     "worker started",
   );
-  exitOnSignals(punctual, io, async () => {
-    clearInterval(keepAlive);
-    await probes?.close();
-    await punctual.close();
-  });
 }
 
 /** `punctual migrate`: applies pending migrations and prints what it did. */
@@ -318,6 +388,10 @@ export async function runMigrate(flags: DatabaseFlags & { json?: boolean }, io: 
       Boolean(flags.takeOverLock) ||
       configFromEnv({ PUNCTUAL_TAKE_OVER_LOCK: process.env.PUNCTUAL_TAKE_OVER_LOCK })
         .takeOverLock === true,
+    allowSharedDataDir:
+      Boolean(flags.allowSharedDataDir) ||
+      configFromEnv({ PUNCTUAL_ALLOW_SHARED_DATA_DIR: process.env.PUNCTUAL_ALLOW_SHARED_DATA_DIR })
+        .allowSharedDataDir === true,
   });
   // Warnings (a stale lock taken over) go to stderr, so --json output stays parseable.
   const warnings = createLogger({ level: "warn", destination: { write: (line) => io.err(line) } });

@@ -30,10 +30,22 @@ export const ENV_VARS: ReadonlyArray<{ name: string; path: string; kind: Kind; h
     help: "take over a data folder lock another host left (once 60 s stale)",
   },
   {
+    name: "PUNCTUAL_ALLOW_SHARED_DATA_DIR",
+    path: "allowSharedDataDir",
+    kind: "bool",
+    help: "open a data folder other users may read (default: refused; new folders are 0700)",
+  },
+  {
     name: "PUNCTUAL_LOG_LEVEL",
     path: "logLevel",
     kind: "string",
     help: "fatal|error|warn|info|debug|trace|silent",
+  },
+  {
+    name: "PUNCTUAL_METRICS_NAMED_LABELS",
+    path: "metricsNamedLabels",
+    kind: "bool",
+    help: "tenant names and target hosts in metric labels (default: an opaque h_<sha256> value)",
   },
   {
     name: "PUNCTUAL_WEBHOOK_SECRET",
@@ -58,6 +70,12 @@ export const ENV_VARS: ReadonlyArray<{ name: string; path: string; kind: Kind; h
     path: "email.from",
     kind: "string",
     help: "default e-mail sender, e.g. Reminders <reminders@example.com>",
+  },
+  {
+    name: "PUNCTUAL_SMTP_ALLOWED_FROM",
+    path: "email.allowedFrom",
+    kind: "list",
+    help: "other senders a reminder's from may name, comma-separated: a@example.com, *@example.com, * (default: PUNCTUAL_SMTP_FROM only)",
   },
   {
     name: "PUNCTUAL_SMTP_DOMAIN",
@@ -143,6 +161,12 @@ export const ENV_VARS: ReadonlyArray<{ name: string; path: string; kind: Kind; h
     path: "scheduler.rateLimitMaxDelayMs",
     kind: "int",
     help: "longest Retry-After honoured, ms (default 3600000)",
+  },
+  {
+    name: "PUNCTUAL_MAX_RATE_LIMITS_PER_TENANT",
+    path: "scheduler.maxRateLimitsPerTenant",
+    kind: "int",
+    help: "most rate limits one tenant may have (default 1000)",
   },
   {
     name: "PUNCTUAL_CIRCUIT_FAILURES",

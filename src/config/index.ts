@@ -8,7 +8,18 @@ import { z } from "zod";
 import { ConfigError } from "../errors/index.js";
 import { LOG_LEVELS } from "../observability/logger.js";
 
-const ms = (def: number, min = 0) => z.number().int().min(min).default(def);
+/**
+ * Longest duration a timer can wait, ms: Node's `setTimeout` limit (2^31 − 1, about
+ * 24.8 days); a longer one would fire at once, in a loop.
+ */
+export const MAX_TIMER_MS = 2_147_483_647;
+
+/** Longest horizon or age a setting may name, ms: 366 days. */
+export const MAX_HORIZON_MS = 31_622_400_000;
+
+/** A duration setting, whole milliseconds in `[min, max]` (default max {@link MAX_TIMER_MS}). */
+const ms = (def: number, min = 0, max = MAX_TIMER_MS) =>
+  z.number().int().min(min).max(max).default(def);
 
 /** The scheduler's options, with units and defaults. */
 export const schedulerOptionsSchema = z
@@ -29,7 +40,7 @@ export const schedulerOptionsSchema = z
     /** Safety-net poll: the longest wait between two ticks, ms. Default 2 s. */
     pollMs: ms(2_000, 10),
     /** How far ahead planning materializes deliveries, ms. Default 1 h. */
-    planAheadMs: ms(3_600_000, 60_000),
+    planAheadMs: ms(3_600_000, 60_000, MAX_HORIZON_MS),
     /** Unbounded, non-perpetual series are capped this many days after their start (REC-5). */
     maxExpansionDays: z.number().int().min(1).max(36_600).default(366),
     /** Most deliveries one worker sends at once (its free send slots). Default 100. */
@@ -62,9 +73,16 @@ export const schedulerOptionsSchema = z
      * Longest a delivery is deferred by Retry-After, ms since its first try began (DEL-13);
      * a rate limit after that is dead `RATE_LIMITED`. Default 24 h.
      */
-    rateLimitMaxAgeMs: ms(86_400_000, 1_000),
+    rateLimitMaxAgeMs: ms(86_400_000, 1_000, MAX_HORIZON_MS),
     /** Longest Retry-After honoured, ms; a longer one is shortened to it (DEL-13). Default 1 h. */
     rateLimitMaxDelayMs: ms(3_600_000, 1_000),
+    /**
+     * DEL-13: most rate limits one tenant may have; setting a new key past it is refused
+     * (409 `CONFLICT` naming the key and the cap). Every limit with due rows costs
+     * the claim one locked statement, so the cap keeps one tenant from slowing every other
+     * one's claims. Default 1,000.
+     */
+    maxRateLimitsPerTenant: z.number().int().min(1).max(1_000_000).default(1_000),
     /**
      * CH-7: consecutive transient failures (any process) to one target host that open its
      * circuit. Default 5.
@@ -97,7 +115,7 @@ export const schedulerOptionsSchema = z
      * never marks itself stopped), ms. `punctual status` marks them stale after
      * `heartbeatStaleMs` already. Default 24 h.
      */
-    instancePruneAfterMs: ms(86_400_000, 60_000),
+    instancePruneAfterMs: ms(86_400_000, 60_000, MAX_HORIZON_MS),
     /**
      * The cluster gauges (backlog, overdue, retry waiting, oldest due age, in doubt, dead)
      * are computed this often by the process holding their lease, and read this often by
@@ -111,7 +129,7 @@ export const schedulerOptionsSchema = z
     /** Warn when this process's clock differs from the database's by more, ms. Default 2 s. */
     clockSkewWarnMs: ms(2_000, 0),
     /** Error logs of a failing streak: one line every this many ticks (OPS-2). */
-    errorLogEveryTicks: z.number().int().min(1).default(30),
+    errorLogEveryTicks: z.number().int().min(1).max(1_000_000).default(30),
   })
   .strict();
 
@@ -127,9 +145,20 @@ export const configSchema = z
      * of this host is taken over whenever its process is gone, without this.
      */
     takeOverLock: z.boolean().default(false),
+    /**
+     * Open an embedded data folder that group or others may read (its mode has any of
+     * 0o077). Default false: such a folder is refused at start; a new one is made 0700.
+     */
+    allowSharedDataDir: z.boolean().default(false),
     /** Apply pending migrations at start (always on for the embedded database). */
     migrate: z.boolean().default(false),
     logLevel: z.enum(LOG_LEVELS).default("info"),
+    /**
+     * Tenant names, rate-limit keys and target hosts as they are in metric labels
+     * (`punctual_rate_limit_*`, `punctual_circuit_*`). Default false: those labels hold an
+     * opaque value, `h_` and 12 hex digits of the name's SHA-256.
+     */
+    metricsNamedLabels: z.boolean().default(false),
     /** Default webhook signing secret (`whsec_…`). */
     webhookSecret: z.string().min(1).optional(),
     /** Allow webhook targets in private, loopback and link-local ranges (CH-1). */
@@ -146,9 +175,14 @@ export const configSchema = z
         from: z.string().min(1).optional(),
         /** Domain of Message-IDs `<deliveryKey@domain>`; default the sender's domain. */
         domain: z.string().min(1).optional(),
+        /**
+         * Senders a reminder's `target.from` may name, besides `from`'s address: addresses,
+         * `*@domain` (every address of the domain) or `*` (any). Default none: only `from`.
+         */
+        allowedFrom: z.array(z.string().min(1).max(320)).max(1_000).default([]),
       })
       .strict()
-      .default({}),
+      .default({ allowedFrom: [] }),
     api: z
       .object({
         host: z.string().min(1).default("127.0.0.1"),
@@ -156,7 +190,7 @@ export const configSchema = z
         /** Bearer token required by the API; mandatory on a non-loopback host. */
         apiKey: z.string().min(16).optional(),
         /** Largest request body, bytes. Default 1 MiB. */
-        bodyLimitBytes: z.number().int().min(1_024).default(1_048_576),
+        bodyLimitBytes: z.number().int().min(1_024).max(1_073_741_824).default(1_048_576),
         /**
          * Extra names the API answers in the `Host` header (API-7): `name` (any port) or
          * `name:port`; `*` turns the check off. Without an API key the listen address and

@@ -15,10 +15,27 @@ export const offsetSchema = z
   .max(40)
   .regex(isoDuration, 'must be an ISO 8601 duration such as "-PT15M", "PT0S" or "-P1D"');
 
-const instant = z.iso.datetime({
-  offset: true,
-  message: "must be an ISO 8601 instant with Z or an offset",
-});
+/** Earliest instant any date input may name: 0001-01-01T00:00:00Z (epoch ms). */
+export const MIN_INSTANT_MS = -62_135_596_800_000;
+/** Latest instant any date input may name: 9999-12-31T23:59:59.999Z (epoch ms). */
+export const MAX_INSTANT_MS = 253_402_300_799_999;
+
+/** Whether epoch milliseconds `ms` fall in years 0001–9999 (UTC), the range of every date input. */
+export function isInstantInRange(ms: number): boolean {
+  return Number.isFinite(ms) && ms >= MIN_INSTANT_MS && ms <= MAX_INSTANT_MS;
+}
+
+const RANGE_MESSAGE = "must be in the years 0001 to 9999 (UTC)";
+
+/**
+ * An ISO 8601 instant with `Z` or an offset, in the years 0001–9999 once read in UTC: year
+ * 0, a negative year or one past 9999 is a 400 naming the field, never a server error.
+ */
+export const instantSchema = z.iso
+  .datetime({ offset: true, message: "must be an ISO 8601 instant with Z or an offset" })
+  .refine((v) => isInstantInRange(Date.parse(v)), RANGE_MESSAGE);
+
+const instant = instantSchema;
 
 /** Deepest nesting accepted in a payload (objects and arrays). */
 export const MAX_PAYLOAD_DEPTH = 32;
@@ -72,12 +89,72 @@ const UNSTORABLE_MESSAGE =
 /** A string PostgreSQL can store (no NUL, no unpaired surrogate). */
 const storableText = () => z.string().refine((v) => !isUnstorableText(v), UNSTORABLE_MESSAGE);
 
+/**
+ * Largest payload, in bytes of its JSON text (UTF-8), whatever way it comes in: the API,
+ * the CLI, the library, a calendar import (API-1, API-5). Lists show a payload only up to
+ * {@link LIST_FIELD_MAX_BYTES}; the single read shows it whole.
+ */
+export const MAX_PAYLOAD_BYTES = 65_536;
+
+/**
+ * Largest payload, template or target a list item carries, bytes of its JSON text: a
+ * larger one is left out of the item and marked (`payloadTruncated`, `templateTruncated`,
+ * `targetTruncated`: true) (API-3); `GET /v1/schedules/{id}` shows it whole.
+ */
+export const LIST_FIELD_MAX_BYTES = 2_048;
+
+/** Most RDATEs or EXDATEs a list item carries; more: `[]` and `rdateTruncated`/`exdateTruncated` (API-3). */
+export const LIST_MAX_DATES = 100;
+
+/**
+ * Most bytes of the items of one list page (`GET /v1/schedules`), JSON text: a page ends
+ * early (with `nextCursor`) rather than pass it (API-3). One item is at most about
+ * 300 KiB (50 reminders with fields at the list limits), so a page always has one.
+ */
+export const LIST_PAGE_MAX_BYTES = 4 * 1024 * 1024;
+
+/** Length of `text` in UTF-8 bytes, counted without allocating (an unpaired surrogate: 3). */
+export function utf8Bytes(text: string): number {
+  let n = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c < 0x80) n += 1;
+    else if (c < 0x800) n += 2;
+    else if (c >= 0xd800 && c <= 0xdbff && i + 1 < text.length) {
+      const d = text.charCodeAt(i + 1);
+      if (d >= 0xdc00 && d <= 0xdfff) {
+        n += 4;
+        i++;
+      } else n += 3;
+    } else n += 3;
+  }
+  return n;
+}
+
+/**
+ * Size of a JSON value as JSON text, UTF-8 bytes (`undefined`: 0). Call it after the depth
+ * check ({@link jsonDepth}): `JSON.stringify` recurses.
+ */
+export function jsonBytes(value: unknown): number {
+  const text = JSON.stringify(value) as string | undefined;
+  return text === undefined ? 0 : utf8Bytes(text);
+}
+
 /** Any JSON value, nested at most {@link MAX_PAYLOAD_DEPTH} levels, with storable text only. */
 export const payloadSchema = z
   .unknown()
   .refine((v) => jsonDepth(v) <= MAX_PAYLOAD_DEPTH, {
     message: `must not nest objects or arrays deeper than ${MAX_PAYLOAD_DEPTH} levels`,
     abort: true,
+  })
+  .superRefine((v, ctx) => {
+    const bytes = jsonBytes(v);
+    if (bytes > MAX_PAYLOAD_BYTES)
+      ctx.addIssue({
+        code: "custom",
+        message: `must be at most ${MAX_PAYLOAD_BYTES} bytes as JSON (is ${bytes})`,
+        abort: true,
+      });
   })
   .refine((v) => !hasUnstorableText(v), UNSTORABLE_MESSAGE);
 
@@ -87,6 +164,11 @@ export const dtstartSchema = z
   .regex(
     /^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d{1,3})?)?(Z|[+-]\d{2}:?\d{2})?)?$/,
     "must be a local date-time 2027-01-04T09:00:00, a date 2027-01-04, or an instant 2027-01-04T08:00:00Z",
+  )
+  // An instant is read in UTC; a local time or a date is checked where its zone is known.
+  .refine(
+    (v) => !/(Z|[+-]\d{2}:?\d{2})$/.test(v) || isInstantInRange(Date.parse(v)),
+    RANGE_MESSAGE,
   );
 
 export const webhookTargetSchema = z
@@ -203,6 +285,23 @@ export const dstSchema = z
   })
   .strict();
 
+/**
+ * Longest text of an imported event's SUMMARY and LOCATION, characters (API-5): an event
+ * with a longer one is not imported (skipped, with a warning naming its UID, the field and
+ * its length), as the API refuses a field over its limit. The title keeps the first
+ * {@link MAX_TITLE_CHARS} characters of the SUMMARY.
+ */
+export const MAX_EVENT_TEXT_CHARS = 2_000;
+
+/**
+ * Longest DESCRIPTION of an imported event, characters (API-5): a longer one is not
+ * imported (as {@link MAX_EVENT_TEXT_CHARS}); the payload keeps its first 1,000.
+ */
+export const MAX_EVENT_DESCRIPTION_CHARS = 65_536;
+
+/** Longest external id (an imported event's UID), characters (API-5). */
+export const MAX_EXTERNAL_ID_CHARS = 1_000;
+
 /** Longest schedule title, characters (API-1; also checked by the column, migration 0016). */
 export const MAX_TITLE_CHARS = 500;
 
@@ -249,7 +348,7 @@ export const createScheduleSchema = z
     title: titleSchema.nullable().optional(),
     /** For imports: the calendar/source and the event UID. */
     source: storableText().min(1).max(200).optional(),
-    externalId: storableText().min(1).max(1_000).optional(),
+    externalId: storableText().min(1).max(MAX_EXTERNAL_ID_CHARS).optional(),
   })
   .strict();
 
@@ -271,6 +370,12 @@ export type ReminderInput = z.output<typeof reminderInputSchema>;
 
 /** Schedule and delivery states as the API names them (the domain's closed sets). */
 export const SCHEDULE_STATE_VALUES = SCHEDULE_STATES;
+/**
+ * States a schedule view shows: the stored ones, and `finished` for an `active` schedule
+ * with no occurrence left to plan and every delivery final (shown, not stored: the
+ * `state` filter of lists takes the stored states, and `active` includes finished ones).
+ */
+export const SCHEDULE_VIEW_STATE_VALUES = [...SCHEDULE_STATES, "finished"] as const;
 export const DELIVERY_STATE_VALUES = DELIVERY_STATES;
 
 /** A reminder as returned by the API (target secrets redacted). */
@@ -294,15 +399,29 @@ export interface ReminderView {
   } | null;
   /** DEL-15: `critical` bypasses quiet hours. */
   priority: "normal" | "critical";
+  /**
+   * API-3: present (true) on a list item whose template is larger than
+   * {@link LIST_FIELD_MAX_BYTES}: `template` is then null there; the single read has it.
+   */
+  templateTruncated?: true;
+  /** API-3: as `templateTruncated`, for a target: `target` is then `{}` in the list. */
+  targetTruncated?: true;
 }
 
 /** A schedule as returned by the API. Instants are ISO 8601 UTC with `Z`. */
 export interface ScheduleView {
   id: string;
   version: number;
-  state: (typeof SCHEDULE_STATE_VALUES)[number];
+  state: (typeof SCHEDULE_VIEW_STATE_VALUES)[number];
   invalidReason: string | null;
+  /** DTSTART as given (local, all-day date, or an instant with `Z` or an offset). */
   dtstart: string;
+  /**
+   * DTSTART in one form whatever it was given as: its wall clock in `tzid` with the
+   * zone's UTC offset then (`2027-01-04T09:00:00+01:00`), or the date of an all-day
+   * schedule; null when the stored value cannot be read.
+   */
+  dtstartLocal: string | null;
   tzid: string;
   rrule: string | null;
   rdate: string[];
@@ -316,6 +435,15 @@ export interface ScheduleView {
   catchUp: { windowMs?: number; paceMs?: number } | null;
   perpetual: boolean;
   payload: unknown;
+  /**
+   * API-3: present (true) on a list item whose payload is larger than
+   * {@link LIST_FIELD_MAX_BYTES}: `payload` is then null there; the single read has it.
+   */
+  payloadTruncated?: true;
+  /** API-3: present (true) on a list item with more than {@link LIST_MAX_DATES} RDATEs: `rdate` is then `[]` there. */
+  rdateTruncated?: true;
+  /** API-3: as `rdateTruncated`, for EXDATEs. */
+  exdateTruncated?: true;
   reminders: ReminderView[];
   /** What a person calls it (an imported event's SUMMARY), or null. */
   title: string | null;
@@ -348,6 +476,7 @@ export interface DeliveryView {
   sentAt: string | null;
   finishedAt: string | null;
   reason: string | null;
+  /** The error of the latest failed attempt while not sent; null once `sent` (the attempts keep it). */
   lastError: string | null;
   late: boolean;
   /** DEL-15: the instant a delivery due in quiet hours was deferred to (`runAt` started there), or null. */
@@ -371,14 +500,71 @@ export interface AttemptView {
   error: string | null;
 }
 
+/** Largest `limit` of a list page. */
+export const MAX_PAGE_LIMIT = 1_000;
+
+/**
+ * API-3: a page size: a whole number from 1 to `max`, as a number or as digits only (a
+ * query string: `1e2`, `0x10`, ` 5`, `5.0` are refused). Accepts a number too, so a query
+ * parsed once (at the route) parses again unchanged. Absent: `fallback`.
+ */
+export function pageLimitSchema(max = MAX_PAGE_LIMIT, fallback = 100) {
+  return z
+    .union([z.number(), z.string()])
+    .transform((v, ctx) => {
+      const n = typeof v === "number" ? v : /^[0-9]{1,9}$/.test(v) ? Number(v) : Number.NaN;
+      if (!Number.isSafeInteger(n) || n < 1 || n > max) {
+        ctx.issues.push({
+          code: "custom",
+          message: `must be a whole number from 1 to ${max}, digits only`,
+          input: v,
+        });
+        return z.NEVER;
+      }
+      return n;
+    })
+    .default(fallback)
+    .meta({ description: `Page size: 1 to ${max} (default ${fallback})` });
+}
+
+/**
+ * API-3: listing order by the stable key: `asc` (oldest first) or `desc` (newest first).
+ * `oldest` and `newest` are accepted as their older spellings.
+ */
+export const listOrderSchema = z
+  .enum(["asc", "desc", "oldest", "newest"])
+  .default("asc")
+  .transform((o): "asc" | "desc" => (o === "newest" || o === "desc" ? "desc" : "asc"));
+
+/** An instant bound of a list filter: ISO 8601 with an offset. */
+const instantBound = z.iso.datetime({
+  offset: true,
+  message: "must be an ISO 8601 instant with an offset, e.g. 2027-01-05T08:00:00Z",
+});
+
 /** `GET /v1/deliveries` query. */
 export const listDeliveriesQuerySchema = z
   .object({
     scheduleId: z.uuid().optional(),
     state: z.enum(DELIVERY_STATE_VALUES).optional(),
-    limit: z.coerce.number().int().min(1).max(1_000).default(100),
-    /** Return rows with id greater than this (keyset pagination). */
-    after: z.coerce.number().int().min(0).optional(),
+    /** API-3: only the deliveries of schedules with this source (an import's calendar name). */
+    source: z.string().min(1).max(200).optional(),
+    /** API-3: only the deliveries sent through this channel. */
+    channel: z.string().min(1).max(200).optional(),
+    /** API-3: only the deliveries due at or after this instant. */
+    dueFrom: instantBound.optional(),
+    /** API-3: only the deliveries due before this instant. */
+    dueTo: instantBound.optional(),
+    /** API-3: by id: `asc` (oldest first, the default) or `desc` (newest first). */
+    order: listOrderSchema,
+    limit: pageLimitSchema(),
+    /** Opaque cursor from the previous page's `nextCursor` (same order and filters). */
+    cursor: z.string().max(1_000).optional(),
+    /** Older keyset form: the rows past this id in the listing order. */
+    after: z
+      .union([z.number().int().min(0), z.string().regex(/^[0-9]{1,18}$/, "digits only")])
+      .transform(Number)
+      .optional(),
   })
   .strict();
 
@@ -388,9 +574,13 @@ export const listSchedulesQuerySchema = z
     state: z.enum(SCHEDULE_STATE_VALUES).optional(),
     /** API-3: only the schedules of this source (an import's calendar name, an upsert's system). */
     source: z.string().min(1).max(200).optional(),
-    limit: z.coerce.number().int().min(1).max(1_000).default(100),
-    /** Opaque cursor from the previous page's `nextCursor`. */
-    cursor: z.string().optional(),
+    /** API-3: a case-insensitive substring of the title or the external id. */
+    q: z.string().min(1).max(200).optional(),
+    /** API-3: by creation: `asc` (oldest first, the default) or `desc` (newest first). */
+    order: listOrderSchema,
+    limit: pageLimitSchema(),
+    /** Opaque cursor from the previous page's `nextCursor` (same order and filters). */
+    cursor: z.string().max(1_000).optional(),
   })
   .strict();
 

@@ -4,12 +4,9 @@
  */
 import { z } from "zod";
 import { DELIVERY_REASONS } from "../domain/index.js";
-import { createScheduleSchema, isUnstorableText } from "./index.js";
+import { createScheduleSchema, instantSchema, isUnstorableText } from "./index.js";
 
-const instant = z.iso.datetime({
-  offset: true,
-  message: "must be an ISO 8601 instant with Z or an offset",
-});
+const instant = instantSchema;
 
 const text = (max: number) =>
   z

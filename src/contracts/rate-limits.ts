@@ -12,11 +12,17 @@ export const rateLimitKeySchema = z
   .string()
   .regex(/^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$/, "must be 1–64 letters, digits, _ . : -");
 
+/** Smallest `ratePerSecond` of a limit (DEL-13). */
+export const MIN_RATE_PER_SECOND = 0.001;
+
 /** `PUT /v1/rate-limits/{key}` body. */
 export const rateLimitInputSchema = z
   .object({
-    /** Tokens added per second (deliveries per second at steady state), > 0, ≤ 100,000. */
-    ratePerSecond: z.number().positive().max(100_000),
+    /**
+     * Tokens added per second (deliveries per second at steady state), 0.001 (one per
+     * ~17 minutes) to 100,000: a rate below would make the refill time overflow.
+     */
+    ratePerSecond: z.number().min(MIN_RATE_PER_SECOND).max(100_000),
     /** Most deliveries claimed at once after a quiet spell; default `max(1, ceil(ratePerSecond))`. */
     burst: z.number().int().min(1).max(1_000_000).optional(),
     /** Most deliveries of this key claimed or sending at once across processes; null or absent: no cap. */

@@ -3,11 +3,19 @@
  * Pure: no I/O, no clock, no dependence on the host's time zone.
  */
 import { createHash } from "node:crypto";
-import { MAX_TITLE_CHARS } from "../contracts/index.js";
+import {
+  jsonBytes,
+  MAX_EVENT_DESCRIPTION_CHARS,
+  MAX_EVENT_TEXT_CHARS,
+  MAX_EXTERNAL_ID_CHARS,
+  MAX_PAYLOAD_BYTES,
+  MAX_TITLE_CHARS,
+} from "../contracts/index.js";
 import { ValidationError } from "../errors/index.js";
 import {
   isOffsetZone,
   parseOffset,
+  repairRuleText,
   toInstant,
   validateRule,
   type Recurrence,
@@ -49,6 +57,13 @@ const MAX_REPEAT = 10;
 /** Most RDATE/EXDATE values of one schedule (the engine's limit). */
 const MAX_DATES = 1_000;
 const PROGRESS_EVERY = 250;
+
+/** API-5: the longest text read from an event's fields, characters (an event over one is skipped). */
+const TEXT_LIMITS: ReadonlyArray<readonly [string, number]> = [
+  ["SUMMARY", MAX_EVENT_TEXT_CHARS],
+  ["LOCATION", MAX_EVENT_TEXT_CHARS],
+  ["DESCRIPTION", MAX_EVENT_DESCRIPTION_CHARS],
+];
 
 /** Recurrences validated during the import, reused by the dry run. */
 export const validated = new WeakMap<ImportedSchedule, Recurrence>();
@@ -315,6 +330,9 @@ export async function parseCalendarAsync(
   }
 }
 
+/** Calendar components that are not events: reported as ignored, never imported. */
+const IGNORED_COMPONENTS = new Set(["VTODO", "VJOURNAL", "VFREEBUSY", "VAVAILABILITY"]);
+
 class Importer {
   private readonly warnings: string[] = [];
   private readonly warned = new Set<string>();
@@ -339,15 +357,24 @@ class Importer {
     private readonly onProgress: IcalImportOptions["onProgress"],
   ) {
     for (const r of repairs) this.warn(`file repaired: ${r}`);
+    // Components that become no schedule (to-dos, journal entries, free/busy), counted
+    // per name so that the summary says what the import left out.
+    const ignored = new Map<string, number>();
     const walk = (c: IcalComponent): void => {
       if (c.name === "VEVENT") this.vevents.push(c);
       else if (c.name === "VTIMEZONE") this.vtimezones.push(c);
+      else if (IGNORED_COMPONENTS.has(c.name)) ignored.set(c.name, (ignored.get(c.name) ?? 0) + 1);
       else {
         if (c.name === "VCALENDAR") this.calendarProps.push(c);
         for (const sub of c.components) walk(sub);
       }
     };
     for (const r of roots) walk(r);
+    for (const [name, count] of ignored) {
+      this.warn(
+        `${count} ${name} component${count === 1 ? "" : "s"} ignored: only VEVENT components become schedules`,
+      );
+    }
   }
 
   private warn(message: string): void {
@@ -439,6 +466,17 @@ class Importer {
       groups.set(uid, list);
     }
     for (const [uid, list] of groups) {
+      if (uid.length > MAX_EXTERNAL_ID_CHARS) {
+        // The schedule's external id: the API refuses a longer one, so the import does too
+        // (and names it by its start: a UID this long is not repeated in the answer).
+        const shown = `${uid.slice(0, 80)}…`;
+        const reason = `UID is ${uid.length} characters, over the limit of ${MAX_EXTERNAL_ID_CHARS}: event not imported`;
+        this.skipped.push({ uid: shown, line: list[0]?.comp.line ?? null, reason });
+        this.warn(`event "${shown}" (line ${list[0]?.comp.line ?? "?"}): ${reason}`);
+        for (let i = 0; i < list.length; i++) this.progress();
+        yield;
+        continue;
+      }
       try {
         this.importGroup(
           uid,
@@ -594,6 +632,15 @@ class Importer {
   // ---------------------------------------------------------------- events
 
   private readEvent(comp: IcalComponent, uid: string): ParsedEvent {
+    // API-5: the same limits as every other way in; an event over one is not imported.
+    for (const [name, max] of TEXT_LIMITS) {
+      const length = text(comp, name)?.length ?? 0;
+      if (length > max) {
+        const reason = `${name} is ${length} characters, over the limit of ${max}: event not imported`;
+        this.warn(`event "${uid.slice(0, 80)}" (line ${comp.line}): ${reason}`);
+        fail(reason);
+      }
+    }
     const dtstartProp = prop(comp, "DTSTART");
     if (dtstartProp === undefined || dtstartProp.value.trim() === "") fail("no DTSTART");
     const t = parseIcalTime(dtstartProp.value, dtstartProp.params.VALUE);
@@ -637,8 +684,11 @@ class Importer {
     let rrule: string | null = null;
     const rr = props(comp, "RRULE");
     if (rr.length > 1) this.warn("event(s) with more than one RRULE: only the first is used");
-    const rawRule = rr[0]?.value.trim() ?? "";
-    if (rawRule !== "") rrule = this.tidyRule(rawRule, dateOnly, tzid, start.floating);
+    let rawRule = rr[0]?.value.trim() ?? "";
+    if (rawRule !== "") {
+      rawRule = this.repairRule(rawRule, uid, comp.line);
+      rrule = this.tidyRule(rawRule, dateOnly, tzid, start.floating);
+    }
 
     const rdate = this.list(comp, "RDATE", dateOnly, tzid);
     const exdate = this.list(comp, "EXDATE", dateOnly, tzid);
@@ -687,6 +737,28 @@ class Importer {
       rid,
       alarms: comp.components.filter((c) => c.name === "VALARM"),
     };
+  }
+
+  /**
+   * Lenient repairs exports need (API-5): a doubled `RRULE:RRULE:` prefix and parts that are
+   * not RFC 5545 rule parts (unknown names, `X-` extensions, text without `=`) are taken
+   * out, each event's repair named in a warning, so the event imports instead of being
+   * skipped. A rule left without FREQ, or with a misspelt part (`UNTL=…`: a bound the
+   * author meant, so leaving it out would lengthen the series), is not repaired:
+   * `validateRule` then refuses it as written and the event is skipped with that reason.
+   */
+  private repairRule(raw: string, uid: string, line: number): string {
+    const repair = repairRuleText(raw);
+    if (repair.prefixes === 0 && repair.dropped.length === 0) return raw;
+    if (repair.misspelt.length > 0 || !/(^|;)\s*FREQ\s*=/i.test(repair.text)) return raw;
+    const what: string[] = [];
+    if (repair.prefixes > 0) what.push('a doubled "RRULE:" prefix removed');
+    if (repair.dropped.length > 0) {
+      const names = repair.dropped.map((p) => JSON.stringify(p.slice(0, 40)));
+      what.push(`unknown part(s) ${names.join(", ")} left out`);
+    }
+    this.warn(`event "${uid.slice(0, 80)}" (line ${line}): RRULE repaired: ${what.join("; ")}`);
+    return repair.text;
   }
 
   /**
@@ -1206,6 +1278,13 @@ class Importer {
       source: this.opts.source,
       externalId,
     };
+    const bytes = jsonBytes(schedule.payload);
+    if (bytes > MAX_PAYLOAD_BYTES) {
+      const reason = `payload is ${bytes} bytes as JSON, over the limit of ${MAX_PAYLOAD_BYTES}: event not imported`;
+      this.warn(`event "${uid.slice(0, 80)}" (line ${head.line}): ${reason}`);
+      this.skip(uid, head.line, reason);
+      return;
+    }
     validated.set(schedule, recurrence);
     this.events.push({ uid, schedule, recurrenceIds, summary: part.summary });
   }

@@ -8,6 +8,7 @@
  * doubt, dead) are the last values one process computed under a database lease and
  * stored, so every process serves the same figures and a scrape counts no rows.
  */
+import { createHash } from "node:crypto";
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
 
 /** Final outcomes of a delivery, as `punctual_deliveries_total` counts them (OPS-13). */
@@ -27,6 +28,45 @@ export interface MetricsOptions {
    * schedulers in one process leaves it off (its host usually collects them). Default false.
    */
   processMetrics?: boolean;
+  /**
+   * Put tenant names, rate-limit keys and target host names into label values as they are
+   * (`key="acme/newsletter"`, `host="hooks.example.com"`). Default false: those labels
+   * carry {@link opaqueLabel} instead, so a scrape names no tenant and no target host
+   * (`PUNCTUAL_METRICS_NAMED_LABELS`).
+   */
+  namedLabels?: boolean;
+}
+
+/**
+ * The label value that stands for a tenant-derived name (a rate-limit key `tenant/key`,
+ * a target host) when names are kept out of metrics: `h_` and the first 12 hex digits of
+ * the name's SHA-256. The same name gives the same value in every process; an operator
+ * finds a name's series with `printf %s NAME | sha256sum`.
+ */
+export function opaqueLabel(name: string): string {
+  return `h_${createHash("sha256").update(name, "utf8").digest("hex").slice(0, 12)}`;
+}
+
+/**
+ * Makes `metric` replace the value of `label` by {@link opaqueLabel} wherever labels are
+ * given (`set`, `inc`, `dec`, `labels`, `remove`), in place.
+ */
+function opaque<T extends Gauge<string> | Counter<string>>(metric: T, label: string): T {
+  const hide = (arg: unknown): unknown => {
+    if (typeof arg !== "object" || arg === null) return arg;
+    const labels = arg as Record<string, unknown>;
+    if (typeof labels[label] !== "string") return arg;
+    return { ...labels, [label]: opaqueLabel(labels[label]) };
+  };
+  const m = metric as unknown as Record<string, unknown>;
+  for (const method of ["set", "inc", "dec", "labels", "remove"]) {
+    const original = m[method];
+    if (typeof original !== "function") continue;
+    const fn = original as (...args: unknown[]) => unknown;
+    m[method] = (...args: unknown[]) =>
+      fn.apply(metric, args.length > 0 ? [hide(args[0]), ...args.slice(1)] : args);
+  }
+  return metric;
 }
 
 /** The metric set of one punctual process. */
@@ -116,6 +156,9 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
   const registry = new Registry();
   if (options.processMetrics) collectDefaultMetrics({ register: registry });
   const r = [registry];
+  const named = options.namedLabels === true;
+  const hideLabel = <T extends Gauge<string> | Counter<string>>(metric: T, label: string): T =>
+    named ? metric : opaque(metric, label);
   return {
     registry,
     lastPass: new Gauge({
@@ -261,29 +304,41 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
       labelNames: ["reason"],
       registers: r,
     }),
-    rateLimitTokens: new Gauge({
-      name: "punctual_rate_limit_tokens",
-      help: "Tokens in each rate limit's bucket (tenant/key), as this process last read it.",
-      labelNames: ["key"],
-      registers: r,
-    }),
-    rateLimitThrottled: new Counter({
-      name: "punctual_rate_limit_throttled_total",
-      help: "Claims of a rate-limited key cut short by its token bucket or concurrency cap.",
-      labelNames: ["key"],
-      registers: r,
-    }),
-    circuitState: new Gauge({
-      name: "punctual_circuit_state",
-      help: "Circuit of each target host: 0 closed, 1 half-open, 2 open.",
-      labelNames: ["host"],
-      registers: r,
-    }),
-    circuitDeferred: new Counter({
-      name: "punctual_circuit_deferred_total",
-      help: "Deliveries that waited for an open circuit instead of being sent, by host.",
-      labelNames: ["host"],
-      registers: r,
-    }),
+    rateLimitTokens: hideLabel(
+      new Gauge({
+        name: "punctual_rate_limit_tokens",
+        help: "Tokens in each rate limit's bucket (tenant/key), as this process last read it.",
+        labelNames: ["key"],
+        registers: r,
+      }),
+      "key",
+    ),
+    rateLimitThrottled: hideLabel(
+      new Counter({
+        name: "punctual_rate_limit_throttled_total",
+        help: "Claims of a rate-limited key cut short by its token bucket or concurrency cap.",
+        labelNames: ["key"],
+        registers: r,
+      }),
+      "key",
+    ),
+    circuitState: hideLabel(
+      new Gauge({
+        name: "punctual_circuit_state",
+        help: "Circuit of each target host: 0 closed, 1 half-open, 2 open.",
+        labelNames: ["host"],
+        registers: r,
+      }),
+      "host",
+    ),
+    circuitDeferred: hideLabel(
+      new Counter({
+        name: "punctual_circuit_deferred_total",
+        help: "Deliveries that waited for an open circuit instead of being sent, by host.",
+        labelNames: ["host"],
+        registers: r,
+      }),
+      "host",
+    ),
   };
 }

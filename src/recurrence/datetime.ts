@@ -6,6 +6,11 @@
  */
 import { DAY_SECONDS, daysFromCivil, monthLength } from "./civil.js";
 
+/** Earliest instant a value may name: 0001-01-01T00:00:00Z (epoch ms). */
+export const MIN_INSTANT_MS = -62_135_596_800_000;
+/** Latest instant a value may name: 9999-12-31T23:59:59.999Z (epoch ms). */
+export const MAX_INSTANT_MS = 253_402_300_799_999;
+
 /** A parsed value: a date (day number), a local wall second, or an instant (epoch ms). */
 export type DateValue =
   | { kind: "date"; days: number }
@@ -51,9 +56,9 @@ export function parseDateValue(text: string): ParsedDateValue | null {
     if (oh > 23 || om > 59) return { kind: "invalid", reason: "no such UTC offset" };
     offsetMin = (zone.startsWith("-") ? -1 : 1) * (oh * 60 + om);
   }
-  return {
-    kind: "ok",
-    value: { kind: "instant", ms: wall * 1000 - offsetMin * 60_000 },
-    fractionMs,
-  };
+  const ms = wall * 1000 - offsetMin * 60_000;
+  // Years 0001–9999 once read in UTC: an offset must not carry a value out of them.
+  if (ms < MIN_INSTANT_MS || ms > MAX_INSTANT_MS)
+    return { kind: "invalid", reason: "must be in the years 0001 to 9999 (UTC)" };
+  return { kind: "ok", value: { kind: "instant", ms }, fractionMs };
 }

@@ -17,10 +17,11 @@ export {
   MAX_MS_PER_CALL,
   MAX_STEPS_PER_CALL,
   NO_OCCURRENCE_SEARCH_STEPS,
+  dtstartInZone,
   parseRule,
   validateRule,
 } from "./recurrence.js";
-export { MAX_RRULE_LENGTH } from "./rule.js";
+export { MAX_RRULE_LENGTH, repairRuleText, type RuleRepair } from "./rule.js";
 export { applyOffset, isValidOffset, parseOffset, type Offset } from "./offset.js";
 export {
   applyMisfire,
@@ -36,7 +37,7 @@ export {
 export { MAX_PREVIEW_COUNT, preview, type PreviewInput, type PreviewItem } from "./preview.js";
 export { DEFAULT_HORIZON_MS, planningWindow, type PlanningWindowInput } from "./horizon.js";
 export { canonicalTimeZone, isValidTimeZone, toInstant } from "./local.js";
-export { isOffsetZone } from "./zone.js";
+export { dtstartOffsetConflict, formatUtcOffset, isOffsetZone } from "./zone.js";
 export {
   QUIET_TIME_PATTERN,
   WEEKDAY_NAMES,

@@ -32,7 +32,7 @@ import type {
   RecurrenceInput,
   ScanResult,
 } from "./types.js";
-import { getZone, isOffsetZone, type Zone } from "./zone.js";
+import { formatUtcOffset, getZone, isOffsetZone, type Zone } from "./zone.js";
 
 /** Default DST policy (REC-2): shift out of gaps, take the earlier instant of an overlap. */
 export const DEFAULT_DST_POLICY: Readonly<DstPolicy> = Object.freeze({
@@ -986,5 +986,37 @@ export function parseRule(input: RecurrenceInput): ParseResult {
         { cause: err },
       ),
     };
+  }
+}
+
+/**
+ * A schedule's DTSTART as its wall clock in `tzid` with the zone's UTC offset at that
+ * instant (`2027-01-04T09:00:00+01:00`), whatever form it was given in (local, basic
+ * format or an instant with `Z` or an offset); a date for an all-day schedule. A local
+ * time in a DST gap reads as the shifted time it starts at. One form for lists and
+ * details alike (API-1).
+ * @returns null when `dtstart` or `tzid` cannot be read (a stored rule later quarantined).
+ */
+export function dtstartInZone(
+  dtstart: string,
+  tzid: string,
+  dst?: Partial<DstPolicy>,
+): string | null {
+  try {
+    const zone = getZone(tzid);
+    const { value } = readValueWithFraction(
+      "dtstart",
+      dtstart,
+      { lenient: true, warnings: [] },
+      true,
+    );
+    if (value.kind === "date") return formatDate(value.days);
+    const ms =
+      value.kind === "instant"
+        ? value.ms
+        : (zone.toInstant(value.wall, { ...normaliseDst(dst), gap: "shift" }) as { ms: number }).ms;
+    return `${formatWall(zone.toWall(ms))}${formatUtcOffset(zone.offsetAt(ms))}`;
+  } catch {
+    return null;
   }
 }

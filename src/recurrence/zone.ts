@@ -356,3 +356,43 @@ export function zoneOrThrow(tzid: string): Zone {
     });
   }
 }
+
+/** `+hh:mm` / `-hh:mm` for an offset in ms. */
+export function formatUtcOffset(offsetMs: number): string {
+  const minutes = Math.round(Math.abs(offsetMs) / 60_000);
+  const hh = String(Math.floor(minutes / 60)).padStart(2, "0");
+  const mm = String(minutes % 60).padStart(2, "0");
+  return `${offsetMs < 0 ? "-" : "+"}${hh}:${mm}`;
+}
+
+/**
+ * When `dtstart` is an instant written with a numeric UTC offset (`…+01:00`, not `Z`)
+ * that is not the offset of `tzid` at that instant: both offsets and the wall-clock time
+ * the instant reads as in `tzid` (docs/recurrence.md: an instant dtstart is converted to
+ * the wall clock of `tzid`, so the instant wins). Null when they agree, for `Z`, for a
+ * local date-time or a date, and for an unknown zone or an unreadable value (those are
+ * refused elsewhere).
+ */
+export function dtstartOffsetConflict(
+  dtstart: string,
+  tzid: string,
+): { given: string; zone: string; local: string } | null {
+  const m = /^(\d{4}-?\d{2}-?\d{2}T\d{2}:?\d{2}(?::?\d{2})?(?:\.\d+)?)([+-])(\d{2}):?(\d{2})$/.exec(
+    dtstart.trim(),
+  );
+  if (!m) return null;
+  const [, , sign, hh, mm] = m;
+  const givenMs = (sign === "-" ? -1 : 1) * (Number(hh) * 60 + Number(mm)) * 60_000;
+  const instant = Date.parse(dtstart.trim());
+  if (Number.isNaN(instant)) return null;
+  let zone: Zone;
+  try {
+    zone = getZone(tzid);
+  } catch {
+    return null;
+  }
+  const zoneMs = zone.offsetAt(instant);
+  if (zoneMs === givenMs) return null;
+  const local = new Date(instant + zoneMs).toISOString().slice(0, 19);
+  return { given: formatUtcOffset(givenMs), zone: formatUtcOffset(zoneMs), local };
+}

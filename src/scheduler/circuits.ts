@@ -16,7 +16,6 @@ import type { Metrics } from "../observability/metrics.js";
 import type { Database } from "../store/database.js";
 import {
   circuitOf,
-  deferClaims,
   listCircuitRows,
   recordCircuitFailure,
   recordCircuitSuccess,
@@ -24,6 +23,7 @@ import {
   type CircuitPolicy,
   type CircuitRow,
 } from "../store/circuits.js";
+import { deferClaims } from "../store/deliveries/index.js";
 
 export interface CircuitDeps {
   db: Database;
@@ -39,15 +39,29 @@ export interface CircuitDeps {
 /** What {@link CircuitBreaker.admit} decided for one send. */
 export type Admission = { send: true; probe: boolean } | { send: false; until: Date };
 
-/** The circuit's host of a channel target: the host of its `url`, if it has one. */
+/** Most target URLs whose host {@link targetHost} remembers; then it starts afresh. */
+const HOST_CACHE_MAX = 1_000;
+const hostOfUrl = new Map<string, string | null>();
+
+/**
+ * The circuit's host of a channel target: the host of its `url`, if it has one. Parsed
+ * once per distinct URL (up to {@link HOST_CACHE_MAX} remembered), not once per send: a
+ * burst to one receiver repeats the same URL on every row.
+ */
 export function targetHost(target: unknown): string | null {
   const url = (target as { url?: unknown } | null)?.url;
   if (typeof url !== "string") return null;
+  const known = hostOfUrl.get(url);
+  if (known !== undefined) return known;
+  let host: string | null;
   try {
-    return new URL(url).host || null;
+    host = new URL(url).host || null;
   } catch {
-    return null;
+    host = null;
   }
+  if (hostOfUrl.size >= HOST_CACHE_MAX) hostOfUrl.clear();
+  hostOfUrl.set(url, host);
+  return host;
 }
 
 const STATE_VALUE = { closed: 0, half_open: 1, open: 2 } as const;

@@ -21,7 +21,11 @@
  * slot; a row whose slot passed while this process stalled goes as soon as it can.
  */
 import type { CancelTimer, Clock } from "../clock/index.js";
-import type { Channel, ChannelDelivery } from "../channels/types.js";
+import type {
+  Channel,
+  ChannelDelivery,
+  SendResult as ChannelSendResult,
+} from "../channels/types.js";
 import type { SchedulerOptions } from "../config/index.js";
 import { PermanentError } from "../errors/index.js";
 import type { Logger } from "../observability/logger.js";
@@ -31,6 +35,8 @@ import type { Completer } from "./completer.js";
 import { decideOutcome, type SendResult } from "./outcome.js";
 import { targetHost, type Admission, type CircuitBreaker } from "./circuits.js";
 import type { QuietRetries } from "./quiet-retry.js";
+import { SendAbort } from "./send-abort.js";
+import { traceSendEnded, traceSendStarted } from "./tracing.js";
 
 export interface ExecutorDeps {
   clock: Clock;
@@ -46,6 +52,14 @@ export interface ExecutorDeps {
   circuits?: CircuitBreaker;
   /** DEL-15: moves a retry out of its reminder's quiet window; without it retries keep their backoff time. */
   quietRetries?: QuietRetries;
+}
+
+/** A channel's labelled metric children, looked up once per channel, not per send. */
+interface ChannelMetrics {
+  lateness: { observe(value: number): void };
+  retryLateness: { observe(value: number): void };
+  /** `punctual_attempts_total` children by outcome, made on first use. */
+  attempts: Map<string, { inc(value?: number): void }>;
 }
 
 /** Safety margin kept on a lease before a send starts or while it runs, ms. */
@@ -64,6 +78,8 @@ export class Executor {
   #paceTimer: CancelTimer | null = null;
   /** When {@link #paceTimer} fires, process clock ms. */
   #paceAt = 0;
+  /** Labelled metric children by channel name (bounded by the channels rows name). */
+  readonly #channelMetrics = new Map<string, ChannelMetrics>();
 
   constructor(deps: ExecutorDeps) {
     this.#d = deps;
@@ -185,15 +201,45 @@ export class Executor {
 
   #start(held: HeldRow): void {
     held.phase = "sending";
-    held.abort = new AbortController();
+    held.abort = new SendAbort();
     this.#sending++;
     this.armWatchdog(held);
-    void this.#send(held).finally(() => {
+    void this.#run(held);
+  }
+
+  /** One send from start to settle queue, then the slot is free again. Never rejects. */
+  async #run(held: HeldRow): Promise<void> {
+    try {
+      await this.#send(held);
+    } finally {
       this.#sending--;
       this.#countCompletion();
       this.pump();
       this.#d.onSlotFree();
-    });
+    }
+  }
+
+  #metricsOf(channel: string): ChannelMetrics {
+    let m = this.#channelMetrics.get(channel);
+    if (!m) {
+      const { metrics } = this.#d;
+      m = {
+        lateness: metrics.lateness.labels(channel),
+        retryLateness: metrics.retryLateness.labels(channel),
+        attempts: new Map(),
+      };
+      this.#channelMetrics.set(channel, m);
+    }
+    return m;
+  }
+
+  #countAttempt(m: ChannelMetrics, channel: string, outcome: string): void {
+    let child = m.attempts.get(outcome);
+    if (!child) {
+      child = this.#d.metrics.attempts.labels(channel, outcome);
+      m.attempts.set(outcome, child);
+    }
+    child.inc();
   }
 
   #countCompletion(): void {
@@ -217,18 +263,18 @@ export class Executor {
     const { row } = held;
     const o = this.#d.options;
     const clock = this.#d.clock;
-    const abort = held.abort as AbortController;
+    const abort = held.abort as SendAbort;
     const channel = this.#d.channels.get(row.channel);
     const circuits = this.#d.circuits;
     const host = circuits ? targetHost(row.target) : null;
     if (circuits && host !== null && (await this.#waitsForCircuit(circuits, host, held))) return;
     const startedAt = HeldBook.dbNow(held, clock.now());
+    const metrics = this.#metricsOf(row.channel);
     // OPS-13: a first attempt (a retry after a Retry-After deferral repeats the attempt
     // number, so it counts as the attempt it repeats) and retries have separate histograms.
-    (row.attempt - row.deferrals <= 1
-      ? this.#d.metrics.lateness
-      : this.#d.metrics.retryLateness
-    ).observe({ channel: row.channel }, Math.max(0, startedAt - row.due_at.getTime()) / 1000);
+    (row.attempt - row.deferrals <= 1 ? metrics.lateness : metrics.retryLateness).observe(
+      Math.max(0, startedAt - row.due_at.getTime()) / 1000,
+    );
     const delivery: ChannelDelivery = {
       deliveryKey: row.delivery_key,
       scheduleId: row.schedule_id,
@@ -244,33 +290,41 @@ export class Executor {
       tzid: row.tzid,
       channel: row.channel,
     };
+    const traceParent = traceSendStarted(held);
+    if (traceParent !== undefined) delivery.traceParent = traceParent;
     const timeoutMs = channel?.timeoutMs ?? o.sendTimeoutMs;
     let result: SendResult;
     let cancelDeadline: (() => void) | null = null;
     try {
       if (!channel) throw new PermanentError(`no channel named "${row.channel}" in this process`);
-      const deadline = new Promise<"deadline">((resolve) => {
+      // The send or its deadline, whichever settles first (one promise per send, not a race
+      // of two): a channel that ignores the abort still stops counting at the deadline.
+      const sent = await new Promise<ChannelSendResult | "deadline">((resolve, reject) => {
         cancelDeadline = clock.setTimer(timeoutMs, () => {
           abort.abort(new Error("send deadline reached"));
           resolve("deadline");
         });
+        // Promise.resolve: a channel written without `async` may return a plain value
+        // (it is the same promise, not a copy, when send returns a native one).
+        Promise.resolve(
+          channel.send(delivery, {
+            idempotencyKey: row.delivery_key,
+            // Read on demand: a channel that never looks costs no AbortController.
+            get signal() {
+              return abort.signal;
+            },
+            timeoutMs,
+            // OPS-9: timestamps the receiver checks (webhook-timestamp) come from the database clock.
+            now: () => HeldBook.dbNow(held, clock.now()),
+          }),
+        ).then(resolve, reject);
       });
-      const sent = await Promise.race([
-        channel.send(delivery, {
-          idempotencyKey: row.delivery_key,
-          signal: abort.signal,
-          timeoutMs,
-          // OPS-9: timestamps the receiver checks (webhook-timestamp) come from the database clock.
-          now: () => HeldBook.dbNow(held, clock.now()),
-        }),
-        deadline,
-      ]);
       result =
         sent === "deadline"
           ? { kind: "deadline", message: `send did not finish within ${timeoutMs} ms` }
           : { kind: "sent", status: sent.status ?? null, messageId: sent.messageId ?? null };
     } catch (err) {
-      result = { kind: "failed", error: err, aborted: abort.signal.aborted };
+      result = { kind: "failed", error: err, aborted: abort.aborted };
     } finally {
       (cancelDeadline as (() => void) | null)?.();
       held.watchdog?.();
@@ -305,19 +359,38 @@ export class Executor {
       const until = await this.#d.quietRetries.defer(row, decision.runAt, clock.sqlNow());
       if (until) decision.runAt = until;
     }
-    this.#d.metrics.attempts.inc({ channel: row.channel, outcome: decision.outcome });
-    // CH-7: counted before the settle, so a drained scheduler has recorded it (no DB work
-    // for a host without trouble unless the send failed).
-    if (circuits) await circuits.record(host, decision.outcome);
+    traceSendEnded(held, decision);
+    this.#countAttempt(metrics, row.channel, decision.outcome);
+    // CH-7: counted once the settle applied (awaited by the completer, so a drained
+    // scheduler has recorded it), and only then: a stale outcome (lease ended before the
+    // outcome was known, or the settle fenced out because the row was recovered or
+    // reclaimed) says more about this worker's stall than about the host, and must not
+    // open a healthy host's circuit. No DB work for a host without trouble unless the send
+    // failed; none at all without a host.
+    const leaseHeld = HeldBook.leaseLeft(held, clock.now()) > 0;
+    const onApplied =
+      circuits && host !== null && leaseHeld
+        ? () => circuits.record(host, decision.outcome)
+        : undefined;
     held.phase = "settling";
     held.abort = null;
-    const { log: _log, ...fields } = decision;
-    this.#d.completer.add({
-      ...fields,
-      id: row.id,
-      attempt: row.attempt,
-      startedAt: new Date(startedAt),
-    });
+    this.#d.completer.add(
+      {
+        id: row.id,
+        attempt: row.attempt,
+        startedAt: new Date(startedAt),
+        state: decision.state,
+        runAt: decision.runAt,
+        reason: decision.reason,
+        error: decision.error,
+        failure: decision.failure,
+        deferral: decision.deferral,
+        outcome: decision.outcome,
+        status: decision.status,
+        messageId: decision.messageId,
+      },
+      onApplied,
+    );
   }
 
   /**

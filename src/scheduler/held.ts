@@ -20,7 +20,9 @@
  * with the offset at the reply, which can only make the database clock look earlier.
  */
 import type { CancelTimer } from "../clock/index.js";
-import type { ClaimedDelivery } from "../store/deliveries.js";
+import type { ClaimedDelivery } from "../store/deliveries/index.js";
+import type { SendAbort } from "./send-abort.js";
+import type { HeldTrace } from "./tracing.js";
 
 /** Where a held row is in the pipeline. */
 export type HeldPhase = "queued" | "sending" | "settling";
@@ -44,7 +46,7 @@ export interface HeldRow {
    */
   replyOffsetMs: number;
   /** Aborts the send (phase `sending`). */
-  abort: AbortController | null;
+  abort: SendAbort | null;
   /** Fires the abort a safety margin before the lease ends (phase `sending`). */
   watchdog: CancelTimer | null;
   /**
@@ -52,6 +54,8 @@ export interface HeldRow {
    * its send before it. Null: no slot (an unlimited key), send when a send slot frees.
    */
   readonly sendAt: number | null;
+  /** OPS-15: the row's spans, while an OpenTelemetry SDK records them (absent otherwise). */
+  trace?: HeldTrace;
 }
 
 /** The book of held rows, by delivery id. */

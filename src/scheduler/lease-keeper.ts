@@ -13,7 +13,7 @@ import type { Logger } from "../observability/logger.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { StreakLogger } from "../observability/error-log.js";
 import type { Database } from "../store/database.js";
-import { renewLeases } from "../store/deliveries.js";
+import { renewLeases } from "../store/deliveries/index.js";
 import type { Executor } from "./executor.js";
 import { HeldBook } from "./held.js";
 

@@ -9,7 +9,10 @@
  *
  * The producer's main claim leaves out the rows of the limited keys
  * ({@link Limiter.limiters}) and, when it wants more, asks {@link Limiter.claim}, which
- * runs one locked claim per limited key in turn. Each row it returns carries its slot
+ * runs one locked claim per key that has due rows: the keys its buckets held back last
+ * time, and the keys of the due rows one walk of the claim index finds
+ * (`DUE_LIMITERS_SQL`). A limit without due rows costs a claim nothing, however many
+ * there are. Each row it returns carries its slot
  * (`send_at`, database clock), up to a short lookahead ahead of the claim; the executor
  * holds the row until then (see src/store/rate-limits.ts, "Pacing"). When a bucket or a
  * cap held rows back, {@link Limiter.wakeHintMs} tells the scheduler when to ask again:
@@ -23,6 +26,7 @@ import type { Database } from "../store/database.js";
 import {
   allRateLimits,
   claimLimited,
+  dueLimiters,
   PACE_WAKE_EARLY_MS,
   type PacedDelivery,
   type RateLimitRow,
@@ -33,6 +37,9 @@ const CAP_RETRY_MS = 50;
 
 /** Shortest wait the hint gives, ms (a token due sooner is taken a little late). */
 const MIN_HINT_MS = 5;
+
+/** Fewest due rows of limited keys one claim's walk reads to find their keys. */
+const DUE_WALK_MIN_ROWS = 100;
 
 export interface LimiterDeps {
   db: Database;
@@ -53,8 +60,10 @@ export interface LimiterClaim {
 
 export class Limiter {
   readonly #d: LimiterDeps;
-  #limits: RateLimitRow[] = [];
+  #limits = new Map<string, RateLimitRow>();
   #limiters: string[] = [];
+  /** Keys a bucket or cap held back while due rows waited: tried first by the next claim. */
+  readonly #held = new Set<string>();
   /** Round-robin start, so no key starves another when the batch is small. */
   #next = 0;
   #hintMs: number | null = null;
@@ -91,8 +100,9 @@ export class Limiter {
   /** OPS-11: reloads every limit from the database and updates the token gauge. */
   async refresh(): Promise<void> {
     const limits = await allRateLimits(this.#d.db, this.#d.clock.sqlNow());
-    this.#limits = limits;
+    this.#limits = new Map(limits.map((l) => [l.limiter, l]));
     this.#limiters = limits.map((l) => l.limiter);
+    for (const k of this.#held) if (!this.#limits.has(k)) this.#held.delete(k);
     this.#d.metrics.rateLimitTokens.reset();
     for (const l of limits) {
       this.#d.metrics.rateLimitTokens.set({ key: l.limiter }, Number(l.tokens));
@@ -107,14 +117,31 @@ export class Limiter {
    */
   async claim(p: LimiterClaim): Promise<PacedDelivery[]> {
     const out: PacedDelivery[] = [];
-    const n = this.#limits.length;
     this.#hintMs = null;
     this.#wakeAtMs = null;
+    if (this.#limits.size === 0) return out;
+    // The keys with due rows: those held back last time (their rows still wait), then
+    // those of the oldest due rows of every other limited key.
+    const held = [...this.#held];
+    const found = await dueLimiters(this.#d.db, {
+      now: this.#d.clock.sqlNow(),
+      channels: this.#d.channels,
+      limited: this.#limiters,
+      skip: held,
+      rows: Math.max(DUE_WALK_MIN_ROWS, p.limit),
+    });
+    const keys = [...held, ...found];
+    const n = keys.length;
     if (n === 0) return out;
     const start = this.#next % n;
     this.#next = (start + 1) % n;
     for (let i = 0; i < n && out.length < p.limit; i++) {
-      const l = this.#limits[(start + i) % n] as RateLimitRow;
+      const limiter = keys[(start + i) % n] as string;
+      const l = this.#limits.get(limiter);
+      if (!l) {
+        this.#held.delete(limiter);
+        continue;
+      }
       const result = await claimLimited(this.#d.db, {
         now: this.#d.clock.sqlNow(),
         owner: this.#d.owner,
@@ -126,12 +153,14 @@ export class Limiter {
       });
       out.push(...result.rows);
       const bucket = result.bucket;
+      this.#held.delete(limiter);
       if (!bucket) continue;
       const tokensLeft = Math.max(0, Number(bucket.tokens) - result.rows.length);
       this.#d.metrics.rateLimitTokens.set({ key: l.limiter }, tokensLeft);
       if (result.rows.length < result.allowed) continue; // nothing more is due for this key
       if (result.allowed >= p.limit - (out.length - result.rows.length)) continue; // not held back
       // Held back by the bucket or the cap while due rows may wait.
+      this.#held.add(limiter);
       this.#d.metrics.rateLimitThrottled.inc({ key: l.limiter });
       const capped =
         bucket.concurrency !== null &&

@@ -7,7 +7,7 @@
  */
 import { backoffMs } from "../domain/index.js";
 import { PermanentError, RateLimitedError, TransientError } from "../errors/index.js";
-import type { SettleInput } from "../store/deliveries.js";
+import type { SettleInput } from "../store/deliveries/index.js";
 
 /** What came back from `channel.send`, as the executor saw it. */
 export type SendResult =

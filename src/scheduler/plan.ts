@@ -18,6 +18,14 @@ import { deliveryKey } from "../domain/index.js";
 import type { Logger } from "../observability/logger.js";
 import type { Metrics } from "../observability/metrics.js";
 import {
+  activeOr,
+  messagingAttributes,
+  SpanKind,
+  tracer,
+  tracingEnabled,
+  type Span,
+} from "../observability/tracing.js";
+import {
   applyMisfire,
   applyOffset,
   parseOffset,
@@ -29,17 +37,19 @@ import type { Occurrence, Recurrence, RecurrenceInput } from "../recurrence/type
 import type { Database, Queryable } from "../store/database.js";
 import {
   advanceWatermarks,
-  insertPlannedDeliveries,
-  type DeliveryToInsert,
   lockSchedulesToPlan,
   quarantineSchedule,
-  recordMisfire,
   remindersOf,
   selectStale,
   type PlanReminderRow,
   type PlanScheduleRow,
   type StaleRow,
 } from "../store/planning.js";
+import {
+  insertPlannedDeliveries,
+  type DeliveryToInsert,
+  recordMisfire,
+} from "../store/deliveries/index.js";
 
 const DAY_MS = 86_400_000;
 /**
@@ -327,6 +337,7 @@ export async function planLocked(
         continue;
       }
       logRepairs(schedule, parsed.warnings, deps);
+      const span = planSpan(schedule);
       const plan = planSchedule(
         schedule,
         parsed.recurrence,
@@ -334,6 +345,11 @@ export async function planLocked(
         deps.channels,
         deps.options,
       );
+      if (span) {
+        span.setAttribute("punctual.deliveries.planned", plan.deliveries.length);
+        span.setAttribute("punctual.plan.complete", plan.complete);
+        span.end();
+      }
       const capLogged = plan.capped && schedule.cap_logged_at === null;
       if (capLogged) {
         deps.metrics.seriesTruncated.inc();
@@ -361,6 +377,23 @@ export async function planLocked(
     await advanceWatermarks(tx, { now, marks });
   }
   return inserted;
+}
+
+/**
+ * OPS-15: the `plan` span of one schedule, or null while not tracing: a child of the
+ * active span (the request that creates or edits the schedule), else of the context
+ * stored with the schedule (a later planning pass joins the creating request's trace).
+ */
+function planSpan(schedule: PlanScheduleRow): Span | null {
+  if (!tracingEnabled()) return null;
+  return tracer().startSpan(
+    "plan",
+    {
+      kind: SpanKind.INTERNAL,
+      attributes: messagingAttributes("plan", { scheduleId: schedule.id }),
+    },
+    activeOr(schedule.trace_parent),
+  );
 }
 
 /** DEL-7: one planning pass. Returns the number of delivery rows created. */

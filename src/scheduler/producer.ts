@@ -28,9 +28,10 @@ import {
   settleDeliveries,
   type ClaimedDelivery,
   type SettleInput,
-} from "../store/deliveries.js";
+} from "../store/deliveries/index.js";
 import { leaseMarginMs, type Executor } from "./executor.js";
 import { HeldBook, type HeldRow } from "./held.js";
+import { traceClaimed } from "./tracing.js";
 import type { LeaseKeeper } from "./lease-keeper.js";
 import type { Limiter } from "./limiter.js";
 
@@ -65,8 +66,15 @@ export interface ProducerDeps {
   limiter?: Limiter;
 }
 
+/** What {@link Producer} did with one claim's rows: handed to the executor, or given back. */
+interface Taken {
+  live: number;
+  late: number;
+}
+
 /** What one {@link Producer.fill} did. */
 export interface FillResult {
+  /** Rows handed to the executor (rows given back because their reply was late do not count). */
   claimed: number;
   /** The last claim came back short: nothing more is admissible right now. */
   exhausted: boolean;
@@ -80,6 +88,13 @@ export class Producer {
   #claiming = false;
   /** A claim failed in a way that may have lost its reply: release orphans soon. */
   orphansSuspected = false;
+  /**
+   * DEL-16: the most rows a claim may take while claim replies come back too late to
+   * send on (null: `claimBatch`). Halved by each claim that had to give rows back, doubled
+   * back by each claim that did not, so a worker whose round trips outlast the lease
+   * margin does not hold a full batch at a time out of other workers' reach.
+   */
+  #lateCap: number | null = null;
 
   constructor(deps: ProducerDeps) {
     this.#d = deps;
@@ -116,6 +131,15 @@ export class Producer {
     this.#stopped = false;
   }
 
+  /**
+   * Resolves once every claim, give-back and orphan release queued so far has finished
+   * (never rejects). Recovery waits for it, so this process's own give-back in flight is
+   * not raced by its recovery statement on another connection.
+   */
+  quiet(): Promise<void> {
+    return this.#serial.then(() => undefined);
+  }
+
   #serialized<T>(fn: () => Promise<T>): Promise<T> {
     const run = this.#serial.then(fn, fn);
     this.#serial = run.catch(() => undefined);
@@ -141,7 +165,13 @@ export class Producer {
   #want(): number {
     const o = this.#d.options;
     const target = o.concurrency + this.prefetchTarget();
-    return Math.max(0, Math.min(o.claimBatch, target - this.#active()));
+    return Math.max(0, Math.min(this.#claimCap(), target - this.#active()));
+  }
+
+  /** The most rows one claim may take now: `claimBatch`, or less after late replies. */
+  #claimCap(): number {
+    const batch = this.#d.options.claimBatch;
+    return this.#lateCap === null ? batch : Math.min(batch, this.#lateCap);
   }
 
   /**
@@ -149,17 +179,26 @@ export class Producer {
    * statement was sent (DEL-16: a stall between statement and reply shortens the lease this
    * worker believes, never lengthens it).
    */
-  #take(rows: readonly ClaimedDelivery[], sentAt: number): void {
-    if (rows.length === 0) return;
+  #take(rows: readonly ClaimedDelivery[], sentAt: number): Taken {
+    if (rows.length === 0) return { live: 0, late: 0 };
     const repliedAt = this.#d.clock.now();
     const held = this.#d.book.add(rows, sentAt, repliedAt);
     const margin = leaseMarginMs(this.#d.options);
     const late = held.filter((h) => HeldBook.leaseLeft(h, repliedAt) <= margin);
-    if (late.length > 0) this.#giveBackLate(late, repliedAt - sentAt);
+    if (late.length > 0) {
+      this.#lateCap = Math.max(1, Math.floor(rows.length / 2));
+      this.#giveBackLate(late, repliedAt - sentAt);
+    } else if (this.#lateCap !== null) {
+      const doubled = this.#lateCap * 2;
+      this.#lateCap = doubled >= this.#d.options.claimBatch ? null : doubled;
+    }
     const live = late.length > 0 ? held.filter((h) => !late.includes(h)) : held;
-    if (live.length === 0) return;
-    this.#d.executor.enqueue(live);
-    this.#d.keeper.ensure();
+    traceClaimed(live, repliedAt - sentAt);
+    if (live.length > 0) {
+      this.#d.executor.enqueue(live);
+      this.#d.keeper.ensure();
+    }
+    return { live: live.length, late: late.length };
   }
 
   /**
@@ -225,10 +264,12 @@ export class Producer {
       } finally {
         this.#claiming = false;
       }
-      this.#take(result.claimed, sentAt);
+      const taken = this.#take(result.claimed, sentAt);
       // DEL-13: rows of limited keys are claimed by the next fill, under their buckets.
       const limitedKeys = (d.limiter?.limiters.length ?? 0) > 0;
-      d.onRide?.(result.claimed.length, result.claimed.length < want && !limitedKeys);
+      // DEL-16: a reply too late to send on ends the claiming like a short claim does:
+      // the next one waits for the wake-up (backing off), so other workers get the rows.
+      d.onRide?.(taken.live, taken.late > 0 || (result.claimed.length < want && !limitedKeys));
       return result.settled;
     });
   }
@@ -239,7 +280,7 @@ export class Producer {
     for (;;) {
       if (this.#stopped) return { claimed, exhausted: false };
       const target = o.concurrency + this.prefetchTarget();
-      const want = Math.min(o.claimBatch, target - this.#active());
+      const want = Math.min(this.#claimCap(), target - this.#active());
       if (want <= 0) return { claimed, exhausted: false };
       let rows;
       // DEL-16: the process clock before the statement leaves (refined once a connection
@@ -259,8 +300,12 @@ export class Producer {
         if (isRetryableDatabaseError(err)) this.orphansSuspected = true;
         throw err;
       }
-      this.#take(rows, sentAt);
-      claimed += rows.length;
+      const taken = this.#take(rows, sentAt);
+      claimed += taken.live;
+      // DEL-16: rows given back because the reply came too late: claim no more now (the
+      // give-back runs next, and the wake-up backs off while nothing was taken), and the
+      // next claim is smaller.
+      if (taken.late > 0) return { claimed, exhausted: true };
       // DEL-13: then rows of limited keys, under their shared buckets.
       const limiter = this.#d.limiter;
       if (limiter && limiter.limiters.length > 0 && rows.length < want) {
@@ -272,8 +317,9 @@ export class Producer {
           if (isRetryableDatabaseError(err)) this.orphansSuspected = true;
           throw err;
         }
-        this.#take(more, limitedSentAt);
-        claimed += more.length;
+        const takenMore = this.#take(more, limitedSentAt);
+        claimed += takenMore.live;
+        if (takenMore.late > 0) return { claimed, exhausted: true };
         if (rows.length + more.length < want) return { claimed, exhausted: true };
         continue;
       }

@@ -14,7 +14,8 @@
  */
 import type { Logger } from "../observability/logger.js";
 import type { Database } from "../store/database.js";
-import { recordQuietRetry, reminderQuiet } from "../store/quiet-retries.js";
+import { reminderQuiet } from "../store/quiet-retries.js";
+import { recordQuietRetry } from "../store/deliveries/index.js";
 import { quietDeferral } from "./quiet-hours.js";
 
 export interface QuietRetryDeps {

@@ -21,13 +21,11 @@ import { parseRule } from "../recurrence/index.js";
 import type { Queryable } from "../store/database.js";
 import {
   oldestWaiting,
-  realignWaiting,
   remindersOf,
-  removeWaitingNotIn,
   setWatermark,
-  syncWaiting,
   type PlanScheduleRow,
 } from "../store/planning.js";
+import { realignWaiting, removeWaitingNotIn, syncWaiting } from "../store/deliveries/index.js";
 import { insertDeliveries, planSchedule, recurrenceInputOf } from "./plan.js";
 
 export interface RealignDeps {

@@ -24,12 +24,12 @@ import { randomBytes } from "node:crypto";
 import type { Clock, CancelTimer } from "../clock/index.js";
 import type { Channel } from "../channels/types.js";
 import type { SchedulerOptions } from "../config/index.js";
-import { isRetryableDatabaseError } from "../errors/index.js";
+import { isRetryableDatabaseError, PunctualError } from "../errors/index.js";
 import { StreakLogger } from "../observability/error-log.js";
 import type { Logger } from "../observability/logger.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { Database } from "../store/database.js";
-import { nextWake, releaseClaims } from "../store/deliveries.js";
+import { nextWake, releaseClaims } from "../store/deliveries/index.js";
 import { markInstanceStopped } from "../store/operations.js";
 import { Completer } from "./completer.js";
 import { Executor } from "./executor.js";
@@ -109,6 +109,8 @@ export class Scheduler {
   readonly #channelNames: string[];
   #running = false;
   #stopping = false;
+  /** Set by stop(), cleared by start(): tick() refuses to run in between. */
+  #stopped = false;
   readonly #maintenance: SingleFlight;
   readonly #claims: SingleFlight;
   #pollTimer: CancelTimer | null = null;
@@ -291,6 +293,7 @@ export class Scheduler {
     if (this.#running) return;
     this.#running = true;
     this.#stopping = false;
+    this.#stopped = false;
     this.#producer.resume();
     this.#keeper.resume();
     await this.#listen();
@@ -455,6 +458,12 @@ export class Scheduler {
    * claims (DEL-16). Returns how many expired leases it recovered.
    */
   async recover(): Promise<number> {
+    // This process's own give-backs first: recovery on another connection would otherwise
+    // race one (an expired lease it is already handing back unsent).
+    await this.#producer.quiet();
+    // Outcomes this process knows but could not record yet (database away) go first:
+    // recovering its own expired rows would re-send what it already sent (DEL-2).
+    if (this.#completer.pending > 0) await this.#completer.flush();
     const recovered = await recover(this.#ctx);
     await this.#producer.releaseOrphans();
     return recovered;
@@ -583,8 +592,17 @@ export class Scheduler {
   /**
    * Runs one full pass: heartbeat → recover → plan → misfire → retention → dispatch.
    * A sweep whose database work fails ends the pass (OPS-1).
+   * @throws PunctualError (code `SCHEDULER_STOPPED`) after stop(), until start() again:
+   *   a stopped scheduler no longer renews leases or retries settles, so a pass would
+   *   claim rows it cannot look after.
    */
   async tick(): Promise<TickReport> {
+    if (this.#stopped) {
+      throw new PunctualError(
+        "SCHEDULER_STOPPED",
+        "scheduler.tick() was called after stop(): start() the scheduler again, or create a new one",
+      );
+    }
     const report = await this.#maintain();
     if (report.failedSweep || this.#stopping) return report;
     this.#dispatchFailing = !(await this.#sweep(
@@ -630,6 +648,7 @@ export class Scheduler {
    * outcome, and marks the instance stopped.
    */
   async stop(graceMs: number = this.#d.options.shutdownGraceMs): Promise<void> {
+    this.#stopped = true;
     // A scheduler driven by tick() (never started) may still hold rows: stop them too.
     if (!this.#running && this.#book.size === 0) return;
     this.#stopping = true;

@@ -16,7 +16,7 @@ import type { ConfigInput } from "../config/index.js";
 import { createLogger, type Logger } from "../observability/logger.js";
 import type { TickReport } from "../scheduler/scheduler.js";
 import type { Database } from "../store/database.js";
-import { nextWake } from "../store/deliveries.js";
+import { nextWake } from "../store/deliveries/index.js";
 import { nextPlanning } from "../store/planning.js";
 import { InstanceClock, ManualClock, toEpochMs, type Instant } from "./clock.js";
 import { attachClock, createMockChannel, MockChannel } from "./mock-channel.js";

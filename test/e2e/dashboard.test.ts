@@ -194,6 +194,85 @@ describe.skipIf(skipReason !== null)("dashboard in Chromium", () => {
 
   it(
     title(
+      "API-6: the New-schedule form starts empty (placeholders, no target, no due time), and a first send to a host this tenant never targeted waits on a confirm step naming it",
+    ),
+    async () => {
+      const s = await serve();
+      const count = async () =>
+        ((await (await fetch(`${s.served.url}/v1/schedules`)).json()) as { items: unknown[] }).items
+          .length;
+      try {
+        const page = await context.newPage();
+        await page.goto(`${s.served.url}/ui/#/schedules/new`);
+        await page.getByRole("heading", { name: "New schedule" }).waitFor({ timeout: WAIT_MS });
+        const fields = (await page.evaluate(
+          `[...document.querySelectorAll("main form input, main form textarea")]
+            .map((el) => ({ name: el.name, value: el.value, placeholder: el.placeholder }))`,
+        )) as Array<{ name: string; value: string; placeholder: string }>;
+        expect(fields.map((f) => f.name)).toEqual(
+          expect.arrayContaining(["dtstart", "tzid", "key", "offset", "channel", "target"]),
+        );
+        for (const f of fields) {
+          expect(f.value, f.name).toBe("");
+          expect(f.placeholder, f.name).not.toBe("");
+        }
+        await shot(page, "new-schedule-empty");
+
+        // Nothing typed: Create sends nothing (the due time and the target are required).
+        await page.getByRole("button", { name: "Create schedule" }).click();
+        expect(await count()).toBe(0);
+
+        const fillForm = async (due: string, url: string) => {
+          await page.getByLabel("Start (DTSTART").fill(due);
+          await page.getByLabel("Time zone").fill("Europe/Paris");
+          await page.getByLabel("Target (JSON)").fill(JSON.stringify({ url }));
+        };
+        await fillForm("2027-01-04T09:05:00", "http://127.0.0.1:9/first");
+        await page.getByRole("button", { name: "Create schedule" }).click();
+        const confirmStep = page.getByRole("alert").filter({ hasText: "First send to" });
+        await confirmStep.waitFor({ timeout: WAIT_MS });
+        await expect(confirmStep.textContent()).resolves.toContain(
+          "127.0.0.1:9 yet. Its first reminder is due 2027-01-04T09:05:00 in Europe/Paris",
+        );
+        await shot(page, "new-schedule-confirm");
+        expect(await count()).toBe(0);
+
+        // Back: the confirm step is gone, and Create asks again.
+        await page.getByRole("button", { name: "Back" }).click();
+        await confirmStep.waitFor({ state: "hidden", timeout: WAIT_MS });
+        await page.getByRole("button", { name: "Create schedule" }).click();
+        await confirmStep.waitFor({ timeout: WAIT_MS });
+        await page.getByRole("button", { name: "Create and send to 127.0.0.1:9" }).click();
+        await page.getByRole("heading", { name: /^Schedule / }).waitFor({ timeout: WAIT_MS });
+        expect(await count()).toBe(1);
+
+        // The same host again: used before, no confirm step.
+        await page.goto(`${s.served.url}/ui/#/schedules/new`);
+        await page.getByRole("heading", { name: "New schedule" }).waitFor({ timeout: WAIT_MS });
+        await fillForm("2027-01-05T09:05:00", "http://127.0.0.1:9/second");
+        await page.getByRole("button", { name: "Create schedule" }).click();
+        await page.getByRole("heading", { name: /^Schedule / }).waitFor({ timeout: WAIT_MS });
+        expect(await count()).toBe(2);
+
+        // Another host (another port is another host): asked first.
+        await page.goto(`${s.served.url}/ui/#/schedules/new`);
+        await page.getByRole("heading", { name: "New schedule" }).waitFor({ timeout: WAIT_MS });
+        await fillForm("2027-01-06T09:05:00", "http://127.0.0.1:10/hook");
+        await page.getByRole("button", { name: "Create schedule" }).click();
+        await page
+          .getByRole("alert")
+          .filter({ hasText: "First send to 127.0.0.1:10" })
+          .waitFor({ timeout: WAIT_MS });
+        expect(await count()).toBe(2);
+        await page.close();
+      } finally {
+        await s.close();
+      }
+    },
+  );
+
+  it(
+    title(
       "DEL-12: a delivery the receiver answers 410 goes dead, is redriven from the dashboard, and is sent",
     ),
     async () => {

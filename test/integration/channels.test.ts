@@ -9,7 +9,7 @@ import { createEmailChannel, handlerChannel } from "../../src/channels/index.js"
 import type { ChannelDelivery } from "../../src/channels/index.js";
 import type { ErrorBody } from "../../src/contracts/index.js";
 import { PermanentError, ValidationError } from "../../src/errors/index.js";
-import { RENEW_SQL } from "../../src/store/deliveries.js";
+import { RENEW_SQL } from "../../src/store/deliveries/index.js";
 import { startReceiver, type Receiver } from "../unit/channels/receiver.js";
 import { faultyDatabase, deliveries, testPunctual, tickAndDrain } from "../support/punctual.js";
 import type { TestPunctual } from "../support/punctual.js";
@@ -267,6 +267,68 @@ describe("templates at create (CH-6)", () => {
 
     const { schedule } = await t.punctual.createSchedule(oneOff(email));
     expect(schedule.reminders[0]!.template).toEqual(email.template);
+  });
+
+  it("CH-6: the create-time try cannot be told from a send: a template that branches on the try's values is tried like any other", async () => {
+    t = await testPunctual({ start: T0 });
+    const tell = (test: string) =>
+      oneOff({
+        channel: "log",
+        template: {
+          text: `{% if ${test} %}fine{% else %}{{ dueAt | format_instant: "Mars/Olympus" }}{% endif %}`,
+        },
+      });
+    for (const test of [
+      'deliveryKey == "dk_template_check"',
+      'schedule.id == "00000000-0000-0000-0000-000000000000"',
+      'dueAt == "2000-01-01T00:00:00.000Z"',
+    ]) {
+      const caught = await t.punctual.createSchedule(tell(test)).catch((err: unknown) => err);
+      expect(caught, test).toBeInstanceOf(ValidationError);
+      expect((caught as ValidationError).issues, test).toEqual([
+        expect.objectContaining({
+          field: "reminders.0.template.text",
+          message: expect.stringMatching(/time zone/i),
+        }),
+      ]);
+    }
+    expect(await deliveries(t.punctual)).toHaveLength(0);
+  });
+
+  it("CH-6: a template that overruns at send ends that delivery dead (TEMPLATE_TIMEOUT) and the others go on", async () => {
+    t = await testPunctual({ start: T0 });
+    // Heavy only from the second attempt: the create-time try (attempt 1) passes.
+    const heavy = `{{ payload.list${" | sample: 100000 | sort_natural".repeat(20)} | size }}`;
+    const list = Array.from({ length: 100_000 }, (_, i) => `i${(i * 7919) % 100_000}`);
+    await t.punctual.createSchedule(
+      oneOff(
+        {
+          channel: "webhook",
+          target: { url: http.url },
+          template: { text: `{% if attempt > 1 %}${heavy}{% else %}light{% endif %}` },
+        },
+        { payload: { list } },
+      ),
+    );
+    http.respond = (_req, res) => res.writeHead(503).end("busy");
+    await tickAndDrain(t.punctual);
+    let [row] = await deliveries(t.punctual);
+    expect(row).toMatchObject({ state: "retry", failures: 1 });
+    http.respond = (_req, res) => res.writeHead(200).end("ok");
+    await t.punctual.createSchedule(
+      oneOff(
+        { channel: "webhook", target: { url: http.url } },
+        { dtstart: "2027-01-04T08:01:00Z" },
+      ),
+    );
+    t.clock.advance(3_600_000);
+    await tickAndDrain(t.punctual);
+    const rows = await deliveries(t.punctual);
+    row = rows.find((d) => d.attempt === 2);
+    expect(row).toMatchObject({ state: "dead", reason: "PERMANENT" });
+    const view = await t.punctual.getDelivery(row!.id);
+    expect(JSON.stringify(view)).toMatch(/TEMPLATE_TIMEOUT|ran longer than 1000 ms/);
+    expect(rows.filter((d) => d.state === "sent")).toHaveLength(1);
   });
 
   it("CH-6: the webhook body carries the rendered template", async () => {

@@ -11,14 +11,16 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { pinnedOf, type Queryable } from "../../src/store/database.js";
 import { openPostgres } from "../../src/store/postgres.js";
 import {
+  APPLY_MISFIRE_SQL,
   CLAIM_SQL,
+  DELIVERY_COUNTS_SQL,
   NEXT_WAKE_SQL,
   RECOVER_SQL,
+  RETENTION_SQL,
   SETTLE_AND_CLAIM_SQL,
-} from "../../src/store/deliveries.js";
-import { GAUGES_SQL, RETENTION_SQL } from "../../src/store/operations.js";
+} from "../../src/store/deliveries/index.js";
 import { ALL_RATE_LIMITS_SQL } from "../../src/store/rate-limits.js";
-import { APPLY_MISFIRE_SQL, SELECT_STALE_SQL } from "../../src/store/planning.js";
+import { SELECT_STALE_SQL } from "../../src/store/planning.js";
 import { engineName, useTestDatabase } from "../support/db.js";
 import { HOUR, instants, insertSchedule, NOW, plan } from "../support/rows.js";
 import {
@@ -30,6 +32,7 @@ import {
   tableScans,
   type PlanNode,
 } from "../support/plans.js";
+import { forgingStates } from "../support/transitions.js";
 
 const engine = engineName();
 const DUE = 20_000;
@@ -100,14 +103,17 @@ describe(`claim and sweep plans on ${engine}, before and after ANALYZE`, () => {
     await plan(db, expired, instants(3, NOW.getTime() - 2 * HOUR, 60_000));
     // The history: many finished rows.
     const old = await insertSchedule(db);
-    await db.query(
-      `insert into punctual_deliveries
+    // Forged: finished rows inserted as they end up (test/support/transitions.ts).
+    await forgingStates(db, (tx) =>
+      tx.query(
+        `insert into punctual_deliveries
          (delivery_key, schedule_id, reminder_key, occurrence_at, due_at, run_at, state, attempt,
           channel, on_lost_lease, sent_at, created_at, updated_at)
        select 'dk_old_' || g, $1, 'r', x.t, x.t, x.t, 'sent', 1, 'log', 'retry', x.t, x.t, x.t
        from generate_series(1, $2::int) g,
             lateral (select $3::timestamptz - g * interval '1 minute' as t) x`,
-      [old, FINISHED, NOW],
+        [old, FINISHED, NOW],
+      ),
     );
   });
 
@@ -163,7 +169,8 @@ describe(`claim and sweep plans on ${engine}, before and after ANALYZE`, () => {
         ],
         ["DEL-6 recover expired leases", RECOVER_SQL, [NOW, 100, 0]],
         ["retention", RETENTION_SQL, [NOW, 7 * 86_400_000, 1_000]],
-        ["OPS-3 gauges", GAUGES_SQL, [NOW, 15 * 60_000]],
+        ["OPS-3 delivery counts", DELIVERY_COUNTS_SQL, [NOW, 15 * 60_000, null]],
+        ["API-6 delivery counts of a tenant", DELIVERY_COUNTS_SQL, [NOW, 15 * 60_000, "default"]],
       ];
       for (const [name, sql, params] of sweeps) {
         it(`${name}: reads indexes, never the table of ${FINISHED} finished rows`, async () => {

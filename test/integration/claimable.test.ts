@@ -7,19 +7,20 @@
  */
 import { afterEach, describe, expect, it } from "vitest";
 import type { Queryable } from "../../src/store/database.js";
-import { CLAIM_SQL, RECOVER_SQL, SETTLE_SQL } from "../../src/store/deliveries.js";
-import { loadMigrations, migrate } from "../../src/store/migrator.js";
 import {
   APPLY_MISFIRE_SQL,
-  QUARANTINE_SQL,
-  SELECT_STALE_SQL,
-  type StaleRow,
-} from "../../src/store/planning.js";
+  CLAIM_SQL,
+  RECOVER_SQL,
+  SETTLE_SQL,
+} from "../../src/store/deliveries/index.js";
+import { loadMigrations, migrate } from "../../src/store/migrator.js";
+import { QUARANTINE_SQL, SELECT_STALE_SQL, type StaleRow } from "../../src/store/planning.js";
 import { SET_SCHEDULE_STATE_SQL } from "../../src/store/schedules.js";
 import { engineName, openTestDatabase, useTestDatabase } from "../support/db.js";
 import { explain, nodes, outline } from "../support/plans.js";
 import { HOUR, instants, insertSchedule, NOW, plan } from "../support/rows.js";
 import { deliveries, testPunctual, type TestPunctual } from "../support/punctual.js";
+import { forgingStates } from "../support/transitions.js";
 
 const engine = engineName();
 
@@ -67,9 +68,12 @@ describe(`claimable by the row's own state on ${engine}`, () => {
     const id = await insertSchedule(db);
     await plan(db, id, instants(3, NOW.getTime() - 60_000, 1_000));
     const [, second] = await rowsOf(db, id);
-    await db.query("update punctual_deliveries set state = 'retry', attempt = 1 where id = $1", [
-      second!.id,
-    ]);
+    // Forged: a row tried once (test/support/transitions.ts).
+    await forgingStates(db, (tx) =>
+      tx.query("update punctual_deliveries set state = 'retry', attempt = 1 where id = $1", [
+        second!.id,
+      ]),
+    );
     await setState(db, id, "active", "paused");
     const held = await rowsOf(db, id);
     expect(held.map((r) => r.state)).toEqual(["paused", "paused", "paused"]);

@@ -16,6 +16,7 @@ import { EMBEDDED_DELETE_CHUNK } from "../../src/scheduler/services/service.js";
 import type { Database, Queryable } from "../../src/store/database.js";
 import { EMBEDDED_STATISTICS_TARGET } from "../../src/store/operations.js";
 import { engineName, openTestDatabase, type TestDatabase } from "../support/db.js";
+import { forgingStates } from "../support/transitions.js";
 
 const OLD = 2_500;
 const KEPT = 2_000;
@@ -52,13 +53,16 @@ describe.runIf(engineName() === "pglite")("retention on the embedded engine", ()
     );
     const id = rows[0]!.id;
     // Sent 40 days ago (past the 30 days of retention), and waiting rows that stay.
-    await t.db.query(
-      `insert into punctual_deliveries (delivery_key, schedule_id, reminder_key, occurrence_at,
+    // Forged: sent rows inserted as they end up (test/support/transitions.ts).
+    await forgingStates(t.db, (tx) =>
+      tx.query(
+        `insert into punctual_deliveries (delivery_key, schedule_id, reminder_key, occurrence_at,
          due_at, run_at, state, attempt, channel, on_lost_lease, sent_at, updated_at)
        select 'old' || g, $1, 'r1', t, t, t, 'sent', 1, 'log', 'retry', t, t
        from generate_series(1, $2::int) g,
          lateral (select timestamptz '2027-01-01' + g * interval '1 min' as t) x`,
-      [id, OLD],
+        [id, OLD],
+      ),
     );
     await t.db.query(
       `insert into punctual_deliveries (delivery_key, schedule_id, reminder_key, occurrence_at,

@@ -11,7 +11,7 @@ import {
   renewLeases,
   settleDeliveries,
   type SettleInput,
-} from "../../src/store/deliveries.js";
+} from "../../src/store/deliveries/index.js";
 import { deliveries, testPunctual, type TestPunctual } from "../support/punctual.js";
 
 const T0 = Date.parse("2027-01-04T08:00:00Z");

@@ -9,7 +9,7 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { heartbeatFreshness } from "../../src/app/health.js";
 import type { Punctual } from "../../src/app/punctual.js";
-import { CLAIM_SQL, RECOVER_SQL } from "../../src/store/deliveries.js";
+import { CLAIM_SQL, RECOVER_SQL } from "../../src/store/deliveries/index.js";
 import { listInstances, type InstanceRow } from "../../src/store/operations.js";
 import { faultyDatabase, testPunctual, type TestPunctual } from "../support/punctual.js";
 

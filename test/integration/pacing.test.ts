@@ -8,7 +8,7 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { createPunctual, type Punctual } from "../../src/app/punctual.js";
 import type { Database } from "../../src/store/database.js";
-import { recoverExpired } from "../../src/store/deliveries.js";
+import { recoverExpired } from "../../src/store/deliveries/index.js";
 import { openPostgres } from "../../src/store/postgres.js";
 import { claimLimited, upsertRateLimit } from "../../src/store/rate-limits.js";
 import { itIfPostgres, openTestDatabase } from "../support/db.js";

@@ -8,7 +8,12 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import type { Clock } from "../../src/clock/index.js";
 import { createPunctual } from "../../src/app/punctual.js";
 import { memoryLogger } from "../../src/observability/logger.js";
-import { CLAIM_SQL, claimDeliveries, RENEW_SQL } from "../../src/store/deliveries.js";
+import {
+  CLAIM_SQL,
+  claimDeliveries,
+  RELEASE_SQL,
+  RENEW_SQL,
+} from "../../src/store/deliveries/index.js";
 import { deferred, ScriptedChannel } from "../support/channels.js";
 import { openTestDatabase } from "../support/db.js";
 import {
@@ -142,6 +147,34 @@ describe("delivery pipeline", () => {
     expect(await other.punctual.scheduler.recover()).toBe(1);
   });
 
+  it("DEL-2/DEL-5: an outcome the database could not take for longer than the lease is kept and recorded once it is back, never left to recovery to send again", async () => {
+    let faulty: ReturnType<typeof faultyDatabase> | null = null;
+    t = await testPunctual({
+      scheduler: { concurrency: 1, prefetch: 1, leaseMs: 9_000, leaseMarginMs: 1_000 },
+      wrapDb: (db) => (faulty = faultyDatabase(db)),
+    });
+    await create(t, 1);
+    await t.punctual.scheduler.tick();
+    // The send has started; the database goes away before its outcome is recorded.
+    faulty!.failWhen = () => true;
+    for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r));
+    expect(t.channel.sends).toHaveLength(1);
+    // Away for twice the lease: every settle retry fails, the lease runs out.
+    for (let ms = 0; ms < 18_000; ms += 500) {
+      t.clock.advance(500);
+      await new Promise((r) => setImmediate(r));
+    }
+    faulty!.failWhen = null;
+    // Back: the recover pass records this process's known outcome first.
+    expect(await t.punctual.scheduler.recover()).toBe(0);
+    const other = await peer(t, { start: "2027-01-04T08:00:30Z" });
+    closers.push(other.close);
+    expect(await other.punctual.scheduler.recover()).toBe(0);
+    await tickAndDrain(other.punctual);
+    expect(other.channel.sends).toHaveLength(0);
+    expect(states(await deliveries(t.punctual))).toEqual({ sent: 1 });
+  });
+
   it("DEL-16: a claim whose reply is read only after its lease ran out is given back at once, unsent, with no attempt spent", async () => {
     let faulty: ReturnType<typeof faultyDatabase> | null = null;
     t = await testPunctual({
@@ -155,10 +188,16 @@ describe("delivery pipeline", () => {
       faulty!.afterReply = null;
       t!.clock.advance(9_000);
     };
+    // The give-back statement is held back a few turns of the event loop, so a recovery
+    // statement that did not wait for it would reach the database first and take the rows.
+    faulty!.hold = async (sql) => {
+      if (sql !== RELEASE_SQL) return;
+      for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r));
+    };
     await t.punctual.scheduler.tick();
     expect(t.channel.sends).toHaveLength(0);
-    // The give-back runs after the claim; the recover pass (serialized behind it) finds no
-    // orphan left: the rows went back on their own, at once.
+    // The give-back runs after the claim; the recover pass waits for it and finds neither
+    // an expired lease nor an orphan left: the rows went back on their own, at once.
     await t.punctual.scheduler.recover();
     expect((await t.punctual.metrics.claimsReleased.get()).values).toEqual([
       expect.objectContaining({ labels: { reason: "lease_low" }, value: 2 }),
@@ -173,6 +212,51 @@ describe("delivery pipeline", () => {
     await t.punctual.scheduler.tick();
     await t.punctual.scheduler.drain();
     expect(t.channel.sends).toHaveLength(2);
+  });
+
+  it("DEL-16: while claim replies come back too late to send on, each claim takes half the rows of the last and the fill stops, so a slow worker does not hold the backlog; it sends them all once replies are timely", async () => {
+    let faulty: ReturnType<typeof faultyDatabase> | null = null;
+    t = await testPunctual({
+      scheduler: {
+        concurrency: 4,
+        prefetch: 4,
+        claimBatch: 8,
+        leaseMs: 9_000,
+        leaseMarginMs: 1_000,
+      },
+      wrapDb: (db) => (faulty = faultyDatabase(db)),
+    });
+    await create(t, 20);
+    const lateClaims: number[] = [];
+    faulty!.afterReply = (sql, rows) => {
+      if (sql !== CLAIM_SQL || rows === 0) return;
+      lateClaims.push(rows);
+      // Within the lease (the rows are not recoverable yet) but past its margin.
+      t!.clock.advance(8_500);
+    };
+    for (let i = 0; i < 5; i++) {
+      await t.punctual.scheduler.tick();
+      // The give-back runs behind the claim; the recover pass is serialized after it.
+      await t.punctual.scheduler.recover();
+      expect(states(await deliveries(t.punctual))).toEqual({ pending: 20 });
+    }
+    expect(t.channel.sends).toHaveLength(0);
+    // Halving down to one row: never a second full batch out of other workers' reach.
+    expect(lateClaims.slice(0, 4)).toEqual([8, 4, 2, 1]);
+    for (const n of lateClaims.slice(4)) expect(n).toBe(1);
+    const timely: number[] = [];
+    faulty!.afterReply = (sql, rows) => {
+      if (sql === CLAIM_SQL && rows > 0) timely.push(rows);
+    };
+    // Timely replies double the cap back; every row is sent, once.
+    for (let i = 0; i < 10 && t.channel.sends.length < 20; i++) {
+      await tickAndDrain(t.punctual);
+    }
+    expect(t.channel.sends).toHaveLength(20);
+    expect(new Set(t.channel.keys()).size).toBe(20);
+    expect(timely[0]).toBe(1);
+    expect(Math.max(...timely)).toBeGreaterThan(2);
+    expect(states(await deliveries(t.punctual))).toEqual({ sent: 20 });
   });
 
   it("DEL-16: the wait for a connection before a claim is sent does not count against its lease", async () => {

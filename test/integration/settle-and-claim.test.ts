@@ -4,7 +4,11 @@
  * statement. Driven directly with a pinned "now".
  */
 import { afterEach, describe, expect, it } from "vitest";
-import { claimDeliveries, settleAndClaim, type SettleInput } from "../../src/store/deliveries.js";
+import {
+  claimDeliveries,
+  settleAndClaim,
+  type SettleInput,
+} from "../../src/store/deliveries/index.js";
 import { deliveries, testPunctual, type TestPunctual } from "../support/punctual.js";
 
 const T0 = Date.parse("2027-01-04T08:00:00Z");

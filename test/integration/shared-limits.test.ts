@@ -3,7 +3,7 @@
  * scheduler on it; CH-7: a circuit per target host. On the test clock, both engines.
  * (Real worker processes racing on one bucket: test/concurrency/rate-limits.test.ts.)
  */
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import type { ConfigInput } from "../../src/config/index.js";
 import { startReceiver, type Receiver } from "../unit/channels/receiver.js";
 import { deferred } from "../support/channels.js";
@@ -45,6 +45,36 @@ const sentCount = async (t: TestPunctual) =>
   (await deliveries(t.punctual)).filter((d) => d.state === "sent").length;
 
 describe("shared rate limits (DEL-13)", () => {
+  it("DEL-13: idle limits of another tenant cost a claim nothing (no bucket is locked for a key without due rows)", async () => {
+    const t = await open();
+    await t.punctual.setRateLimit("test", { ratePerSecond: 2, burst: 3 });
+    await t.punctual.db.query(
+      `insert into punctual_rate_limits (tenant, key, rate_per_second, burst, tokens, refilled_at)
+       select 'other', 'idle' || g, 1, 1, 1, now() from generate_series(1, 2000) g`,
+    );
+    await due(t, 5);
+    const spy = vi.spyOn(t.punctual.db, "transaction");
+    await tickAndDrain(t.punctual);
+    expect(await sentCount(t)).toBe(3);
+    // One locked claim per key with due rows (and a few others of the pass), never one per limit.
+    expect(spy.mock.calls.length).toBeLessThan(50);
+    spy.mockRestore();
+  });
+
+  it("DEL-13: a tenant's limits are capped; a new key past the cap is a 409 naming the key and the cap, a change of an existing one applies", async () => {
+    const t = await open({ maxRateLimitsPerTenant: 2 });
+    await t.punctual.setRateLimit("a", { ratePerSecond: 1 });
+    await t.punctual.setRateLimit("b", { ratePerSecond: 1 });
+    await expect(t.punctual.setRateLimit("c", { ratePerSecond: 1 })).rejects.toThrow(
+      /key: cannot add rate limit "c".*\(2,/,
+    );
+    await expect(t.punctual.setRateLimit("b", { ratePerSecond: 5 })).resolves.toMatchObject({
+      key: "b",
+      ratePerSecond: 5,
+    });
+    expect((await t.punctual.listRateLimits()).map((l) => l.key)).toEqual(["a", "b"]);
+  });
+
   it("DEL-13: a bucket of burst 3 at 2/s lets 3 due deliveries go, then 2 per second of database clock", async () => {
     const t = await open();
     await t.punctual.setRateLimit("test", { ratePerSecond: 2, burst: 3 });
@@ -179,6 +209,25 @@ describe("circuit per target host (CH-7)", () => {
   afterEach(async () => {
     await receiver?.close();
     receiver = null;
+  });
+
+  it("CH-7: a failure reported after its lease ended (a stalled worker) does not count toward the circuit", async () => {
+    receiver = await startReceiver();
+    const rx = receiver;
+    const t = await open({ circuitFailures: 1, leaseMs: 10_000 });
+    rx.respond = (_req, res) => {
+      t.clock.advance(120_000);
+      res.writeHead(503).end();
+    };
+    await t.punctual.createSchedule({
+      dtstart: T0,
+      tzid: "UTC",
+      reminders: [{ key: "w", offset: "PT0S", channel: "webhook", target: { url: rx.url } }],
+    });
+    await tickAndDrain(t.punctual);
+    expect(rx.requests).toHaveLength(1);
+    const host = new URL(rx.url).host;
+    expect((await t.punctual.listCircuits()).filter((c) => c.host === host)).toEqual([]);
   });
 
   it("CH-7: 3 transient failures open the circuit; while open no attempt is spent; a probe after the backoff closes it", async () => {

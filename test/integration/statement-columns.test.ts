@@ -15,7 +15,12 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Database, QueryResult } from "../../src/store/database.js";
 import * as activity from "../../src/store/activity.js";
 import * as apiKeys from "../../src/store/api-keys.js";
-import * as deliveries from "../../src/store/deliveries.js";
+import * as deliveriesClaim from "../../src/store/deliveries/claim.js";
+import * as deliveriesCounts from "../../src/store/deliveries/counts.js";
+import * as deliveriesDeferrals from "../../src/store/deliveries/deferrals.js";
+import * as deliveriesOperator from "../../src/store/deliveries/operator.js";
+import * as deliveriesPlanning from "../../src/store/deliveries/planning.js";
+import * as deliveriesRetention from "../../src/store/deliveries/retention.js";
 import * as durability from "../../src/store/durability.js";
 import * as kinds from "../../src/store/kinds.js";
 import * as observe from "../../src/store/observe.js";
@@ -24,6 +29,7 @@ import * as operator from "../../src/store/operator.js";
 import * as planning from "../../src/store/planning.js";
 import * as pglite from "../../src/store/pglite.js";
 import * as schedules from "../../src/store/schedules.js";
+import * as sessions from "../../src/store/sessions.js";
 import * as tasks from "../../src/store/tasks.js";
 import * as rateLimits from "../../src/store/rate-limits.js";
 import * as circuits from "../../src/store/circuits.js";
@@ -34,7 +40,12 @@ import { openTestDatabase, type TestDatabase } from "../support/db.js";
 const MODULES = {
   activity,
   apiKeys,
-  deliveries,
+  deliveriesClaim,
+  deliveriesCounts,
+  deliveriesDeferrals,
+  deliveriesOperator,
+  deliveriesPlanning,
+  deliveriesRetention,
   durability,
   observe,
   kinds,
@@ -43,6 +54,7 @@ const MODULES = {
   planning,
   pglite,
   schedules,
+  sessions,
   tasks,
   rateLimits,
   circuits,
@@ -72,7 +84,7 @@ const nulls = (n: number) => Array.from({ length: n }, () => null);
 
 /** Parameters that make each statement valid; `$1` "now" is NULL (the database clock). */
 const PARAMS: Record<string, readonly unknown[]> = {
-  // deliveries.ts
+  // deliveries/claim.ts
   CLAIM_SQL: [null, "owner", 1_000, 1, ["log"], []],
   SETTLE_SQL: [null, "owner", ...nulls(12)],
   SETTLE_AND_CLAIM_SQL: [null, "owner", ...nulls(12), 1_000, 1, ["log"], []],
@@ -81,8 +93,9 @@ const PARAMS: Record<string, readonly unknown[]> = {
   NEXT_WAKE_SQL: [null, ["log"]],
   RENEW_SQL: [null, "owner", 1_000, null, null],
   RELEASE_ORPHANS_SQL: [null, "owner", []],
+  // deliveries/counts.ts
+  DELIVERY_COUNTS_SQL: [null, 1_000, null],
   // activity.ts
-  TENANT_GAUGES_SQL: [null, "default", 1_000],
   SENT_PER_MINUTE_SQL: [null, "default", 3_600_000],
   // durability.ts
   DURABILITY_SQL: [],
@@ -92,7 +105,6 @@ const PARAMS: Record<string, readonly unknown[]> = {
   INSTANCE_STOPPED_SQL: [null, "instance"],
   LIST_INSTANCES_SQL: [null, 0],
   ACQUIRE_LEASE_SQL: [null, "task", "owner", 1_000],
-  GAUGES_SQL: [null, 1_000],
   SCHEDULE_COUNTS_SQL: [],
   RETENTION_SQL: [null, 1_000, 1],
   ANALYZE_SQL: [],
@@ -100,7 +112,7 @@ const PARAMS: Record<string, readonly unknown[]> = {
   NOTIFY_WAKE_SQL: [""],
   INIT_SETTING_SQL: ["column_test", '"value"'],
   // observe.ts
-  STORE_GAUGES_SQL: [null, "instance", 1_000],
+  STORE_GAUGES_SQL: [null, 1_000, null, "instance"],
   READ_STORED_GAUGES_SQL: [null],
   READ_SETTINGS_VERSION_SQL: [],
   RECORD_SETTINGS_VERSION_SQL: ["instance", 1],
@@ -124,15 +136,18 @@ const PARAMS: Record<string, readonly unknown[]> = {
   SYNC_WAITING_SQL: [null, ID],
   NEXT_PLANNING_SQL: [],
   // schedules.ts
-  INSERT_SCHEDULE_SQL: [null, "default", null, "hash", ...DEFINITION, null, null, null, null],
+  INSERT_SCHEDULE_SQL: [null, "default", null, "hash", ...DEFINITION, ...nulls(5)],
   INSERT_REMINDERS_SQL: [ID, ...nulls(10)],
   SCHEDULE_BY_IDEMPOTENCY_KEY_SQL: ["default", "key"],
   SCHEDULE_BY_ID_SQL: ["default", ID],
   REMINDERS_SQL: [[]],
-  LIST_SCHEDULES_SQL: ["default", null, null, null, 1, null],
+  LIST_SCHEDULES_SQL: ["default", null, null, null, 1, null, null, 2048, 100],
+  LIST_SCHEDULES_DESC_SQL: ["default", null, null, null, 1, null, null, 2048, 100],
+  LIST_REMINDERS_SQL: [[], 2048],
   CANCEL_SCHEDULE_SQL: [null, "default", ID, "user"],
   SET_SCHEDULE_STATE_SQL: [null, "default", ID, "active", "paused"],
-  LIST_DELIVERIES_SQL: ["default", null, null, null, 1],
+  LIST_DELIVERIES_SQL: ["default", null, null, null, 1, null, null, null, null],
+  LIST_DELIVERIES_DESC_SQL: ["default", null, null, null, 1, null, null, null, null],
   DELIVERY_BY_ID_SQL: ["default", 1],
   ATTEMPTS_SQL: [1],
   REDRIVE_SQL: [null, "default", 1],
@@ -148,6 +163,12 @@ const PARAMS: Record<string, readonly unknown[]> = {
   AUTHENTICATE_API_KEY_SQL: [null, "hash"],
   LIST_API_KEYS_SQL: ["default", false],
   REVOKE_API_KEY_SQL: [null, ID, "default"],
+  INSERT_SESSION_SQL: [null, "hash", null, "operator-hash", 60_000],
+  RESOLVE_SESSION_SQL: [null, "hash", 60_000],
+  DELETE_SESSION_SQL: ["hash"],
+  DELETE_API_KEY_SESSIONS_SQL: [ID],
+  DELETE_EXPIRED_SESSIONS_SQL: [null, 10],
+  SCHEDULES_WITH_OPEN_DELIVERIES_SQL: [[ID]],
   // operator.ts
   INSERT_TRIGGERED_SQL: [null, "default", ID, "trigger", [], [], []],
   DELIVERIES_BY_KEYS_SQL: ["default", []],
@@ -167,6 +188,7 @@ const PARAMS: Record<string, readonly unknown[]> = {
     "x",
     null,
     null,
+    null,
   ],
   PURGE_SCHEDULE_SQL: ["default", ID],
   MISSED_SQL: ["default", ID, 1],
@@ -179,13 +201,14 @@ const PARAMS: Record<string, readonly unknown[]> = {
   CLAIM_TASK_OCCURRENCE_SQL: [null, "task", new Date(0), "owner", 1_000],
   END_TASK_LEASE_SQL: [null, "task", new Date(0), "owner"],
   // rate-limits.ts
-  UPSERT_RATE_LIMIT_SQL: [null, "default", "key", 1, 1, null],
+  UPSERT_RATE_LIMIT_SQL: [null, "default", "key", 1, 1, null, 1_000],
   LIST_RATE_LIMITS_SQL: [null, "default"],
   ALL_RATE_LIMITS_SQL: [null],
   DELETE_RATE_LIMIT_SQL: ["default", "key"],
   LOCK_BUCKET_SQL: [null, "default", "key"],
   COUNT_BUSY_SQL: ["default/key"],
   CLAIM_LIMITED_SQL: [null, "owner", 1_000, 1, ["log"], "default", "key", "default/key"],
+  DUE_LIMITERS_SQL: [null, ["log"], ["default/key"], [], 100],
   // circuits.ts
   CIRCUIT_FAILURE_SQL: [null, "host", 5, 1_000, 10_000],
   CIRCUIT_SUCCESS_SQL: [null, "host"],

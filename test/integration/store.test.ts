@@ -3,8 +3,9 @@
  * CHECK constraints that make impossible delivery rows unstorable.
  */
 import { describe, expect, it } from "vitest";
-import type { Queryable } from "../../src/store/database.js";
+import type { Database, Queryable } from "../../src/store/database.js";
 import { engineName, useTestDatabase } from "../support/db.js";
+import { forgingStates } from "../support/transitions.js";
 
 const engine = engineName();
 
@@ -35,12 +36,18 @@ function deliveryRow(scheduleId: string, key: string, overrides: Record<string, 
   };
 }
 
-async function insertDelivery(db: Queryable, row: Record<string, unknown>) {
+/**
+ * Inserts a delivery row as given, in any state: a forged history
+ * (test/support/transitions.ts), so only the CHECK constraints judge it.
+ */
+async function insertDelivery(db: Database, row: Record<string, unknown>) {
   const columns = Object.keys(row);
   const placeholders = columns.map((_, i) => `$${i + 1}`);
-  return db.query<{ id: number }>(
-    `insert into punctual_deliveries (${columns.join(", ")}) values (${placeholders.join(", ")}) returning id`,
-    Object.values(row),
+  return forgingStates(db, (tx) =>
+    tx.query<{ id: number }>(
+      `insert into punctual_deliveries (${columns.join(", ")}) values (${placeholders.join(", ")}) returning id`,
+      Object.values(row),
+    ),
   );
 }
 

@@ -469,7 +469,7 @@ async function renderOverview() {
 function ruleText(s) {
   if (s.rrule) return s.rrule;
   if (s.rdate.length) return `${s.rdate.length} dates`;
-  return `once at ${s.dtstart}`;
+  return `once at ${s.dtstartLocal ?? s.dtstart} ${s.tzid}`;
 }
 
 async function renderSchedules(params) {
@@ -592,45 +592,164 @@ function parseJson(text, what) {
   }
 }
 
+/**
+ * The host a reminder's target sends to: a URL's host (webhook, Slack, Discord), an
+ * e-mail address's domain; null for a target without either (a handler channel).
+ */
+function targetHost(target) {
+  if (target && typeof target.url === "string") {
+    try {
+      return new URL(target.url).host.toLowerCase();
+    } catch {
+      return null;
+    }
+  }
+  if (target && typeof target.to === "string" && target.to.includes("@")) {
+    return target.to.split("@").pop().trim().toLowerCase();
+  }
+  return null;
+}
+
+/**
+ * Whether this tenant sent to `host` before, by a cheap rule: one of the schedules the API
+ * lists for this key (every state, cancelled ones too; at most 5 pages of 200, the
+ * schedule list's own bound) has a reminder whose target is on that host. Past that bound
+ * a host not found counts as new: the form asks once more, never less.
+ */
+async function hostUsedBefore(host) {
+  let cursor = null;
+  for (let page = 0; page < 5; page++) {
+    const query = new URLSearchParams({ limit: "200" });
+    if (cursor) query.set("cursor", cursor);
+    const reply = await api("GET", `/v1/schedules?${query}`);
+    if (reply.items.some((s) => s.reminders.some((r) => targetHost(r.target) === host))) {
+      return true;
+    }
+    cursor = reply.nextCursor;
+    if (!cursor) return false;
+  }
+  return false;
+}
+
+/**
+ * The New-schedule form (API-6). It starts empty: examples are placeholders, never
+ * values, so nothing is sent anywhere until the user typed a due time and a target. A
+ * first send to a host this tenant never targeted waits on a confirm step that names the
+ * host and the due time.
+ */
 function renderNewSchedule() {
-  const soon = new Date(Date.now() + 60000);
-  soon.setUTCSeconds(0, 0);
   const dtstart = h("input", {
     name: "dtstart",
     required: true,
-    value: soon.toISOString().replace(".000", ""),
+    placeholder: "2027-01-04T09:00:00 (in the zone) or 2027-01-04T08:00:00Z",
   });
-  const tzid = h("input", { name: "tzid", required: true, value: VIEWER_ZONE });
+  const tzid = h("input", { name: "tzid", placeholder: VIEWER_ZONE });
   const rrule = h("input", { name: "rrule", placeholder: "FREQ=DAILY;BYHOUR=9 (empty: once)" });
-  const key = h("input", { name: "key", required: true, value: "main" });
-  const offset = h("input", { name: "offset", required: true, value: "PT0S" });
-  const channel = h("input", { name: "channel", required: true, value: "webhook" });
-  const target = jsonArea("target", { url: "https://example.com/hook" }, 3);
-  const payload = jsonArea("payload", { text: "Reminder" }, 3);
+  const key = h("input", { name: "key", placeholder: "main" });
+  const offset = h("input", { name: "offset", placeholder: "PT0S" });
+  const channel = h("input", { name: "channel", placeholder: "webhook" });
+  const target = h("textarea", {
+    name: "target",
+    rows: 3,
+    required: true,
+    spellcheck: "false",
+    placeholder: '{ "url": "https://hooks.example.com/reminders" }',
+  });
+  const payload = h("textarea", {
+    name: "payload",
+    rows: 3,
+    spellcheck: "false",
+    placeholder: '{ "text": "Reminder" }',
+  });
+  const confirmBox = h("div", { class: "confirm", role: "alert", hidden: true });
+  /** The request body from the fields; empty optional fields take the placeholder. */
+  const bodyOf = () => {
+    const due = dtstart.value.trim();
+    if (!due) throw new Error("Start (DTSTART) is required: choose when the reminder is due.");
+    if (!target.value.trim()) throw new Error("Target (JSON) is required.");
+    return {
+      dtstart: due,
+      tzid: tzid.value.trim() || VIEWER_ZONE,
+      ...(rrule.value.trim() ? { rrule: rrule.value.trim() } : {}),
+      ...(payload.value.trim() ? { payload: parseJson(payload.value, "Payload") } : {}),
+      reminders: [
+        {
+          key: key.value.trim() || "main",
+          offset: offset.value.trim() || "PT0S",
+          channel: channel.value.trim() || "webhook",
+          target: parseJson(target.value, "Target"),
+        },
+      ],
+    };
+  };
+  const create = async (body) => {
+    const created = await api("POST", "/v1/schedules", body);
+    nextFlash = `Schedule ${created.id} created.${created.warnings ? ` ${created.warnings.join(" ")}` : ""}`;
+    location.hash = `#/schedules/${created.id}`;
+  };
+  const askFirst = (body, host) => {
+    const due = `${body.dtstart}${/[zZ]$|[+-]\d\d:\d\d$/.test(body.dtstart) ? "" : ` in ${body.tzid}`}`;
+    fill(
+      confirmBox,
+      h("h2", {}, `First send to ${host}`),
+      h(
+        "p",
+        {},
+        "No schedule of this tenant targets ",
+        h("strong", {}, host),
+        ` yet. Its first reminder is due ${due}${body.rrule ? `, then ${body.rrule}` : ""}: punctual will send to that host then.`,
+      ),
+      h(
+        "p",
+        {},
+        h(
+          "button",
+          {
+            type: "button",
+            onclick: (e) => act(e.target, null, () => create(body)),
+          },
+          `Create and send to ${host}`,
+        ),
+        " ",
+        h(
+          "button",
+          {
+            type: "button",
+            class: "secondary",
+            onclick: () => {
+              confirmBox.hidden = true;
+              confirmBox.replaceChildren();
+              submit.hidden = false;
+            },
+          },
+          "Back",
+        ),
+      ),
+    );
+    confirmBox.hidden = false;
+    submit.hidden = true;
+  };
+  const submit = h("button", { type: "submit" }, "Create schedule");
   const form = h(
     "form",
     {
+      // An edit after the confirm step showed drops it: it named what was typed then.
+      oninput: () => {
+        if (confirmBox.hidden) return;
+        confirmBox.hidden = true;
+        confirmBox.replaceChildren();
+        submit.hidden = false;
+      },
       onsubmit: async (event) => {
         event.preventDefault();
-        const button = event.submitter;
-        await act(button, null, async () => {
-          const body = {
-            dtstart: dtstart.value.trim(),
-            tzid: tzid.value.trim(),
-            ...(rrule.value.trim() ? { rrule: rrule.value.trim() } : {}),
-            payload: parseJson(payload.value, "Payload"),
-            reminders: [
-              {
-                key: key.value.trim(),
-                offset: offset.value.trim(),
-                channel: channel.value.trim(),
-                target: parseJson(target.value, "Target"),
-              },
-            ],
-          };
-          const created = await api("POST", "/v1/schedules", body);
-          nextFlash = `Schedule ${created.id} created.${created.warnings ? ` ${created.warnings.join(" ")}` : ""}`;
-          location.hash = `#/schedules/${created.id}`;
+        await act(event.submitter, null, async () => {
+          const body = bodyOf();
+          const host = targetHost(body.reminders[0].target);
+          if (host && !(await hostUsedBefore(host))) {
+            askFirst(body, host);
+            return;
+          }
+          await create(body);
         });
       },
     },
@@ -639,20 +758,21 @@ function renderNewSchedule() {
       "div",
       { class: "row" },
       field("Start (DTSTART: local time in the zone, or an instant with Z)", dtstart),
-      field("Time zone", tzid),
+      field(`Time zone (empty: ${VIEWER_ZONE}, this browser's)`, tzid),
       field("Recurrence rule (RRULE)", rrule),
     ),
     h("h2", {}, "Reminder"),
     h(
       "div",
       { class: "row" },
-      field("Key", key),
-      field("Offset (ISO 8601, e.g. -PT15M)", offset),
-      field("Channel", channel),
+      field("Key (empty: main)", key),
+      field("Offset (ISO 8601, e.g. -PT15M; empty: PT0S)", offset),
+      field("Channel (empty: webhook)", channel),
     ),
     field("Target (JSON)", target),
-    field("Payload (JSON)", payload),
-    h("p", {}, h("button", { type: "submit" }, "Create schedule")),
+    field("Payload (JSON; empty: none)", payload),
+    h("p", {}, submit),
+    confirmBox,
   );
   show(form);
 }
@@ -752,7 +872,13 @@ async function renderSchedule(id) {
       h("dt", {}, "Version"),
       h("dd", {}, String(s.version)),
       h("dt", {}, "Start"),
-      h("dd", {}, h("code", {}, s.dtstart), ` in ${s.tzid}`),
+      h(
+        "dd",
+        {},
+        h("code", {}, s.dtstartLocal ?? s.dtstart),
+        ` ${s.tzid}`,
+        s.dtstartLocal && s.dtstartLocal !== s.dtstart ? ` (given as ${s.dtstart})` : "",
+      ),
       h("dt", {}, "Rule"),
       h("dd", {}, h("code", {}, ruleText(s))),
       h("dt", {}, "Ends"),

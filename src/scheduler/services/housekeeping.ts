@@ -3,18 +3,24 @@
  * prunes instance rows whose heartbeat stopped longer ago than `instancePruneAfterMs`
  * (killed processes never mark themselves stopped), and deletes attempt-log rows older than
  * `attemptRetentionDays` (the log of a delivery also goes with its row, after
- * `retentionDays`; for an audit trail of a year, keep both at 366 days or more).
+ * `retentionDays`; for an audit trail of a year, keep both at 366 days or more), and
+ * deletes expired dashboard sessions (API-6; an expired session is refused before this
+ * pass, so the pass only keeps the table small).
  */
-import { deleteOldAttempts, pruneInstances } from "../../store/observe.js";
+import { pruneInstances } from "../../store/observe.js";
+import { deleteOldAttempts } from "../../store/deliveries/index.js";
+import { deleteExpiredSessions } from "../../store/sessions.js";
 import { deleteInChunks, type ServiceContext } from "./service.js";
 
 /** Most attempt rows one pass deletes. */
 const ATTEMPT_BATCH = 10_000;
+/** Most expired sessions one pass deletes. */
+const SESSION_BATCH = 10_000;
 
 /** Runs both; returns what each deleted. */
 export async function housekeeping(
   ctx: ServiceContext,
-): Promise<{ instances: number; attempts: number }> {
+): Promise<{ instances: number; attempts: number; sessions: number }> {
   const { db, clock, options, metrics, logger } = ctx;
   const now = clock.sqlNow();
   const instances = await pruneInstances(db, { now, olderThanMs: options.instancePruneAfterMs });
@@ -32,5 +38,8 @@ export async function housekeeping(
       : await deleteInChunks(db, ATTEMPT_BATCH, (limit) =>
           deleteOldAttempts(db, { now, retentionMs: days * 86_400_000, limit }),
         );
-  return { instances, attempts };
+  const sessions = await deleteInChunks(db, SESSION_BATCH, (limit) =>
+    deleteExpiredSessions(db, { now, limit }),
+  );
+  return { instances, attempts, sessions };
 }

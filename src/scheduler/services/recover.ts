@@ -5,7 +5,7 @@
  * and logs each one at the level it deserves. Any worker recovers any row: a crashed
  * worker's claims come back within one lease plus one pass.
  */
-import { recoverExpired } from "../../store/deliveries.js";
+import { recoverExpired } from "../../store/deliveries/index.js";
 import type { ServiceContext } from "./service.js";
 
 /** Recovers at most `options.recoverBatch` expired leases. Returns how many. */

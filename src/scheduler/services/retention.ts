@@ -5,7 +5,8 @@
  * instances and old attempt-log rows, and vacuums on the embedded engine, which has no
  * autovacuum.
  */
-import { acquireLease, deleteFinished, vacuumHotTables } from "../../store/operations.js";
+import { acquireLease, vacuumHotTables } from "../../store/operations.js";
+import { deleteFinished } from "../../store/deliveries/index.js";
 import { housekeeping } from "./housekeeping.js";
 import { deleteInChunks, type ServiceContext } from "./service.js";
 

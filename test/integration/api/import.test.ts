@@ -13,6 +13,7 @@ import { TestClock } from "../../../src/clock/index.js";
 import type { DeliveryView, ErrorBody } from "../../../src/contracts/index.js";
 import type { DryRunDelivery } from "../../../src/ical/index.js";
 import { silentLogger } from "../../../src/observability/logger.js";
+import { installTransitionTrigger } from "../../support/transitions.js";
 
 const fixtures = fileURLToPath(new URL("../../fixtures/ics/", import.meta.url));
 const read = (name: string): string => readFileSync(fixtures + name, "utf8");
@@ -35,6 +36,8 @@ beforeAll(async () => {
     // Plan the whole test calendar at once, so every reminder exists as a delivery row.
     scheduler: { planAheadMs: 60 * 86_400_000 },
   });
+  // The delivery state machine, checked here too (test/support/transitions.ts).
+  await installTransitionTrigger(punctual.db);
   app = createApi(punctual);
   secured = await createPunctual({
     dataDir: null,

@@ -8,6 +8,7 @@ import { createPunctual, type Punctual } from "../../../src/app/punctual.js";
 import { TestClock } from "../../../src/clock/index.js";
 import type { ErrorBody } from "../../../src/contracts/index.js";
 import { silentLogger } from "../../../src/observability/logger.js";
+import { installTransitionTrigger } from "../../support/transitions.js";
 
 const API_KEY = "test-key-0123456789abcdef";
 
@@ -20,6 +21,8 @@ let securedApp: PunctualApi;
 beforeAll(async () => {
   clock = new TestClock("2027-01-04T08:00:00Z");
   open = await createPunctual({ dataDir: null, clock, logger: silentLogger() });
+  // The delivery state machine, checked here too (test/support/transitions.ts).
+  await installTransitionTrigger(open.db);
   // A second facade with an API key over the same database.
   secured = await createPunctual({
     database: open.db,
@@ -103,7 +106,11 @@ describe("OPS-4 liveness and readiness", () => {
 
 describe("OPS-3 metrics and status", () => {
   it("OPS-3: /metrics is Prometheus text with the backlog and the last pass", async () => {
-    await open.scheduler.tick();
+    // The readiness test stopped the scheduler, and a stopped one refuses tick(): run a
+    // pass through start() instead.
+    await open.scheduler.start();
+    await untilReady(open);
+    await open.scheduler.stop(0);
     const res = await openApp.request("/metrics");
     expect(res.status).toBe(200);
     expect(res.headers.get("content-type")).toMatch(/^text\/plain/);

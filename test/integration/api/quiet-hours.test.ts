@@ -9,6 +9,7 @@ import { createPunctual, type Punctual } from "../../../src/app/punctual.js";
 import { TestClock } from "../../../src/clock/index.js";
 import type { DeliveryView, ErrorBody, ScheduleView } from "../../../src/contracts/index.js";
 import { silentLogger } from "../../../src/observability/logger.js";
+import { installTransitionTrigger } from "../../support/transitions.js";
 
 let clock: TestClock;
 let punctual: Punctual;
@@ -17,6 +18,8 @@ let app: PunctualApi;
 beforeAll(async () => {
   clock = new TestClock("2027-01-04T22:00:00Z");
   punctual = await createPunctual({ dataDir: null, clock, logger: silentLogger() });
+  // The delivery state machine, checked here too (test/support/transitions.ts).
+  await installTransitionTrigger(punctual.db);
   app = createApi(punctual);
 });
 

@@ -8,6 +8,7 @@ import { createPunctual, type Punctual } from "../../../src/app/punctual.js";
 import { TestClock } from "../../../src/clock/index.js";
 import type { DeliveryView, ErrorBody, ScheduleView } from "../../../src/contracts/index.js";
 import { silentLogger } from "../../../src/observability/logger.js";
+import { installTransitionTrigger } from "../../support/transitions.js";
 
 let clock: TestClock;
 let punctual: Punctual;
@@ -16,6 +17,8 @@ let app: PunctualApi;
 beforeAll(async () => {
   clock = new TestClock("2027-01-04T08:00:00Z");
   punctual = await createPunctual({ dataDir: null, clock, logger: silentLogger() });
+  // The delivery state machine, checked here too (test/support/transitions.ts).
+  await installTransitionTrigger(punctual.db);
   app = createApi(punctual);
 });
 
@@ -235,6 +238,45 @@ describe("API-1 read, list, cancel, pause, resume", () => {
     const bad = await app.request("/v1/schedules?limit=0");
     expect(bad.status).toBe(400);
     expect(await issuesOf(bad)).toContain("limit");
+  });
+
+  it("API-3: GET lists page newest first over HTTP; limit is digits only; a foreign cursor is a 400", async () => {
+    await post("/v1/schedules", { ...validBody, title: "Paging A" });
+    await post("/v1/schedules", { ...validBody, title: "paging b" });
+    const first = await app.request("/v1/schedules?q=PAGING&order=desc&limit=1");
+    expect(first.status).toBe(200);
+    const body = (await first.json()) as { items: ScheduleView[]; nextCursor: string };
+    const next = await app.request(
+      `/v1/schedules?q=PAGING&order=desc&limit=1&cursor=${encodeURIComponent(body.nextCursor)}`,
+    );
+    const desc = [...body.items, ...((await next.json()) as { items: ScheduleView[] }).items].map(
+      (s) => s.id,
+    );
+    const asc = (
+      (await (await app.request("/v1/schedules?q=paging")).json()) as {
+        items: ScheduleView[];
+      }
+    ).items.map((s) => s.id);
+    expect(asc).toHaveLength(2);
+    expect(desc).toEqual([...asc].reverse());
+    const foreign = await app.request(
+      `/v1/schedules?q=PAGING&limit=1&cursor=${encodeURIComponent(body.nextCursor)}`,
+    );
+    expect(foreign.status).toBe(400);
+    expect(await issuesOf(foreign)).toEqual(["cursor"]);
+    for (const limit of ["1e2", "0x10", "%205", "5.0", "1001"]) {
+      for (const path of ["/v1/schedules", "/v1/deliveries"]) {
+        const res = await app.request(`${path}?limit=${limit}`);
+        expect(res.status).toBe(400);
+        expect(await issuesOf(res)).toEqual(["limit"]);
+      }
+    }
+    const due = await app.request("/v1/deliveries?dueFrom=tomorrow&order=desc");
+    expect(due.status).toBe(400);
+    expect(await issuesOf(due)).toEqual(["dueFrom"]);
+    const deliveries = await app.request("/v1/deliveries?order=desc&limit=2&state=pending");
+    expect(deliveries.status).toBe(200);
+    expect(Object.keys((await deliveries.json()) as object)).toContain("nextCursor");
   });
 
   it("API-1 DEL-9: PATCH with If-Match edits; an old version is 412 STALE_VERSION", async () => {

@@ -76,6 +76,50 @@ describe("REC-3: strict posture on the API", () => {
     },
   );
 
+  it("API-1 REC-3: an RRULE: prefix is accepted and stored without it, on create and on edit; a doubled one is refused", async () => {
+    const send = (method: string, path: string, payload: unknown, headers = {}) =>
+      app.request(path, {
+        method,
+        headers: { "content-type": "application/json", ...headers },
+        body: JSON.stringify(payload),
+      });
+    const res = await send("POST", "/v1/schedules", {
+      ...body,
+      rrule: " rrule:FREQ=DAILY;COUNT=3",
+    });
+    expect(res.status).toBe(201);
+    const created = (await res.json()) as { id: string; rrule: string };
+    expect(created.rrule).toBe("FREQ=DAILY;COUNT=3");
+    const read = (await (await app.request(`/v1/schedules/${created.id}`)).json()) as {
+      rrule: string;
+    };
+    expect(read.rrule).toBe("FREQ=DAILY;COUNT=3");
+    const edited = await send(
+      "PATCH",
+      `/v1/schedules/${created.id}`,
+      { rrule: "RRULE:FREQ=DAILY;COUNT=2" },
+      { "if-match": '"1"' },
+    );
+    expect(edited.status).toBe(200);
+    expect(((await edited.json()) as { rrule: string }).rrule).toBe("FREQ=DAILY;COUNT=2");
+    const doubled = await refusal("/v1/schedules", { ...body, rrule: "RRULE:RRULE:FREQ=DAILY" });
+    expect(doubled.map((i) => i.field)).toContain("rrule");
+  });
+
+  it("API-1 REC-3: one refusal names every bad field: an unknown zone does not hide a bad rule", async () => {
+    const issues = await refusal("/v1/schedules", {
+      ...body,
+      tzid: "Nowhere/City",
+      rrule: "FREQ=FORTNIGHTLY",
+      reminders: [{ key: "r1", offset: "-PT15M", channel: "pigeon" }],
+    });
+    expect(issues.map((i) => i.field).sort()).toEqual([
+      "reminders.0.channel",
+      "rrule.FREQ",
+      "tzid",
+    ]);
+  });
+
   it("REC-3: the preview refuses a UTC offset as tzid the same way", async () => {
     const issues = await refusal("/v1/preview", { dtstart: body.dtstart, tzid: "-0800", count: 3 });
     expect(issues).toContainEqual({ field: "tzid", message: expect.stringMatching(/IANA name/) });

@@ -125,7 +125,7 @@ describe("API-2 tenant isolation over HTTP", () => {
     // The owner still sees it unchanged (version 1, active, its delivery sent).
     const own = await call(keys.a, "GET", s);
     expect(own.status).toBe(200);
-    expect((await own.json()) as ScheduleView).toMatchObject({ version: 1, state: "active" });
+    expect((await own.json()) as ScheduleView).toMatchObject({ version: 1, state: "finished" });
     const ownDelivery = await call(keys.a, "GET", d);
     expect(((await ownDelivery.json()) as DeliveryView).state).toBe("sent");
     // The owner's redrive of a sent delivery is a conflict, not a 404: the 404 above is the tenant wall.
@@ -310,7 +310,7 @@ describe("API-2 tenant isolation through the CLI", () => {
     const status = await cli(keys.b, "status");
     expect(status.error).toMatchObject({ status: 403 });
     const own = await cli(keys.a, "schedules", "show", scheduleA.id);
-    expect(JSON.parse(own.out)).toMatchObject({ id: scheduleA.id, state: "active" });
+    expect(JSON.parse(own.out)).toMatchObject({ id: scheduleA.id, state: "finished" });
     const created = await cli(
       ROOT,
       "api-keys",

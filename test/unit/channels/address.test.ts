@@ -67,3 +67,16 @@ describe("target addresses", () => {
     expect(list.allowsAddress("192.168.1.6")).toBe(false);
   });
 });
+
+describe("special IPv6 ranges (CH-1)", () => {
+  it.each([
+    "::ffff:0:127.0.0.1",
+    "::ffff:0:7f00:1",
+    "[::ffff:0:10.0.0.1]",
+    "::ffff:0:8.8.8.8",
+    "2001:2::1",
+    "5f00::1",
+  ])("CH-1: %s (IPv4-translated, benchmarking, SRv6) is refused", (address) => {
+    expect(isForbiddenAddress(address)).toBe(true);
+  });
+});

@@ -2,6 +2,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import {
   createDiscordChannel,
   createSlackChannel,
+  slackBody,
   type ChatChannel,
   type ChatChannelOptions,
 } from "../../../src/channels/index.js";
@@ -222,5 +223,23 @@ describe("discord channel (CH-3)", () => {
     const err = await sendError(discord().send(delivery(receiver.url), ctx()));
     expect(err).toBeInstanceOf(PermanentError);
     expect(err).toMatchObject({ status: 404 });
+  });
+});
+
+describe("Slack text escaping (CH-3)", () => {
+  it("CH-3: the subject in the top-level text is escaped for Slack (&, <, >); the header block keeps it as written", async () => {
+    const body = await slackBody(
+      delivery("https://hooks.slack.com/services/x", {
+        payload: { title: "<!channel> Tom & <Jerry>" },
+        template: { subject: "{{ payload.title }}", text: "{{ payload.title }}" },
+      }),
+    );
+    expect(body.text).toBe(
+      "&lt;!channel&gt; Tom &amp; &lt;Jerry&gt;\n&lt;!channel&gt; Tom &amp; &lt;Jerry&gt;",
+    );
+    expect(body.blocks?.[0]).toMatchObject({
+      type: "header",
+      text: { type: "plain_text", text: "<!channel> Tom & <Jerry>" },
+    });
   });
 });

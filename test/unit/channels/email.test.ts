@@ -1,8 +1,10 @@
+import { pino } from "pino";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import {
   createEmailChannel,
   emailMessageId,
   parseSmtpUrl,
+  smtpSecretRedactor,
   type EmailChannelOptions,
 } from "../../../src/channels/index.js";
 import type { ChannelDelivery, SendContext } from "../../../src/channels/index.js";
@@ -198,7 +200,7 @@ describe("email channel (CH-2)", () => {
 
   it("CH-2: a server that is not there is transient, and the password never shows", async () => {
     const port = await freePort();
-    const ch = channel({ url: `smtp://mailer:s3cr3t-pw@127.0.0.1:${port}` });
+    const ch = channel({ url: `smtp://mailer:s3cr3t-pw@127.0.0.1:${port}?insecure=true` });
     const err = await sendError(ch.send(delivery(), ctx()));
     expect(err).toBeInstanceOf(TransientError);
     expect(err).toMatchObject({ code: "SMTP_CONNECTION", maybeDelivered: false });
@@ -214,7 +216,7 @@ describe("email channel (CH-2)", () => {
       await ok.send(delivery(), ctx());
       expect(authed.mails).toHaveLength(1);
       const wrong = createEmailChannel({
-        url: `smtp://mailer:nope@127.0.0.1:${authed.port}`,
+        url: `smtp://mailer:nope@127.0.0.1:${authed.port}?insecure=true`,
         from: "r@punctual.example",
       });
       const err = await sendError(wrong.send(delivery(), ctx()));
@@ -262,13 +264,13 @@ describe("email channel (CH-2)", () => {
   });
 
   it("CH-2: reads smtp:// and smtps:// URLs; a bad one is a ConfigError without the password", () => {
-    expect(parseSmtpUrl("smtp://u:p%40ss@mail.example")).toMatchObject({
+    expect(parseSmtpUrl("smtp://u:p%40ss@mail.example?requireTLS=true")).toMatchObject({
       host: "mail.example",
       port: 587,
       secure: false,
       user: "u",
       pass: "p@ss",
-      redacted: "smtp://u:***@mail.example",
+      redacted: "smtp://u:***@mail.example?requireTLS=true",
     });
     expect(parseSmtpUrl("smtps://mail.example")).toMatchObject({ port: 465, secure: true });
     expect(parseSmtpUrl("smtp://mail.example:2525?requireTLS=true")).toMatchObject({
@@ -283,5 +285,131 @@ describe("email channel (CH-2)", () => {
     }
     expect(caught).toBeInstanceOf(ConfigError);
     expect((caught as Error).message).not.toContain("hunter2");
+  });
+
+  const HARD = "pä§s:w@rd/%?#";
+  /** Every form of HARD that must not leave the channel. */
+  const hardForms = (user: string): string[] => [
+    HARD,
+    encodeURIComponent(HARD),
+    encodeURIComponent(HARD).toLowerCase(),
+    Buffer.from(HARD).toString("base64"),
+    Buffer.from(`\u0000${user}\u0000${HARD}`).toString("base64"),
+    Buffer.from(HARD).toString("latin1"),
+  ];
+
+  it("CH-2: a password with non-ASCII and URL-special characters never leaves the channel, in any encoding", async () => {
+    // The server refuses the login and echoes what it was sent, in every encoding.
+    const echo = await startSmtpReceiver({
+      auth: { user: "mailer", pass: "other" },
+      authFailure: (user, pass) =>
+        `bad login ${pass} / ${encodeURIComponent(pass)} / ${encodeURIComponent(pass).toLowerCase()} / ` +
+        `${Buffer.from(pass).toString("base64")} / ${Buffer.from(`\u0000${user}\u0000${pass}`).toString("base64")} / ` +
+        `${Buffer.from(pass).toString("latin1")}`,
+    });
+    try {
+      const url = `smtp://mailer:${encodeURIComponent(HARD)}@127.0.0.1:${echo.port}?insecure=true`;
+      const lines: string[] = [];
+      const ch = createEmailChannel({
+        url,
+        from: "r@punctual.example",
+        logger: pino({ level: "trace" }, { write: (line: string) => lines.push(line) }),
+      });
+      const err = await sendError(ch.send(delivery(), ctx()));
+      expect(err).toBeInstanceOf(PermanentError);
+      expect((err as Error).message).toContain("bad login ***");
+      const cause = (err as Error).cause as Error & { response?: string };
+      const shown = [
+        (err as Error).message,
+        (err as Error).stack ?? "",
+        cause.message,
+        cause.stack ?? "",
+        cause.response ?? "",
+        JSON.stringify(err),
+        JSON.stringify(cause),
+        JSON.stringify(ch.server),
+        ...lines,
+      ].join("\n");
+      for (const form of hardForms("mailer")) expect(shown, form).not.toContain(form);
+    } finally {
+      await echo.close();
+    }
+  });
+
+  it("CH-2: the URL shown in errors hides a password written without URL-encoding", () => {
+    const raw = `smtp://mailer:${HARD.replace(/[/?#]/g, "")}@mail.example`;
+    const server = parseSmtpUrl(`${raw}?insecure=true`);
+    expect(server.redacted).toBe("smtp://mailer:***@mail.example?insecure=true");
+    expect(server.redacted).not.toContain("%C3%A4");
+    const redact = smtpSecretRedactor(server, `${raw}?insecure=true`);
+    expect(redact(`failed: ${raw}`)).not.toMatch(/pä|p%C3/i);
+  });
+
+  it("CH-2: smtp:// with credentials is refused unless TLS is required or clear text accepted", () => {
+    let caught: unknown = null;
+    try {
+      parseSmtpUrl("smtp://mailer:hunter2@mail.example:587");
+    } catch (err) {
+      caught = err;
+    }
+    expect(caught).toBeInstanceOf(ConfigError);
+    expect((caught as Error).message).toContain("smtp://mailer:***@mail.example:587");
+    expect((caught as Error).message).toContain("insecure=true");
+    expect((caught as Error).message).not.toContain("hunter2");
+    expect(() => createEmailChannel({ url: "smtp://mailer:hunter2@mail.example" })).toThrow(
+      ConfigError,
+    );
+    expect(parseSmtpUrl("smtp://mailer:hunter2@mail.example?requireTLS=true")).toMatchObject({
+      requireTLS: true,
+    });
+    expect(parseSmtpUrl("smtp://mailer:hunter2@mail.example?insecure=true")).toMatchObject({
+      insecure: true,
+      requireTLS: false,
+    });
+    expect(parseSmtpUrl("smtps://mailer:hunter2@mail.example")).toMatchObject({ secure: true });
+    // Without credentials no AUTH is sent.
+    expect(parseSmtpUrl("smtp://relay.example:25")).toMatchObject({ secure: false });
+  });
+
+  it("CH-2: a target's from must be the default sender or an allowed one, at create and at send", async () => {
+    const strict = channel();
+    const refused = (() => {
+      try {
+        strict.validateTarget({ to: "ada@example.com", from: "ceo@bank.example" });
+      } catch (err) {
+        return err;
+      }
+      return null;
+    })();
+    expect(refused).toBeInstanceOf(ValidationError);
+    expect((refused as ValidationError).issues).toEqual([
+      expect.objectContaining({ field: "target.from", value: "ceo@bank.example" }),
+    ]);
+    // The default sender's address is always allowed, with any display name, in any case.
+    expect(() =>
+      strict.validateTarget({ to: "ada@example.com", from: "Other <REMINDERS@punctual.example>" }),
+    ).not.toThrow();
+    const listed = channel({ allowedFrom: ["billing@shop.example", "*@news.example"] });
+    expect(() =>
+      listed.validateTarget({ to: "ada@example.com", from: "billing@shop.example" }),
+    ).not.toThrow();
+    expect(() =>
+      listed.validateTarget({ to: "ada@example.com", from: "Weekly <any@News.example>" }),
+    ).not.toThrow();
+    expect(() =>
+      listed.validateTarget({ to: "ada@example.com", from: "any@sub.news.example" }),
+    ).toThrow(/target\.from/);
+    expect(() =>
+      channel({ allowedFrom: ["*"] }).validateTarget({ to: "a@example.com", from: "x@y.example" }),
+    ).not.toThrow();
+    expect(() => channel({ allowedFrom: ["*@"] })).toThrow(/PUNCTUAL_SMTP_ALLOWED_FROM/);
+    // A reminder stored before the configuration changed is refused when it is sent.
+    const err = await sendError(
+      strict.send(delivery({ target: { to: "ada@example.com", from: "ceo@bank.example" } }), ctx()),
+    );
+    expect(err).toBeInstanceOf(PermanentError);
+    expect(err).toMatchObject({ code: "TARGET_INVALID" });
+    expect((err as Error).message).toContain("target.from");
+    expect(smtp.mails).toHaveLength(0);
   });
 });

@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { afterAll } from "vitest";
 import {
   renderTemplate,
   templateContext,
@@ -6,6 +7,51 @@ import {
   type ChannelDelivery,
 } from "../../../src/channels/index.js";
 import { PermanentError, ValidationError } from "../../../src/errors/index.js";
+import {
+  needsRenderThread,
+  renderOnThisThread,
+  sampleIdentity,
+  sampleRender,
+  MAX_RENDERED_CHARS,
+} from "../../../src/channels/template.js";
+import { templateRenderPool } from "../../../src/channels/template-pool.js";
+
+afterAll(() => templateRenderPool().close());
+
+/** Turns of this thread's event loop while `work` runs (a loop held by `work` turns ~never). */
+async function turnsDuring<T>(work: Promise<T>): Promise<{ turns: number; outcome: unknown }> {
+  let done = false;
+  let turns = 0;
+  const outcome = work.then(
+    (v) => v,
+    (e: unknown) => e,
+  );
+  void outcome.then(() => (done = true));
+  while (!done) {
+    await new Promise((r) => setImmediate(r));
+    turns++;
+  }
+  return { turns, outcome: await outcome };
+}
+
+/** One output of 20 shuffles and natural sorts: seconds of work inside one template part. */
+const SORTS = `{{ payload.list${" | sample: 100000 | sort_natural".repeat(20)} | size }}`;
+
+/** A payload whose natural sorts take seconds. */
+const heavy: ChannelDelivery = {
+  deliveryKey: "dk_0123456789abcdef0123456789abcdef",
+  scheduleId: "s1",
+  reminderKey: "pay",
+  occurrenceAt: new Date("2027-03-28T09:00:00.000Z"),
+  dueAt: new Date("2027-03-27T09:00:00.000Z"),
+  attempt: 1,
+  late: false,
+  // 100,000 short strings: under 1 MiB as JSON, a payload the API accepts.
+  payload: { list: Array.from({ length: 100_000 }, (_, i) => `i${(i * 7919) % 100_000}`) },
+  target: {},
+  tzid: "UTC",
+  channel: "log",
+};
 
 const sample: ChannelDelivery = {
   deliveryKey: "dk_t",
@@ -32,8 +78,8 @@ function issuesOf(fn: () => void): ValidationError["issues"] {
 }
 
 describe("templates (CH-6)", () => {
-  it("CH-6: html outputs are HTML-escaped by default; raw opts out; text is left as written", () => {
-    const out = renderTemplate(
+  it("CH-6: html outputs are HTML-escaped by default; raw opts out; text is left as written", async () => {
+    const out = await renderTemplate(
       {
         subject: "Pay {{ payload.amount }}\nnow",
         text: "Hi {{ payload.name }}",
@@ -46,23 +92,23 @@ describe("templates (CH-6)", () => {
     expect(out.subject).toBe("Pay 12 & 13 now");
   });
 
-  it("CH-6: the context holds payload, occurrenceAt, dueAt, schedule and reminder", () => {
+  it("CH-6: the context holds payload, occurrenceAt, dueAt, schedule and reminder", async () => {
     expect(templateContext(sample)).toMatchObject({
       occurrenceAt: "2027-03-28T09:00:00.000Z",
       dueAt: "2027-03-27T09:00:00.000Z",
       schedule: { id: "s1", tzid: "America/New_York" },
       reminder: { key: "pay", channel: "email" },
     });
-    const out = renderTemplate(
+    const out = await renderTemplate(
       { text: "{{ reminder.key }} {{ schedule.id }} {{ payload.amount }} {{ occurrenceAt }}" },
       sample,
     );
     expect(out.text).toBe("pay s1 12 & 13 2027-03-28T09:00:00.000Z");
   });
 
-  it("CH-6: instants format in a zone and locale (default: the schedule's zone, English)", () => {
+  it("CH-6: instants format in a zone and locale (default: the schedule's zone, English)", async () => {
     // 09:00 UTC is 05:00 in New York on 28 March 2027 (EDT) and 11:00 in Paris (CEST).
-    const out = renderTemplate(
+    const out = await renderTemplate(
       {
         text: [
           "{{ occurrenceAt | format_time }}",
@@ -118,15 +164,81 @@ describe("templates (CH-6)", () => {
     expect(issues[2]!.message).toMatch(/line 1, column 1: .*time zone/i);
   });
 
-  it("CH-6: a render failure at send time is permanent (no retry fixes it)", () => {
+  it("CH-6: a render failure at send time is permanent (no retry fixes it)", async () => {
     let caught: unknown = null;
     try {
-      renderTemplate({ text: "x\n{{ payload.when | format_date }}" }, sample);
+      await renderTemplate({ text: "x\n{{ payload.when | format_date }}" }, sample);
     } catch (err) {
       caught = err;
     }
     expect(caught).toBeInstanceOf(PermanentError);
     expect(caught).toMatchObject({ code: "TEMPLATE_FAILED" });
     expect((caught as Error).message).toMatch(/^template text: line 2, column 1: .*not an instant/);
+  });
+
+  it("CH-6: a template stuck in one filter call is stopped on its render thread (TEMPLATE_TIMEOUT) while this thread's loop keeps turning", async () => {
+    const template = { text: SORTS };
+    expect(needsRenderThread(template, "none")).toBe(true);
+    const before = templateRenderPool().killed;
+    const { turns, outcome } = await turnsDuring(renderTemplate(template, heavy));
+    expect(outcome).toBeInstanceOf(PermanentError);
+    expect(outcome).toMatchObject({ code: "TEMPLATE_TIMEOUT" });
+    expect((outcome as Error).message).toMatch(/ran longer than 1000 ms and was stopped/);
+    expect(templateRenderPool().killed).toBe(before + 1);
+    // The render ran about a second elsewhere: this loop turned all along (a render
+    // on this thread would hold it for the whole sort: a handful of turns at most).
+    expect(turns).toBeGreaterThan(100);
+    // The thread was replaced: the next render works.
+    const next = await renderTemplate({ text: "{% for i in (1..3) %}{{ i }}{% endfor %}" }, sample);
+    expect(next.text).toBe("123");
+  });
+
+  it("CH-6: a template that is not light renders on a thread exactly as it would here; a light one stays here", async () => {
+    const template = {
+      subject: "{% assign n = payload.name | size %}{{ n }} chars",
+      text: "{% for w in (1..3) %}{{ w }}-{% endfor %}{{ payload.amount | upcase }}",
+      html: "{% if late %}late{% else %}<b>{{ payload.name }}</b>{% endif %}",
+    };
+    expect(needsRenderThread(template, "slack")).toBe(true);
+    const there = await renderTemplate(template, sample, { textEscape: "slack" });
+    const here = renderOnThisThread(template, templateContext(sample), "slack");
+    expect(there).toEqual(here);
+    expect(there.html).toBe("<b>&lt;script&gt;alert(1)&lt;/script&gt;</b>");
+    expect(there.text).toBe("1-2-3-12 &amp; 13");
+    const light = {
+      text: "Hi {{ payload.name | default: reminder.key | upcase }} {{ dueAt | format_date }}",
+    };
+    expect(needsRenderThread(light, "none")).toBe(false);
+    expect(needsRenderThread({ text: "{{ (1..9) | join }}" }, "none")).toBe(true);
+  });
+
+  it("CH-6: a rendered field longer than the bound fails as TEMPLATE_TOO_LARGE", async () => {
+    const big = { ...sample, payload: { s: "x".repeat(MAX_RENDERED_CHARS / 2 + 1) } };
+    await expect(
+      renderTemplate({ text: "{{ payload.s }}{{ payload.s }}" }, big),
+    ).rejects.toMatchObject({
+      code: "TEMPLATE_TOO_LARGE",
+    });
+    await expect(
+      renderTemplate({ text: "{% for i in (1..3) %}{{ payload.s }}{% endfor %}" }, big),
+    ).rejects.toMatchObject({ code: "TEMPLATE_TOO_LARGE" });
+  });
+
+  it("CH-6: the create-time try uses a fresh delivery key of the real form, and a template that overruns there is refused", async () => {
+    const a = sampleIdentity();
+    const b = sampleIdentity();
+    expect(a.deliveryKey).toMatch(/^dk_[0-9a-f]{32}$/);
+    expect(a.scheduleId).toMatch(/^[0-9a-f-]{36}$/);
+    expect(a.deliveryKey).not.toBe(b.deliveryKey);
+    const issues = await sampleRender({ text: SORTS }, "reminders.0.template", heavy).then(
+      () => [],
+      (err: unknown) => (err as ValidationError).issues,
+    );
+    expect(issues).toEqual([
+      {
+        field: "reminders.0.template",
+        message: "the render ran longer than 1000 ms and was stopped",
+      },
+    ]);
   });
 });

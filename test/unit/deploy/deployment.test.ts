@@ -2,8 +2,8 @@
  * OPS-14: the deployment files hold what a container deployment needs: an ordered start
  * (database healthy, then migrations done, then the processes), a healthcheck per
  * process that reads that process (a worker serves no HTTP: its own heartbeat), a
- * non-root image with production dependencies only. No Docker daemon here: the files are
- * parsed and checked.
+ * non-root image with production dependencies only. The files are parsed and checked here;
+ * the image itself is built and run by scripts/container-check.mjs (in CI, as root).
  */
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -94,7 +94,9 @@ describe("Dockerfile", () => {
 
   it("OPS-14: multi-stage on node:20, production dependencies only in the runtime, non-root", () => {
     expect(stages.length).toBeGreaterThanOrEqual(2);
-    for (const s of stages) expect(s).toMatch(/^node:20/);
+    // Every stage on NODE_IMAGE, node:20-slim unless a mirror of it is passed.
+    expect(dockerfile).toMatch(/^ARG NODE_IMAGE=node:20-slim$/m);
+    for (const s of stages) expect(s).toMatch(/^\$\{NODE_IMAGE\} AS /);
     expect(dockerfile).toMatch(/npm ci --omit=dev/);
     // The runtime stage copies node_modules from the production-only stage.
     const depsStage = stages.find((s) => /npm ci --omit=dev/.test(s)) ?? "";
@@ -114,6 +116,76 @@ describe("Dockerfile", () => {
     expect(ignored).toEqual(
       expect.arrayContaining([".git", "node_modules", "dist", "punctual-data"]),
     );
+  });
+});
+
+/**
+ * .dockerignore as the builder reads it: each line a pattern on the path from the context
+ * root (`*` within one segment, `**` across), a leading `!` re-includes; the last line that
+ * matches a path or one of its parent folders decides.
+ */
+function dockerignore(text: string): (path: string) => boolean {
+  const rules = text
+    .split("\n")
+    .map((l) => l.trim())
+    .filter((l) => l && !l.startsWith("#"))
+    .map((l) => {
+      const negate = l.startsWith("!");
+      const pattern = (negate ? l.slice(1) : l).replace(/^\/+|\/+$/g, "");
+      const source = pattern
+        .split("/")
+        .map((seg) =>
+          seg === "**"
+            ? ".*"
+            : seg
+                .replace(/[.+^${}()|[\]\\]/g, "\\$&")
+                .replace(/\*/g, "[^/]*")
+                .replace(/\?/g, "[^/]"),
+        )
+        .join("/");
+      return { negate, re: new RegExp(`^${source}$`) };
+    });
+  return (path) => {
+    const parts = path.split("/");
+    let excluded = false;
+    for (const { negate, re } of rules) {
+      for (let i = 1; i <= parts.length; i++) {
+        if (re.test(parts.slice(0, i).join("/"))) {
+          excluded = !negate;
+          break;
+        }
+      }
+    }
+    return excluded;
+  };
+}
+
+describe("Dockerfile build context (.dockerignore replayed)", () => {
+  const dockerfile = read("Dockerfile");
+  const excluded = dockerignore(read(".dockerignore"));
+
+  it("OPS-14: every COPY source from the context is in the context", () => {
+    const sources = [...dockerfile.matchAll(/^COPY (?!--from=)(.+)$/gm)].flatMap((m) => {
+      const words = m[1]!.trim().split(/\s+/);
+      return words.slice(0, -1);
+    });
+    expect(sources).toEqual(expect.arrayContaining(["package.json", "src", "bin", "migrations"]));
+    for (const source of sources) expect(excluded(source), source).toBe(false);
+  });
+
+  it("OPS-14: the build stage's `npm run build` finds every script it runs (scripts/copy-assets.mjs)", () => {
+    const build = (JSON.parse(read("package.json")) as { scripts: Record<string, string> }).scripts
+      .build!;
+    const scripts = [...build.matchAll(/node (scripts\/\S+)/g)].map((m) => m[1]!);
+    expect(scripts).toContain("scripts/copy-assets.mjs");
+    const buildStage = dockerfile.split(/^FROM /m).find((s) => /RUN npm run build/.test(s)) ?? "";
+    for (const script of scripts) {
+      expect(excluded(script), script).toBe(false);
+      expect(buildStage, script).toContain(`COPY ${script} `);
+    }
+    // The rest of scripts/ stays out of the image.
+    expect(excluded("scripts/chaos.mjs")).toBe(true);
+    expect(excluded("test/unit/deploy/deployment.test.ts")).toBe(true);
   });
 });
 

@@ -463,3 +463,45 @@ describe("texts that cannot be stored", () => {
     expect(createScheduleSchema.safeParse(parsed.events[0]!.schedule).success).toBe(true);
   });
 });
+
+describe("iCalendar import: components that are not events", () => {
+  it("API-5: VTODO and VJOURNAL components are counted and named in a warning, not silently dropped", () => {
+    const text = [
+      "BEGIN:VCALENDAR",
+      "VERSION:2.0",
+      "PRODID:-//test//ignored//EN",
+      "BEGIN:VEVENT",
+      "UID:meeting@example.test",
+      "DTSTART:20270105T090000Z",
+      "DURATION:PT1H",
+      "SUMMARY:Meeting",
+      "END:VEVENT",
+      "BEGIN:VTODO",
+      "UID:todo-1@example.test",
+      "SUMMARY:Buy milk",
+      "BEGIN:VALARM",
+      "ACTION:DISPLAY",
+      "TRIGGER:-PT15M",
+      "END:VALARM",
+      "END:VTODO",
+      "BEGIN:VTODO",
+      "UID:todo-2@example.test",
+      "SUMMARY:Call back",
+      "END:VTODO",
+      "BEGIN:VJOURNAL",
+      "UID:journal@example.test",
+      "SUMMARY:Notes",
+      "END:VJOURNAL",
+      "END:VCALENDAR",
+      "",
+    ].join("\r\n");
+    const result = parseCalendar(text, { source: "mixed", remind: ["-PT15M"] });
+    expect(result.events.map((e) => e.schedule.externalId)).toEqual(["meeting@example.test"]);
+    expect(result.warnings).toContain(
+      "2 VTODO components ignored: only VEVENT components become schedules",
+    );
+    expect(result.warnings).toContain(
+      "1 VJOURNAL component ignored: only VEVENT components become schedules",
+    );
+  });
+});

@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { HeldBook } from "../../../src/scheduler/held.js";
-import type { ClaimedDelivery } from "../../../src/store/deliveries.js";
+import type { ClaimedDelivery } from "../../../src/store/deliveries/index.js";
 
 /** A claimed row: lease granted at `dbNow` for `leaseMs`, optional slot `sendAt`. */
 function claimed(dbNow: number, leaseMs: number, sendAt?: number) {
