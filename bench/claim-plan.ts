@@ -18,8 +18,13 @@ import type { Database, Queryable } from "../src/store/database.js";
 import { openPglite } from "../src/store/pglite.js";
 import { openPostgres } from "../src/store/postgres.js";
 import { migrate } from "../src/store/migrator.js";
-import { CLAIM_SQL, NEXT_WAKE_SQL, RECOVER_SQL } from "../src/store/deliveries.js";
-import { INSERT_DELIVERIES_SQL, SELECT_STALE_SQL } from "../src/store/planning.js";
+import {
+  CLAIM_SQL,
+  INSERT_DELIVERIES_SQL,
+  NEXT_WAKE_SQL,
+  RECOVER_SQL,
+} from "../src/store/deliveries/index.js";
+import { SELECT_STALE_SQL } from "../src/store/planning.js";
 import { SET_SCHEDULE_STATE_SQL } from "../src/store/schedules.js";
 // @ts-expect-error -- a plain .mjs helper without types
 import { findPgBin, startCluster } from "../scripts/pg-cluster.mjs";

@@ -11,7 +11,8 @@
  * cluster started with fsync on. Workers run in child processes (bench/lib/worker.ts);
  * this process seeds, reads each system's ledger and times.
  */
-import { fork, type ChildProcess } from "node:child_process";
+import { execFileSync, fork, type ChildProcess } from "node:child_process";
+import { readdirSync, readFileSync } from "node:fs";
 import { cpus, loadavg, totalmem } from "node:os";
 import { performance } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
@@ -172,11 +173,17 @@ async function freshDb(system: SystemName) {
 
 const children = new Set<ChildProcess>();
 const workerFile = fileURLToPath(new URL("./lib/worker.ts", import.meta.url));
+/** BENCH_CPU_PROF=<folder>: every worker process writes a `--cpu-prof` profile there. */
+const profileFlags = process.env.BENCH_CPU_PROF
+  ? ["--cpu-prof", "--cpu-prof-dir", process.env.BENCH_CPU_PROF]
+  : [];
 
 interface Spawned {
   ready: Promise<void>;
   go(): Promise<void>;
   stop(): Promise<Array<[string, number]>>;
+  /** The worker process's CPU time (user + system) since "go", µs. */
+  cpu(): Promise<number>;
   kill(): void;
   /** Keys whose handler started, in "hang" mode. */
   hung: string[];
@@ -192,7 +199,10 @@ function spawnWorker(
   const child = fork(
     workerFile,
     [JSON.stringify({ variant: variant.id, url: dbUrlForRun, concurrency, mode, leaseMs })],
-    { execArgv: ["--import", "tsx"], stdio: ["ignore", "inherit", "inherit", "ipc"] },
+    {
+      execArgv: ["--import", "tsx", ...profileFlags],
+      stdio: ["ignore", "inherit", "inherit", "ipc"],
+    },
   );
   children.add(child);
   const hung: string[] = [];
@@ -232,6 +242,12 @@ function spawnWorker(
       const m = await report.catch(() => ({ starts: [] }));
       return (m.starts ?? []) as Array<[string, number]>;
     },
+    async cpu() {
+      const answer = waitFor("cpu", 10_000);
+      child.send({ type: "cpu" });
+      const m = await answer.catch(() => ({ us: NaN }));
+      return Number(m.us);
+    },
     kill() {
       child.kill("SIGKILL");
     },
@@ -262,6 +278,58 @@ async function waitUntil(
   return { ms: performance.now() - t0, reached };
 }
 
+// ---------------------------------------------------------------------------------------
+// CPU of the PostgreSQL server, from /proc (a server on this machine only).
+
+let clockTicks: number | null = null;
+let postmasterPid: number | null | undefined;
+
+/** utime, stime, cutime, cstime of a process, in clock ticks; null when unreadable. */
+function procTimes(pid: number): { ppid: number; own: number; children: number } | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return {
+      ppid: Number(f[1]),
+      own: Number(f[11]) + Number(f[12]),
+      children: Number(f[13]) + Number(f[14]),
+    };
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * CPU time of the whole PostgreSQL server so far, µs: the postmaster, its live children
+ * (backends, autovacuum, WAL writer, checkpointer...) and, through the postmaster's
+ * cutime/cstime, every child that has exited. Null when the server's processes cannot
+ * be read (a remote DATABASE_URL, or not Linux).
+ */
+async function serverCpuUs(): Promise<number | null> {
+  if (postmasterPid === undefined) {
+    postmasterPid = null;
+    try {
+      const { rows } = await admin!.query<{ pid: number }>("select pg_backend_pid() as pid");
+      const backend = procTimes(Number(rows[0]!.pid));
+      if (backend && procTimes(backend.ppid)) postmasterPid = backend.ppid;
+      clockTicks = Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim());
+    } catch {
+      postmasterPid = null;
+    }
+  }
+  if (postmasterPid === null || !clockTicks) return null;
+  const main = procTimes(postmasterPid);
+  if (!main) return null;
+  let ticks = main.own + main.children;
+  for (const name of readdirSync("/proc")) {
+    if (!/^[0-9]+$/.test(name)) continue;
+    const t = procTimes(Number(name));
+    if (t && t.ppid === postmasterPid) ticks += t.own;
+  }
+  return (ticks / clockTicks) * 1e6;
+}
+
 function percentile(sorted: number[], p: number): number {
   if (sorted.length === 0) return NaN;
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
@@ -276,6 +344,10 @@ interface BurstResult {
   ms: number;
   seedMs: number;
   duplicates: number;
+  /** CPU of the worker processes (or, in process, of this process) per delivery, µs. */
+  workerUs: number;
+  /** CPU of the PostgreSQL server per delivery, µs; null when not measured (PGlite). */
+  dbUs: number | null;
 }
 
 async function burst(variant: Variant, concurrency: number, procs: number): Promise<BurstResult> {
@@ -290,6 +362,7 @@ async function burst(variant: Variant, concurrency: number, procs: number): Prom
     await seed(variant.system, db.url, jobsDue(n, Date.now() - 1_000, 0, "b"));
     const seedMs = performance.now() - t;
     await Promise.all(workers.map((w) => w.ready));
+    const db0 = await serverCpuUs();
     t = performance.now();
     await Promise.all(workers.map((w) => w.go()));
     const probe = await waitUntil(
@@ -298,10 +371,21 @@ async function burst(variant: Variant, concurrency: number, procs: number): Prom
       SIZES.capMs - (performance.now() - t),
     );
     const ms = performance.now() - t;
+    // CPU is read as soon as the probe has seen the end, before the final count.
+    const [db1, ...workerCpu] = await Promise.all([serverCpuUs(), ...workers.map((w) => w.cpu())]);
     const reached = probe.reached >= n ? probe.reached : await done(variant.system, db.pool, n);
     const starts = (await Promise.all(workers.map((w) => w.stop()))).flat();
     const duplicates = starts.length - new Set(starts.map(([k]) => k)).size;
-    return { rate: (reached / ms) * 1000, done: reached, ms, seedMs, duplicates };
+    const per = Math.max(1, reached);
+    return {
+      rate: (reached / ms) * 1000,
+      done: reached,
+      ms,
+      seedMs,
+      duplicates,
+      workerUs: (workerCpu as number[]).reduce((a, b) => a + b, 0) / per,
+      dbUs: db0 !== null && db1 !== null ? (db1 - db0) / per : null,
+    };
   } finally {
     await db.drop();
   }
@@ -562,6 +646,7 @@ async function pgliteBurst(concurrency: number): Promise<BurstResult> {
     }
     const seedMs = performance.now() - t;
     t = performance.now();
+    const cpu0 = process.cpuUsage();
     await p.start();
     const count = async () => {
       const { rows } = await p.db.query<{ n: number }>(
@@ -570,7 +655,17 @@ async function pgliteBurst(concurrency: number): Promise<BurstResult> {
       return Number(rows[0]!.n);
     };
     const { reached, ms } = await waitUntil(count, n, SIZES.capMs, 100);
-    return { rate: (reached / ms) * 1000, done: reached, ms, seedMs, duplicates: 0 };
+    const cpu = process.cpuUsage(cpu0);
+    return {
+      rate: (reached / ms) * 1000,
+      done: reached,
+      ms,
+      seedMs,
+      duplicates: 0,
+      // The embedded engine runs in this process: its CPU is in this figure too.
+      workerUs: (cpu.user + cpu.system) / Math.max(1, reached),
+      dbUs: null,
+    };
   } finally {
     await p.close(0);
   }
@@ -644,8 +739,14 @@ console.log("variants:");
 for (const id of ["punctual", ...PEERS])
   console.log(`  ${VARIANTS[id]!.label}: ${VARIANTS[id]!.settings}`);
 
+/** Deliveries per second of CPU (worker + database server, or the one process). */
+const perCpuSecond = (r: BurstResult) => 1e6 / (r.workerUs + (r.dbUs ?? 0));
 const cell = (r: BurstResult) =>
-  r.done >= SIZES.jobs ? `${fmt(r.rate)}/s` : `${fmt(r.rate)}/s (${fmt(r.done)} in cap)`;
+  (r.done >= SIZES.jobs ? `${fmt(r.rate)}/s` : `${fmt(r.rate)}/s (${fmt(r.done)} in cap)`) +
+  `, ${fmt(perCpuSecond(r))}/CPU-s`;
+const us = (v: number | null) => (v === null || !Number.isFinite(v) ? "n/a" : `${fmt(v)} µs`);
+/** CPU rows printed after the burst table: [row label, system label, result]. */
+const cpuRows: Array<[string, string, BurstResult]> = [];
 
 const pgBurst = new Map<string, BurstResult>();
 let sectionStart = performance.now();
@@ -673,6 +774,7 @@ try {
         row.push(r);
       }
       pgBurst.set(`${c}/${procs}`, row[0]!);
+      row.forEach((r, i) => cpuRows.push([`${c} | ${procs}`, VARIANTS[cols[i]!]!.label, r]));
       const best = Math.max(...row.slice(1).map((r) => r.rate));
       const bestId = cols[1 + row.slice(1).findIndex((r) => r.rate === best)]!;
       console.log(
@@ -680,6 +782,19 @@ try {
           `${ratio(row[0]!.rate / best)} (vs ${VARIANTS[bestId]!.label}) |`,
       );
     }
+    console.log(
+      "\nCPU per delivery in the same runs, from the workers' start until the ledger said all " +
+        "done: worker processes from `process.cpuUsage()`, the PostgreSQL server (every " +
+        "backend and background process, the probe's included) from `/proc`.\n",
+    );
+    console.log(
+      "| C | processes | system | jobs/s | deliveries per CPU-second | worker CPU per delivery | database CPU per delivery |",
+    );
+    console.log("|---|---|---|---:|---:|---:|---:|");
+    for (const [rowLabel, label, r] of cpuRows)
+      console.log(
+        `| ${rowLabel} | ${label} | ${fmt(r.rate)} | ${fmt(perCpuSecond(r))} | ${us(r.workerUs)} | ${us(r.dbUs)} |`,
+      );
   }
 
   section();
@@ -755,14 +870,16 @@ try {
   section();
   if (scenarios.has("pglite")) {
     console.log(`\n## 5. punctual's burst on PGlite (in memory, 1 process) and PostgreSQL\n`);
-    console.log("| C | PGlite | PostgreSQL, 1 process | PGlite ÷ PostgreSQL |");
-    console.log("|---|---:|---:|---:|");
+    console.log(
+      "| C | PGlite | PostgreSQL, 1 process | PGlite ÷ PostgreSQL | PGlite: CPU per delivery (this process, engine included) |",
+    );
+    console.log("|---|---:|---:|---:|---:|");
     for (const c of [1, 8]) {
       const lite = await pgliteBurst(c);
       const server = pgBurst.get(`${c}/1`);
       console.log(
         `| ${c} | ${cell(lite)} | ${server ? cell(server) : "(burst not run)"} | ` +
-          `${server ? ratio(lite.rate / server.rate) : "n/a"} |`,
+          `${server ? ratio(lite.rate / server.rate) : "n/a"} | ${us(lite.workerUs)} |`,
       );
     }
   }

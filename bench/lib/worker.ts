@@ -7,7 +7,12 @@
  * { type: "started" }; in "hang" mode { type: "start", key } as each handler starts (the
  * handler then never returns, so the process holds its jobs until it is killed); on
  * { type: "stop" } it stops its worker and answers { type: "report", starts } where
- * `starts` lists [key, handler start − due time in ms] for every handler start.
+ * `starts` lists [key, handler start − due time in ms] for every handler start;
+ * { type: "cpu" } is answered by { type: "cpu", us } with this process's CPU time (user +
+ * system, µs) since "go".
+ *
+ * BENCH_CPU_PROF=<folder> runs each worker under `node --cpu-prof` writing its profile
+ * there (the parent sets the flag; see bench/README.md).
  */
 import { createWorker, VARIANTS, type Worker } from "./systems.js";
 
@@ -39,8 +44,13 @@ const handler = async (key: string, dueMs: number): Promise<void> => {
 };
 
 let worker: Worker | null = null;
+let cpuAtGo: NodeJS.CpuUsage | null = null;
 process.on("message", (message: { type: string }) => {
-  if (message.type === "go") {
+  if (message.type === "cpu") {
+    const used = process.cpuUsage(cpuAtGo ?? undefined);
+    send({ type: "cpu", us: used.user + used.system });
+  } else if (message.type === "go") {
+    cpuAtGo = process.cpuUsage();
     void worker!.start().then(
       () => send({ type: "started" }),
       (err: unknown) => {
