@@ -103,6 +103,17 @@ export class LeaseKeeper {
       // A row settled while the renewal ran has left the book: nothing to do.
       if (book.get(h.row.id) !== h) continue;
       const r = byId.get(h.row.id);
+      // DEL-16: a lease that had run out, as this worker measures it, before the renewal
+      // left (a stall while waiting for a connection) stays ended here even when the
+      // database took the renewal: nothing of it is sent or counted as in-lease, and the
+      // row returns through recovery once the renewed lease ends.
+      if (r && HeldBook.leaseLeft(h, sentAt) <= 0) {
+        this.#d.logger.warn(
+          { deliveryId: h.row.id, attempt: h.row.attempt, phase: h.phase },
+          "lease ran out before its renewal was sent: not extended",
+        );
+        continue;
+      }
       if (r) {
         HeldBook.renewed(h, r.lease_expires_at.getTime(), r.db_now.getTime(), sentAt, localNow);
         executor.armWatchdog(h);

@@ -14,6 +14,7 @@ import { Limiter } from "../../../src/scheduler/limiter.js";
 import type { Database, QueryResult, Queryable } from "../../../src/store/database.js";
 import {
   ALL_RATE_LIMITS_SQL,
+  DUE_LIMITERS_SQL,
   CLAIM_LIMITED_SQL,
   LOCK_BUCKET_SQL,
   paceAllowance,
@@ -58,6 +59,10 @@ function scriptedDb(): Database {
           },
         ]) as QueryResult<never>,
       );
+    }
+    if (sql === DUE_LIMITERS_SQL) {
+      // The one limit has due rows.
+      return Promise.resolve(result([{ limiter: "default/test" }]) as QueryResult<never>);
     }
     if (sql === CLAIM_LIMITED_SQL) {
       // Every row asked for is due: the claim returns as many as the limiter allows ($4).
