@@ -11,7 +11,8 @@
  * - No text PostgreSQL cannot store (NUL, lone surrogate) gets past validation: query
  *   parameters, the path and the headers stored are checked here, bodies by their schemas.
  * - Bodies larger than `config.api.bodyLimitBytes` are refused with 413 before parsing;
- *   `POST /v1/imports` has its own, larger limit ({@link importBodyLimit}).
+ *   `POST /v1/imports` has its own, larger limit ({@link importBodyLimit}), and so has
+ *   `POST /v1/recipients:bulk` (`bulkRecipientsBodyLimit`).
  */
 import type { IncomingMessage, Server as HttpServer, ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -59,6 +60,11 @@ import type { ImportQuery } from "./schemas.js";
 import { readStatus } from "./status.js";
 import { registerOperatorRoutes } from "./operator-handlers.js";
 import { registerRateLimitRoutes } from "./rate-limit-routes.js";
+import {
+  bulkRecipientsBodyLimit,
+  RECIPIENTS_BULK_PATH,
+  registerRecipientRoutes,
+} from "./recipient-routes.js";
 import { registerOverviewRoute } from "./overview.js";
 import { registerSessionRoutes, SessionStore } from "./session.js";
 import { requestSpans } from "./tracing.js";
@@ -437,7 +443,17 @@ export function createApi(punctual: Punctual, options: ApiOptions = {}): Punctua
   const importLimitBytes = importBodyLimit(config.api.bodyLimitBytes);
   const apiLimit = limit(config.api.bodyLimitBytes, "api.bodyLimitBytes");
   const importLimit = limit(importLimitBytes, "the iCalendar import limit");
-  app.use("/v1/*", (c, next) => (c.req.path === IMPORTS_PATH ? importLimit : apiLimit)(c, next));
+  const bulkLimit = limit(
+    bulkRecipientsBodyLimit(config.api.bodyLimitBytes),
+    "the recipients bulk limit",
+  );
+  app.use("/v1/*", (c, next) =>
+    (c.req.path === IMPORTS_PATH
+      ? importLimit
+      : c.req.path === RECIPIENTS_BULK_PATH
+        ? bulkLimit
+        : apiLimit)(c, next),
+  );
 
   // API-2: every /v1 route and /metrics knows its caller (tenant, scopes) before it runs.
   // API-6: the dashboard's session cookie stands for the key on same-origin requests.
@@ -679,6 +695,7 @@ export function createApi(punctual: Punctual, options: ApiOptions = {}): Punctua
   registerOverviewRoute(app, punctual);
 
   registerRateLimitRoutes(app, punctual);
+  registerRecipientRoutes(app, punctual);
 
   app.openapi(webhookSecretRoute, (c) => c.json({ ...punctual.webhookSecret }, 200));
 

@@ -58,8 +58,14 @@ import type { CreateResult } from "./schedules.js";
 import { ScheduleHandles } from "./handles.js";
 import * as operator from "./operator.js";
 import * as rateLimits from "./rate-limits.js";
+import * as recipients from "./recipients.js";
 import * as circuits from "./circuits.js";
 import type { CircuitView, RateLimitView } from "../contracts/rate-limits.js";
+import type {
+  BulkRecipientsSummary,
+  RecipientPage,
+  RecipientView,
+} from "../contracts/recipients.js";
 
 export { DEFAULT_TENANT, type CallContext } from "./context.js";
 export type { Health } from "./health.js";
@@ -491,6 +497,47 @@ export class Punctual {
   /** DEL-13: removes the rate limit of `key`. @throws NotFoundError */
   removeRateLimit(key: string, ctx: CallContext = {}): Promise<void> {
     return rateLimits.removeRateLimit(this.#app, key, ctx);
+  }
+
+  /**
+   * API-10: creates or replaces the recipient `id` of the caller's tenant.
+   * See {@link recipients.putRecipient}.
+   * @throws ValidationError naming each bad field (nothing stored).
+   */
+  putRecipient(
+    id: string,
+    body: unknown,
+    ctx: CallContext = {},
+  ): Promise<{ recipient: RecipientView; created: boolean }> {
+    return recipients.putRecipient(this.#app, id, body, ctx);
+  }
+
+  /** API-10: one recipient of the caller's tenant. @throws NotFoundError */
+  getRecipient(id: string, ctx: CallContext = {}): Promise<RecipientView> {
+    return recipients.getRecipient(this.#app, id, ctx);
+  }
+
+  /**
+   * API-10: one page of the caller's recipients by id (`limit`, `cursor`, `order`, `q`).
+   * @throws ValidationError a bad query field or cursor.
+   */
+  listRecipients(query: unknown = {}, ctx: CallContext = {}): Promise<RecipientPage> {
+    return recipients.listRecipients(this.#app, query, ctx);
+  }
+
+  /** API-10: removes a recipient of the caller's tenant. @throws NotFoundError */
+  removeRecipient(id: string, ctx: CallContext = {}): Promise<void> {
+    return recipients.removeRecipient(this.#app, id, ctx);
+  }
+
+  /**
+   * API-10: creates or replaces many recipients: a JSON array of rows, or NDJSON text.
+   * One result per row; a bad row does not stop the others. See
+   * {@link recipients.bulkUpsertRecipients}.
+   * @throws ValidationError (field `(body)`) for more than 10,000 rows (nothing stored).
+   */
+  bulkUpsertRecipients(body: unknown, ctx: CallContext = {}): Promise<BulkRecipientsSummary> {
+    return recipients.bulkUpsertRecipients(this.#app, body, ctx);
   }
 
   /** CH-7: the circuits of target hosts that failed lately (closed ones with no failures left out). */

@@ -35,6 +35,7 @@ import * as rateLimits from "../../src/store/rate-limits.js";
 import * as circuits from "../../src/store/circuits.js";
 import * as quietRetries from "../../src/store/quiet-retries.js";
 import * as missed from "../../src/store/missed.js";
+import * as recipients from "../../src/store/recipients.js";
 import { openTestDatabase, type TestDatabase } from "../support/db.js";
 
 const MODULES = {
@@ -60,6 +61,7 @@ const MODULES = {
   circuits,
   quietRetries,
   missed,
+  recipients,
 } as const;
 
 const ID = "00000000-0000-4000-8000-000000000000";
@@ -221,6 +223,12 @@ const PARAMS: Record<string, readonly unknown[]> = {
   RECORD_QUIET_RETRY_SQL: [null, 1, 1, "owner", new Date(0)],
   // missed.ts
   OCCURRENCE_COUNTS_SQL: ["default", ID, new Date(0), new Date(0)],
+  // recipients.ts
+  UPSERT_RECIPIENTS_SQL: [null, "default", ["r-1"], ["UTC"], ["{}"], ["{}"], ["{}"]],
+  RECIPIENTS_BY_ID_SQL: ["default", ["r-1"]],
+  LIST_RECIPIENTS_SQL: ["default", null, null, 100],
+  LIST_RECIPIENTS_DESC_SQL: ["default", "r", "z", 100],
+  DELETE_RECIPIENT_SQL: ["default", "r-1"],
   // pglite.ts
   PGLITE_SESSION_SQL: [],
 };

@@ -14,6 +14,7 @@ import * as apiKeys from "../../../src/api/api-keys.js";
 import * as kinds from "../../../src/api/kinds.js";
 import * as operatorRoutes from "../../../src/api/operator-routes.js";
 import * as rateLimitRoutes from "../../../src/api/rate-limit-routes.js";
+import * as recipientRoutes from "../../../src/api/recipient-routes.js";
 import * as routes from "../../../src/api/routes.js";
 import {
   allNodes,
@@ -29,7 +30,7 @@ const program = (): Command => buildProgram({ out: () => undefined, err: () => u
 /** Every `createRoute` of the API modules, as `METHOD /path`. */
 function apiRoutes(): string[] {
   const found = new Set<string>();
-  for (const mod of [routes, operatorRoutes, kinds, apiKeys, rateLimitRoutes]) {
+  for (const mod of [routes, operatorRoutes, kinds, apiKeys, rateLimitRoutes, recipientRoutes]) {
     for (const value of Object.values(mod)) {
       const r = value as { method?: unknown; path?: unknown; responses?: unknown };
       if (typeof r?.method === "string" && typeof r.path === "string" && r.responses) {
@@ -76,6 +77,11 @@ const ROUTE_COMMANDS: Record<string, string> = {
   "GET /v1/rate-limits": "rate-limits list",
   "DELETE /v1/rate-limits/{key}": "rate-limits remove",
   "GET /v1/circuits": "circuits",
+  "PUT /v1/recipients/{id}": "recipients set",
+  "GET /v1/recipients/{id}": "recipients show",
+  "GET /v1/recipients": "recipients list",
+  "DELETE /v1/recipients/{id}": "recipients remove",
+  "POST /v1/recipients:bulk": "recipients import",
   "POST /v1/api-keys": "api-keys create",
   "GET /v1/api-keys": "api-keys list",
   "DELETE /v1/api-keys/{id}": "api-keys revoke",
