@@ -50,6 +50,7 @@ import * as apiKeys from "./api-keys.js";
 import { channelMap, type AppContext, type CallContext } from "./context.js";
 import * as deliveries from "./deliveries.js";
 import * as health from "./health.js";
+import { listImports } from "./imports.js";
 import * as kinds from "./kinds.js";
 import type { Health } from "./health.js";
 import * as schedules from "./schedules.js";
@@ -60,6 +61,7 @@ import * as operator from "./operator.js";
 import * as rateLimits from "./rate-limits.js";
 import * as circuits from "./circuits.js";
 import type { CircuitView, RateLimitView } from "../contracts/rate-limits.js";
+import type { ImportRunView } from "../contracts/index.js";
 
 export { DEFAULT_TENANT, type CallContext } from "./context.js";
 export type { Health } from "./health.js";
@@ -364,6 +366,18 @@ export class Punctual {
     return schedules.resumeSchedule(this.#app, id, ctx);
   }
 
+  /**
+   * API-5, API-3: the tenant's written calendar imports by id, one keyset page (`order`,
+   * `limit`, `cursor`, `source`, `importedFrom`, `importedTo`).
+   * @throws ValidationError a bad query field or a cursor of another listing.
+   */
+  listImports(
+    query: unknown = {},
+    ctx: CallContext = {},
+  ): Promise<{ items: ImportRunView[]; nextCursor: string | null }> {
+    return listImports(this.#app, query, ctx);
+  }
+
   /** Lists deliveries (DEL-1), by id, with keyset pagination (`after`). */
   listDeliveries(
     query: unknown = {},
@@ -522,6 +536,18 @@ export class Punctual {
     includeRevoked?: boolean;
   }): Promise<apiKeys.ApiKeyView[]> {
     return apiKeys.listApiKeys(this.#app, options);
+  }
+
+  /**
+   * API-2, API-3: one keyset page of the keys of a tenant, or of every tenant with
+   * `tenant: null`; `query` holds `order`, `limit` and `cursor`.
+   * @throws ValidationError a bad query field or a cursor of another listing.
+   */
+  listApiKeyPage(
+    options: { tenant: string | null; includeRevoked?: boolean },
+    query: unknown = {},
+  ): Promise<{ items: apiKeys.ApiKeyView[]; nextCursor: string | null }> {
+    return apiKeys.listApiKeyPage(this.#app, options, query);
   }
 
   /** API-2: revokes a key at once. @throws NotFoundError (another tenant's key included) */

@@ -584,6 +584,54 @@ export const listSchedulesQuerySchema = z
   })
   .strict();
 
+/** `GET /v1/imports` query (API-3, API-5). */
+export const listImportsQuerySchema = z
+  .object({
+    /** Only the imports of this source (the calendar's name). */
+    source: z.string().min(1).max(200).optional(),
+    /** Only the imports written at or after this instant. */
+    importedFrom: instantBound.optional(),
+    /** Only the imports written before this instant. */
+    importedTo: instantBound.optional(),
+    /** By id: `asc` (oldest first, the default) or `desc` (newest first). */
+    order: listOrderSchema,
+    limit: pageLimitSchema(),
+    /** Opaque cursor from the previous page's `nextCursor` (same order and filters). */
+    cursor: z.string().max(1_000).optional(),
+  })
+  .strict();
+
+/** One written calendar import, as `GET /v1/imports` lists it (API-5). */
+export interface ImportRunView {
+  id: number;
+  source: string;
+  /** When its writes finished, ISO 8601. */
+  importedAt: string;
+  /** Events read from the file (overrides included). */
+  events: number;
+  created: number;
+  updated: number;
+  unchanged: number;
+  cancelled: number;
+  skipped: number;
+  warnings: number;
+}
+
+/** `GET /v1/instances` query (API-3, OPS-3). */
+export const listInstancesQuerySchema = z
+  .object({
+    /** `running` (not stopped; a stale one included) or `stopped`. */
+    state: z.enum(["running", "stopped"]).optional(),
+    /** Only this role (`start`, `worker`). */
+    role: z.string().min(1).max(100).optional(),
+    /** By start: `asc` (oldest first, the default) or `desc` (latest first). */
+    order: listOrderSchema,
+    limit: pageLimitSchema(),
+    /** Opaque cursor from the previous page's `nextCursor` (same order and filters). */
+    cursor: z.string().max(1_000).optional(),
+  })
+  .strict();
+
 /** Error body of every 4xx/5xx reply. */
 export interface ErrorBody {
   error: {
