@@ -159,10 +159,23 @@ export const updateHeadersSchema = z.object({
     .describe('The version read before editing, e.g. `"3"`; a newer version answers 412'),
 });
 
+/** API-3: `total` of a list asked with `total=true`. */
+export const listTotalViewSchema = z
+  .object({
+    value: z.number().int().describe("Rows the filters match"),
+    exact: z
+      .boolean()
+      .describe(
+        "False: more than 10,000 match (or counting took too long) and `value` is the planner's estimate",
+      ),
+  })
+  .meta({ id: "ListTotal" });
+
 /** `GET /v1/schedules` reply. */
 export const scheduleListSchema = z.object({
   items: z.array(scheduleViewSchema),
   nextCursor: z.string().nullable().describe("Pass as `cursor` for the next page; null at the end"),
+  total: listTotalViewSchema.optional(),
 });
 
 /** A delivery as returned by the API. */
@@ -223,6 +236,7 @@ export const deliveryDetailSchema = deliveryViewSchema.extend({
 
 /** `GET /v1/deliveries` reply. */
 export const deliveryListSchema = z.object({
+  total: listTotalViewSchema.optional(),
   items: z.array(deliveryViewSchema),
   nextCursor: z
     .string()

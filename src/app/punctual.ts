@@ -40,6 +40,7 @@ import { Scheduler } from "../scheduler/scheduler.js";
 import { TaskRunner, type TaskContext, type TaskDefinition } from "../scheduler/tasks.js";
 import type { ReminderKindInput, ReminderKindView } from "../contracts/kinds.js";
 import type { Database } from "../store/database.js";
+import type { ListTotal } from "../store/schedules.js";
 import { assertSchemaCurrent, migrate } from "../store/migrator.js";
 import { nonDurableSettings } from "../store/durability.js";
 import { initSetting, notifyWake } from "../store/operations.js";
@@ -336,11 +337,14 @@ export class Punctual {
     return schedules.getSchedule(this.#app, id, ctx);
   }
 
-  /** Lists schedules, oldest first, with a keyset cursor. */
+  /**
+   * Lists schedules (API-3), oldest first by default, with a keyset cursor; with
+   * `total: true` also how many the filters match (`{ value, exact }`).
+   */
   listSchedules(
     query: unknown = {},
     ctx: CallContext = {},
-  ): Promise<{ items: ScheduleView[]; nextCursor: string | null }> {
+  ): Promise<{ items: ScheduleView[]; nextCursor: string | null; total?: ListTotal }> {
     return schedules.listSchedules(this.#app, query, ctx);
   }
 
@@ -378,11 +382,19 @@ export class Punctual {
     return listImports(this.#app, query, ctx);
   }
 
-  /** Lists deliveries (DEL-1), by id, with keyset pagination (`after`). */
+  /**
+   * Lists deliveries (DEL-1, API-3), by id, with a keyset cursor; with `total: true` also
+   * how many the filters match (`{ value, exact }`).
+   */
   listDeliveries(
     query: unknown = {},
     ctx: CallContext = {},
-  ): Promise<{ items: DeliveryView[]; nextCursor: string | null; nextAfter: number | null }> {
+  ): Promise<{
+    items: DeliveryView[];
+    nextCursor: string | null;
+    nextAfter: number | null;
+    total?: ListTotal;
+  }> {
     return deliveries.listDeliveries(this.#app, query, ctx);
   }
 

@@ -536,6 +536,15 @@ export const listOrderSchema = z
   .default("asc")
   .transform((o): "asc" | "desc" => (o === "newest" || o === "desc" ? "desc" : "asc"));
 
+/**
+ * API-3: `total=true` also answers `total` (`{ value, exact }`): how many rows the filters
+ * match, exact when that is cheap to count, else the planner's estimate (`exact: false`).
+ */
+const listTotalSchema = z
+  .union([z.boolean(), z.enum(["true", "false"]).transform((v) => v === "true")])
+  .optional()
+  .meta({ description: "Also answer `total`, the rows the filters match (exact or estimated)" });
+
 /** An instant bound of a list filter: ISO 8601 with an offset. */
 const instantBound = z.iso.datetime({
   offset: true,
@@ -557,6 +566,7 @@ export const listDeliveriesQuerySchema = z
     dueTo: instantBound.optional(),
     /** API-3: by id: `asc` (oldest first, the default) or `desc` (newest first). */
     order: listOrderSchema,
+    total: listTotalSchema,
     limit: pageLimitSchema(),
     /** Opaque cursor from the previous page's `nextCursor` (same order and filters). */
     cursor: z.string().max(1_000).optional(),
@@ -578,6 +588,7 @@ export const listSchedulesQuerySchema = z
     q: z.string().min(1).max(200).optional(),
     /** API-3: by creation: `asc` (oldest first, the default) or `desc` (newest first). */
     order: listOrderSchema,
+    total: listTotalSchema,
     limit: pageLimitSchema(),
     /** Opaque cursor from the previous page's `nextCursor` (same order and filters). */
     cursor: z.string().max(1_000).optional(),
