@@ -4,7 +4,7 @@
  */
 import { createRoute, type OpenAPIHono } from "@hono/zod-openapi";
 import { z } from "zod";
-import { API_KEY_SCOPES, createApiKeySchema } from "../app/api-keys.js";
+import { API_KEY_SCOPES, createApiKeySchema, listApiKeysQuerySchema } from "../app/api-keys.js";
 import type { Punctual } from "../app/punctual.js";
 import { ForbiddenError } from "../errors/index.js";
 import { callerOf } from "./auth.js";
@@ -27,8 +27,8 @@ const createdApiKeySchema = apiKeyViewSchema
   .extend({ key: z.string().describe("The key itself: shown this once, stored only as a hash") })
   .openapi("CreatedApiKey");
 
-const listQuerySchema = z
-  .object({
+const listQuerySchema = listApiKeysQuerySchema
+  .extend({
     tenant: z.string().max(64).optional().describe("Only this tenant's keys (operator's key)"),
     revoked: z.enum(["true", "false"]).optional().describe("Include revoked keys"),
   })
@@ -56,10 +56,25 @@ export const listApiKeysRoute = createRoute({
   method: "get",
   path: "/v1/api-keys",
   tags: ["api keys"],
-  summary: "List API keys (without the keys)",
+  summary: "List API keys (without the keys), one keyset page (API-3)",
+  description:
+    "By creation: `order=asc` (oldest first, the default) or `desc`; `limit` 1–1000 (default 100); `cursor` the previous page's `nextCursor` (a cursor of another order, tenant or `revoked`, or altered, is a 400 naming `cursor`).",
   security: secured,
   request: { query: listQuerySchema },
-  responses: { 200: json(z.object({ items: z.array(apiKeyViewSchema) }), "Keys"), ...common },
+  responses: {
+    200: json(
+      z.object({
+        items: z.array(apiKeyViewSchema),
+        nextCursor: z
+          .string()
+          .nullable()
+          .describe("Pass as `cursor` (same order and filters) for the next page; null at the end"),
+      }),
+      "Keys",
+    ),
+    400: error("Bad `limit`, `order` or `cursor`"),
+    ...common,
+  },
 });
 
 export const revokeApiKeyRoute = createRoute({
@@ -91,8 +106,11 @@ export function registerApiKeyRoutes(app: OpenAPIHono, punctual: Punctual): void
     const caller = callerOf(c);
     const query = c.req.valid("query");
     const tenant = caller.root ? (query.tenant ?? null) : caller.tenant;
-    const items = await punctual.listApiKeys({ tenant, includeRevoked: query.revoked === "true" });
-    return c.json({ items }, 200);
+    const { tenant: _t, revoked, ...paging } = query;
+    return c.json(
+      await punctual.listApiKeyPage({ tenant, includeRevoked: revoked === "true" }, paging),
+      200,
+    );
   });
 
   app.openapi(revokeApiKeyRoute, async (c) => {

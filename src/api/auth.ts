@@ -10,8 +10,8 @@
  *   tenant's objects answer 404, as if they did not exist.
  * - A tenant's settings (`/v1/rate-limits`, `/v1/reminder-kinds`) are read with `read`
  *   and written with `admin`.
- * - Root only, whatever the scopes: `/metrics`, `/v1/status` (every process of the
- *   cluster), `/v1/webhook-secret` (one secret signs every tenant's webhooks) and
+ * - Root only, whatever the scopes: `/metrics`, `/v1/status` and `/v1/instances` (every
+ *   process of the cluster), `/v1/webhook-secret` (one secret signs every tenant's webhooks) and
  *   `/v1/circuits` (one per target host, across tenants).
  * An unknown or revoked tenant key (`pk_…`) is 401, also on a server without
  * `PUNCTUAL_API_KEY`; there, any other token is ignored (no key is needed).
@@ -49,7 +49,13 @@ const callers = new WeakMap<Request, Caller>();
  * signing secret, and the circuits (one per target host, shared by every tenant: they
  * would show which hosts other tenants send to).
  */
-const ROOT_PATHS = [/^\/metrics$/, /^\/v1\/status$/, /^\/v1\/webhook-secret$/, /^\/v1\/circuits$/];
+const ROOT_PATHS = [
+  /^\/metrics$/,
+  /^\/v1\/status$/,
+  /^\/v1\/instances$/,
+  /^\/v1\/webhook-secret$/,
+  /^\/v1\/circuits$/,
+];
 /** A tenant's settings (its rate limits and reminder kinds): read with `read`, written with `admin`. */
 const SETTINGS_PATHS = [/^\/v1\/rate-limits(\/|$)/, /^\/v1\/reminder-kinds(\/|$)/];
 /** Paths that need `admin` (a tenant's keys). */

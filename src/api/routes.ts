@@ -7,6 +7,8 @@ import { z } from "zod";
 import {
   createScheduleSchema,
   listDeliveriesQuerySchema,
+  listImportsQuerySchema,
+  listInstancesQuerySchema,
   listSchedulesQuerySchema,
   updateScheduleSchema,
 } from "../contracts/index.js";
@@ -20,8 +22,10 @@ import {
   deliveryViewSchema,
   dryRunResultSchema,
   errorBodySchema,
+  importListSchema,
   importQuerySchema,
   importSummarySchema,
+  instanceListSchema,
   livenessSchema,
   previewInputSchema,
   previewItemSchema,
@@ -301,6 +305,38 @@ export const importRoute = createRoute({
     ),
     413: error("Body larger than the import limit"),
     415: error("Body sent with another Content-Type"),
+    ...common,
+  },
+});
+
+export const listImportsRoute = createRoute({
+  method: "get",
+  path: "/v1/imports",
+  tags: ["imports"],
+  summary: "List the calendar imports written, by id, a keyset page (API-3, API-5)",
+  description:
+    "One item per import that was written (dry runs and files refused as a whole leave none), with what it did. Filters: `source`, `importedFrom` / `importedTo` (ISO 8601 instants with an offset: written at or after, before).",
+  security: secured,
+  request: { query: listImportsQuerySchema },
+  responses: {
+    200: json(importListSchema, "A page of imports"),
+    400: error("Bad query parameter, or a `cursor` of another order or filter set"),
+    ...common,
+  },
+});
+
+export const listInstancesRoute = createRoute({
+  method: "get",
+  path: "/v1/instances",
+  tags: ["operations"],
+  summary: "List every stored scheduler instance by start, a keyset page (API-3, OPS-3)",
+  description:
+    "Every instance row retention has not pruned yet (`GET /v1/status` shows at most 100 of the last hour). Filters: `state` (`running`, `stopped`), `role`. The operator's key only.",
+  security: secured,
+  request: { query: listInstancesQuerySchema },
+  responses: {
+    200: json(instanceListSchema, "A page of instances"),
+    400: error("Bad query parameter, or a `cursor` of another order or filter set"),
     ...common,
   },
 });

@@ -159,10 +159,23 @@ export const updateHeadersSchema = z.object({
     .describe('The version read before editing, e.g. `"3"`; a newer version answers 412'),
 });
 
+/** API-3: `total` of a list asked with `total=true`. */
+export const listTotalViewSchema = z
+  .object({
+    value: z.number().int().describe("Rows the filters match"),
+    exact: z
+      .boolean()
+      .describe(
+        "False: more than 10,000 match (or counting took too long) and `value` is the planner's estimate",
+      ),
+  })
+  .meta({ id: "ListTotal" });
+
 /** `GET /v1/schedules` reply. */
 export const scheduleListSchema = z.object({
   items: z.array(scheduleViewSchema),
   nextCursor: z.string().nullable().describe("Pass as `cursor` for the next page; null at the end"),
+  total: listTotalViewSchema.optional(),
 });
 
 /** A delivery as returned by the API. */
@@ -223,6 +236,7 @@ export const deliveryDetailSchema = deliveryViewSchema.extend({
 
 /** `GET /v1/deliveries` reply. */
 export const deliveryListSchema = z.object({
+  total: listTotalViewSchema.optional(),
   items: z.array(deliveryViewSchema),
   nextCursor: z
     .string()
@@ -321,6 +335,43 @@ export const instanceSchema = z.object({
   settingsVersion: z.number().int().nullable(),
 });
 
+/** Most instances `GET /v1/status` shows (API-3): `GET /v1/instances` pages them all. */
+export const STATUS_INSTANCE_LIMIT = 100;
+
+/** `GET /v1/instances` reply (API-3). */
+export const instanceListSchema = z.object({
+  items: z.array(instanceSchema),
+  nextCursor: z
+    .string()
+    .nullable()
+    .describe("Pass as `cursor` (same order and filters) for the next page; null at the end"),
+});
+
+/** One written calendar import (API-5). */
+export const importRunSchema = z
+  .object({
+    id: z.number().int(),
+    source: z.string(),
+    importedAt: z.string().describe("When its writes finished"),
+    events: z.number().int().describe("Events read from the file, overrides included"),
+    created: z.number().int(),
+    updated: z.number().int(),
+    unchanged: z.number().int(),
+    cancelled: z.number().int(),
+    skipped: z.number().int(),
+    warnings: z.number().int(),
+  })
+  .meta({ id: "ImportRun" });
+
+/** `GET /v1/imports` reply (API-3). */
+export const importListSchema = z.object({
+  items: z.array(importRunSchema),
+  nextCursor: z
+    .string()
+    .nullable()
+    .describe("Pass as `cursor` (same order and filters) for the next page; null at the end"),
+});
+
 /** `GET /v1/status` reply: what `punctual status` shows. */
 export const statusSchema = z.object({
   version: z.string(),
@@ -330,7 +381,10 @@ export const statusSchema = z.object({
   lastPassAt: z.string().nullable(),
   /** Current version of the database-held settings (OPS-11). */
   settingsVersion: z.number().int().nullable(),
+  /** At most {@link STATUS_INSTANCE_LIMIT}: running first, then the latest started (API-3). */
   instances: z.array(instanceSchema),
+  /** How many instances the status window holds; more than `instances` shows: page them with `GET /v1/instances`. */
+  instancesTotal: z.number().int(),
   schedules: z.record(z.string(), z.number().int()),
   deliveries: z.object({
     dueBacklog: z.number().int(),

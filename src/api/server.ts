@@ -44,6 +44,8 @@ import {
   IMPORT_MEDIA_TYPES,
   importRoute,
   listDeliveriesRoute,
+  listImportsRoute,
+  listInstancesRoute,
   listSchedulesRoute,
   metricsRoute,
   pauseScheduleRoute,
@@ -57,7 +59,7 @@ import {
   updateScheduleRoute,
 } from "./routes.js";
 import type { ImportQuery } from "./schemas.js";
-import { readStatus } from "./status.js";
+import { readInstancePage, readStatus } from "./status.js";
 import { registerOperatorRoutes } from "./operator-handlers.js";
 import { registerRateLimitRoutes } from "./rate-limit-routes.js";
 import {
@@ -571,6 +573,10 @@ export function createApi(punctual: Punctual, options: ApiOptions = {}): Punctua
 
   // --- deliveries --------------------------------------------------------------------
 
+  app.openapi(listImportsRoute, async (c) =>
+    c.json(await punctual.listImports(c.req.valid("query"), tenantOf(c)), 200),
+  );
+
   app.openapi(listDeliveriesRoute, async (c) =>
     c.json(await punctual.listDeliveries(c.req.valid("query"), tenantOf(c)), 200),
   );
@@ -692,6 +698,9 @@ export function createApi(punctual: Punctual, options: ApiOptions = {}): Punctua
   // --- operations --------------------------------------------------------------------
 
   app.openapi(statusRoute, async (c) => c.json(await readStatus(punctual), 200));
+  app.openapi(listInstancesRoute, async (c) =>
+    c.json(await readInstancePage(punctual, c.req.valid("query")), 200),
+  );
   registerOverviewRoute(app, punctual);
 
   registerRateLimitRoutes(app, punctual);

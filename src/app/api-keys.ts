@@ -16,7 +16,9 @@ import {
   type ApiKeyScope,
 } from "../store/api-keys.js";
 import { deleteApiKeySessions } from "../store/sessions.js";
+import { listOrderSchema, pageLimitSchema } from "../contracts/index.js";
 import type { AppContext } from "./context.js";
+import { cursorPart, decodeCursor, encodeCursor, type CursorScope } from "./cursor.js";
 import { parseInput } from "./input.js";
 
 /** Scopes a key may carry, weakest first. */
@@ -108,16 +110,65 @@ export async function createApiKey(
   return { ...toView(row!), key };
 }
 
-/** The keys of one tenant (or of every tenant with `tenant: null`), oldest first, at most 1,000. */
+/** `GET /v1/api-keys` paging query (API-3): order, page size, cursor. */
+export const listApiKeysQuerySchema = z
+  .object({
+    /** By creation: `asc` (oldest first, the default) or `desc` (newest first). */
+    order: listOrderSchema,
+    limit: pageLimitSchema(),
+    /** Opaque cursor from the previous page's `nextCursor` (same order and filters). */
+    cursor: z.string().max(1_000).optional(),
+  })
+  .strict();
+
+/**
+ * One keyset page (API-3) of the keys of one tenant (or of every tenant with
+ * `tenant: null`) by creation (created_at, then id), `order` `asc` (oldest first, the
+ * default) or `desc`. `nextCursor` (null on the last page) continues the same order,
+ * tenant and revoked filter.
+ * @throws ValidationError a bad `limit` or `order`, or a `cursor` of another listing.
+ */
+export async function listApiKeyPage(
+  app: AppContext,
+  options: { tenant: string | null; includeRevoked?: boolean },
+  query: unknown = {},
+): Promise<{ items: ApiKeyView[]; nextCursor: string | null }> {
+  const q = parseInput(listApiKeysQuerySchema, query);
+  const includeRevoked = options.includeRevoked ?? false;
+  const scope: CursorScope = {
+    list: "api-keys",
+    order: q.order,
+    tenant: options.tenant,
+    revoked: includeRevoked,
+  };
+  const [afterCreatedAt, afterId] =
+    q.cursor === undefined
+      ? [null, null]
+      : (decodeCursor(q.cursor, scope, [cursorPart.instant, cursorPart.uuid]) as [string, string]);
+  const rows = await listApiKeyRows(app.db, {
+    tenant: options.tenant,
+    includeRevoked,
+    afterCreatedAt,
+    afterId,
+    limit: q.limit,
+    order: q.order,
+  });
+  const last = rows.length === q.limit ? rows[rows.length - 1] : undefined;
+  return {
+    items: rows.map(toView),
+    nextCursor: last ? encodeCursor([last.created_at_cursor, last.id], scope) : null,
+  };
+}
+
+/**
+ * The keys of one tenant (or of every tenant with `tenant: null`), oldest first: the
+ * first 1,000 ({@link listApiKeyPage} pages past them).
+ */
 export async function listApiKeys(
   app: AppContext,
   options: { tenant: string | null; includeRevoked?: boolean },
 ): Promise<ApiKeyView[]> {
-  const rows = await listApiKeyRows(app.db, {
-    tenant: options.tenant,
-    includeRevoked: options.includeRevoked ?? false,
-  });
-  return rows.map(toView);
+  return (await listApiKeyPage(app, options, { limit: 1_000 })).items;
 }
 
 /**

@@ -10,7 +10,9 @@ import {
 import { ConflictError, NotFoundError, ValidationError } from "../errors/index.js";
 import {
   attemptsOf,
+  countDeliveryRows,
   deliveryById,
+  type ListTotal,
   listDeliveryRows,
   toAttemptView,
   toDeliveryView,
@@ -25,14 +27,20 @@ import { parseInput } from "./input.js";
  * `desc` (newest first), filtered by `scheduleId`, `state` (`dead`: the dead letters),
  * `source`, `channel` and the due time in [`dueFrom`, `dueTo`), one keyset page of
  * `limit` rows. `nextCursor` (null on the last page) continues the same order and filters;
- * `nextAfter` is the older form (the last id, for `after`).
+ * `nextAfter` is the older form (the last id, for `after`). With `total`, also how many
+ * deliveries the filters match (exact up to 10,000, else the planner's estimate).
  * @throws ValidationError a bad query field, or a `cursor` of another order or filter set.
  */
 export async function listDeliveries(
   app: AppContext,
   query: unknown = {},
   ctx: CallContext = {},
-): Promise<{ items: DeliveryView[]; nextCursor: string | null; nextAfter: number | null }> {
+): Promise<{
+  items: DeliveryView[];
+  nextCursor: string | null;
+  nextAfter: number | null;
+  total?: ListTotal;
+}> {
   const q = parseInput(listDeliveriesQuerySchema, query);
   if (q.dueFrom && q.dueTo && Date.parse(q.dueFrom) > Date.parse(q.dueTo)) {
     throw new ValidationError({
@@ -75,6 +83,19 @@ export async function listDeliveries(
     items: rows.map(toDeliveryView),
     nextCursor: last ? encodeCursor([Number(last.id)], scope) : null,
     nextAfter: last ? Number(last.id) : null,
+    ...(q.total
+      ? {
+          total: await countDeliveryRows(app.db, {
+            tenant: ctx.tenant ?? DEFAULT_TENANT,
+            scheduleId: q.scheduleId ?? null,
+            state: q.state ?? null,
+            source: q.source ?? null,
+            channel: q.channel ?? null,
+            dueFrom: q.dueFrom ?? null,
+            dueTo: q.dueTo ?? null,
+          }),
+        }
+      : {}),
   };
 }
 

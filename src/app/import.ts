@@ -20,6 +20,7 @@ import { toInstant } from "../recurrence/index.js";
 import type { CalendarImport, ImportedEvent } from "../ical/index.js";
 import { lendRuleWork, type RuleWork } from "../recurrence/recurrence.js";
 import { withImportLock } from "../store/import-lock.js";
+import { recordImport } from "../store/imports.js";
 import { schedulesOfSource } from "../store/schedules.js";
 import { DEFAULT_TENANT } from "./context.js";
 import type { Punctual } from "./punctual.js";
@@ -105,9 +106,23 @@ export async function importCalendar(
   try {
     // The comparison with what is stored and the writes run under the source's import
     // lock, so two processes importing one source at once cannot both create an event.
-    return await withImportLock(punctual.db, tenant, options.source, () =>
+    const summary = await withImportLock(punctual.db, tenant, options.source, () =>
       writeImport(punctual, parsed, options, tenant, yieldNow),
     );
+    // API-5: the record `GET /v1/imports` lists.
+    await recordImport(punctual.db, {
+      now: punctual.clock.sqlNow(),
+      tenant,
+      source: options.source,
+      events: parsed.events.length,
+      created: summary.created,
+      updated: summary.updated,
+      unchanged: summary.unchanged,
+      cancelled: summary.cancelled,
+      skipped: summary.skipped.length,
+      warnings: summary.warnings.length,
+    });
+    return summary;
   } finally {
     release();
   }

@@ -40,6 +40,7 @@ import { Scheduler } from "../scheduler/scheduler.js";
 import { TaskRunner, type TaskContext, type TaskDefinition } from "../scheduler/tasks.js";
 import type { ReminderKindInput, ReminderKindView } from "../contracts/kinds.js";
 import type { Database } from "../store/database.js";
+import type { ListTotal } from "../store/schedules.js";
 import { assertSchemaCurrent, migrate } from "../store/migrator.js";
 import { nonDurableSettings } from "../store/durability.js";
 import { initSetting, notifyWake } from "../store/operations.js";
@@ -50,6 +51,7 @@ import * as apiKeys from "./api-keys.js";
 import { channelMap, type AppContext, type CallContext } from "./context.js";
 import * as deliveries from "./deliveries.js";
 import * as health from "./health.js";
+import { listImports } from "./imports.js";
 import * as kinds from "./kinds.js";
 import type { Health } from "./health.js";
 import * as schedules from "./schedules.js";
@@ -66,6 +68,7 @@ import type {
   RecipientPage,
   RecipientView,
 } from "../contracts/recipients.js";
+import type { ImportRunView } from "../contracts/index.js";
 
 export { DEFAULT_TENANT, type CallContext } from "./context.js";
 export type { Health } from "./health.js";
@@ -340,11 +343,14 @@ export class Punctual {
     return schedules.getSchedule(this.#app, id, ctx);
   }
 
-  /** Lists schedules, oldest first, with a keyset cursor. */
+  /**
+   * Lists schedules (API-3), oldest first by default, with a keyset cursor; with
+   * `total: true` also how many the filters match (`{ value, exact }`).
+   */
   listSchedules(
     query: unknown = {},
     ctx: CallContext = {},
-  ): Promise<{ items: ScheduleView[]; nextCursor: string | null }> {
+  ): Promise<{ items: ScheduleView[]; nextCursor: string | null; total?: ListTotal }> {
     return schedules.listSchedules(this.#app, query, ctx);
   }
 
@@ -370,11 +376,31 @@ export class Punctual {
     return schedules.resumeSchedule(this.#app, id, ctx);
   }
 
-  /** Lists deliveries (DEL-1), by id, with keyset pagination (`after`). */
+  /**
+   * API-5, API-3: the tenant's written calendar imports by id, one keyset page (`order`,
+   * `limit`, `cursor`, `source`, `importedFrom`, `importedTo`).
+   * @throws ValidationError a bad query field or a cursor of another listing.
+   */
+  listImports(
+    query: unknown = {},
+    ctx: CallContext = {},
+  ): Promise<{ items: ImportRunView[]; nextCursor: string | null }> {
+    return listImports(this.#app, query, ctx);
+  }
+
+  /**
+   * Lists deliveries (DEL-1, API-3), by id, with a keyset cursor; with `total: true` also
+   * how many the filters match (`{ value, exact }`).
+   */
   listDeliveries(
     query: unknown = {},
     ctx: CallContext = {},
-  ): Promise<{ items: DeliveryView[]; nextCursor: string | null; nextAfter: number | null }> {
+  ): Promise<{
+    items: DeliveryView[];
+    nextCursor: string | null;
+    nextAfter: number | null;
+    total?: ListTotal;
+  }> {
     return deliveries.listDeliveries(this.#app, query, ctx);
   }
 
@@ -569,6 +595,18 @@ export class Punctual {
     includeRevoked?: boolean;
   }): Promise<apiKeys.ApiKeyView[]> {
     return apiKeys.listApiKeys(this.#app, options);
+  }
+
+  /**
+   * API-2, API-3: one keyset page of the keys of a tenant, or of every tenant with
+   * `tenant: null`; `query` holds `order`, `limit` and `cursor`.
+   * @throws ValidationError a bad query field or a cursor of another listing.
+   */
+  listApiKeyPage(
+    options: { tenant: string | null; includeRevoked?: boolean },
+    query: unknown = {},
+  ): Promise<{ items: apiKeys.ApiKeyView[]; nextCursor: string | null }> {
+    return apiKeys.listApiKeyPage(this.#app, options, query);
   }
 
   /** API-2: revokes a key at once. @throws NotFoundError (another tenant's key included) */

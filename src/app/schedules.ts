@@ -46,7 +46,9 @@ import {
   insertSchedule,
   insertSchedulesBulk,
   listedRemindersOfSchedules,
+  countScheduleRows,
   listScheduleRows,
+  type ListTotal,
   remindersOfSchedules,
   redactTarget,
   reviveSchedule,
@@ -738,14 +740,16 @@ export async function getSchedule(
  * Lists schedules (API-1, API-3) by creation (created_at, then id): `order` `asc` (oldest
  * first, the default) or `desc`, filtered by `state`, `source` and `q` (a case-insensitive
  * substring of the title or the external id), one keyset page of `limit` rows.
- * `nextCursor` (null on the last page) continues the same order and filters.
+ * `nextCursor` (null on the last page) continues the same order and filters. With
+ * `total`, also how many schedules the filters match (exact up to 10,000, else the
+ * planner's estimate, `exact: false`).
  * @throws ValidationError a bad query field, or a `cursor` of another order or filter set.
  */
 export async function listSchedules(
   app: AppContext,
   query: unknown = {},
   ctx: CallContext = {},
-): Promise<{ items: ScheduleView[]; nextCursor: string | null }> {
+): Promise<{ items: ScheduleView[]; nextCursor: string | null; total?: ListTotal }> {
   const q = parseInput(listSchedulesQuerySchema, query);
   const scope: CursorScope = {
     list: "schedules",
@@ -815,6 +819,16 @@ export async function listSchedules(
     items,
     nextCursor:
       more && last !== null ? encodeCursor([last.created_at_cursor, last.id], scope) : null,
+    ...(q.total
+      ? {
+          total: await countScheduleRows(app.db, {
+            tenant: ctx.tenant ?? DEFAULT_TENANT,
+            state: q.state ?? null,
+            source: q.source ?? null,
+            q: q.q ?? null,
+          }),
+        }
+      : {}),
   };
 }
 

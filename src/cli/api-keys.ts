@@ -2,8 +2,8 @@
  * `punctual api-keys create|list|revoke` (API-2): tenant keys through the HTTP API.
  */
 import type { ApiKeyView, CreatedApiKey } from "../app/api-keys.js";
-import { table, type Column } from "./format.js";
-import { clientFor, type RemoteFlags } from "./remote.js";
+import type { Column } from "./format.js";
+import { clientFor, printPages, type PageFlags, type RemoteFlags } from "./remote.js";
 import type { Io } from "./run.js";
 
 const keyColumns: Column<ApiKeyView>[] = [
@@ -39,16 +39,21 @@ export async function apiKeysCreate(
   );
 }
 
-/** `api-keys list [--tenant T] [--revoked]`. */
+/**
+ * `api-keys list [--tenant T] [--revoked] [--order asc|desc] [--limit N] [--cursor C] [--all]`:
+ * one page (API-3), or with `--all` every page.
+ */
 export async function apiKeysList(
-  flags: RemoteFlags & { tenant?: string; revoked?: boolean },
+  flags: RemoteFlags & PageFlags & { tenant?: string; revoked?: boolean },
   io: Io,
 ): Promise<void> {
-  const { items } = await clientFor(flags).get<{ items: ApiKeyView[] }>("/v1/api-keys", {
-    tenant: flags.tenant,
-    revoked: flags.revoked ? "true" : undefined,
-  });
-  io.out(flags.json ? jsonText({ items }) : table(items, keyColumns));
+  await printPages<ApiKeyView>(
+    flags,
+    io,
+    "/v1/api-keys",
+    { tenant: flags.tenant, revoked: flags.revoked ? "true" : undefined },
+    keyColumns,
+  );
 }
 
 /** `api-keys revoke <id>`. */

@@ -37,6 +37,8 @@ import {
   deliveriesList,
   deliveriesShow,
   healthcheckHttp,
+  importsList,
+  instancesList,
   schedulesAdd,
   schedulesList,
   schedulesShow,
@@ -348,6 +350,62 @@ export function buildProgram(io: Io): Command {
   )
     .addHelpText("after", example(["punctual status", "punctual status --json"]))
     .action((flags: RemoteFlags) => status(flags, io));
+
+  remoteOptions(
+    program
+      .command("instances")
+      .description(
+        "List every stored scheduler instance by start (status shows at most 100). Needs the operator's key.",
+      )
+      .addOption(
+        new Option("--state <state>", "only running or stopped ones").choices([
+          "running",
+          "stopped",
+        ]),
+      )
+      .option("--role <role>", "only this role (start, worker)")
+      .addOption(
+        new Option("--order <order>", "asc (oldest start first, the default) or desc").choices([
+          "asc",
+          "desc",
+        ]),
+      )
+      .option("--limit <n>", "page size (1–1000)", integer(1, 1_000), 100)
+      .option("--cursor <cursor>", "next page, from the previous page's output")
+      .option("--all", "every page, following the cursor to the end (with --json: JSON Lines)"),
+  )
+    .addHelpText(
+      "after",
+      example(["punctual instances --state running", "punctual instances --all --json"]),
+    )
+    .action((flags: RemoteFlags & PageFlags & { state?: string; role?: string }) =>
+      instancesList(flags, io),
+    );
+
+  remoteOptions(
+    program
+      .command("imports")
+      .description("List the calendar imports written (what each did), by id.")
+      .option("--source <name>", "only this calendar's")
+      .option("--from <instant>", "only those written at or after this ISO 8601 instant")
+      .option("--to <instant>", "only those written before this ISO 8601 instant")
+      .addOption(
+        new Option("--order <order>", "asc (oldest first, the default) or desc").choices([
+          "asc",
+          "desc",
+        ]),
+      )
+      .option("--limit <n>", "page size (1–1000)", integer(1, 1_000), 100)
+      .option("--cursor <cursor>", "next page, from the previous page's output")
+      .option("--all", "every page, following the cursor to the end (with --json: JSON Lines)"),
+  )
+    .addHelpText(
+      "after",
+      example(["punctual imports --source team --order desc", "punctual imports --all --json"]),
+    )
+    .action((flags: RemoteFlags & PageFlags & { source?: string; from?: string; to?: string }) =>
+      importsList(flags, io),
+    );
 
   remoteOptions(
     program
@@ -784,10 +842,22 @@ export function buildProgram(io: Io): Command {
       .command("list")
       .description("List keys (never the keys themselves): a tenant key sees its own tenant's.")
       .option("--tenant <name>", "only this tenant's keys (operator's key)")
-      .option("--revoked", "include revoked keys", false),
+      .option("--revoked", "include revoked keys", false)
+      .addOption(
+        new Option("--order <order>", "asc (oldest first, the default) or desc").choices([
+          "asc",
+          "desc",
+        ]),
+      )
+      .option("--limit <n>", "page size (1–1000)", integer(1, 1_000), 100)
+      .option("--cursor <cursor>", "next page, from the previous page's output")
+      .option("--all", "every page, following the cursor to the end (with --json: JSON Lines)"),
   )
-    .addHelpText("after", example(["punctual api-keys list --tenant acme"]))
-    .action((flags: RemoteFlags & { tenant?: string; revoked?: boolean }) =>
+    .addHelpText(
+      "after",
+      example(["punctual api-keys list --tenant acme", "punctual api-keys list --all --json"]),
+    )
+    .action((flags: RemoteFlags & PageFlags & { tenant?: string; revoked?: boolean }) =>
       apiKeysList(flags, io),
     );
 

@@ -5,6 +5,7 @@
  */
 import { resolve } from "node:path";
 import type {
+  ImportRunView,
   AttemptView,
   CreateScheduleInput,
   DeliveryView,
@@ -344,7 +345,7 @@ export interface PageFlags {
  * and printing as it goes: one table (its header once), or with `--json` one JSON object
  * per line (JSON Lines). Without `--all`, `--json` prints the page as the API answers it.
  */
-async function printPages<T>(
+export async function printPages<T>(
   flags: RemoteFlags & PageFlags,
   io: Io,
   path: string,
@@ -388,6 +389,54 @@ export async function schedulesList(
     "/v1/schedules",
     { state: flags.state, source: flags.source, q: flags.search },
     scheduleColumns,
+  );
+}
+
+/** `instances`: every stored scheduler instance, paged (API-3). */
+export async function instancesList(
+  flags: RemoteFlags & PageFlags & { state?: string; role?: string },
+  io: Io,
+): Promise<void> {
+  await printPages<StatusBody["instances"][number] & { startedAt: string }>(
+    flags,
+    io,
+    "/v1/instances",
+    { state: flags.state, role: flags.role },
+    [
+      { header: "INSTANCE", cell: (i) => i.id },
+      { header: "HOST", cell: (i) => i.host },
+      { header: "PID", cell: (i) => i.pid },
+      { header: "ROLE", cell: (i) => i.role },
+      { header: "STATE", cell: instanceState },
+      { header: "VERSION", cell: (i) => i.version },
+      { header: "STARTED", cell: (i) => i.startedAt },
+      { header: "LAST PASS", cell: (i) => i.lastPassAt },
+      { header: "STOPPED", cell: (i) => i.stoppedAt },
+    ],
+  );
+}
+
+/** `imports`: the calendar imports written, paged (API-3). */
+export async function importsList(
+  flags: RemoteFlags & PageFlags & { source?: string; from?: string; to?: string },
+  io: Io,
+): Promise<void> {
+  await printPages<ImportRunView>(
+    flags,
+    io,
+    "/v1/imports",
+    { source: flags.source, importedFrom: flags.from, importedTo: flags.to },
+    [
+      { header: "ID", cell: (i) => i.id },
+      { header: "SOURCE", cell: (i) => i.source },
+      { header: "IMPORTED", cell: (i) => i.importedAt },
+      { header: "EVENTS", cell: (i) => i.events },
+      { header: "CREATED", cell: (i) => i.created },
+      { header: "UPDATED", cell: (i) => i.updated },
+      { header: "UNCHANGED", cell: (i) => i.unchanged },
+      { header: "CANCELLED", cell: (i) => i.cancelled },
+      { header: "SKIPPED", cell: (i) => i.skipped },
+    ],
   );
 }
 
@@ -487,6 +536,8 @@ interface StatusBody {
   checks: { database: boolean; schema: boolean; heartbeat: boolean };
   lastPassAt: string | null;
   settingsVersion?: number | null;
+  /** How many instances the window holds (absent from older servers). */
+  instancesTotal?: number;
   instances: Array<{
     id: string;
     role: string;
@@ -550,7 +601,10 @@ export async function status(flags: RemoteFlags, io: Io): Promise<void> {
         `due backlog ${d.dueBacklog}, overdue ${d.overdue}, claimed ${d.claimed}, in doubt ${d.inDoubt}, dead ${d.dead}`,
       ],
       ["oldest due", d.oldestDueAt],
-    ]) + "instances:\n",
+    ]) +
+      (s.instancesTotal !== undefined && s.instancesTotal > s.instances.length
+        ? `instances (${s.instances.length} of ${s.instancesTotal}; all: punctual instances):\n`
+        : "instances:\n"),
   );
   io.out(
     table(

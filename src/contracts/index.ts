@@ -536,6 +536,15 @@ export const listOrderSchema = z
   .default("asc")
   .transform((o): "asc" | "desc" => (o === "newest" || o === "desc" ? "desc" : "asc"));
 
+/**
+ * API-3: `total=true` also answers `total` (`{ value, exact }`): how many rows the filters
+ * match, exact when that is cheap to count, else the planner's estimate (`exact: false`).
+ */
+const listTotalSchema = z
+  .union([z.boolean(), z.enum(["true", "false"]).transform((v) => v === "true")])
+  .optional()
+  .meta({ description: "Also answer `total`, the rows the filters match (exact or estimated)" });
+
 /** An instant bound of a list filter: ISO 8601 with an offset. */
 const instantBound = z.iso.datetime({
   offset: true,
@@ -557,6 +566,7 @@ export const listDeliveriesQuerySchema = z
     dueTo: instantBound.optional(),
     /** API-3: by id: `asc` (oldest first, the default) or `desc` (newest first). */
     order: listOrderSchema,
+    total: listTotalSchema,
     limit: pageLimitSchema(),
     /** Opaque cursor from the previous page's `nextCursor` (same order and filters). */
     cursor: z.string().max(1_000).optional(),
@@ -577,6 +587,55 @@ export const listSchedulesQuerySchema = z
     /** API-3: a case-insensitive substring of the title or the external id. */
     q: z.string().min(1).max(200).optional(),
     /** API-3: by creation: `asc` (oldest first, the default) or `desc` (newest first). */
+    order: listOrderSchema,
+    total: listTotalSchema,
+    limit: pageLimitSchema(),
+    /** Opaque cursor from the previous page's `nextCursor` (same order and filters). */
+    cursor: z.string().max(1_000).optional(),
+  })
+  .strict();
+
+/** `GET /v1/imports` query (API-3, API-5). */
+export const listImportsQuerySchema = z
+  .object({
+    /** Only the imports of this source (the calendar's name). */
+    source: z.string().min(1).max(200).optional(),
+    /** Only the imports written at or after this instant. */
+    importedFrom: instantBound.optional(),
+    /** Only the imports written before this instant. */
+    importedTo: instantBound.optional(),
+    /** By id: `asc` (oldest first, the default) or `desc` (newest first). */
+    order: listOrderSchema,
+    limit: pageLimitSchema(),
+    /** Opaque cursor from the previous page's `nextCursor` (same order and filters). */
+    cursor: z.string().max(1_000).optional(),
+  })
+  .strict();
+
+/** One written calendar import, as `GET /v1/imports` lists it (API-5). */
+export interface ImportRunView {
+  id: number;
+  source: string;
+  /** When its writes finished, ISO 8601. */
+  importedAt: string;
+  /** Events read from the file (overrides included). */
+  events: number;
+  created: number;
+  updated: number;
+  unchanged: number;
+  cancelled: number;
+  skipped: number;
+  warnings: number;
+}
+
+/** `GET /v1/instances` query (API-3, OPS-3). */
+export const listInstancesQuerySchema = z
+  .object({
+    /** `running` (not stopped; a stale one included) or `stopped`. */
+    state: z.enum(["running", "stopped"]).optional(),
+    /** Only this role (`start`, `worker`). */
+    role: z.string().min(1).max(100).optional(),
+    /** By start: `asc` (oldest first, the default) or `desc` (latest first). */
     order: listOrderSchema,
     limit: pageLimitSchema(),
     /** Opaque cursor from the previous page's `nextCursor` (same order and filters). */

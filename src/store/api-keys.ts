@@ -89,20 +89,65 @@ export function authenticateApiKey(
   return firstRow<ApiKeyRow>(db, AUTHENTICATE_API_KEY_SQL, [p.now, p.keyHash]);
 }
 
-/** $1 tenant (NULL: every tenant), $2 include revoked keys. Oldest first. */
-export const LIST_API_KEYS_SQL = `
-select ${API_KEY_COLUMNS_LIST} from punctual_api_keys
+/**
+ * API-2, API-3: one keyset page of keys by (created_at, id), in `dir` order. Parameters:
+ * $1 tenant (NULL: every tenant), $2 include revoked keys, $3 the last row's created_at
+ * (full precision) or NULL from the start, $4 its id, $5 limit. The bound is a row
+ * comparison with an infinite default, so the page is a range scan of
+ * `punctual_api_keys_tenant` (tenant, created_at) for one tenant, forward or backward.
+ */
+function listApiKeysSql(dir: "asc" | "desc"): string {
+  const [op, edgeAt, edgeId] =
+    dir === "asc"
+      ? [">", "-infinity", "00000000-0000-0000-0000-000000000000"]
+      : ["<", "infinity", "ffffffff-ffff-ffff-ffff-ffffffffffff"];
+  return `
+select ${API_KEY_COLUMNS_LIST},
+       to_char(created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') as created_at_cursor
+from punctual_api_keys
 where ($1::text is null or tenant = $1) and ($2::boolean or revoked_at is null)
-order by created_at, id
-limit 1000`;
-export const LIST_API_KEYS_COLUMNS = API_KEY_ROW_KEYS;
+  and (created_at, id) ${op} (coalesce($3::timestamptz, '${edgeAt}'::timestamptz),
+                             coalesce($4::uuid, '${edgeId}'::uuid))
+order by created_at ${dir}, id ${dir}
+limit $5`;
+}
 
-/** The keys of one tenant, or of all tenants with `tenant: null`. */
+/** A key of a list page, with its keyset cursor. */
+export type ListedApiKeyRow = ApiKeyRow & {
+  /** `created_at` at full (microsecond) precision, ISO 8601 UTC. */
+  created_at_cursor: string;
+};
+
+const LISTED_API_KEY_ROW_KEYS = columnsOf<ListedApiKeyRow>()([
+  ...API_KEY_ROW_KEYS,
+  "created_at_cursor",
+]);
+
+/** {@link listApiKeysSql} oldest first. */
+export const LIST_API_KEYS_SQL = listApiKeysSql("asc");
+export const LIST_API_KEYS_COLUMNS = LISTED_API_KEY_ROW_KEYS;
+/** {@link listApiKeysSql} newest first. */
+export const LIST_API_KEYS_DESC_SQL = listApiKeysSql("desc");
+export const LIST_API_KEYS_DESC_COLUMNS = LISTED_API_KEY_ROW_KEYS;
+
+/** One page of the keys of one tenant, or of all tenants with `tenant: null`. */
 export function listApiKeys(
   db: Queryable,
-  p: { tenant: string | null; includeRevoked: boolean },
-): Promise<ApiKeyRow[]> {
-  return rows<ApiKeyRow>(db, LIST_API_KEYS_SQL, [p.tenant, p.includeRevoked]);
+  p: {
+    tenant: string | null;
+    includeRevoked: boolean;
+    /** Keyset cursor: `created_at` (full precision, ISO) and id of the last row seen, or null. */
+    afterCreatedAt?: string | null;
+    afterId?: string | null;
+    limit?: number;
+    order?: "asc" | "desc";
+  },
+): Promise<ListedApiKeyRow[]> {
+  return rows<ListedApiKeyRow>(
+    db,
+    p.order === "desc" ? LIST_API_KEYS_DESC_SQL : LIST_API_KEYS_SQL,
+    [p.tenant, p.includeRevoked, p.afterCreatedAt ?? null, p.afterId ?? null, p.limit ?? 1_000],
+  );
 }
 
 /**

@@ -69,6 +69,72 @@ export const LIST_INSTANCES_COLUMNS = columnsOf<InstanceRow>()([
   "settings_version",
 ]);
 
+const INSTANCE_COLUMNS_LIST = `id, host, pid, version, role, started_at, last_tick_at, last_pass_at,
+  last_tick_ms, stopped_at, settings_version`;
+
+/**
+ * OPS-3, API-3: the instances `GET /v1/status` summarizes, bounded: of those running or
+ * stopped within the window, the `$3` most relevant (running first, then the latest
+ * started), oldest start first, each with `window_total`, how many the window holds.
+ * $1 now, $2 window ms, $3 most rows.
+ */
+export const STATUS_INSTANCES_SQL = `
+select * from (
+  select ${INSTANCE_COLUMNS_LIST}, count(*) over () as window_total
+  from punctual_instances
+  where stopped_at is null or stopped_at > ${NOW} - make_interval(secs => $2::double precision / 1000)
+  order by (stopped_at is null) desc, started_at desc, id desc
+  limit $3
+) x
+order by started_at, id`;
+
+/** An instance of {@link STATUS_INSTANCES_SQL}, with the count of the window. */
+export type StatusInstanceRow = InstanceRow & { window_total: number | string };
+
+/** Result columns of {@link STATUS_INSTANCES_SQL}. */
+export const STATUS_INSTANCES_COLUMNS = columnsOf<StatusInstanceRow>()([
+  ...LIST_INSTANCES_COLUMNS,
+  "window_total",
+]);
+
+/**
+ * OPS-3, API-3: one keyset page of every stored instance (`GET /v1/instances`) by
+ * (started_at, id), in `dir` order. Parameters: $1 state (`running`: not stopped,
+ * `stopped`) or NULL, $2 role or NULL, $3 the last row's started_at (full precision) or
+ * NULL from the start, $4 its id, $5 limit. The start bound is infinite by default, so
+ * the page is a range scan of `punctual_instances_started` (migration 0027).
+ */
+function listInstancePageSql(dir: "asc" | "desc"): string {
+  const [op, edge] = dir === "asc" ? [">", "-infinity"] : ["<", "infinity"];
+  return `
+select ${INSTANCE_COLUMNS_LIST},
+       to_char(started_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') as started_at_cursor
+from punctual_instances
+where ($1::text is null or ($1::text = 'running') = (stopped_at is null))
+  and ($2::text is null or role = $2)
+  and (started_at, id) ${op} (coalesce($3::timestamptz, '${edge}'::timestamptz), coalesce($4::text, ''))
+order by started_at ${dir}, id ${dir}
+limit $5`;
+}
+
+/** An instance of a {@link LIST_INSTANCE_PAGE_SQL} page, with its keyset cursor. */
+export type ListedInstanceRow = InstanceRow & {
+  /** `started_at` at full (microsecond) precision, ISO 8601 UTC. */
+  started_at_cursor: string;
+};
+
+const LISTED_INSTANCE_KEYS = columnsOf<ListedInstanceRow>()([
+  ...LIST_INSTANCES_COLUMNS,
+  "started_at_cursor",
+]);
+
+/** {@link listInstancePageSql} oldest start first. */
+export const LIST_INSTANCE_PAGE_SQL = listInstancePageSql("asc");
+export const LIST_INSTANCE_PAGE_COLUMNS = LISTED_INSTANCE_KEYS;
+/** {@link listInstancePageSql} latest start first. */
+export const LIST_INSTANCE_PAGE_DESC_SQL = listInstancePageSql("desc");
+export const LIST_INSTANCE_PAGE_DESC_COLUMNS = LISTED_INSTANCE_KEYS;
+
 /**
  * Takes or renews a named lease if it is free, expired, or already ours.
  * $1 now, $2 name, $3 owner, $4 ttl ms. Returns a row when the caller holds the lease.
@@ -259,6 +325,38 @@ export interface ListInstancesParams {
 /** OPS-3 / OPS-4: runs {@link LIST_INSTANCES_SQL}: running instances and those stopped within the window, oldest start first. */
 export function listInstances(db: Queryable, p: ListInstancesParams): Promise<InstanceRow[]> {
   return rows<InstanceRow>(db, LIST_INSTANCES_SQL, [p.now, p.windowMs]);
+}
+
+/** OPS-3: runs {@link STATUS_INSTANCES_SQL}: at most `limit` instances of the window. */
+export function statusInstances(
+  db: Queryable,
+  p: ListInstancesParams & { limit: number },
+): Promise<StatusInstanceRow[]> {
+  return rows<StatusInstanceRow>(db, STATUS_INSTANCES_SQL, [p.now, p.windowMs, p.limit]);
+}
+
+/** Parameters of {@link listInstancePage}. */
+export interface ListInstancePageParams {
+  /** `running` (not stopped) or `stopped`; null: both. */
+  state: "running" | "stopped" | null;
+  role: string | null;
+  /** Keyset cursor: `started_at` (full precision, ISO) and id of the last row seen, or null. */
+  afterStartedAt: string | null;
+  afterId: string | null;
+  limit: number;
+  order: "asc" | "desc";
+}
+
+/** OPS-3, API-3: runs {@link LIST_INSTANCE_PAGE_SQL} (or its latest-first twin): one page. */
+export function listInstancePage(
+  db: Queryable,
+  p: ListInstancePageParams,
+): Promise<ListedInstanceRow[]> {
+  return rows<ListedInstanceRow>(
+    db,
+    p.order === "desc" ? LIST_INSTANCE_PAGE_DESC_SQL : LIST_INSTANCE_PAGE_SQL,
+    [p.state, p.role, p.afterStartedAt, p.afterId, p.limit],
+  );
 }
 
 /** OPS-3: runs {@link SCHEDULE_COUNTS_SQL}: how many schedules are in each state. */

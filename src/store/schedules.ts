@@ -11,7 +11,7 @@ import type {
 } from "../contracts/index.js";
 import type { ReminderTemplate } from "../channels/template.js";
 import { dtstartInZone, type CatchUp, type QuietHours } from "../recurrence/index.js";
-import type { Queryable } from "./database.js";
+import type { Database, Queryable } from "./database.js";
 import { NOW } from "./deliveries/sql.js";
 import { cancelWaitingSql, reviveCancelledSql, syncWaitingSql } from "./deliveries/waiting.js";
 import { columnsOf, execute, firstRow, rows } from "./statement.js";
@@ -205,6 +205,44 @@ select ${REMINDERS_COLUMNS.filter((c) => c !== "template" && c !== "target")
 from ${remindersOfIdsSql("$1")} order by r.schedule_id, r.key`;
 
 /**
+ * API-3: the filter of a schedule list, one home for the list and its count: tenant,
+ * state or NULL, source or NULL, search text or NULL (a case-insensitive substring of the
+ * title or the external id, matched as plain text). The arguments are placeholders.
+ */
+function scheduleFilterSql(n: { tenant: string; state: string; source: string; q: string }) {
+  return `tenant = ${n.tenant} and (${n.state}::text is null or state = ${n.state})
+  and (${n.source}::text is null or source = ${n.source})
+  and (${n.q}::text is null
+       or strpos(lower(coalesce(title, '')), lower(${n.q}::text)) > 0
+       or strpos(lower(coalesce(external_id, '')), lower(${n.q}::text)) > 0)`;
+}
+
+const SCHEDULE_COUNT_FILTER = scheduleFilterSql({
+  tenant: "$1",
+  state: "$2",
+  source: "$3",
+  q: "$4",
+});
+
+/**
+ * API-3: how many schedules a list's filter matches, counting at most $5 of them (the
+ * count stops there: its cost is bounded by $5 index entries, not by the table).
+ * Parameters: $1 tenant, $2 state or NULL, $3 source or NULL, $4 search text or NULL.
+ */
+export const COUNT_SCHEDULES_SQL = `
+select count(*)::int as n from (
+  select 1 from punctual_schedules where ${SCHEDULE_COUNT_FILTER} limit $5
+) x`;
+
+/**
+ * API-3: the planner's estimate (`EXPLAIN`, from the table's statistics; no row is read)
+ * of how many schedules a list's filter matches, for a total too large to count.
+ * Parameters as {@link COUNT_SCHEDULES_SQL} without the cap.
+ */
+export const ESTIMATE_SCHEDULES_SQL = `
+explain (format json) select 1 from punctual_schedules where ${SCHEDULE_COUNT_FILTER}`;
+
+/**
  * API-3: one keyset page of schedules by (created_at, id), in `dir` order. Parameters: $1
  * tenant, $2 state or NULL, $3 the last row's created_at (full precision) or NULL from the
  * start, $4 its id, $5 limit, $6 source or NULL, $7 search text or NULL (a case-insensitive
@@ -231,11 +269,7 @@ select ${SCHEDULE_ROW_KEYS.filter((c) => c !== "payload" && c !== "rdate" && c !
        -- bulk import gives many rows the same created_at.
        to_char(created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') as created_at_cursor
 from punctual_schedules
-where tenant = $1 and ($2::text is null or state = $2)
-  and ($6::text is null or source = $6)
-  and ($7::text is null
-       or strpos(lower(coalesce(title, '')), lower($7::text)) > 0
-       or strpos(lower(coalesce(external_id, '')), lower($7::text)) > 0)
+where ${scheduleFilterSql({ tenant: "$1", state: "$2", source: "$6", q: "$7" })}
   and (created_at, id) ${op} (coalesce($3::timestamptz, '${edgeAt}'::timestamptz),
                              coalesce($4::uuid, '${edgeId}'::uuid))
 order by created_at ${dir}, id ${dir}
@@ -298,6 +332,136 @@ held as (
 select c.*, (select count(*) from held) as moved_deliveries from changed c`;
 
 /**
+ * API-3: the filter of a delivery list (`d` joined to its schedule `s`), one home for the
+ * list and its count. Placeholders, in order: tenant, schedule id, state, the schedules'
+ * source, channel, due at or after (inclusive), due before (exclusive); each but the
+ * tenant NULL for any.
+ */
+function deliveryFilterSql([tenant, scheduleId, state, source, channel, dueFrom, dueTo]: readonly [
+  string,
+  string,
+  string,
+  string,
+  string,
+  string,
+  string,
+]): string {
+  return `s.tenant = ${tenant} and (${scheduleId}::uuid is null or d.schedule_id = ${scheduleId})
+  and (${state}::text is null or d.state = ${state})
+  and (${source}::text is null or s.source = ${source})
+  and (${channel}::text is null or d.channel = ${channel})
+  and (${dueFrom}::timestamptz is null or d.due_at >= ${dueFrom})
+  and (${dueTo}::timestamptz is null or d.due_at < ${dueTo})`;
+}
+
+const DELIVERY_COUNT_FILTER = deliveryFilterSql(["$1", "$2", "$3", "$4", "$5", "$6", "$7"]);
+
+/**
+ * API-3: how many deliveries a list's filter matches, counting at most $8 of them.
+ * Parameters: $1 tenant, $2 schedule id, $3 state, $4 source, $5 channel, $6 due from,
+ * $7 due to (each but the tenant NULL for any).
+ */
+export const COUNT_DELIVERIES_SQL = `
+select count(*)::int as n from (
+  select 1 from punctual_deliveries d join punctual_schedules s on s.id = d.schedule_id
+  where ${DELIVERY_COUNT_FILTER} limit $8
+) x`;
+
+/**
+ * API-3: the planner's estimate (`EXPLAIN`; no row is read) of how many deliveries a
+ * list's filter matches. Parameters as {@link COUNT_DELIVERIES_SQL} without the cap.
+ */
+export const ESTIMATE_DELIVERIES_SQL = `
+explain (format json) select 1 from punctual_deliveries d
+join punctual_schedules s on s.id = d.schedule_id where ${DELIVERY_COUNT_FILTER}`;
+
+/** Result columns of {@link COUNT_SCHEDULES_SQL} and {@link COUNT_DELIVERIES_SQL}. */
+export const COUNT_SCHEDULES_COLUMNS = columnsOf<{ n: number }>()(["n"]);
+export const COUNT_DELIVERIES_COLUMNS = COUNT_SCHEDULES_COLUMNS;
+/** Result columns of an `EXPLAIN (FORMAT JSON)`. */
+export const ESTIMATE_SCHEDULES_COLUMNS = columnsOf<{ "QUERY PLAN": unknown }>()(["QUERY PLAN"]);
+export const ESTIMATE_DELIVERIES_COLUMNS = ESTIMATE_SCHEDULES_COLUMNS;
+
+/** How many rows a list matches (API-3): exact, or an estimate when counting would be slow. */
+export interface ListTotal {
+  value: number;
+  /** False: `value` is the planner's estimate (at least the rows counted). */
+  exact: boolean;
+}
+
+/** Rows a total counts before it turns to the estimate (API-3). */
+export const LIST_COUNT_CAP = 10_000;
+/** Longest a count may run on PostgreSQL before it turns to the estimate, ms (API-3). */
+export const LIST_COUNT_TIMEOUT_MS = 200;
+
+/**
+ * API-3: the total of a list: counted exactly when at most {@link LIST_COUNT_CAP} rows
+ * match (on PostgreSQL also within {@link LIST_COUNT_TIMEOUT_MS}), else the planner's
+ * estimate, never below what was counted. Read-only.
+ */
+async function listTotal(
+  db: Database,
+  count: { sql: string; estimateSql: string; params: readonly unknown[] },
+): Promise<ListTotal> {
+  let counted: number | null = null;
+  try {
+    counted = await db.transaction(async (tx) => {
+      if (db.engine === "postgres") {
+        await tx.query(`set local statement_timeout = ${LIST_COUNT_TIMEOUT_MS}`);
+      }
+      const row = await firstRow<{ n: number }>(tx, count.sql, [
+        ...count.params,
+        LIST_COUNT_CAP + 1,
+      ]);
+      return Number(row?.n ?? 0);
+    });
+  } catch (err) {
+    // 57014: the count ran out of time (statement_timeout); estimate instead.
+    if ((err as { code?: unknown }).code !== "57014") throw err;
+  }
+  if (counted !== null && counted <= LIST_COUNT_CAP) return { value: counted, exact: true };
+  const plan = await firstRow<{ "QUERY PLAN": unknown }>(db, count.estimateSql, count.params);
+  const text = plan?.["QUERY PLAN"];
+  const parsed = (typeof text === "string" ? JSON.parse(text) : text) as Array<{
+    Plan?: { "Plan Rows"?: number };
+  }>;
+  const estimate = Math.round(Number(parsed?.[0]?.Plan?.["Plan Rows"] ?? 0));
+  return { value: Math.max(estimate, counted ?? 0), exact: false };
+}
+
+/** API-3: the total of a schedule list's filter ({@link listTotal}). */
+export function countScheduleRows(
+  db: Database,
+  p: { tenant: string; state: string | null; source: string | null; q: string | null },
+): Promise<ListTotal> {
+  return listTotal(db, {
+    sql: COUNT_SCHEDULES_SQL,
+    estimateSql: ESTIMATE_SCHEDULES_SQL,
+    params: [p.tenant, p.state, p.source, p.q],
+  });
+}
+
+/** API-3: the total of a delivery list's filter ({@link listTotal}). */
+export function countDeliveryRows(
+  db: Database,
+  p: {
+    tenant: string;
+    scheduleId: string | null;
+    state: string | null;
+    source: string | null;
+    channel: string | null;
+    dueFrom: string | null;
+    dueTo: string | null;
+  },
+): Promise<ListTotal> {
+  return listTotal(db, {
+    sql: COUNT_DELIVERIES_SQL,
+    estimateSql: ESTIMATE_DELIVERIES_SQL,
+    params: [p.tenant, p.scheduleId, p.state, p.source, p.channel, p.dueFrom, p.dueTo],
+  });
+}
+
+/**
  * API-3, DEL-1: one keyset page of deliveries by id, in `dir` order. Parameters: $1
  * tenant, $2 schedule id or NULL, $3 state or NULL, $4 the last id seen or NULL from the
  * start, $5 limit, $6 the schedules' source or NULL, $7 channel or NULL, $8 due at or
@@ -313,13 +477,8 @@ function listDeliveriesSql(dir: "asc" | "desc"): string {
   return `
 select d.* from punctual_deliveries d
 join punctual_schedules s on s.id = d.schedule_id
-where s.tenant = $1 and ($2::uuid is null or d.schedule_id = $2)
-  and ($3::text is null or d.state = $3)
+where ${deliveryFilterSql(["$1", "$2", "$3", "$6", "$7", "$8", "$9"])}
   and ${bound}
-  and ($6::text is null or s.source = $6)
-  and ($7::text is null or d.channel = $7)
-  and ($8::timestamptz is null or d.due_at >= $8)
-  and ($9::timestamptz is null or d.due_at < $9)
 order by d.id ${dir}
 limit $5`;
 }

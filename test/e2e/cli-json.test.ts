@@ -30,6 +30,8 @@ const samples: Record<string, () => string[]> = {
   migrate: () => ["--data-dir", join(dir, "data")],
   healthcheck: () => [],
   status: () => [],
+  instances: () => ["--state", "running"],
+  imports: () => ["--source", "team"],
   "webhook-secret": () => [],
   preview: () => ["--dtstart", "2027-01-04T09:00:00", "--rrule", "FREQ=DAILY", "--count", "2"],
   validate: () => ["--rrule", "FREQ=DAILY"],

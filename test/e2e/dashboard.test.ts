@@ -273,6 +273,52 @@ describe.skipIf(skipReason !== null)("dashboard in Chromium", () => {
 
   it(
     title(
+      "API-6 API-3: the schedule list pages on the server and says N of M truthfully: exact when counted, an estimate labelled as one",
+    ),
+    async () => {
+      const s = await serve();
+      try {
+        // More rows than a page (100) and than the exact count (10,000); 130 match "needle".
+        await s.punctual.db.query(
+          `insert into punctual_schedules (tenant, dtstart, recurring, title, plan_complete, created_at)
+           select 'default', '2027-01-04T09:00:00', false,
+                  case when g % 80 = 0 then 'Needle ' || g else 'Hay ' || g end, true,
+                  '2027-01-01T00:00:00Z'::timestamptz + g * interval '1 second'
+           from generate_series(1, 10400) g`,
+        );
+        await s.punctual.db.query(`analyze punctual_schedules`);
+        const page = await context.newPage();
+        await page.goto(`${s.served.url}/ui/#/schedules`);
+        const count = page.locator("#list-count");
+        await count
+          .getByText(/^1–100 of about [0-9,]+ \(estimated\)$/)
+          .waitFor({ timeout: WAIT_MS });
+        await expect(page.locator("main tbody tr").count()).resolves.toBe(100);
+
+        await page.getByLabel("Search").fill("needle");
+        await page.getByRole("button", { name: "Apply" }).click();
+        await count.getByText("1–100 of 130", { exact: true }).waitFor({ timeout: WAIT_MS });
+        await shot(page, "schedules-paged");
+        await page.getByRole("link", { name: "Next", exact: true }).click();
+        await count.getByText("101–130 of 130", { exact: true }).waitFor({ timeout: WAIT_MS });
+        // The second page holds the rows past the first, found on the server.
+        await page.getByText("Needle 10400", { exact: true }).waitFor({ timeout: WAIT_MS });
+        await expect(page.locator("main tbody tr").count()).resolves.toBe(30);
+        await expect(page.getByRole("link", { name: "Next", exact: true }).count()).resolves.toBe(
+          0,
+        );
+        await page.getByRole("link", { name: "Previous", exact: true }).click();
+        await count.getByText("1–100 of 130", { exact: true }).waitFor({ timeout: WAIT_MS });
+        await page.getByText("Needle 80", { exact: true }).waitFor({ timeout: WAIT_MS });
+        await page.close();
+      } finally {
+        await s.close();
+      }
+    },
+  );
+
+  it(
+    title(
       "DEL-12: a delivery the receiver answers 410 goes dead, is redriven from the dashboard, and is sent",
     ),
     async () => {

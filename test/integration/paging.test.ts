@@ -245,3 +245,45 @@ describe("deliveries pages", () => {
     ).toHaveLength(1);
   });
 });
+
+describe("list totals", () => {
+  it("API-3: total=true counts what the filters match exactly while that is cheap, else estimates, labelled", async () => {
+    t = await testPunctual();
+    const { punctual } = t;
+    await seedSchedules(punctual);
+    await punctual.scheduler.tick();
+    expect((await punctual.listSchedules({ limit: 2 })).total).toBeUndefined();
+    expect((await punctual.listSchedules({ limit: 2, total: "true" })).total).toEqual({
+      value: 12,
+      exact: true,
+    });
+    expect((await punctual.listSchedules({ q: "standup", total: true })).total).toEqual({
+      value: 4,
+      exact: true,
+    });
+    const { rows } = await punctual.db.query<{ n: number }>(
+      `select count(*)::int as n from punctual_deliveries where channel = 'test'`,
+    );
+    expect(
+      (await punctual.listDeliveries({ limit: 1, channel: "test", total: "true" })).total,
+    ).toEqual({ value: rows[0]!.n, exact: true });
+    // A cursor does not depend on asking for the total.
+    const { nextCursor } = await punctual.listSchedules({ limit: 2, total: "true" });
+    expect((await punctual.listSchedules({ limit: 2, cursor: nextCursor })).items).toHaveLength(2);
+    // Past 10,000 rows the count stops and the planner's estimate answers, marked inexact.
+    await punctual.db.query(
+      `insert into punctual_schedules (tenant, dtstart, recurring, title, plan_complete)
+       select 'default', '2027-01-04T09:00:00', false, 'filler ' || g, true
+       from generate_series(1, 10100) g`,
+    );
+    await punctual.db.query(`analyze punctual_schedules`);
+    const big = (await punctual.listSchedules({ limit: 1, total: "true" })).total!;
+    expect(big.exact).toBe(false);
+    expect(big.value).toBeGreaterThan(10_000);
+    // A selective filter still counts exactly.
+    expect((await punctual.listSchedules({ q: "standup", total: "true" })).total).toEqual({
+      value: 4,
+      exact: true,
+    });
+  });
+});

@@ -22,6 +22,7 @@ import * as deliveriesOperator from "../../src/store/deliveries/operator.js";
 import * as deliveriesPlanning from "../../src/store/deliveries/planning.js";
 import * as deliveriesRetention from "../../src/store/deliveries/retention.js";
 import * as durability from "../../src/store/durability.js";
+import * as imports from "../../src/store/imports.js";
 import * as kinds from "../../src/store/kinds.js";
 import * as observe from "../../src/store/observe.js";
 import * as operations from "../../src/store/operations.js";
@@ -48,6 +49,7 @@ const MODULES = {
   deliveriesPlanning,
   deliveriesRetention,
   durability,
+  imports,
   observe,
   kinds,
   operations,
@@ -106,6 +108,12 @@ const PARAMS: Record<string, readonly unknown[]> = {
   PASS_SQL: [null, "instance", 1.5],
   INSTANCE_STOPPED_SQL: [null, "instance"],
   LIST_INSTANCES_SQL: [null, 0],
+  INSERT_IMPORT_SQL: [null, "default", "cal", 1, 1, 0, 0, 0, 0, 0],
+  LIST_IMPORTS_SQL: ["default", null, null, null, null, 1],
+  LIST_IMPORTS_DESC_SQL: ["default", "cal", null, null, null, 1],
+  STATUS_INSTANCES_SQL: [null, 0, 1],
+  LIST_INSTANCE_PAGE_SQL: [null, null, null, null, 1],
+  LIST_INSTANCE_PAGE_DESC_SQL: ["running", "worker", null, null, 1],
   ACQUIRE_LEASE_SQL: [null, "task", "owner", 1_000],
   SCHEDULE_COUNTS_SQL: [],
   RETENTION_SQL: [null, 1_000, 1],
@@ -149,6 +157,10 @@ const PARAMS: Record<string, readonly unknown[]> = {
   CANCEL_SCHEDULE_SQL: [null, "default", ID, "user"],
   SET_SCHEDULE_STATE_SQL: [null, "default", ID, "active", "paused"],
   LIST_DELIVERIES_SQL: ["default", null, null, null, 1, null, null, null, null],
+  COUNT_SCHEDULES_SQL: ["default", null, null, null, 1],
+  ESTIMATE_SCHEDULES_SQL: ["default", "active", "src", "q"],
+  COUNT_DELIVERIES_SQL: ["default", ...nulls(6), 1],
+  ESTIMATE_DELIVERIES_SQL: ["default", ...nulls(6)],
   LIST_DELIVERIES_DESC_SQL: ["default", null, null, null, 1, null, null, null, null],
   DELIVERY_BY_ID_SQL: ["default", 1],
   ATTEMPTS_SQL: [1],
@@ -163,7 +175,8 @@ const PARAMS: Record<string, readonly unknown[]> = {
   // api-keys.ts
   INSERT_API_KEY_SQL: [null, "default", "name", ["read"], "hash", "pk_"],
   AUTHENTICATE_API_KEY_SQL: [null, "hash"],
-  LIST_API_KEYS_SQL: ["default", false],
+  LIST_API_KEYS_SQL: ["default", false, null, null, 1],
+  LIST_API_KEYS_DESC_SQL: ["default", false, null, null, 1],
   REVOKE_API_KEY_SQL: [null, ID, "default"],
   INSERT_SESSION_SQL: [null, "hash", null, "operator-hash", 60_000],
   RESOLVE_SESSION_SQL: [null, "hash", 60_000],

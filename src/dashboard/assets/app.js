@@ -472,39 +472,103 @@ function ruleText(s) {
   return `once at ${s.dtstartLocal ?? s.dtstart} ${s.tzid}`;
 }
 
+// --- server-side pages (API-3) -------------------------------------------------------
+
+/** Rows per list page. */
+const PAGE_SIZE = 100;
+/** The cursors of the pages before the current one, per list and filter set. */
+const pageTrails = new Map();
+
+/** "M" of "N of M": exact, or the server's estimate, labelled as one. */
+function totalText(total) {
+  if (!total) return "?";
+  const n = total.value.toLocaleString("en-US");
+  return total.exact ? n : `about ${n} (estimated)`;
+}
+
+/**
+ * One page of `path` with `query` (filters), the page's `cursor` from the hash; answers
+ * the reply and the pager (count line, Previous / Next links) to show with it.
+ */
+async function serverPage(hashBase, path, query, params) {
+  const filters = new URLSearchParams(query);
+  const key = `${path}?${filters}`;
+  const cursor = params.get("cursor") ?? "";
+  const trail = pageTrails.get(key) ?? [];
+  // Coming back to the first page, or to a page not reached through Next: start over.
+  if (!cursor) trail.length = 0;
+  else if (trail.length === 0) trail.push("");
+  pageTrails.set(key, trail);
+  const ask = new URLSearchParams(filters);
+  ask.set("limit", String(PAGE_SIZE));
+  ask.set("total", "true");
+  if (cursor) ask.set("cursor", cursor);
+  const reply = await api("GET", `${path}?${ask}`);
+  const link = (to) => {
+    const q = new URLSearchParams(params);
+    q.delete("cursor");
+    if (to) q.set("cursor", to);
+    return `${hashBase}?${q}`;
+  };
+  const start = trail.length * PAGE_SIZE;
+  const pager = h(
+    "p",
+    { class: "muted pager" },
+    h(
+      "span",
+      { id: "list-count" },
+      reply.items.length === 0
+        ? `0 of ${totalText(reply.total)}`
+        : `${(start + 1).toLocaleString("en-US")}–${(start + reply.items.length).toLocaleString("en-US")} of ${totalText(reply.total)}`,
+    ),
+    " ",
+    trail.length > 0
+      ? h(
+          "a",
+          {
+            href: link(trail[trail.length - 1]),
+            onclick: () => {
+              trail.pop();
+            },
+          },
+          "Previous",
+        )
+      : null,
+    " ",
+    reply.nextCursor
+      ? h(
+          "a",
+          {
+            href: link(reply.nextCursor),
+            onclick: () => {
+              trail.push(cursor);
+            },
+          },
+          "Next",
+        )
+      : null,
+  );
+  return { reply, pager };
+}
+
 async function renderSchedules(params) {
   const state = params.get("state") ?? "";
   const source = params.get("source") ?? "";
-  const q = (params.get("q") ?? "").toLowerCase();
-  const items = [];
-  let cursor = null;
-  // At most five pages of 200: enough for a dashboard; the CLI lists the rest.
-  for (let page = 0; page < 5; page++) {
-    const query = new URLSearchParams({ limit: "200" });
-    if (state) query.set("state", state);
-    // The source filter runs on the server, so it sees every schedule of that source.
-    if (source && source !== "(none)") query.set("source", source);
-    if (cursor) query.set("cursor", cursor);
-    const reply = await api("GET", `/v1/schedules?${query}`);
-    items.push(...reply.items);
-    cursor = reply.nextCursor;
-    if (!cursor) break;
-  }
-  const sources = [
-    ...new Set(
-      [...items.map((s) => s.source), source !== "(none)" ? source : null].filter(Boolean),
-    ),
-  ].sort();
-  const shown = items.filter(
-    (s) =>
-      (!source || (source === "(none)" ? s.source === null : s.source === source)) &&
-      (!q ||
-        [s.id, s.title, s.source, s.externalId, s.rrule, s.tzid, JSON.stringify(s.payload)]
-          .join(" ")
-          .toLowerCase()
-          .includes(q)),
-  );
-  const search = h("input", { type: "search", name: "q", value: params.get("q") ?? "" });
+  const q = params.get("q") ?? "";
+  const query = {};
+  if (state) query.state = state;
+  if (source) query.source = source;
+  // The search runs on the server: titles and external ids, any case.
+  if (q) query.q = q;
+  const { reply, pager } = await serverPage("#/schedules", "/v1/schedules", query, params);
+  const shown = reply.items;
+  const sources = [...new Set([...shown.map((s) => s.source), source].filter(Boolean))].sort();
+  const search = h("input", {
+    type: "search",
+    name: "q",
+    value: q,
+    placeholder: "title or external id",
+  });
   const form = h(
     "form",
     {
@@ -520,21 +584,15 @@ async function renderSchedules(params) {
     },
     field("Search", search),
     field("State", select("state", [["", "any"], ...SCHEDULE_STATES.map((s) => [s, s])], state)),
-    field(
-      "Source",
-      select("source", [["", "any"], ["(none)", "(none)"], ...sources.map((s) => [s, s])], source),
-    ),
+    field("Source", h("input", { name: "source", value: source, list: "sources", size: 14 })),
+    h("datalist", { id: "sources" }, ...sources.map((s) => h("option", { value: s }))),
     h("button", { type: "submit" }, "Apply"),
     h("a", { href: "#/schedules/new" }, "New schedule"),
   );
   show(
     h("h1", {}, "Schedules"),
     form,
-    h(
-      "p",
-      { class: "muted" },
-      `${shown.length} of ${items.length} shown${cursor ? " (first 1,000)" : ""}.`,
-    ),
+    pager,
     table(
       ["Schedule", "State", "Source", "Rule", "Zone", "Reminders"],
       shown.map((s) =>
@@ -989,30 +1047,16 @@ async function renderDeliveries(params) {
   const from = params.get("from") ?? "";
   const to = params.get("to") ?? "";
   const scheduleId = params.get("scheduleId") ?? "";
-  const items = [];
-  let after = null;
-  for (let page = 0; page < 5; page++) {
-    const query = new URLSearchParams({ limit: "1000" });
-    if (state) query.set("state", state);
-    if (scheduleId) query.set("scheduleId", scheduleId);
-    if (after !== null) query.set("after", String(after));
-    const reply = await api("GET", `/v1/deliveries?${query}`);
-    items.push(...reply.items);
-    after = reply.nextAfter;
-    if (after === null) break;
-  }
-  const fromMs = from ? Date.parse(from) : -Infinity;
-  const toMs = to ? Date.parse(to) : Infinity;
-  const shown = items
-    .filter(
-      (d) =>
-        (!channel || d.channel === channel) &&
-        Date.parse(d.dueAt) >= fromMs &&
-        Date.parse(d.dueAt) < toMs,
-    )
-    .reverse();
-  const channels = [...new Set(items.map((d) => d.channel))].sort();
-  if (channel && !channels.includes(channel)) channels.push(channel);
+  // Every filter runs on the server (API-3); newest first.
+  const query = { order: "desc" };
+  if (state) query.state = state;
+  if (channel) query.channel = channel;
+  if (scheduleId) query.scheduleId = scheduleId;
+  if (from) query.dueFrom = new Date(from).toISOString();
+  if (to) query.dueTo = new Date(to).toISOString();
+  const { reply, pager } = await serverPage("#/deliveries", "/v1/deliveries", query, params);
+  const shown = reply.items;
+  const channels = [...new Set([...shown.map((d) => d.channel), channel].filter(Boolean))].sort();
   const form = h(
     "form",
     {
@@ -1025,7 +1069,8 @@ async function renderDeliveries(params) {
       },
     },
     field("State", select("state", [["", "any"], ...DELIVERY_STATES.map((s) => [s, s])], state)),
-    field("Channel", select("channel", [["", "any"], ...channels.map((c) => [c, c])], channel)),
+    field("Channel", h("input", { name: "channel", value: channel, list: "channels", size: 10 })),
+    h("datalist", { id: "channels" }, ...channels.map((c) => h("option", { value: c }))),
     field(
       "Due from (your time)",
       h("input", { type: "datetime-local", name: "from", value: from }),
@@ -1034,16 +1079,7 @@ async function renderDeliveries(params) {
     field("Schedule id", h("input", { name: "scheduleId", value: scheduleId, size: 12 })),
     h("button", { type: "submit" }, "Apply"),
   );
-  show(
-    h("h1", {}, "Deliveries"),
-    form,
-    h(
-      "p",
-      { class: "muted" },
-      `${shown.length} shown, newest first${after !== null ? " (of the first 5,000)" : ""}.`,
-    ),
-    deliveryTable(shown.slice(0, 500)),
-  );
+  show(h("h1", {}, "Deliveries"), form, pager, deliveryTable(shown));
 }
 
 function settleButtons(d, reload) {

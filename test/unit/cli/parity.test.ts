@@ -65,6 +65,8 @@ const ROUTE_COMMANDS: Record<string, string> = {
   "POST /v1/preview": "preview",
   "POST /v1/imports": "import",
   "GET /v1/status": "status",
+  "GET /v1/instances": "instances",
+  "GET /v1/imports": "imports",
   "GET /healthz": "healthcheck",
   "GET /readyz": "healthcheck",
   "GET /metrics": "metrics",

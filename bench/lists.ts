@@ -1,0 +1,316 @@
+/**
+ * `npm run bench:lists`: list pages at scale (API-3) on PostgreSQL. Seeds schedules (one
+ * reminder each) and their deliveries with `INSERT … SELECT generate_series`, then times,
+ * through punctual's own list operations (`listSchedules`, `listDeliveries`: what
+ * `GET /v1/schedules` and `GET /v1/deliveries` run), the first page and the 1,000th page
+ * (its cursor built from the row before it, as a client walking there would hold it) of
+ * 100 rows, both orders, and filtered lists, and the first page with `total=true`.
+ * Prints medians and the indexes each page's plan uses (`EXPLAIN`). See bench/README.md.
+ *
+ *   npm run bench:lists                                   1M schedules, 10M deliveries
+ *   npm run bench:lists -- --schedules 200000 --deliveries 2000000
+ *   npm run bench:lists -- --quick                        20k / 200k, a smoke run
+ *
+ * PostgreSQL: DATABASE_URL (a database it may fill: it creates and drops
+ * `punctual_bench_lists` there), else a throwaway cluster from scripts/pg-cluster.mjs.
+ */
+import { cpus, loadavg, totalmem } from "node:os";
+import pg from "pg";
+import { createPunctual, type Channel } from "../src/index.js";
+import { encodeCursor, type CursorScope } from "../src/app/cursor.js";
+import {
+  LIST_DELIVERIES_DESC_SQL,
+  LIST_DELIVERIES_SQL,
+  LIST_SCHEDULES_DESC_SQL,
+  LIST_SCHEDULES_SQL,
+} from "../src/store/schedules.js";
+// @ts-expect-error -- a plain .mjs helper without types
+import { findPgBin, startCluster } from "../scripts/pg-cluster.mjs";
+
+const argv = process.argv.slice(2);
+const flag = (name: string): string | undefined => {
+  const i = argv.indexOf(`--${name}`);
+  return i >= 0 ? argv[i + 1] : argv.find((a) => a.startsWith(`--${name}=`))?.split("=")[1];
+};
+const quick = argv.includes("--quick");
+const SCHEDULES = Number(flag("schedules") ?? (quick ? 20_000 : 1_000_000));
+const DELIVERIES = Number(flag("deliveries") ?? (quick ? 200_000 : 10_000_000));
+const REPEAT = Number(flag("repeat") ?? 15);
+const LIMIT = 100;
+const PAGE = 1_000;
+
+let url = process.env.DATABASE_URL;
+let cluster: { url: string; stop(): void } | null = null;
+if (!url) {
+  if (!findPgBin()) {
+    console.error("PostgreSQL: no DATABASE_URL and no PostgreSQL server binaries; giving up");
+    process.exit(1);
+  }
+  cluster = (await startCluster({})) as { url: string; stop(): void };
+  url = cluster.url;
+}
+const admin = new pg.Client({ connectionString: url });
+await admin.connect();
+await admin.query("drop database if exists punctual_bench_lists");
+await admin.query("create database punctual_bench_lists");
+const dbUrl = new URL(url);
+dbUrl.pathname = "/punctual_bench_lists";
+
+const noop: Channel = {
+  name: "noop",
+  idempotent: true,
+  validateTarget() {},
+  async send() {
+    return {};
+  },
+};
+const p = await createPunctual({
+  databaseUrl: dbUrl.toString(),
+  logLevel: "silent",
+  channels: [noop],
+  migrate: true,
+});
+const db = new pg.Client({ connectionString: dbUrl.toString() });
+await db.connect();
+
+const ms = (t0: bigint) => Number(process.hrtime.bigint() - t0) / 1e6;
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
+};
+
+// --- seed --------------------------------------------------------------------------------
+
+const perSchedule = Math.max(1, Math.round(DELIVERIES / SCHEDULES));
+const t0 = process.hrtime.bigint();
+// One second apart; every tenth has source 'team'. Planned out (plan_complete), so no
+// scheduler would add to them.
+await db.query(
+  `insert into punctual_schedules (tenant, source, external_id, title, dtstart, recurring,
+                                   plan_complete, created_at)
+   select 'default', case when g % 10 = 0 then 'team' else 'ops' end, 'ext-' || g,
+          'Schedule ' || g, '2027-01-04T09:00:00', true, true,
+          '2026-01-01T00:00:00Z'::timestamptz + g * interval '1 second'
+   from generate_series(1, $1::int) g`,
+  [SCHEDULES],
+);
+await db.query(
+  `insert into punctual_reminders (schedule_id, key, offset_duration, channel)
+   select id, 'r', '-PT15M', case when created_at::text like '%0+00' then 'email' else 'log' end
+   from punctual_schedules`,
+);
+// Each schedule's deliveries: one per day; 2% dead, 8% pending, the rest sent.
+await db.query(
+  `insert into punctual_deliveries (delivery_key, schedule_id, reminder_key, occurrence_at,
+                                    due_at, run_at, state, channel, on_lost_lease, attempt,
+                                    sent_at, finished_at, reason)
+   select s.id::text || ':r:' || k, s.id, 'r', o, o - interval '15 minutes',
+          o - interval '15 minutes', st, 'log', 'retry', case when st = 'pending' then 0 else 1 end,
+          case when st = 'sent' then o end, case when st = 'dead' then o end,
+          case when st = 'dead' then 'SEND_FAILED' end
+   from punctual_schedules s, generate_series(1, $1::int) k,
+        lateral (select s.created_at + k * interval '1 day' as o,
+                        case when (hashtext(s.id::text) + k) % 50 = 0 then 'dead'
+                             when (hashtext(s.id::text) + k) % 50 between 1 and 4 then 'pending'
+                             else 'sent' end as st) x`,
+  [perSchedule],
+);
+await db.query("vacuum analyze punctual_schedules");
+await db.query("vacuum analyze punctual_reminders");
+await db.query("vacuum analyze punctual_deliveries");
+const seeded = ms(t0);
+const counts = (
+  await db.query<{ s: string; d: string; dead: string }>(
+    `select (select count(*) from punctual_schedules) s, (select count(*) from punctual_deliveries) d,
+            (select count(*) from punctual_deliveries where state = 'dead') dead`,
+  )
+).rows[0]!;
+
+// --- measure -----------------------------------------------------------------------------
+
+interface Case {
+  name: string;
+  list: "schedules" | "deliveries";
+  query: Record<string, string>;
+  /** Build the cursor of this page (0 = the first page). */
+  page: number;
+}
+
+/** The cursor that starts page `page` (0-based) of a list: the key of the row before it. */
+async function cursorOf(c: Case): Promise<string | undefined> {
+  if (c.page === 0) return undefined;
+  const offset = c.page * LIMIT - 1;
+  const order = c.query.order === "desc" ? "desc" : "asc";
+  if (c.list === "schedules") {
+    const where = c.query.source ? `where source = $2` : "";
+    const { rows } = await db.query<{ at: string; id: string }>(
+      `select to_char(created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') as at, id
+       from punctual_schedules ${where} order by created_at ${order}, id ${order} offset $1 limit 1`,
+      c.query.source ? [offset, c.query.source] : [offset],
+    );
+    if (!rows[0]) return "none";
+    const scope: CursorScope = { list: "schedules", order, source: c.query.source };
+    return encodeCursor([rows[0].at, rows[0].id], scope);
+  }
+  const where = c.query.state ? `where state = $2` : "";
+  const { rows } = await db.query<{ id: string }>(
+    `select id from punctual_deliveries ${where} order by id ${order} offset $1 limit 1`,
+    c.query.state ? [offset, c.query.state] : [offset],
+  );
+  if (!rows[0]) return "none";
+  const scope: CursorScope = { list: "deliveries", order, state: c.query.state };
+  return encodeCursor([Number(rows[0].id)], scope);
+}
+
+/** The indexes the page statement's plan reads, from `EXPLAIN` with the page's values. */
+async function indexesOf(c: Case, cursor: string | undefined): Promise<string> {
+  const key = cursor
+    ? (JSON.parse(Buffer.from(cursor, "base64url").toString("utf8")) as { k: unknown[] }).k
+    : null;
+  const desc = c.query.order === "desc";
+  const { rows } =
+    c.list === "schedules"
+      ? await db.query(
+          `explain (format json) ${desc ? LIST_SCHEDULES_DESC_SQL : LIST_SCHEDULES_SQL}`,
+          [
+            "default",
+            null,
+            key?.[0] ?? null,
+            key?.[1] ?? null,
+            LIMIT,
+            c.query.source ?? null,
+            c.query.q ?? null,
+            2048,
+            100,
+          ],
+        )
+      : await db.query(
+          `explain (format json) ${desc ? LIST_DELIVERIES_DESC_SQL : LIST_DELIVERIES_SQL}`,
+          ["default", null, c.query.state ?? null, key?.[0] ?? null, LIMIT, null, null, null, null],
+        );
+  const names = new Set<string>();
+  const walk = (node: Record<string, unknown>) => {
+    const type = String(node["Node Type"]);
+    if (node["Index Name"]) names.add(`${type} ${String(node["Index Name"])}`);
+    else if (type === "Seq Scan") names.add(`Seq Scan ${String(node["Relation Name"])}`);
+    for (const child of (node.Plans as Array<Record<string, unknown>> | undefined) ?? [])
+      walk(child);
+  };
+  walk(
+    (rows[0] as { "QUERY PLAN": Array<{ Plan: Record<string, unknown> }> })["QUERY PLAN"][0]!.Plan,
+  );
+  return [...names].join(", ");
+}
+
+const cases: Case[] = [];
+for (const order of ["asc", "desc"]) {
+  for (const page of [0, PAGE - 1]) {
+    cases.push({ name: `schedules ${order}`, list: "schedules", query: { order }, page });
+    cases.push({ name: `deliveries ${order}`, list: "deliveries", query: { order }, page });
+  }
+}
+for (const page of [0, PAGE - 1]) {
+  cases.push({ name: "schedules source=team", list: "schedules", query: { source: "team" }, page });
+  cases.push({
+    name: "deliveries state=dead (dead letters), desc",
+    list: "deliveries",
+    query: { state: "dead", order: "desc" },
+    page,
+  });
+}
+cases.push({
+  name: "schedules q=Schedule 1234 (search)",
+  list: "schedules",
+  query: { q: "Schedule 1234" },
+  page: 0,
+});
+
+const results: Array<{ name: string; page: string; median: number; p90: number; plan: string }> =
+  [];
+for (const c of cases) {
+  const cursor = await cursorOf(c);
+  if (cursor === "none") {
+    results.push({
+      name: c.name,
+      page: `${c.page + 1} (past the end)`,
+      median: NaN,
+      p90: NaN,
+      plan: "",
+    });
+    continue;
+  }
+  const query = { ...c.query, limit: LIMIT, ...(cursor ? { cursor } : {}) };
+  const run = () => (c.list === "schedules" ? p.listSchedules(query) : p.listDeliveries(query));
+  const first = await run();
+  if (first.items.length === 0) throw new Error(`${c.name}: an empty page`);
+  const times: number[] = [];
+  for (let i = 0; i < REPEAT; i++) {
+    const t = process.hrtime.bigint();
+    await run();
+    times.push(ms(t));
+  }
+  const sorted = [...times].sort((a, b) => a - b);
+  results.push({
+    name: c.name,
+    page: String(c.page + 1),
+    median: median(times),
+    p90: sorted[Math.floor(sorted.length * 0.9)]!,
+    plan: await indexesOf(c, cursor),
+  });
+}
+const totals: Array<{ name: string; median: number; total: string }> = [];
+for (const [name, list, query] of [
+  ["schedules, every one", "schedules", {}],
+  ["schedules source=team", "schedules", { source: "team" }],
+  ["schedules q=Schedule 1234", "schedules", { q: "Schedule 1234" }],
+  ["deliveries, every one", "deliveries", {}],
+  ["deliveries state=dead", "deliveries", { state: "dead" }],
+] as const) {
+  const q = { ...query, limit: LIMIT, total: "true" };
+  const run = () => (list === "schedules" ? p.listSchedules(q) : p.listDeliveries(q));
+  const reply = await run();
+  const times: number[] = [];
+  for (let i = 0; i < Math.min(REPEAT, 7); i++) {
+    const t = process.hrtime.bigint();
+    await run();
+    times.push(ms(t));
+  }
+  const total = reply.total!;
+  totals.push({
+    name,
+    median: median(times),
+    total: `${total.exact ? "" : "≈ "}${total.value.toLocaleString("en-US")}${total.exact ? " (exact)" : " (estimate)"}`,
+  });
+}
+
+// --- report ------------------------------------------------------------------------------
+
+const [l1, l5, l15] = loadavg().map((l) => l.toFixed(2));
+const version = (await db.query<{ v: string }>("select current_setting('server_version') v"))
+  .rows[0]!.v;
+console.log(`# List pages benchmark${quick ? " (--quick)" : ""}`);
+console.log(
+  `date ${new Date().toISOString()}; ${cpus()[0]?.model ?? "cpu?"}, ${cpus().length} cores, ` +
+    `${Math.round(totalmem() / 2 ** 30)} GiB; load average ${l1} ${l5} ${l15}; PostgreSQL ${version}`,
+);
+console.log(
+  `seeded ${Number(counts.s).toLocaleString("en-US")} schedules, ${Number(counts.d).toLocaleString("en-US")} deliveries ` +
+    `(${Number(counts.dead).toLocaleString("en-US")} dead) in ${(seeded / 1000).toFixed(0)} s; ` +
+    `pages of ${LIMIT}, ${REPEAT} runs each\n`,
+);
+console.log("| list | page | median ms | p90 ms | plan reads |");
+console.log("|---|---:|---:|---:|---|");
+for (const r of results) {
+  console.log(
+    `| ${r.name} | ${r.page} | ${Number.isNaN(r.median) ? "–" : r.median.toFixed(1)} | ${Number.isNaN(r.p90) ? "–" : r.p90.toFixed(1)} | ${r.plan} |`,
+  );
+}
+console.log("\n| first page with total=true | median ms | total |");
+console.log("|---|---:|---|");
+for (const r of totals) console.log(`| ${r.name} | ${r.median.toFixed(1)} | ${r.total} |`);
+
+await db.end();
+await p.close(0);
+await admin.query("drop database if exists punctual_bench_lists");
+await admin.end();
+cluster?.stop();

@@ -1,0 +1,72 @@
+/**
+ * The record of written calendar imports (API-5), listed by `GET /v1/imports` in keyset
+ * pages (API-3). `./import.ts` writes one row per import it finishes.
+ */
+import { listImportsQuerySchema, type ImportRunView } from "../contracts/index.js";
+import { ValidationError } from "../errors/index.js";
+import { listImportRows, type ImportRow } from "../store/imports.js";
+import { DEFAULT_TENANT, type AppContext, type CallContext } from "./context.js";
+import { cursorPart, decodeCursor, encodeCursor, type CursorScope } from "./cursor.js";
+import { parseInput } from "./input.js";
+
+function toImportRunView(r: ImportRow): ImportRunView {
+  return {
+    id: Number(r.id),
+    source: r.source,
+    importedAt: r.imported_at.toISOString(),
+    events: r.events,
+    created: r.created,
+    updated: r.updated,
+    unchanged: r.unchanged,
+    cancelled: r.cancelled,
+    skipped: r.skipped,
+    warnings: r.warnings,
+  };
+}
+
+/**
+ * Lists the caller's written imports (API-5, API-3) by id: `order` `asc` (oldest first,
+ * the default) or `desc`, filtered by `source` and the time written in [`importedFrom`,
+ * `importedTo`), one keyset page of `limit` rows. `nextCursor` (null on the last page)
+ * continues the same order and filters. Dry runs and imports refused as a whole are not
+ * listed.
+ * @throws ValidationError a bad query field, or a `cursor` of another order or filter set.
+ */
+export async function listImports(
+  app: AppContext,
+  query: unknown = {},
+  ctx: CallContext = {},
+): Promise<{ items: ImportRunView[]; nextCursor: string | null }> {
+  const q = parseInput(listImportsQuerySchema, query);
+  if (q.importedFrom && q.importedTo && Date.parse(q.importedFrom) > Date.parse(q.importedTo)) {
+    throw new ValidationError({
+      field: "importedTo",
+      message: "must not be before importedFrom",
+      value: q.importedTo,
+    });
+  }
+  const iso = (v: string | undefined) => (v === undefined ? undefined : new Date(v).toISOString());
+  const scope: CursorScope = {
+    list: "imports",
+    order: q.order,
+    source: q.source,
+    importedFrom: iso(q.importedFrom),
+    importedTo: iso(q.importedTo),
+  };
+  const afterId =
+    q.cursor === undefined ? null : (decodeCursor(q.cursor, scope, [cursorPart.id])[0] as number);
+  const rows = await listImportRows(app.db, {
+    tenant: ctx.tenant ?? DEFAULT_TENANT,
+    source: q.source ?? null,
+    importedFrom: q.importedFrom ?? null,
+    importedTo: q.importedTo ?? null,
+    afterId,
+    limit: q.limit,
+    order: q.order,
+  });
+  const last = rows.length === q.limit ? rows[rows.length - 1] : undefined;
+  return {
+    items: rows.map(toImportRunView),
+    nextCursor: last ? encodeCursor([Number(last.id)], scope) : null,
+  };
+}
