@@ -142,6 +142,16 @@ function databaseOptions(cmd: Command, withMigrate: boolean): Command {
 }
 
 /** Flags of commands that talk to the running server. */
+/** `--cursor`'s help, the same on every paged list (API-3). */
+const CURSOR_HELP = "next page, from the previous page's output";
+/** `--all`'s help, the same on every paged list (API-3). */
+const ALL_HELP = "every page, following the cursor to the end (with --json: JSON Lines)";
+
+/** `--order asc|desc` of a paged list, with `help` saying which is the default (API-3). */
+function orderOption(help: string): Option {
+  return new Option("--order <order>", help).choices(["asc", "desc"]);
+}
+
 function remoteOptions(cmd: Command): Command {
   return cmd
     .addOption(
@@ -364,15 +374,10 @@ export function buildProgram(io: Io): Command {
         ]),
       )
       .option("--role <role>", "only this role (start, worker)")
-      .addOption(
-        new Option("--order <order>", "asc (oldest start first, the default) or desc").choices([
-          "asc",
-          "desc",
-        ]),
-      )
+      .addOption(orderOption("asc (oldest start first, the default) or desc"))
       .option("--limit <n>", "page size (1–1000)", integer(1, 1_000), 100)
-      .option("--cursor <cursor>", "next page, from the previous page's output")
-      .option("--all", "every page, following the cursor to the end (with --json: JSON Lines)"),
+      .option("--cursor <cursor>", CURSOR_HELP)
+      .option("--all", ALL_HELP),
   )
     .addHelpText(
       "after",
@@ -389,15 +394,10 @@ export function buildProgram(io: Io): Command {
       .option("--source <name>", "only this calendar's")
       .option("--from <instant>", "only those written at or after this ISO 8601 instant")
       .option("--to <instant>", "only those written before this ISO 8601 instant")
-      .addOption(
-        new Option("--order <order>", "asc (oldest first, the default) or desc").choices([
-          "asc",
-          "desc",
-        ]),
-      )
+      .addOption(orderOption("asc (oldest first, the default) or desc"))
       .option("--limit <n>", "page size (1–1000)", integer(1, 1_000), 100)
-      .option("--cursor <cursor>", "next page, from the previous page's output")
-      .option("--all", "every page, following the cursor to the end (with --json: JSON Lines)"),
+      .option("--cursor <cursor>", CURSOR_HELP)
+      .option("--all", ALL_HELP),
   )
     .addHelpText(
       "after",
@@ -649,15 +649,10 @@ export function buildProgram(io: Io): Command {
         "only this source's (an import's calendar name, an upsert's system)",
       )
       .option("--search <text>", "only titles or external ids containing this (any case)")
-      .addOption(
-        new Option("--order <order>", "asc (oldest first, the default) or desc").choices([
-          "asc",
-          "desc",
-        ]),
-      )
+      .addOption(orderOption("asc (oldest first, the default) or desc"))
       .option("--limit <n>", "page size (1–1000)", integer(1, 1_000), 100)
-      .option("--cursor <cursor>", "next page, from the previous page's output")
-      .option("--all", "every page, following the cursor to the end (with --json: JSON Lines)"),
+      .option("--cursor <cursor>", CURSOR_HELP)
+      .option("--all", ALL_HELP),
   )
     .addHelpText(
       "after",
@@ -721,8 +716,8 @@ export function buildProgram(io: Io): Command {
         ).choices(["asc", "desc", "oldest", "newest"]),
       )
       .option("--limit <n>", "page size (1–1000)", integer(1, 1_000), 100)
-      .option("--cursor <cursor>", "next page, from the previous page's output")
-      .option("--all", "every page, following the cursor to the end (with --json: JSON Lines)")
+      .option("--cursor <cursor>", CURSOR_HELP)
+      .option("--all", ALL_HELP)
       .option(
         "--after <id>",
         "older form of --cursor: the deliveries past this id in the listing order",
@@ -843,15 +838,10 @@ export function buildProgram(io: Io): Command {
       .description("List keys (never the keys themselves): a tenant key sees its own tenant's.")
       .option("--tenant <name>", "only this tenant's keys (operator's key)")
       .option("--revoked", "include revoked keys", false)
-      .addOption(
-        new Option("--order <order>", "asc (oldest first, the default) or desc").choices([
-          "asc",
-          "desc",
-        ]),
-      )
+      .addOption(orderOption("asc (oldest first, the default) or desc"))
       .option("--limit <n>", "page size (1–1000)", integer(1, 1_000), 100)
-      .option("--cursor <cursor>", "next page, from the previous page's output")
-      .option("--all", "every page, following the cursor to the end (with --json: JSON Lines)"),
+      .option("--cursor <cursor>", CURSOR_HELP)
+      .option("--all", ALL_HELP),
   )
     .addHelpText(
       "after",
