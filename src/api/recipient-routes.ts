@@ -209,7 +209,9 @@ function mediaTypeOf(header: string | undefined): string {
 
 /** Binds the recipient routes to `app`. Authentication and scopes are checked before. */
 export function registerRecipientRoutes(app: OpenAPIHono, punctual: Punctual): void {
-  app.openAPIRegistry.register("RecipientRow", recipientRowSchema);
+  // A new object schema made here, after @hono/zod-openapi has extended zod: a schema
+  // made before that (the contract's, depending on import order) has no `.openapi`.
+  app.openAPIRegistry.register("RecipientRow", z.object(recipientRowSchema.shape));
 
   app.openapi(putRecipientRoute, async (c) => {
     // The raw body: the service validates it whole (and fills the defaults).
