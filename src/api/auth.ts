@@ -9,10 +9,10 @@
  *   schedule, delivery and import route, `admin` also that tenant's keys. Another
  *   tenant's objects answer 404, as if they did not exist.
  * - A tenant's settings (`/v1/rate-limits`, `/v1/reminder-kinds`) are read with `read`
- *   and written with `admin`.
+ *   and written with `admin`; its circuits (`/v1/circuits`, one per tenant and target
+ *   host, CH-7) are read with `read`.
  * - Root only, whatever the scopes: `/metrics`, `/v1/status` and `/v1/instances` (every
- *   process of the cluster), `/v1/webhook-secret` (one secret signs every tenant's webhooks) and
- *   `/v1/circuits` (one per target host, across tenants).
+ *   process of the cluster) and `/v1/webhook-secret` (one secret signs every tenant's webhooks).
  * An unknown or revoked tenant key (`pk_…`) is 401, also on a server without
  * `PUNCTUAL_API_KEY`; there, any other token is ignored (no key is needed).
  */
@@ -45,17 +45,10 @@ const ALL_SCOPES: ReadonlySet<ApiKeyScope> = new Set(["read", "write", "admin"])
 const callers = new WeakMap<Request, Caller>();
 
 /**
- * Paths only the root caller may use, any method: metrics, the cluster's processes, the
- * signing secret, and the circuits (one per target host, shared by every tenant: they
- * would show which hosts other tenants send to).
+ * Paths only the root caller may use, any method: metrics, the cluster's processes (with
+ * every tenant's circuits) and the signing secret.
  */
-const ROOT_PATHS = [
-  /^\/metrics$/,
-  /^\/v1\/status$/,
-  /^\/v1\/instances$/,
-  /^\/v1\/webhook-secret$/,
-  /^\/v1\/circuits$/,
-];
+const ROOT_PATHS = [/^\/metrics$/, /^\/v1\/status$/, /^\/v1\/instances$/, /^\/v1\/webhook-secret$/];
 /** A tenant's settings (its rate limits and reminder kinds): read with `read`, written with `admin`. */
 const SETTINGS_PATHS = [/^\/v1\/rate-limits(\/|$)/, /^\/v1\/reminder-kinds(\/|$)/];
 /** Paths that need `admin` (a tenant's keys). */

@@ -80,7 +80,8 @@ export const listCircuitsRoute = createRoute({
   method: "get",
   path: "/v1/circuits",
   tags: ["operations"],
-  summary: "Circuits of target hosts that are open, half-open or counting failures (CH-7)",
+  summary:
+    "The caller's tenant's circuits of target hosts that are open, half-open or counting failures (CH-7)",
   security: secured,
   responses: {
     200: json(z.object({ items: z.array(circuitViewSchema) }), "The circuits"),
@@ -104,6 +105,6 @@ export function registerRateLimitRoutes(app: OpenAPIHono, punctual: Punctual): v
     return c.body(null, 204);
   });
   app.openapi(listCircuitsRoute, async (c) =>
-    c.json({ items: await punctual.listCircuits() }, 200),
+    c.json({ items: await punctual.listCircuits(tenantOf(c)) }, 200),
   );
 }

@@ -24,6 +24,7 @@ export const rateLimitViewSchema = z
 /** A circuit as returned by the API. */
 export const circuitViewSchema = z
   .object({
+    tenant: z.string().describe("The tenant whose deliveries the circuit counts"),
     host: z.string(),
     state: z.enum(["closed", "open", "half_open"]),
     failures: z.number().int().describe("Transient failures in a row"),

@@ -102,7 +102,7 @@ export async function readStatus(punctual: Punctual): Promise<StatusView> {
     }),
     countDeliveries(punctual.db, { now, overdueMs: OVERDUE_MS }),
     countSchedulesByState(punctual.db),
-    punctual.listCircuits(),
+    punctual.listCircuits({}, { everyTenant: true }),
     readSettingsVersion(punctual.db),
   ]);
   // Ages on the database clock as this process estimates it (OPS-9).

@@ -1,14 +1,16 @@
 /**
  * CH-7: the circuits of target hosts, for `punctual status` and `GET /v1/circuits`.
- * Circuits are per host and shared by every tenant (a host that fails fails for all).
+ * Circuits are per tenant and host: one tenant's failures to a host hold back that
+ * tenant's deliveries only, and a tenant sees its own circuits only.
  */
 import type { CircuitView } from "../contracts/rate-limits.js";
 import { listCircuitRows, type CircuitRow } from "../store/circuits.js";
-import type { AppContext } from "./context.js";
+import { DEFAULT_TENANT, type AppContext, type CallContext } from "./context.js";
 
 /** The API view of a circuit. */
 export function toCircuitView(row: CircuitRow): CircuitView {
   return {
+    tenant: row.tenant,
     host: row.host,
     state: row.state,
     failures: Number(row.failures),
@@ -19,7 +21,15 @@ export function toCircuitView(row: CircuitRow): CircuitView {
   };
 }
 
-/** Circuits that are open, half-open, or count failures, by host. */
-export async function listCircuits(app: AppContext): Promise<CircuitView[]> {
-  return (await listCircuitRows(app.db)).map(toCircuitView);
+/**
+ * The caller's tenant's circuits that are open, half-open, or count failures, by host;
+ * every tenant's with `everyTenant` (the cluster status, the operator's).
+ */
+export async function listCircuits(
+  app: AppContext,
+  ctx: CallContext = {},
+  options: { everyTenant?: boolean } = {},
+): Promise<CircuitView[]> {
+  const tenant = options.everyTenant ? null : (ctx.tenant ?? DEFAULT_TENANT);
+  return (await listCircuitRows(app.db, tenant)).map(toCircuitView);
 }

@@ -180,7 +180,7 @@ async function writeImport(
     };
     summary.schedules.push(result);
     try {
-      const { value } = punctual.validateSchedule(withExpiry(event));
+      const { value } = punctual.validateSchedule(withExpiry(event), { tenant });
       const hash = definitionHash(value, punctual.config.scheduler.maxAttempts);
       const current = existing.get(externalId);
       if (!current) {

@@ -57,7 +57,12 @@ function kindSample(app: AppContext, kind: ReminderKind): ChannelDelivery {
   };
 }
 
-function kindIssues(app: AppContext, kind: ReminderKind, at: string): FieldIssue[] {
+function kindIssues(
+  app: AppContext,
+  kind: ReminderKind,
+  at: string,
+  tenant: string = DEFAULT_TENANT,
+): FieldIssue[] {
   const field = (name: string) => (at ? `${at}.${name}` : name);
   const issues: FieldIssue[] = [];
   try {
@@ -77,7 +82,7 @@ function kindIssues(app: AppContext, kind: ReminderKind, at: string): FieldIssue
   }
   if (kind.target !== undefined) {
     try {
-      app.channels.get(kind.channel).validateTarget(kind.target);
+      app.channels.get(kind.channel).validateTarget(kind.target, { tenant });
     } catch (err) {
       const prefix = field("target");
       issues.push(
@@ -218,7 +223,7 @@ export async function putReminderKind(
   if (!parsed.success) issues.push(...issuesFromZod(parsed.error, "", body));
   if (issues.length > 0 || !parsed.success) throw new ValidationError(issues);
   const kind: ReminderKind = { ...parsed.data, key };
-  const more = kindIssues(app, kind, "");
+  const more = kindIssues(app, kind, "", ctx.tenant ?? DEFAULT_TENANT);
   if (more.length > 0) throw new ValidationError(more);
   if (kind.template) await sampleRender(kind.template, "template", kindSample(app, kind));
   const { kind: view, changed } = await write(app, kind, ctx.tenant ?? DEFAULT_TENANT);

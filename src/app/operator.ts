@@ -484,7 +484,7 @@ export async function upsertScheduleByExternalId(
 ): Promise<UpsertResult> {
   const tenant = ctx.tenant ?? DEFAULT_TENANT;
   const body = parseInput(upsertScheduleSchema, input);
-  const { value, warnings } = validateSchedule(app, { ...body, source, externalId });
+  const { value, warnings } = validateSchedule(app, { ...body, source, externalId }, { tenant });
   const hash = definitionHash(value, app.config.scheduler.maxAttempts);
   for (let attempt = 0; attempt < UPSERT_TRIES; attempt++) {
     const made = await app.db.transaction(async (tx) => {

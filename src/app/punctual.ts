@@ -286,14 +286,19 @@ export class Punctual {
 
   /**
    * Validates a create request strictly (REC-3 strict posture, DEL-11 channels, CH-1
-   * targets). Returns the parsed input and warnings.
+   * targets, for the tenant of `ctx`). Returns the parsed input and warnings.
    * @throws ValidationError naming every bad field.
    */
-  validateSchedule(input: unknown): {
+  validateSchedule(
+    input: unknown,
+    ctx: CallContext = {},
+  ): {
     value: z.output<typeof createScheduleSchema>;
     warnings: string[];
   } {
-    return schedules.validateSchedule(this.#app, input);
+    return schedules.validateSchedule(this.#app, input, {
+      ...(ctx.tenant !== undefined ? { tenant: ctx.tenant } : {}),
+    });
   }
 
   /**
@@ -566,9 +571,15 @@ export class Punctual {
     return recipients.bulkUpsertRecipients(this.#app, body, ctx);
   }
 
-  /** CH-7: the circuits of target hosts that failed lately (closed ones with no failures left out). */
-  listCircuits(): Promise<CircuitView[]> {
-    return circuits.listCircuits(this.#app);
+  /**
+   * CH-7: the caller's tenant's circuits of target hosts that failed lately (closed ones
+   * with no failures left out); every tenant's with `everyTenant`.
+   */
+  listCircuits(
+    ctx: CallContext = {},
+    options: { everyTenant?: boolean } = {},
+  ): Promise<CircuitView[]> {
+    return circuits.listCircuits(this.#app, ctx, options);
   }
 
   /** OPS-4: liveness and readiness (database reachable, schema current, last pass fresh). */

@@ -176,7 +176,7 @@ export function remindersOf(
 export function validateSchedule(
   app: AppContext,
   input: unknown,
-  options: { warnPastDue?: boolean } = {},
+  options: { warnPastDue?: boolean; tenant?: string } = {},
 ): {
   value: z.output<typeof createScheduleSchema>;
   warnings: string[];
@@ -274,7 +274,9 @@ export function validateSchedule(
       return;
     }
     try {
-      app.channels.get(reminder.channel).validateTarget(reminder.target);
+      app.channels
+        .get(reminder.channel)
+        .validateTarget(reminder.target, { tenant: options.tenant ?? DEFAULT_TENANT });
     } catch (err) {
       issues.push(
         ...prefixIssues(err, at).map((x) => ({
@@ -393,14 +395,14 @@ async function validateWithKinds(
 ): Promise<ReturnType<typeof validateSchedule>> {
   const resolved = await resolveReminderKinds(app, input, tenant, db);
   if (resolved.issues.length === 0) {
-    const checked = validateSchedule(app, resolved.input, options);
+    const checked = validateSchedule(app, resolved.input, { ...options, tenant });
     await sampleRenders(app, checked.value, checked.first);
     return checked;
   }
   const refused = resolved.issues.map((i) => i.field.replace(/\.kind$/, "."));
   let rest: FieldIssue[] = [];
   try {
-    validateSchedule(app, resolved.input);
+    validateSchedule(app, resolved.input, { tenant });
   } catch (err) {
     if (!(err instanceof ValidationError)) throw err;
     rest = err.issues.filter((i) => !refused.some((p) => i.field.startsWith(p)));
@@ -555,7 +557,7 @@ export async function updateSchedule(
     // A patch that changes nothing (every field sent as stored) writes nothing: the
     // version, and so the ETag, stay. The stored definition is read the same way as the
     // patched one; when it cannot be read back exactly, the edit is written.
-    if (locked.state !== "cancelled" && sameDefinition(app, stored, value)) {
+    if (locked.state !== "cancelled" && sameDefinition(app, stored, value, tenant)) {
       return {
         schedule: toScheduleView(locked, storedReminders),
         realigned: { deleted: 0, moved: 0, created: 0 },
@@ -605,6 +607,7 @@ function sameDefinition(
   app: AppContext,
   stored: unknown,
   value: z.output<typeof createScheduleSchema>,
+  tenant: string,
 ): boolean {
   // Defaults a reminder's row always holds, so leaving one out equals sending its value.
   const filled = (v: z.output<typeof createScheduleSchema>) =>
@@ -622,7 +625,7 @@ function sameDefinition(
       ),
     );
   try {
-    return filled(validateSchedule(app, stored).value) === filled(value);
+    return filled(validateSchedule(app, stored, { tenant }).value) === filled(value);
   } catch {
     return false;
   }

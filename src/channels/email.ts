@@ -29,7 +29,10 @@
  * needs `?requireTLS=true` (STARTTLS or no AUTH), or `?insecure=true` to accept clear text.
  *
  * The sender (`from`) must be an allowed one (`PUNCTUAL_SMTP_ALLOWED_FROM`, default the
- * address of `PUNCTUAL_SMTP_FROM` only), checked at create and again before each send.
+ * address of `PUNCTUAL_SMTP_FROM` only), checked at create and again before each send. An
+ * entry `tenant:pattern` allows the pattern to that tenant only, so one tenant cannot send
+ * as another's addresses through the operator's SMTP account; a bare pattern allows it to
+ * every tenant.
  */
 import { Readable } from "node:stream";
 import type { ConnectionOptions } from "node:tls";
@@ -46,7 +49,7 @@ import {
   type ReminderTemplate,
   type RenderedMessage,
 } from "./template.js";
-import type { Channel, ChannelDelivery, SendContext, SendResult } from "./types.js";
+import type { Channel, ChannelDelivery, SendContext, SendResult, TargetContext } from "./types.js";
 
 /** An e-mail reminder's target. Addresses are `a@example.com` or `Name <a@example.com>`. */
 export interface EmailTarget {
@@ -89,8 +92,9 @@ export interface EmailChannelOptions {
   from?: string;
   /**
    * Senders a target's `from` may name (`PUNCTUAL_SMTP_ALLOWED_FROM`): addresses
-   * (`a@example.com`), `*@example.com` (any address of that domain) or `*` (any). The
-   * address of `from` is always allowed. Default none beyond it.
+   * (`a@example.com`), `*@example.com` (any address of that domain) or `*` (any), each
+   * for every tenant, or for one tenant when written `tenant:pattern`
+   * (`acme:*@acme.example`). The address of `from` is always allowed. Default none beyond it.
    */
   allowedFrom?: readonly string[];
   /** Domain of Message-IDs (`PUNCTUAL_SMTP_DOMAIN`); default the sender's domain. */
@@ -257,26 +261,56 @@ function scrubError(err: unknown, redact: (text: string) => string, depth = 0): 
   return err;
 }
 
-/** One pattern of `PUNCTUAL_SMTP_ALLOWED_FROM`: `*`, `*@domain` or an address. */
-function allowedPatternValid(pattern: string): boolean {
+/** A tenant name (as API keys carry it): 1–64 letters, digits, `.`, `_` or `-`. */
+const TENANT = /^[A-Za-z0-9._-]{1,64}$/;
+
+/**
+ * One entry of `PUNCTUAL_SMTP_ALLOWED_FROM` read: `tenant:pattern` (that tenant only) or
+ * `pattern` (every tenant, `tenant` null); the pattern lower-cased. An address has no `:`
+ * and a tenant name none either, so the first `:` separates them.
+ */
+export function parseAllowedSender(entry: string): { tenant: string | null; pattern: string } {
+  const text = entry.trim();
+  const colon = text.indexOf(":");
+  if (colon < 0) return { tenant: null, pattern: text.toLowerCase() };
+  return {
+    tenant: text.slice(0, colon),
+    pattern: text
+      .slice(colon + 1)
+      .trim()
+      .toLowerCase(),
+  };
+}
+
+/** One entry of `PUNCTUAL_SMTP_ALLOWED_FROM`: `[tenant:]` and `*`, `*@domain` or an address. */
+function allowedPatternValid(entry: string): boolean {
+  const { tenant, pattern } = parseAllowedSender(entry);
+  if (tenant !== null && !TENANT.test(tenant)) return false;
   if (pattern === "*") return true;
   if (pattern.startsWith("*@")) return DOMAIN.test(pattern.slice(2));
   return ADDRESS.test(pattern);
 }
 
 /**
- * Whether the sender `address` (the bare address, no display name) is allowed: it is the
- * default sender's address, or matches a pattern of `allowed` (case-insensitive).
+ * Whether the sender `address` (the bare address, no display name) is allowed for
+ * `tenant`: it is the default sender's address, or matches a pattern of `allowedFrom`
+ * (case-insensitive) given for every tenant or for this tenant (`tenant:pattern`). Without
+ * a tenant only the patterns for every tenant count.
  */
 export function senderAllowed(
   address: string,
-  defaults: { from?: string | undefined; allowedFrom?: readonly string[] | undefined },
+  defaults: {
+    from?: string | undefined;
+    allowedFrom?: readonly string[] | undefined;
+    tenant?: string | undefined;
+  },
 ): boolean {
   const a = address.toLowerCase();
   const own = defaults.from !== undefined ? mailbox(defaults.from) : null;
   if (own && own.address.toLowerCase() === a) return true;
   for (const raw of defaults.allowedFrom ?? []) {
-    const p = raw.trim().toLowerCase();
+    const { tenant, pattern: p } = parseAllowedSender(raw);
+    if (tenant !== null && tenant !== defaults.tenant) continue;
     if (p === "*") return true;
     if (p.startsWith("*@")) {
       if (a.slice(a.lastIndexOf("@") + 1) === p.slice(2)) return true;
@@ -314,6 +348,8 @@ export function emailTargetIssues(
     from?: string | undefined;
     maxRecipients: number;
     allowedFrom?: readonly string[] | undefined;
+    /** The schedule's tenant: its own allowed senders count too (`tenant:pattern`). */
+    tenant?: string | undefined;
   },
 ): FieldIssue[] {
   if (typeof target !== "object" || target === null || Array.isArray(target)) {
@@ -372,7 +408,7 @@ export function emailTargetIssues(
         message:
           "sender not allowed on this server: use the default sender" +
           (defaults.from ? ` (${defaults.from})` : "") +
-          " or one the operator allows in PUNCTUAL_SMTP_ALLOWED_FROM",
+          " or one the operator allows this tenant in PUNCTUAL_SMTP_ALLOWED_FROM",
         value,
       });
     }
@@ -478,7 +514,7 @@ export function createEmailChannel(options: EmailChannelOptions): EmailChannel {
   for (const pattern of allowedFrom) {
     if (!allowedPatternValid(pattern.trim())) {
       throw new ConfigError(
-        `PUNCTUAL_SMTP_ALLOWED_FROM has an entry that is neither an address, *@domain nor * (got ${JSON.stringify(pattern)})`,
+        `PUNCTUAL_SMTP_ALLOWED_FROM has an entry that is not [tenant:] followed by an address, *@domain or * (got ${JSON.stringify(pattern)})`,
       );
     }
   }
@@ -564,6 +600,7 @@ export function createEmailChannel(options: EmailChannelOptions): EmailChannel {
       from: options.from,
       maxRecipients,
       allowedFrom,
+      tenant: delivery.tenant,
     });
     if (issues.length > 0) {
       throw new PermanentError(
@@ -673,8 +710,13 @@ export function createEmailChannel(options: EmailChannelOptions): EmailChannel {
     name: "email",
     idempotent: false,
     server: shown,
-    validateTarget(target: unknown): void {
-      const issues = emailTargetIssues(target, { from: options.from, maxRecipients, allowedFrom });
+    validateTarget(target: unknown, context: TargetContext = {}): void {
+      const issues = emailTargetIssues(target, {
+        from: options.from,
+        maxRecipients,
+        allowedFrom,
+        tenant: context.tenant,
+      });
       if (issues.length > 0) throw new ValidationError(issues);
     },
     send,

@@ -41,6 +41,12 @@ export interface ChannelDelivery {
   /** The reminder's channel name. */
   channel?: string;
   /**
+   * The schedule's tenant (API-2), set by the scheduler: a channel with per-tenant rules
+   * (e-mail's allowed senders) checks them again at send. Absent when a channel is called
+   * directly: then only the rules for every tenant apply.
+   */
+  tenant?: string;
+  /**
    * OPS-15: the W3C traceparent of this send's span, when an OpenTelemetry SDK records it
    * (absent otherwise). The webhook channel sends it as the `traceparent` header, e-mail
    * as `X-Trace-Id` (the trace id alone), so a receiver's own spans join the trace.
@@ -75,6 +81,12 @@ export interface SendResult {
   status?: number | null;
 }
 
+/** Who a target is checked for (API-2): rules of the operator that differ per tenant. */
+export interface TargetContext {
+  /** The schedule's tenant; absent: only the rules for every tenant apply. */
+  tenant?: string;
+}
+
 /** A delivery channel (CH-*). */
 export interface Channel {
   /** Name used in reminders: `webhook`, `log`, … */
@@ -91,10 +103,11 @@ export interface Channel {
    */
   readonly timeoutMs?: number;
   /**
-   * Checks a reminder's target when a schedule is created or edited.
+   * Checks a reminder's target when a schedule is created or edited, for the schedule's
+   * tenant (`context.tenant`: e-mail's allowed senders differ per tenant).
    * @throws ValidationError naming `target.<field>`.
    */
-  validateTarget(target: unknown): void;
+  validateTarget(target: unknown, context?: TargetContext): void;
   /** Sends one delivery. Must honour `ctx.signal`. */
   send(delivery: ChannelDelivery, ctx: SendContext): Promise<SendResult>;
 }

@@ -1,6 +1,6 @@
 /**
  * `punctual circuits` (CH-7) and `punctual metrics` (OPS-13), through the running server:
- * the per-host circuits of `GET /v1/circuits`, and the Prometheus text of `GET /metrics`
+ * the caller's tenant's circuits of `GET /v1/circuits` (one per tenant and target host), and the Prometheus text of `GET /metrics`
  * (as it is, or with `--json` as `[{ name, labels, value }]` samples for scripts).
  */
 import type { Command } from "commander";
@@ -10,7 +10,7 @@ import type { CommandKit } from "./rate-limits.js";
 import { clientFor, type RemoteFlags } from "./remote.js";
 import type { Io } from "./run.js";
 
-/** `circuits`: every host's circuit, as the API lists them. */
+/** `circuits`: the caller's tenant's circuit of each troubled host, as the API lists them. */
 export async function circuitsList(flags: RemoteFlags, io: Io): Promise<void> {
   const page = await clientFor(flags).get<{ items: CircuitView[] }>("/v1/circuits");
   if (flags.json) return io.out(jsonText(page));
@@ -74,7 +74,7 @@ export function addInspectCommands(program: Command, kit: CommandKit): void {
     program
       .command("circuits")
       .description(
-        "Per-host circuits of webhook and chat targets: open, half-open, or counting failures.",
+        "This tenant's circuits of webhook and chat target hosts: open, half-open, or counting failures.",
       ),
   )
     .addHelpText("after", example(["punctual circuits", "punctual circuits --json"]))

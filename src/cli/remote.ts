@@ -629,6 +629,7 @@ export async function status(flags: RemoteFlags, io: Io): Promise<void> {
       table(
         circuits,
         [
+          { header: "TENANT", cell: (c) => c.tenant },
           { header: "HOST", cell: (c) => c.host },
           { header: "STATE", cell: (c) => c.state },
           { header: "FAILURES", cell: (c) => c.failures },

@@ -75,7 +75,7 @@ export const ENV_VARS: ReadonlyArray<{ name: string; path: string; kind: Kind; h
     name: "PUNCTUAL_SMTP_ALLOWED_FROM",
     path: "email.allowedFrom",
     kind: "list",
-    help: "other senders a reminder's from may name, comma-separated: a@example.com, *@example.com, * (default: PUNCTUAL_SMTP_FROM only)",
+    help: "other senders a reminder's from may name, comma-separated: a@example.com, *@example.com, *; tenant:a@example.com for one tenant only (default: PUNCTUAL_SMTP_FROM only)",
   },
   {
     name: "PUNCTUAL_SMTP_DOMAIN",

@@ -177,9 +177,10 @@ export const configSchema = z
         domain: z.string().min(1).optional(),
         /**
          * Senders a reminder's `target.from` may name, besides `from`'s address: addresses,
-         * `*@domain` (every address of the domain) or `*` (any). Default none: only `from`.
+         * `*@domain` (every address of the domain) or `*` (any), for every tenant, or for
+         * one tenant as `tenant:pattern`. Default none: only `from`.
          */
-        allowedFrom: z.array(z.string().min(1).max(320)).max(1_000).default([]),
+        allowedFrom: z.array(z.string().min(1).max(400)).max(1_000).default([]),
       })
       .strict()
       .default({ allowedFrom: [] }),

@@ -49,6 +49,8 @@ export interface RateLimitView {
 
 /** CH-7: the circuit of one target host as the API returns it. */
 export interface CircuitView {
+  /** The tenant whose deliveries the circuit counts (CH-7: one circuit per tenant and host). */
+  tenant: string;
   host: string;
   state: "closed" | "open" | "half_open";
   /** Transient failures in a row. */

@@ -145,9 +145,9 @@ export interface Metrics {
   rateLimitTokens: Gauge<"key">;
   /** DEL-13: claims of a limited key cut short by its bucket or concurrency cap. */
   rateLimitThrottled: Counter<"key">;
-  /** CH-7: circuit state per target host: 0 closed, 1 half-open, 2 open. */
+  /** CH-7: circuit state per tenant and target host (`host` = `tenant/host`): 0 closed, 1 half-open, 2 open. */
   circuitState: Gauge<"host">;
-  /** CH-7: deliveries that waited for an open circuit instead of being sent, by host. */
+  /** CH-7: deliveries that waited for an open circuit instead of being sent, by `tenant/host`. */
   circuitDeferred: Counter<"host">;
 }
 
@@ -325,7 +325,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     circuitState: hideLabel(
       new Gauge({
         name: "punctual_circuit_state",
-        help: "Circuit of each target host: 0 closed, 1 half-open, 2 open.",
+        help: "Circuit of each tenant and target host (tenant/host): 0 closed, 1 half-open, 2 open.",
         labelNames: ["host"],
         registers: r,
       }),
@@ -334,7 +334,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     circuitDeferred: hideLabel(
       new Counter({
         name: "punctual_circuit_deferred_total",
-        help: "Deliveries that waited for an open circuit instead of being sent, by host.",
+        help: "Deliveries that waited for an open circuit instead of being sent, by tenant/host.",
         labelNames: ["host"],
         registers: r,
       }),

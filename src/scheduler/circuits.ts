@@ -1,5 +1,7 @@
 /**
- * CH-7: the scheduler's side of the per-host circuits (src/store/circuits.ts).
+ * CH-7: the scheduler's side of the circuits per tenant and target host
+ * (src/store/circuits.ts). A circuit is a tenant's view of a host: one tenant's failing
+ * deliveries to a host hold back that tenant's deliveries only.
  *
  * Before a send, {@link CircuitBreaker.admit} decides from what this process knows: a host
  * with no recorded trouble is sent at once, with no database work (the common path); a
@@ -66,9 +68,17 @@ export function targetHost(target: unknown): string | null {
 
 const STATE_VALUE = { closed: 0, half_open: 1, open: 2 } as const;
 
+/**
+ * The name of a tenant's circuit of a host, `tenant/host` (a tenant name has no `/`): the
+ * key of the breaker's memory and the `host` label of the circuit metrics.
+ */
+export function circuitName(tenant: string, host: string): string {
+  return `${tenant}/${host}`;
+}
+
 export class CircuitBreaker {
   readonly #d: CircuitDeps;
-  /** Hosts with recorded trouble (not closed, or failures counted), as last seen. */
+  /** Circuits with recorded trouble (not closed, or failures counted) by {@link circuitName}, as last seen. */
   #known = new Map<string, CircuitRow>();
 
   constructor(deps: CircuitDeps) {
@@ -78,75 +88,92 @@ export class CircuitBreaker {
   /** Reloads the troubled circuits of every process, and the state gauge. */
   async refresh(): Promise<void> {
     const list = await listCircuitRows(this.#d.db);
-    const next = new Map(list.map((r) => [r.host, r]));
-    for (const host of this.#known.keys()) {
-      if (!next.has(host)) this.#d.metrics.circuitState.set({ host }, 0);
+    const next = new Map(list.map((r) => [circuitName(r.tenant, r.host), r]));
+    for (const name of this.#known.keys()) {
+      if (!next.has(name)) this.#d.metrics.circuitState.set({ host: name }, 0);
     }
     this.#known = next;
-    for (const r of list) this.#d.metrics.circuitState.set({ host: r.host }, STATE_VALUE[r.state]);
+    for (const [name, r] of next) {
+      this.#d.metrics.circuitState.set({ host: name }, STATE_VALUE[r.state]);
+    }
   }
 
-  #remember(row: CircuitRow | null, host: string): void {
-    if (!row || (row.state === "closed" && row.failures === 0)) this.#known.delete(host);
-    else this.#known.set(host, row);
-    this.#d.metrics.circuitState.set({ host }, row ? STATE_VALUE[row.state] : 0);
+  #remember(row: CircuitRow | null, name: string): void {
+    if (!row || (row.state === "closed" && row.failures === 0)) this.#known.delete(name);
+    else this.#known.set(name, row);
+    this.#d.metrics.circuitState.set({ host: name }, row ? STATE_VALUE[row.state] : 0);
   }
 
   /**
-   * Whether a send to `host` may go now. `nowMs` is the database clock (ms). Throws the
-   * database error of a failed probe take.
+   * Whether a send of `tenant`'s to `host` may go now. `nowMs` is the database clock (ms).
+   * Throws the database error of a failed probe take.
    */
-  async admit(host: string | null, nowMs: number): Promise<Admission> {
+  async admit(tenant: string, host: string | null, nowMs: number): Promise<Admission> {
     if (host === null) return { send: true, probe: false };
-    const known = this.#known.get(host);
+    const name = circuitName(tenant, host);
+    const known = this.#known.get(name);
     if (!known || known.state === "closed") return { send: true, probe: false };
     if (known.retry_at && known.retry_at.getTime() > nowMs) {
       return { send: false, until: known.retry_at };
     }
     const now = this.#d.clock.sqlNow();
-    const probe = await takeCircuitProbe(this.#d.db, now, host, this.#d.owner, this.#d.probeTurnMs);
+    const probe = await takeCircuitProbe(
+      this.#d.db,
+      now,
+      tenant,
+      host,
+      this.#d.owner,
+      this.#d.probeTurnMs,
+    );
     if (probe) {
-      this.#remember(probe, host);
-      this.#d.logger.info({ host }, "circuit half-open: sending one probe");
+      this.#remember(probe, name);
+      this.#d.logger.info({ tenant, host }, "circuit half-open: sending one probe");
       return { send: true, probe: true };
     }
-    const row = await circuitOf(this.#d.db, host);
-    this.#remember(row, host);
+    const row = await circuitOf(this.#d.db, tenant, host);
+    this.#remember(row, name);
     if (!row || row.state === "closed" || !row.retry_at) return { send: true, probe: false };
     return { send: false, until: row.retry_at };
   }
 
   /**
-   * Counts a send's outcome against its host: `transient` and `timeout` are failures,
-   * `sent` a success; other outcomes (a permanent refusal, a rate limit) say the host
-   * answered and change nothing. Never throws: a failure to record is logged.
+   * Counts a send's outcome against its tenant's circuit of its host: `transient` and
+   * `timeout` are failures, `sent` a success; other outcomes (a permanent refusal, a rate
+   * limit) say the host answered and change nothing. Never throws: a failure to record is
+   * logged.
    */
-  async record(host: string | null, outcome: string): Promise<void> {
+  async record(tenant: string, host: string | null, outcome: string): Promise<void> {
     if (host === null) return;
+    const name = circuitName(tenant, host);
     const now = this.#d.clock.sqlNow();
     try {
       if (outcome === "transient" || outcome === "timeout") {
-        const row = await recordCircuitFailure(this.#d.db, now, host, this.#d.policy);
-        const was = this.#known.get(host)?.state;
-        this.#remember(row, host);
+        const row = await recordCircuitFailure(this.#d.db, now, tenant, host, this.#d.policy);
+        const was = this.#known.get(name)?.state;
+        this.#remember(row, name);
         if (row && row.state === "open" && was !== "open") {
           this.#d.logger.warn(
-            { host, failures: row.failures, retryAt: row.retry_at },
-            "circuit opened: deliveries to this host wait for a probe",
+            { tenant, host, failures: row.failures, retryAt: row.retry_at },
+            "circuit opened: this tenant's deliveries to this host wait for a probe",
           );
         }
-      } else if (outcome === "sent" && this.#known.has(host)) {
-        const row = await recordCircuitSuccess(this.#d.db, now, host);
-        if (row) this.#d.logger.info({ host }, "circuit closed");
-        this.#remember(null, host);
+      } else if (outcome === "sent" && this.#known.has(name)) {
+        const row = await recordCircuitSuccess(this.#d.db, now, tenant, host);
+        if (row) this.#d.logger.info({ tenant, host }, "circuit closed");
+        this.#remember(null, name);
       }
     } catch (err) {
-      this.#d.logger.warn({ err, host }, "could not record the circuit outcome");
+      this.#d.logger.warn({ err, tenant, host }, "could not record the circuit outcome");
     }
   }
 
-  /** Gives a claimed row back unsent until `until` (no attempt spent). */
-  async defer(host: string, held: { id: number; attempt: number }, until: Date): Promise<boolean> {
+  /** Gives a claimed row of `tenant`'s back unsent until `until` (no attempt spent). */
+  async defer(
+    tenant: string,
+    host: string,
+    held: { id: number; attempt: number },
+    until: Date,
+  ): Promise<boolean> {
     const back = await deferClaims(
       this.#d.db,
       this.#d.clock.sqlNow(),
@@ -154,7 +181,7 @@ export class CircuitBreaker {
       [held],
       until,
     );
-    if (back.length > 0) this.#d.metrics.circuitDeferred.inc({ host });
+    if (back.length > 0) this.#d.metrics.circuitDeferred.inc({ host: circuitName(tenant, host) });
     return back.length > 0;
   }
 }

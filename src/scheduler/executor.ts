@@ -48,7 +48,7 @@ export interface ExecutorDeps {
   completer: Completer;
   /** Called whenever a send slot frees (the producer may refill). */
   onSlotFree: () => void;
-  /** CH-7: the per-host circuits; without it every send goes. */
+  /** CH-7: the circuits per tenant and host; without it every send goes. */
   circuits?: CircuitBreaker;
   /** DEL-15: moves a retry out of its reminder's quiet window; without it retries keep their backoff time. */
   quietRetries?: QuietRetries;
@@ -289,6 +289,7 @@ export class Executor {
       template: row.template ?? null,
       tzid: row.tzid,
       channel: row.channel,
+      tenant: row.tenant,
     };
     const traceParent = traceSendStarted(held);
     if (traceParent !== undefined) delivery.traceParent = traceParent;
@@ -370,7 +371,7 @@ export class Executor {
     const leaseHeld = HeldBook.leaseLeft(held, clock.now()) > 0;
     const onApplied =
       circuits && host !== null && leaseHeld
-        ? () => circuits.record(host, decision.outcome)
+        ? () => circuits.record(row.tenant, host, decision.outcome)
         : undefined;
     held.phase = "settling";
     held.abort = null;
@@ -402,14 +403,14 @@ export class Executor {
     const { row } = held;
     let gate: Admission;
     try {
-      gate = await circuits.admit(host, HeldBook.dbNow(held, this.#d.clock.now()));
+      gate = await circuits.admit(row.tenant, host, HeldBook.dbNow(held, this.#d.clock.now()));
     } catch (err) {
       this.#d.logger.warn({ err, host }, "could not read the circuit; sending");
       return false;
     }
     if (gate.send) return false;
     try {
-      await circuits.defer(host, { id: row.id, attempt: row.attempt }, gate.until);
+      await circuits.defer(row.tenant, host, { id: row.id, attempt: row.attempt }, gate.until);
     } catch (err) {
       this.#d.logger.warn({ err, host }, "could not give back a row for an open circuit; sending");
       return false;

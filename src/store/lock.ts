@@ -117,7 +117,17 @@ export interface LockOptions {
 /** Folders locked by this process (resolved paths): a second open in-process is refused. */
 const heldHere = new Set<string>();
 
+/**
+ * Whether `pid` names one process: a positive safe integer. `kill(0, …)` and
+ * `kill(-1, …)` address process groups (every process the user may signal), so a pid
+ * that is not one is never passed to `process.kill`.
+ */
+function isProcessId(pid: unknown): pid is number {
+  return typeof pid === "number" && Number.isSafeInteger(pid) && pid > 0;
+}
+
 function isAlive(pid: number): boolean {
+  if (!isProcessId(pid)) return false;
   try {
     process.kill(pid, 0);
     return true;
@@ -159,7 +169,8 @@ function parseHolder(text: string | null): LockHolder | null {
   if (text === null) return null;
   try {
     const value = JSON.parse(text) as Partial<LockHolder> | null;
-    if (!value || typeof value.pid !== "number" || typeof value.host !== "string") return null;
+    // A pid of 0, -1 or a fraction is no holder's: the file is unreadable as a lock.
+    if (!value || !isProcessId(value.pid) || typeof value.host !== "string") return null;
     return { startedAt: "unknown", ...value } as LockHolder;
   } catch {
     return null;

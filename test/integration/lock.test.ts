@@ -267,6 +267,21 @@ describe.skipIf(!onPglite)(title("PGlite data folder lock"), () => {
     expect(lock.tookOver).toMatchObject({ reason: "dead-pid", previous: { pid: dead.pid } });
   });
 
+  it("OPS-5: a lock naming pid 0, -1 or a fraction is unreadable and taken over, and no pid of it is signalled", () => {
+    const kill = vi.spyOn(process, "kill");
+    try {
+      for (const pid of [0, -1, 1.5]) {
+        const { dir } = staged({ pid });
+        const lock = lockDataDir(dir);
+        lock.release();
+        expect(lock.tookOver, String(pid)).toMatchObject({ reason: "unreadable" });
+      }
+      expect(kill.mock.calls.filter(([p]) => typeof p !== "number" || p <= 0)).toEqual([]);
+    } finally {
+      kill.mockRestore();
+    }
+  });
+
   it("OPS-5: a live process of this host is refused, by pid, host and start", () => {
     const { dir, lockPath } = staged({ pid: otherLivePid });
     const err = refusal(() => lockDataDir(dir));

@@ -230,6 +230,53 @@ describe("circuit per target host (CH-7)", () => {
     expect((await t.punctual.listCircuits()).filter((c) => c.host === host)).toEqual([]);
   });
 
+  it("CH-7: one tenant's failures open its own circuit of a host; another tenant's deliveries to that host still go, and each sees only its own circuits", async () => {
+    receiver = await startReceiver();
+    const rx = receiver;
+    const t = await open({ circuitFailures: 2, circuitBackoffMs: 60_000, backoffBaseMs: 1_000 });
+    // Same host for both tenants; acme's path fails, globex's answers.
+    rx.respond = (req, res) => res.writeHead(req.url.endsWith("/acme") ? 503 : 200).end();
+    const webhooks = (tenant: string, prefix: string) =>
+      t.punctual.createSchedule(
+        {
+          dtstart: T0,
+          tzid: "UTC",
+          reminders: Array.from({ length: 3 }, (_, i) => ({
+            key: `${prefix}${i}`,
+            offset: "PT0S",
+            channel: "webhook",
+            target: { url: `${rx.url}/${tenant}` },
+            maxAttempts: 10,
+          })),
+        },
+        { tenant },
+      );
+    await webhooks("acme", "a");
+    await tickAndDrain(t.punctual);
+    const host = new URL(rx.url).host;
+    const acme = await t.punctual.listCircuits({ tenant: "acme" });
+    expect(acme).toMatchObject([{ tenant: "acme", host, state: "open" }]);
+    expect(await t.punctual.listCircuits({ tenant: "globex" })).toEqual([]);
+    // globex's deliveries to the same host go out while acme's circuit is open.
+    const before = rx.requests.length;
+    await webhooks("globex", "g");
+    t.clock.advance(30_000);
+    await tickAndDrain(t.punctual);
+    const after = rx.requests.slice(before).map((r) => r.url);
+    expect(after).toHaveLength(3);
+    expect(after.every((u) => u.endsWith("/globex"))).toBe(true);
+    const globexRows = (await t.punctual.listDeliveries({ limit: 100 }, { tenant: "globex" }))
+      .items;
+    expect(globexRows.map((d) => d.state)).toEqual(["sent", "sent", "sent"]);
+    // acme's retries were held back by its circuit: no attempt spent.
+    const acmeRows = (await t.punctual.listDeliveries({ limit: 100 }, { tenant: "acme" })).items;
+    expect(acmeRows.every((d) => d.state === "retry" && d.attempt === 1)).toBe(true);
+    expect(await t.punctual.listCircuits({ tenant: "globex" })).toEqual([]);
+    expect((await t.punctual.listCircuits({}, { everyTenant: true })).map((c) => c.tenant)).toEqual(
+      ["acme"],
+    );
+  });
+
   it("CH-7: 3 transient failures open the circuit; while open no attempt is spent; a probe after the backoff closes it", async () => {
     receiver = await startReceiver();
     const rx = receiver;

@@ -225,11 +225,11 @@ const PARAMS: Record<string, readonly unknown[]> = {
   CLAIM_LIMITED_SQL: [null, "owner", 1_000, 1, ["log"], "default", "key", "default/key"],
   DUE_LIMITERS_SQL: [null, ["log"], ["default/key"], [], 100],
   // circuits.ts
-  CIRCUIT_FAILURE_SQL: [null, "host", 5, 1_000, 10_000],
-  CIRCUIT_SUCCESS_SQL: [null, "host"],
-  CIRCUIT_PROBE_SQL: [null, "host", "owner", 1_000],
-  CIRCUIT_SQL: ["host"],
-  LIST_CIRCUITS_SQL: [],
+  CIRCUIT_FAILURE_SQL: [null, "default", "host", 5, 1_000, 10_000],
+  CIRCUIT_SUCCESS_SQL: [null, "default", "host"],
+  CIRCUIT_PROBE_SQL: [null, "default", "host", "owner", 1_000],
+  CIRCUIT_SQL: ["default", "host"],
+  LIST_CIRCUITS_SQL: [null],
   DEFER_CLAIMS_SQL: [null, "owner", null, null, new Date(0)],
   // quiet-retries.ts
   REMINDER_QUIET_SQL: [ID, "r"],

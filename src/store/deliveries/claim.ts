@@ -45,6 +45,8 @@ export interface ClaimedDelivery {
   tzid: string;
   /** OPS-15: W3C traceparent of the request that created the schedule, or null. */
   trace_parent: string | null;
+  /** The schedule's tenant (its circuits, CH-7, and its allowed e-mail senders, CH-2). */
+  tenant: string;
   /** The statement's "now" (database clock unless pinned): stamp signatures with it (OPS-9). */
   db_now: Date;
 }
@@ -71,6 +73,7 @@ export const CLAIM_COLUMNS = columnsOf<ClaimedDelivery>()([
   "template",
   "tzid",
   "trace_parent",
+  "tenant",
   "db_now",
 ]);
 
@@ -197,6 +200,7 @@ select c.id, c.delivery_key, c.schedule_id, c.reminder_key, c.occurrence_at, c.d
          where r.schedule_id = c.schedule_id and r.key = c.reminder_key) as template,
        (select s.tzid from punctual_schedules s where s.id = c.schedule_id) as tzid,
        (select s.trace_parent from punctual_schedules s where s.id = c.schedule_id) as trace_parent,
+       (select s.tenant from punctual_schedules s where s.id = c.schedule_id) as tenant,
        ${NOW} as db_now
 from claimed c
 order by c.run_at, c.id`;

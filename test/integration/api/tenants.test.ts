@@ -175,7 +175,7 @@ describe("API-2 tenant isolation over HTTP", () => {
     });
   });
 
-  it("API-2: kinds, rate limits and keys are per tenant; circuits, status, metrics and the secret need the operator's key", async () => {
+  it("API-2: kinds, rate limits and keys are per tenant; status, metrics and the secret need the operator's key", async () => {
     expect(
       (
         await call(keys.a, "PUT", "/v1/reminder-kinds/day-before", {
@@ -205,7 +205,7 @@ describe("API-2 tenant isolation over HTTP", () => {
     });
     expect(other.status).toBe(403);
 
-    for (const path of ["/v1/status", "/metrics", "/v1/webhook-secret", "/v1/circuits"]) {
+    for (const path of ["/v1/status", "/metrics", "/v1/webhook-secret"]) {
       const res = await call(keys.a, "GET", path);
       expect(res.status, path).toBe(403);
       expect(await codeOf(res), path).toBe("INSUFFICIENT_SCOPE");
@@ -222,6 +222,33 @@ describe("API-2 tenant isolation over HTTP", () => {
     });
     expect(asAcme.status).toBe(200);
     expect((await call(ROOT, "GET", `/v1/schedules/${scheduleA.id}`)).status).toBe(404);
+  });
+
+  it("API-2: GET /v1/circuits (CH-7) answers a tenant key with its own tenant's circuits only; the status lists every tenant's for the operator", async () => {
+    await t.punctual.db.query(
+      `insert into punctual_tenant_circuits (tenant, host, state, failures, backoff_ms, retry_at, opened_at)
+       values ('acme', 'hooks.acme.example', 'open', 5, 30000, now(), now()),
+              ('globex', 'hooks.globex.example', 'open', 5, 30000, now(), now())`,
+    );
+    try {
+      const hosts = async (key: string, path = "/v1/circuits") => {
+        const res = await call(key, "GET", path);
+        expect(res.status, path).toBe(200);
+        return ((await res.json()) as { items: Array<{ tenant: string; host: string }> }).items;
+      };
+      expect(await hosts(keys.aRead)).toEqual([
+        expect.objectContaining({ tenant: "acme", host: "hooks.acme.example" }),
+      ]);
+      expect((await hosts(keys.b)).map((c) => c.host)).toEqual(["hooks.globex.example"]);
+      // The operator acts for one tenant too (default `default`: none here).
+      expect(await hosts(ROOT)).toEqual([]);
+      const status = (await (await call(ROOT, "GET", "/v1/status")).json()) as {
+        circuits: Array<{ tenant: string }>;
+      };
+      expect(status.circuits.map((c) => c.tenant)).toEqual(["acme", "globex"]);
+    } finally {
+      await t.punctual.db.query("delete from punctual_tenant_circuits");
+    }
   });
 
   it("API-2: a read key reads but cannot write; a revoked key is 401 at once; an unknown key is 401", async () => {

@@ -86,6 +86,28 @@ function requestWithHost(
   });
 }
 
+/** Sends `GET <target>` in absolute form on a raw socket; the status and body. */
+function absoluteForm(
+  port: number,
+  target: string,
+  headers: Record<string, string>,
+): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const socket = createConnection({ host: "127.0.0.1", port });
+    let text = "";
+    socket.on("data", (d: Buffer) => (text += d.toString()));
+    socket.on("error", reject);
+    socket.on("end", () => {
+      const status = Number(/^HTTP\/1\.1 (\d{3})/.exec(text)?.[1] ?? 0);
+      resolve({ status, body: text.slice(text.indexOf("\r\n\r\n") + 4) });
+    });
+    const lines = Object.entries({ ...headers, connection: "close" }).map(
+      ([k, v]) => `${k}: ${v}\r\n`,
+    );
+    socket.write(`GET ${target} HTTP/1.1\r\n${lines.join("")}\r\n`);
+  });
+}
+
 describe("API-7 Host check (DNS rebinding)", () => {
   it("API-7: without a key, a Host that is not a loopback name or the listen address is 403 HOST_NOT_ALLOWED", async () => {
     const rebound = await openApp.request("http://rebind.attacker.example:8080/v1/schedules");
@@ -98,6 +120,44 @@ describe("API-7 Host check (DNS rebinding)", () => {
     expect((await openApp.request("http://rebind.attacker.example/readyz")).status).toBe(403);
     for (const host of ["localhost", "127.0.0.1:8080", "[::1]:8080", "LOCALHOST"]) {
       expect((await openApp.request(`http://${host}/v1/schedules`)).status).toBe(200);
+    }
+  });
+
+  it("API-7 / API-2: an absolute-form request target (GET http://host/v1/…) is routed, authenticated and Host-checked by its own authority, never past them", async () => {
+    const open = await serveApi(openApp, { host: "127.0.0.1", port: 0 });
+    const keyedServed = await serveApi(keyedApp, { host: "127.0.0.1", port: 0 });
+    try {
+      // The authority of the target is the host judged (RFC 9112 §3.2.2), whatever Host says.
+      const rebound = await absoluteForm(
+        open.port,
+        `http://rebind.attacker.example:${open.port}/v1/schedules`,
+        { host: `127.0.0.1:${open.port}` },
+      );
+      expect(rebound.status).toBe(403);
+      expect(rebound.body).toContain("HOST_NOT_ALLOWED");
+      const own = await absoluteForm(open.port, `http://127.0.0.1:${open.port}/v1/schedules`, {
+        host: `127.0.0.1:${open.port}`,
+      });
+      expect(own.status).toBe(200);
+      // With a key: no key is 401 and a wrong one too, as in origin form.
+      const target = `http://127.0.0.1:${keyedServed.port}/v1/schedules`;
+      const host = { host: `127.0.0.1:${keyedServed.port}` };
+      expect((await absoluteForm(keyedServed.port, target, host)).status).toBe(401);
+      expect(
+        (await absoluteForm(keyedServed.port, target, { ...host, authorization: "Bearer nope" }))
+          .status,
+      ).toBe(401);
+      expect(
+        (
+          await absoluteForm(keyedServed.port, target, {
+            ...host,
+            authorization: `Bearer ${API_KEY}`,
+          })
+        ).status,
+      ).toBe(200);
+    } finally {
+      await open.close(0);
+      await keyedServed.close(0);
     }
   });
 

@@ -412,4 +412,41 @@ describe("email channel (CH-2)", () => {
     expect((err as Error).message).toContain("target.from");
     expect(smtp.mails).toHaveLength(0);
   });
+
+  it("CH-2: an allowed sender written tenant:pattern is that tenant's only, at create and at send; bare patterns stay every tenant's", async () => {
+    const perTenant = channel({
+      allowedFrom: ["acme:*@acme.example", "globex:noreply@globex.example", "ops@shared.example"],
+    });
+    const ok = (from: string, tenant?: string) => () =>
+      perTenant.validateTarget({ to: "ada@example.com", from }, tenant ? { tenant } : {});
+    expect(ok("billing@acme.example", "acme")).not.toThrow();
+    expect(ok("noreply@globex.example", "globex")).not.toThrow();
+    expect(ok("ops@shared.example", "acme")).not.toThrow();
+    expect(ok("ops@shared.example", "globex")).not.toThrow();
+    // Another tenant's sender, or a tenant's sender without a tenant, is refused.
+    expect(ok("billing@acme.example", "globex")).toThrow(/target\.from/);
+    expect(ok("noreply@globex.example", "acme")).toThrow(/target\.from/);
+    expect(ok("billing@acme.example")).toThrow(/target\.from/);
+    // The default sender is every tenant's.
+    expect(ok("reminders@punctual.example", "globex")).not.toThrow();
+    // A stored reminder of globex's naming acme's sender is refused at send.
+    const err = await sendError(
+      perTenant.send(
+        delivery({ tenant: "globex", target: { to: "ada@example.com", from: "x@acme.example" } }),
+        ctx(),
+      ),
+    );
+    expect(err).toMatchObject({ code: "TARGET_INVALID" });
+    expect((err as Error).message).toContain("target.from");
+    expect(smtp.mails).toHaveLength(0);
+    await perTenant.send(
+      delivery({ tenant: "acme", target: { to: "ada@example.com", from: "x@acme.example" } }),
+      ctx(),
+    );
+    expect(smtp.mails).toHaveLength(1);
+    // A tenant part that is not a tenant name is refused at start.
+    expect(() => channel({ allowedFrom: ["a b:x@acme.example"] })).toThrow(
+      /PUNCTUAL_SMTP_ALLOWED_FROM/,
+    );
+  });
 });
