@@ -83,6 +83,11 @@ const samples: Record<string, () => string[]> = {
   "api-keys create": () => ["--scopes", "read", "--name", "ci"],
   "api-keys list": () => [],
   "api-keys revoke": () => ["3f1c"],
+  "recipients set": () => ["u-1", "--tzid", "Asia/Tokyo", "--email", "u1@example.com"],
+  "recipients show": () => ["u-1"],
+  "recipients list": () => [],
+  "recipients remove": () => ["u-1"],
+  "recipients import": () => [join(dir, "recipients.ndjson")],
 };
 
 const schedule = {
@@ -137,6 +142,7 @@ beforeAll(() => {
     join(dir, "schedule.json"),
     JSON.stringify({ dtstart: "2030-01-07T09:00:00Z", reminders: [{ key: "r", channel: "log" }] }),
   );
+  writeFileSync(join(dir, "recipients.ndjson"), '{"id":"u-1","tzid":"Asia/Tokyo"}\n');
 });
 
 afterAll(() => {
