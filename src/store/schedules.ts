@@ -205,16 +205,29 @@ select ${REMINDERS_COLUMNS.filter((c) => c !== "template" && c !== "target")
 from ${remindersOfIdsSql("$1")} order by r.schedule_id, r.key`;
 
 /**
+ * API-3: the `LIKE` pattern that matches the text of placeholder `q` as a plain,
+ * lower-cased substring: `\`, `%` and `_` escaped (backslash is `LIKE`'s default escape).
+ */
+function containsPatternSql(q: string): string {
+  return `('%' || replace(replace(replace(lower(${q}::text), '\\', '\\\\'), '%', '\\%'), '_', '\\_') || '%')`;
+}
+
+/**
  * API-3: the filter of a schedule list, one home for the list and its count: tenant,
  * state or NULL, source or NULL, search text or NULL (a case-insensitive substring of the
  * title or the external id, matched as plain text). The arguments are placeholders.
+ * The search is `lower(title) like '%…%'` (not `strpos`) so that PostgreSQL can answer it
+ * from the trigram indexes of migration 0029 (`punctual_schedules_title_trgm`,
+ * `punctual_schedules_external_id_trgm`) where pg_trgm exists; without them the same
+ * condition filters the rows the page walks. Terms under three characters have no trigram
+ * to look up and always walk.
  */
 function scheduleFilterSql(n: { tenant: string; state: string; source: string; q: string }) {
   return `tenant = ${n.tenant} and (${n.state}::text is null or state = ${n.state})
   and (${n.source}::text is null or source = ${n.source})
   and (${n.q}::text is null
-       or strpos(lower(coalesce(title, '')), lower(${n.q}::text)) > 0
-       or strpos(lower(coalesce(external_id, '')), lower(${n.q}::text)) > 0)`;
+       or lower(title) like ${containsPatternSql(n.q)}
+       or lower(external_id) like ${containsPatternSql(n.q)})`;
 }
 
 const SCHEDULE_COUNT_FILTER = scheduleFilterSql({

@@ -20,6 +20,7 @@ import { memoryLogger } from "../../src/observability/logger.js";
 import { HAS_CHROMIUM, launchChromium, SCREENSHOT_DIR } from "../support/browser.js";
 import { ScriptedChannel } from "../support/channels.js";
 import { engineName, openTestDatabase } from "../support/db.js";
+import { forgingStates } from "../support/transitions.js";
 
 const T0 = "2027-01-04T08:00:00Z";
 const OPERATOR_KEY = "operator-key-for-the-dashboard-test";
@@ -310,6 +311,62 @@ describe.skipIf(skipReason !== null)("dashboard in Chromium", () => {
         await page.getByRole("link", { name: "Previous", exact: true }).click();
         await count.getByText("1–100 of 130", { exact: true }).waitFor({ timeout: WAIT_MS });
         await page.getByText("Needle 80", { exact: true }).waitFor({ timeout: WAIT_MS });
+        await page.close();
+      } finally {
+        await s.close();
+      }
+    },
+  );
+
+  it(
+    title(
+      "API-6 API-3: the dead letters and in-doubt lists page on the server, each with its own cursor, and say N of M",
+    ),
+    async () => {
+      const s = await serve();
+      try {
+        // 130 dead letters (more than a page of 100) and 3 in doubt, one schedule; rows
+        // forged in their final states (the transition check would refuse them).
+        await forgingStates(s.punctual.db, (tx) =>
+          tx.query(
+            `with s as (
+             insert into punctual_schedules (tenant, dtstart, recurring, title, plan_complete)
+             values ('default', '2027-01-04T09:00:00', true, 'Many dead', true) returning id)
+           insert into punctual_deliveries (delivery_key, schedule_id, reminder_key, occurrence_at,
+                                            due_at, run_at, state, channel, on_lost_lease, attempt,
+                                            finished_at, reason)
+           select s.id::text || ':r:' || g, s.id, 'r', o, o, o,
+                  case when g <= 130 then 'dead' else 'in_doubt' end, 'log', 'retry', 1, o,
+                  case when g <= 130 then 'SEND_FAILED' else 'LEASE_LOST' end
+           from s, generate_series(1, 133) g,
+                lateral (select '2027-01-01T00:00:00Z'::timestamptz + g * interval '1 minute' as o) x`,
+          ),
+        );
+        const { rows } = await s.punctual.db.query<{ id: string }>(
+          `select id from punctual_deliveries where state = 'dead' order by id`,
+        );
+        const [oldest, newest] = [rows[0]!.id, rows[rows.length - 1]!.id];
+        const page = await context.newPage();
+        await page.goto(`${s.served.url}/ui/#/dead`);
+        const dead = page.locator("#dead");
+        const deadCount = page.locator("#dead-count");
+        await deadCount.getByText("1–100 of 130", { exact: true }).waitFor({ timeout: WAIT_MS });
+        await page.locator("#doubt-count").getByText("1–3 of 3", { exact: true }).waitFor();
+        await expect(dead.locator("tbody tr").count()).resolves.toBe(100);
+        // Newest first: the first page starts at the newest dead letter.
+        await dead.getByRole("link", { name: `#${newest}`, exact: true }).waitFor();
+        await shot(page, "dead-letters-paged");
+        await dead.getByRole("link", { name: "Next", exact: true }).click();
+        await deadCount.getByText("101–130 of 130", { exact: true }).waitFor({ timeout: WAIT_MS });
+        await dead.getByRole("link", { name: `#${oldest}`, exact: true }).waitFor();
+        await expect(dead.locator("tbody tr").count()).resolves.toBe(30);
+        // The other list keeps its own first page.
+        await expect(page.locator("#doubt tbody tr").count()).resolves.toBe(3);
+        await expect(dead.getByRole("link", { name: "Next", exact: true }).count()).resolves.toBe(
+          0,
+        );
+        await dead.getByRole("link", { name: "Previous", exact: true }).click();
+        await deadCount.getByText("1–100 of 130", { exact: true }).waitFor({ timeout: WAIT_MS });
         await page.close();
       } finally {
         await s.close();

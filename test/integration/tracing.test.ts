@@ -137,6 +137,29 @@ describe("OPS-15: with an OpenTelemetry SDK in the process", () => {
     expect(http.requests[0]!.headers.traceparent).toBe(traceParentOf(send.spanContext()));
   });
 
+  it("OPS-15: the request that edits a schedule is a server span of its caller's trace; the schedule keeps the creating request's context", async () => {
+    t = await testPunctual({ start: T0 });
+    const schedule = await createOverHttp(t);
+    exporter.reset();
+    const editTrace = "5ce0e9a56015fec5aadfa328ae398115";
+    const res = await createApi(t.punctual).request(`/v1/schedules/${schedule.id}`, {
+      method: "PATCH",
+      headers: {
+        "content-type": "application/json",
+        traceparent: `00-${editTrace}-${CALLER_SPAN}-01`,
+      },
+      body: JSON.stringify({ dtstart: "2027-01-04T09:00:00Z" }),
+    });
+    expect(res.status).toBe(200);
+    const spans = exporter.getFinishedSpans();
+    const edit = named(spans, "PATCH /v1/schedules/:id");
+    expect(edit.spanContext().traceId).toBe(editTrace);
+    expect(parentOf(edit)).toBe(CALLER_SPAN);
+    expect(edit.attributes["http.response.status_code"]).toBe(200);
+    // The stored context stays the creating request's: later spans join that trace.
+    expect(await storedTraceParent(t, schedule.id)).not.toContain(editTrace);
+  });
+
   it("OPS-15: a failed send ends its span with an error status and the outcome", async () => {
     t = await testPunctual({ start: T0 });
     http.respond = (_req, res) => res.writeHead(500).end("down");

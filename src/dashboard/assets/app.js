@@ -487,13 +487,20 @@ function totalText(total) {
 }
 
 /**
- * One page of `path` with `query` (filters), the page's `cursor` from the hash; answers
- * the reply and the pager (count line, Previous / Next links) to show with it.
+ * One page of `path` with `query` (filters), the page's cursor from the hash parameter
+ * `cursorParam`; answers the reply and the pager (count line with id `countId`, Previous /
+ * Next links) to show with it. Two lists on one page each take their own `cursorParam`.
  */
-async function serverPage(hashBase, path, query, params) {
+async function serverPage(
+  hashBase,
+  path,
+  query,
+  params,
+  { cursorParam = "cursor", countId = "list-count" } = {},
+) {
   const filters = new URLSearchParams(query);
-  const key = `${path}?${filters}`;
-  const cursor = params.get("cursor") ?? "";
+  const key = `${cursorParam} ${path}?${filters}`;
+  const cursor = params.get(cursorParam) ?? "";
   const trail = pageTrails.get(key) ?? [];
   // Coming back to the first page, or to a page not reached through Next: start over.
   if (!cursor) trail.length = 0;
@@ -506,8 +513,8 @@ async function serverPage(hashBase, path, query, params) {
   const reply = await api("GET", `${path}?${ask}`);
   const link = (to) => {
     const q = new URLSearchParams(params);
-    q.delete("cursor");
-    if (to) q.set("cursor", to);
+    q.delete(cursorParam);
+    if (to) q.set(cursorParam, to);
     return `${hashBase}?${q}`;
   };
   const start = trail.length * PAGE_SIZE;
@@ -516,7 +523,7 @@ async function serverPage(hashBase, path, query, params) {
     { class: "muted pager" },
     h(
       "span",
-      { id: "list-count" },
+      { id: countId },
       reply.items.length === 0
         ? `0 of ${totalText(reply.total)}`
         : `${(start + 1).toLocaleString("en-US")}–${(start + reply.items.length).toLocaleString("en-US")} of ${totalText(reply.total)}`,
@@ -1179,12 +1186,19 @@ async function renderDelivery(id) {
 
 // --- dead letters and in doubt -------------------------------------------------------
 
-async function renderDead() {
+async function renderDead(params) {
+  // Each list pages on the server (API-3), newest first, with a cursor of its own.
   const [dead, doubt] = await Promise.all([
-    api("GET", "/v1/deliveries?state=dead&limit=1000"),
-    api("GET", "/v1/deliveries?state=in_doubt&limit=1000"),
+    serverPage("#/dead", "/v1/deliveries", { state: "dead", order: "desc" }, params, {
+      cursorParam: "deadCursor",
+      countId: "dead-count",
+    }),
+    serverPage("#/dead", "/v1/deliveries", { state: "in_doubt", order: "desc" }, params, {
+      cursorParam: "doubtCursor",
+      countId: "doubt-count",
+    }),
   ]);
-  const reload = () => renderDead();
+  const reload = () => renderDead(params);
   const picked = (section) =>
     [...section.querySelectorAll('input[name="pick"]:checked')].map((i) => Number(i.value));
   const onPicked = (section, what, path, body) => async (e) => {
@@ -1225,23 +1239,25 @@ async function renderDead() {
       }),
       "Select all",
     );
-  const section = (id, title, items, actions) => {
+  const section = (id, title, { reply, pager }, actions) => {
+    const items = reply.items;
     const el = h(
       "section",
       { id, "aria-labelledby": `${id}-h` },
-      h("h2", { id: `${id}-h` }, `${title} (${items.length}${items.length === 1000 ? "+" : ""})`),
+      h("h2", { id: `${id}-h` }, title),
     );
     if (items.length === 0) {
-      el.append(h("p", { class: "muted" }, "None."));
+      el.append(pager, h("p", { class: "muted" }, "None."));
       return el;
     }
     el.append(
+      pager,
       h("div", { class: "row" }, selectAll(id), ...actions(el)),
       deliveryTable(items, true),
     );
     return el;
   };
-  const deadSection = section("dead", "Dead letters", dead.items, (el) => [
+  const deadSection = section("dead", "Dead letters", dead, (el) => [
     h(
       "button",
       { type: "button", onclick: onPicked(el, "Redriven", "redrive") },
@@ -1257,7 +1273,7 @@ async function renderDead() {
       "Resolve selected as sent",
     ),
   ]);
-  const doubtSection = section("doubt", "In doubt", doubt.items, (el) => [
+  const doubtSection = section("doubt", "In doubt", doubt, (el) => [
     h(
       "button",
       { type: "button", onclick: onPicked(el, "Redriven", "redrive") },
@@ -1594,7 +1610,7 @@ async function route() {
     else if (page === "schedules") await renderSchedules(params);
     else if (page === "deliveries" && id) await renderDelivery(decodeURIComponent(id));
     else if (page === "deliveries") await renderDeliveries(params);
-    else if (page === "dead") await renderDead();
+    else if (page === "dead") await renderDead(params);
     else if (page === "import") renderImport();
     else if (page === "limits") await renderLimits();
     else show(h("h1", {}, "Not found"), h("p", {}, h("a", { href: "#/overview" }, "Overview")));
