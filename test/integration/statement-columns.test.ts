@@ -128,6 +128,8 @@ const PARAMS: Record<string, readonly unknown[]> = {
   RECORD_SETTINGS_VERSION_SQL: ["instance", 1],
   PUT_SETTING_SQL: ["column_test", '"value"'],
   READ_SETTINGS_SQL: [["column_test"]],
+  READ_SETTINGS_PREFIXED_SQL: ["column_test:"],
+  DELETE_SETTING_SQL: ["column_test"],
   PRUNE_INSTANCES_SQL: [null, 1_000],
   DELETE_OLD_ATTEMPTS_SQL: [null, 1_000, 1],
   // planning.ts
