@@ -247,6 +247,16 @@ describe("templates (CH-6)", () => {
     expect(needsRenderThread({ text: "{{ (1..9) | join }}" }, "none")).toBe(true);
   });
 
+  it("CH-6: a loop over a huge range is refused by the allocation bound before it iterates", async () => {
+    const outcome = await renderTemplate(
+      { text: "{% for i in (1..100000000) %}{% endfor %}done" },
+      sample,
+    ).catch((e: unknown) => e);
+    expect(outcome).toBeInstanceOf(PermanentError);
+    expect(outcome).toMatchObject({ code: "TEMPLATE_FAILED" });
+    expect((outcome as Error).message).toMatch(/memory alloc limit exceeded/);
+  });
+
   it("CH-6: a rendered field longer than the bound fails as TEMPLATE_TOO_LARGE", async () => {
     const big = { ...sample, payload: { s: "x".repeat(MAX_RENDERED_CHARS / 2 + 1) } };
     await expect(
