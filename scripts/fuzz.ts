@@ -24,6 +24,7 @@
 import { parseArgs } from "node:util";
 import { createApi } from "../src/api/server.js";
 import { createPunctual } from "../src/app/punctual.js";
+import { LIST_PAGE_MAX_BYTES } from "../src/contracts/index.js";
 import { ValidationError } from "../src/errors/index.js";
 import { dryRunDeliveriesAsync, parseCalendar } from "../src/ical/index.js";
 import { parseRule, preview, validateRule } from "../src/recurrence/index.js";
@@ -341,12 +342,22 @@ for (let i = 0; i < (values.short ? 20 : 100); i++) {
     payload: { s: oddText(rand), list: Array.from({ length: 50 }, (_, k) => `v${k}`) },
     reminders: [{ offset: "PT0S", channel: "log", template }],
   };
-  await request(
+  const created = await request(
     "POST /v1/schedules (text fields)",
     show(JSON.stringify(body).slice(0, 300)),
     "/v1/schedules",
     json(body),
   );
+  // Send it now too: the template renders as at send time (off the loop when heavy, under
+  // its deadline), and a render error becomes the delivery's lastError.
+  if (created !== undefined) {
+    await request(
+      "POST /v1/schedules/{id}/trigger (text fields)",
+      created,
+      `/v1/schedules/${created}/trigger`,
+      json({}),
+    );
+  }
   const summary = oddText(rand);
   const ics =
     "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//fuzz//EN\r\nBEGIN:VEVENT\r\n" +
@@ -366,6 +377,44 @@ for (let i = 0; i < (values.short ? 20 : 100); i++) {
 await request("GET /v1/schedules (after text fields)", "limit=1000", "/v1/schedules?limit=1000", {
   method: "GET",
 });
+// The triggered sends: a pass claims and renders them; each ends sent or failed, never
+// the process. The pass is timed like a request (the longest stretch it held the loop).
+for (let pass = 0; pass < 3; pass++) {
+  await new Promise<void>((resolve) => setTimeout(resolve, 6));
+  stretch = 0;
+  stretchWall = 0;
+  tickCpu = threadCpuMs();
+  tickWall = performance.now();
+  try {
+    await punctual.scheduler.tick();
+    await punctual.scheduler.drain();
+  } catch (err) {
+    failures.push(`crash: send pass ${pass} ${String(err).slice(0, 300)}`);
+  }
+  await new Promise<void>((resolve) => setTimeout(resolve, 6));
+  if (pass > 0)
+    note({
+      what: "send pass (longest stretch)",
+      input: `pass ${pass}`,
+      cpuMs: stretch,
+      wallMs: stretchWall,
+    });
+}
+const sendStates = await punctual.db.query<{ state: string; n: number }>(
+  `select state, count(*)::int as n from punctual_deliveries where reminder_key is not null
+   and schedule_id in (select id from punctual_schedules where title is not null) group by state order by state`,
+);
+console.log(
+  `sends of the text-field schedules: ${sendStates.rows.map((r) => `${r.n} ${r.state}`).join(", ") || "none"}`,
+);
+// Lists stay bounded in bytes whatever the sends reported (API-3).
+for (const path of ["/v1/deliveries?limit=1000", "/v1/schedules?limit=1000"]) {
+  const res = await app.request(path);
+  const size = Buffer.byteLength(await res.text());
+  if (res.status !== 200 || size > LIST_PAGE_MAX_BYTES) {
+    failures.push(`list ${path}: ${res.status}, ${size} bytes (bound ${LIST_PAGE_MAX_BYTES})`);
+  }
+}
 const httpS = (performance.now() - httpStarted) / 1000;
 clearInterval(ticker);
 await punctual.close(0);

@@ -6,13 +6,15 @@
  *   `Punctual-Tenant` header (default tenant `default`).
  * - A tenant key (`POST /v1/api-keys`) acts inside its own tenant only, as its scopes
  *   allow: `read` the GET routes (and the rule preview), `write` also every other
- *   schedule, delivery and import route, `admin` also that tenant's keys. Another
+ *   schedule, delivery and import route, `admin` also that tenant's keys and its own
+ *   webhook signing secret (`/v1/tenant-webhook-secret`, read too). Another
  *   tenant's objects answer 404, as if they did not exist.
  * - A tenant's settings (`/v1/rate-limits`, `/v1/reminder-kinds`) are read with `read`
  *   and written with `admin`; its circuits (`/v1/circuits`, one per tenant and target
  *   host, CH-7) are read with `read`.
  * - Root only, whatever the scopes: `/metrics`, `/v1/status` and `/v1/instances` (every
- *   process of the cluster) and `/v1/webhook-secret` (one secret signs every tenant's webhooks).
+ *   process of the cluster) and `/v1/webhook-secret` (the default secret signs the webhooks
+ *   of every tenant without its own).
  * An unknown or revoked tenant key (`pk_…`) is 401, also on a server without
  * `PUNCTUAL_API_KEY`; there, any other token is ignored (no key is needed).
  */
@@ -51,8 +53,8 @@ const callers = new WeakMap<Request, Caller>();
 const ROOT_PATHS = [/^\/metrics$/, /^\/v1\/status$/, /^\/v1\/instances$/, /^\/v1\/webhook-secret$/];
 /** A tenant's settings (its rate limits and reminder kinds): read with `read`, written with `admin`. */
 const SETTINGS_PATHS = [/^\/v1\/rate-limits(\/|$)/, /^\/v1\/reminder-kinds(\/|$)/];
-/** Paths that need `admin` (a tenant's keys). */
-const ADMIN_PATHS = [/^\/v1\/api-keys(\/|$)/];
+/** Paths that need `admin`, any method: a tenant's keys and its own webhook signing secret. */
+const ADMIN_PATHS = [/^\/v1\/api-keys(\/|$)/, /^\/v1\/tenant-webhook-secret$/];
 /** POST routes that change nothing (need only `read`). */
 const READ_ONLY_POSTS = [/^\/v1\/preview$/];
 

@@ -200,6 +200,12 @@ export const deliveryViewSchema = z
     finishedAt: z.string().nullable(),
     reason: z.string().nullable(),
     lastError: z.string().nullable(),
+    lastErrorTruncated: z
+      .literal(true)
+      .optional()
+      .describe(
+        "In lists only: lastError is longer than 500 characters and cut there; GET /v1/deliveries/{id} has it as stored",
+      ),
     late: z.boolean(),
     deferredUntil: z
       .string()

@@ -62,6 +62,7 @@ import type { ImportQuery } from "./schemas.js";
 import { readInstancePage, readStatus } from "./status.js";
 import { registerOperatorRoutes } from "./operator-handlers.js";
 import { registerRateLimitRoutes } from "./rate-limit-routes.js";
+import { registerWebhookSecretRoutes } from "./webhook-secret-routes.js";
 import {
   bulkRecipientsBodyLimit,
   RECIPIENTS_BULK_PATH,
@@ -705,6 +706,7 @@ export function createApi(punctual: Punctual, options: ApiOptions = {}): Punctua
 
   registerRateLimitRoutes(app, punctual);
   registerRecipientRoutes(app, punctual);
+  registerWebhookSecretRoutes(app, punctual);
 
   app.openapi(webhookSecretRoute, (c) => c.json({ ...punctual.webhookSecret }, 200));
 

@@ -3,6 +3,7 @@
  * Each operation takes the {@link AppContext} of a running punctual.
  */
 import {
+  LIST_ERROR_MAX_CHARS,
   listDeliveriesQuerySchema,
   type AttemptView,
   type DeliveryView,
@@ -28,7 +29,9 @@ import { parseInput } from "./input.js";
  * `source`, `channel` and the due time in [`dueFrom`, `dueTo`), one keyset page of
  * `limit` rows. `nextCursor` (null on the last page) continues the same order and filters;
  * `nextAfter` is the older form (the last id, for `after`). With `total`, also how many
- * deliveries the filters match (exact up to 10,000, else the planner's estimate).
+ * deliveries the filters match (exact up to 10,000, else the planner's estimate). A
+ * `lastError` longer than {@link LIST_ERROR_MAX_CHARS} is cut there and marked
+ * `lastErrorTruncated` (API-3); {@link getDelivery} shows it as stored.
  * @throws ValidationError a bad query field, or a `cursor` of another order or filter set.
  */
 export async function listDeliveries(
@@ -77,6 +80,7 @@ export async function listDeliveries(
     channel: q.channel ?? null,
     dueFrom: q.dueFrom ?? null,
     dueTo: q.dueTo ?? null,
+    errorMaxChars: LIST_ERROR_MAX_CHARS,
   });
   const last = rows.length === q.limit ? rows[rows.length - 1] : undefined;
   return {

@@ -62,6 +62,8 @@ import * as operator from "./operator.js";
 import * as rateLimits from "./rate-limits.js";
 import * as recipients from "./recipients.js";
 import * as circuits from "./circuits.js";
+import * as webhookSecrets from "./webhook-secrets.js";
+import type { TenantWebhookSecretView } from "../contracts/webhook-secrets.js";
 import type { CircuitView, RateLimitView } from "../contracts/rate-limits.js";
 import type {
   BulkRecipientsSummary,
@@ -520,6 +522,34 @@ export class Punctual {
     return rateLimits.setRateLimit(this.#app, key, input, ctx);
   }
 
+  /**
+   * CH-1, API-2: the caller's tenant's own webhook signing secret.
+   * @throws NotFoundError when it has none (the default secret signs its webhooks).
+   */
+  getTenantWebhookSecret(ctx: CallContext = {}): Promise<TenantWebhookSecretView> {
+    return webhookSecrets.getTenantWebhookSecret(this.#app, ctx);
+  }
+
+  /**
+   * CH-1, API-2: sets or rotates the caller's tenant's own webhook signing secret; the one
+   * that signed until now signs beside it for `overlapSeconds` (default 24 hours).
+   * @throws ValidationError naming `secret` or `overlapSeconds`.
+   */
+  rotateTenantWebhookSecret(
+    input: unknown = {},
+    ctx: CallContext = {},
+  ): Promise<TenantWebhookSecretView> {
+    return webhookSecrets.rotateTenantWebhookSecret(this.#app, input, ctx);
+  }
+
+  /**
+   * CH-1, API-2: removes the caller's tenant's own secret (the default signs again).
+   * @throws NotFoundError when it has none.
+   */
+  removeTenantWebhookSecret(ctx: CallContext = {}): Promise<void> {
+    return webhookSecrets.removeTenantWebhookSecret(this.#app, ctx);
+  }
+
   /** DEL-13: the rate limits by key, with their tokens now. */
   listRateLimits(ctx: CallContext = {}): Promise<RateLimitView[]> {
     return rateLimits.listLimits(this.#app, ctx);
@@ -742,9 +772,13 @@ export async function createPunctual(options: PunctualOptions = {}): Promise<Pun
       ...(config.webhookSecret ? { configured: config.webhookSecret } : {}),
       initial: secret,
     });
+    // CH-1, API-2: a tenant's own secret signs its webhooks; the default signs the rest.
+    const tenantSecrets = new webhookSecrets.TenantSigningSecrets();
+    settings.onChange((db) => tenantSecrets.load(db));
     const webhook = createWebhookChannel({
       secret,
-      signingSecrets: (nowMs) => settings.signingSecrets(nowMs),
+      signingSecrets: (nowMs, tenant) =>
+        tenantSecrets.signingSecrets(tenant, nowMs, settings.signingSecrets(nowMs)),
       allowPrivateTargets: config.allowPrivateTargets,
       timeoutMs: config.scheduler.sendTimeoutMs,
       logger,

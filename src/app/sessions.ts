@@ -9,6 +9,8 @@
  * - A session of a tenant key ends when the key is revoked (refused at once, and deleted
  *   with the revocation) or deleted; a session of the operator's key ends when the
  *   operator's key changes.
+ * - One key holds at most {@link MAX_SESSIONS_PER_KEY} sessions: a login past that ends
+ *   the key's least recently used one.
  * - The CSRF token of a session is derived from its id (an HMAC), so it is stored nowhere
  *   and every process computes the same token.
  */
@@ -24,6 +26,13 @@ import { hashApiKey } from "./api-keys.js";
 
 /** A session unused this long ends, ms (12 hours). */
 export const SESSION_IDLE_MS = 12 * 3_600_000;
+
+/**
+ * Most live sessions one key (a tenant key, or the operator's key) holds: a login past it
+ * ends that key's least recently used session, so logins in a loop cannot grow the table
+ * without bound. 50 covers a team sharing a key across browsers and devices.
+ */
+export const MAX_SESSIONS_PER_KEY = 50;
 
 /** Who a session stands for. */
 export interface SessionIdentity {
@@ -72,6 +81,7 @@ export async function openSession(
     apiKeyId: "apiKeyId" in owner ? owner.apiKeyId : null,
     operatorKeyHash: "operator" in owner ? hashApiKey(operatorKey!) : null,
     idleMs: SESSION_IDLE_MS,
+    maxPerKey: MAX_SESSIONS_PER_KEY,
   });
   return { id, csrf: sessionCsrf(id) };
 }

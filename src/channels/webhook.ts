@@ -82,9 +82,13 @@ export interface WebhookChannelOptions {
    * a rotation stored in the database): `current` replaces `secret`, and each of `previous`
    * (secrets inside their overlap window) adds a signature, so the `webhook-signature`
    * header carries one space-separated `v1,` entry per secret (Standard Webhooks). Used only
-   * for targets without their own secret; null falls back to `secret`.
+   * for targets without their own secret; null falls back to `secret`. `tenant` is the
+   * delivery's tenant: a tenant with its own secret gets that one (CH-1, API-2).
    */
-  signingSecrets?: (nowMs: number) => { current: string; previous: readonly string[] } | null;
+  signingSecrets?: (
+    nowMs: number,
+    tenant: string | undefined,
+  ) => { current: string; previous: readonly string[] } | null;
   /** Allow private, loopback and link-local targets (`PUNCTUAL_ALLOW_PRIVATE_TARGETS`). Default false. */
   allowPrivateTargets?: boolean;
   /** Hostnames (`hooks.internal`, `*.svc.local`), IPs or CIDRs allowed even when private. */
@@ -219,7 +223,10 @@ export function createWebhookChannel(options: WebhookChannelOptions = {}): Webho
     const nowMs = (ctx.now ?? now)();
     const timestamp = Math.floor(nowMs / 1000);
     // inspect() guarantees a target secret or a default one.
-    const live = target.secret === undefined ? (options.signingSecrets?.(nowMs) ?? null) : null;
+    const live =
+      target.secret === undefined
+        ? (options.signingSecrets?.(nowMs, delivery.tenant) ?? null)
+        : null;
     const secrets = live
       ? [live.current, ...live.previous]
       : [(target.secret ?? options.secret) as string];

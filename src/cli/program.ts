@@ -23,6 +23,7 @@ import { runPreview, runValidate, type PreviewFlags } from "./local.js";
 import { addPolicyOptions, integer } from "./policy-flags.js";
 import { addScheduleEditCommand } from "./schedule-edit.js";
 import { addRateLimitCommands } from "./rate-limits.js";
+import { addTenantSecretCommands } from "./tenant-secret.js";
 import { addRecipientCommands } from "./recipients.js";
 import {
   deliveriesBulk,
@@ -804,6 +805,7 @@ export function buildProgram(io: Io): Command {
     );
 
   addRateLimitCommands(program, { io, remoteOptions, example });
+  addTenantSecretCommands(program, { io, remoteOptions, example });
   addRecipientCommands(program, { io, remoteOptions, example });
   addInspectCommands(program, { io, remoteOptions, example });
   addCompletionCommand(program, { io, example });

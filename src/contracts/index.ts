@@ -103,6 +103,22 @@ export const MAX_PAYLOAD_BYTES = 65_536;
  */
 export const LIST_FIELD_MAX_BYTES = 2_048;
 
+/**
+ * Most characters of a delivery's `lastError` a list item carries (API-3): a longer one is
+ * cut there and marked `lastErrorTruncated: true`; `GET /v1/deliveries/{id}` shows it as
+ * stored. 500 characters are at most about 3 KiB of JSON text (6 bytes for an escaped
+ * control character).
+ */
+export const LIST_ERROR_MAX_CHARS = 500;
+
+/**
+ * Most characters of an error message stored with a delivery and its attempt (`lastError`,
+ * `attempts[].error`): the settle keeps the first 2,000 (API-3). A channel's error can quote
+ * tenant data (a template error names the value it could not format), so without a bound
+ * one delivery's history could hold megabytes.
+ */
+export const MAX_ERROR_CHARS = 2_000;
+
 /** Most RDATEs or EXDATEs a list item carries; more: `[]` and `rdateTruncated`/`exdateTruncated` (API-3). */
 export const LIST_MAX_DATES = 100;
 
@@ -478,6 +494,11 @@ export interface DeliveryView {
   reason: string | null;
   /** The error of the latest failed attempt while not sent; null once `sent` (the attempts keep it). */
   lastError: string | null;
+  /**
+   * In lists only: `lastError` is longer than {@link LIST_ERROR_MAX_CHARS} and was cut
+   * there; the single read has it as stored (API-3).
+   */
+  lastErrorTruncated?: true;
   late: boolean;
   /** DEL-15: the instant a delivery due in quiet hours was deferred to (`runAt` started there), or null. */
   deferredUntil: string | null;

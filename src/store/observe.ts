@@ -107,6 +107,16 @@ insert into punctual_settings (key, value, updated_at) values ($1, $2::jsonb, no
 on conflict (key) do update set value = excluded.value, updated_at = excluded.updated_at
   where punctual_settings.value is distinct from excluded.value`;
 
+/**
+ * OPS-11: the settings whose key begins with $1 (matched as plain text, not a pattern),
+ * e.g. every tenant's webhook secret (`webhook_secret:tenant:`). $1 key prefix
+ */
+export const READ_SETTINGS_PREFIXED_SQL = `
+select key, value from punctual_settings where left(key, char_length($1::text)) = $1::text order by key`;
+
+/** OPS-11: deletes one setting; the trigger bumps the version when a row went. $1 key */
+export const DELETE_SETTING_SQL = `delete from punctual_settings where key = $1`;
+
 /** One stored setting ({@link READ_SETTINGS_SQL}). */
 export interface StoredSettingRow {
   key: string;
@@ -115,6 +125,8 @@ export interface StoredSettingRow {
 
 /** Result columns of {@link READ_SETTINGS_SQL}. */
 export const READ_SETTINGS_COLUMNS = columnsOf<StoredSettingRow>()(["key", "value"]);
+/** Result columns of {@link READ_SETTINGS_PREFIXED_SQL}. */
+export const READ_SETTINGS_PREFIXED_COLUMNS = READ_SETTINGS_COLUMNS;
 
 /** OPS-11: the settings of the given keys. $1 keys (text[]) */
 export const READ_SETTINGS_SQL = `
@@ -181,4 +193,18 @@ export function pruneInstances(
   p: { now: Date | null; olderThanMs: number },
 ): Promise<number> {
   return execute(db, PRUNE_INSTANCES_SQL, [p.now, p.olderThanMs]);
+}
+
+/** OPS-11: runs {@link READ_SETTINGS_PREFIXED_SQL}: the settings whose key begins with `prefix`. */
+export async function readSettingsPrefixed(
+  db: Queryable,
+  p: { prefix: string },
+): Promise<Map<string, unknown>> {
+  const found = await rows<StoredSettingRow>(db, READ_SETTINGS_PREFIXED_SQL, [p.prefix]);
+  return new Map(found.map((r) => [r.key, r.value]));
+}
+
+/** OPS-11: runs {@link DELETE_SETTING_SQL}; resolves to the rows deleted (0 or 1). */
+export function deleteSetting(db: Queryable, p: { key: string }): Promise<number> {
+  return execute(db, DELETE_SETTING_SQL, [p.key]);
 }

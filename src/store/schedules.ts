@@ -478,7 +478,8 @@ export function countDeliveryRows(
  * API-3, DEL-1: one keyset page of deliveries by id, in `dir` order. Parameters: $1
  * tenant, $2 schedule id or NULL, $3 state or NULL, $4 the last id seen or NULL from the
  * start, $5 limit, $6 the schedules' source or NULL, $7 channel or NULL, $8 due at or
- * after (inclusive) or NULL, $9 due before (exclusive) or NULL. The id bound has a finite
+ * after (inclusive) or NULL, $9 due before (exclusive) or NULL, $10 most characters of
+ * `last_error` kept (longer: cut there and `last_error_truncated`). The id bound has a finite
  * default, so even a generic plan is a range scan of the primary key (or of
  * `punctual_deliveries_state_id` with a state), forward or backward.
  */
@@ -488,19 +489,18 @@ function listDeliveriesSql(dir: "asc" | "desc"): string {
       ? "d.id > coalesce($4::bigint, 0)"
       : "d.id < coalesce($4::bigint, 9223372036854775807)";
   return `
-select d.* from punctual_deliveries d
+select ${DELIVERY_ROW_KEYS.filter((c) => c !== "last_error")
+    .map((c) => `d.${c}`)
+    .join(", ")},
+       left(d.last_error, $10) as last_error,
+       coalesce(char_length(d.last_error) > $10, false) as last_error_truncated
+from punctual_deliveries d
 join punctual_schedules s on s.id = d.schedule_id
 where ${deliveryFilterSql(["$1", "$2", "$3", "$6", "$7", "$8", "$9"])}
   and ${bound}
 order by d.id ${dir}
 limit $5`;
 }
-
-/** API-3: {@link listDeliveriesSql} oldest first. */
-export const LIST_DELIVERIES_SQL = listDeliveriesSql("asc");
-
-/** API-3: {@link listDeliveriesSql} newest first. */
-export const LIST_DELIVERIES_DESC_SQL = listDeliveriesSql("desc");
 
 /** $1 tenant, $2 delivery id */
 export const DELIVERY_BY_ID_SQL = `
@@ -625,6 +625,12 @@ export const DELIVERY_ROW_KEYS = columnsOf<DeliveryRow>()([
   "deferred_reason",
 ]);
 
+/** API-3: {@link listDeliveriesSql} oldest first. */
+export const LIST_DELIVERIES_SQL = listDeliveriesSql("asc");
+
+/** API-3: {@link listDeliveriesSql} newest first. */
+export const LIST_DELIVERIES_DESC_SQL = listDeliveriesSql("desc");
+
 /** Result columns of {@link ATTEMPTS_SQL}. */
 export const ATTEMPTS_COLUMNS = columnsOf<AttemptRow>()([
   "id",
@@ -652,10 +658,15 @@ export const INSERT_SCHEDULE_COLUMNS = SCHEDULE_AT_ROW_KEYS;
 export const UPDATE_SCHEDULE_COLUMNS = SCHEDULE_AT_ROW_KEYS;
 /** Result columns of {@link INSERT_SCHEDULES_BULK_SQL}. */
 export const INSERT_SCHEDULES_BULK_COLUMNS = SCHEDULE_AT_ROW_KEYS;
+/** A delivery of a {@link LIST_DELIVERIES_SQL} page: `last_error` cut to the list's bound. */
+export type ListedDeliveryRow = DeliveryRow & { last_error_truncated: boolean };
 /** Result columns of {@link LIST_DELIVERIES_SQL}. */
-export const LIST_DELIVERIES_COLUMNS = DELIVERY_ROW_KEYS;
+export const LIST_DELIVERIES_COLUMNS = columnsOf<ListedDeliveryRow>()([
+  ...DELIVERY_ROW_KEYS,
+  "last_error_truncated",
+]);
 /** Result columns of {@link LIST_DELIVERIES_DESC_SQL}. */
-export const LIST_DELIVERIES_DESC_COLUMNS = DELIVERY_ROW_KEYS;
+export const LIST_DELIVERIES_DESC_COLUMNS = LIST_DELIVERIES_COLUMNS;
 /** Result columns of {@link DELIVERY_BY_ID_SQL}. */
 export const DELIVERY_BY_ID_COLUMNS = DELIVERY_ROW_KEYS;
 /** A schedule of a {@link LIST_SCHEDULES_SQL} page, with its keyset cursor. */
@@ -838,6 +849,9 @@ export function toDeliveryView(row: DeliveryRow): DeliveryView {
     // A sent delivery shows no error: the failures of its earlier attempts stay in the
     // attempt history (DEL-14), not on the delivery as if it had failed.
     lastError: row.state === "sent" ? null : row.last_error,
+    ...(row.state !== "sent" && (row as Partial<ListedDeliveryRow>).last_error_truncated === true
+      ? { lastErrorTruncated: true as const }
+      : {}),
     late: row.late,
     deferredUntil: iso(row.deferred_until),
     deferredReason: row.deferred_reason,
@@ -1197,11 +1211,16 @@ export interface ListDeliveriesParams {
   dueFrom?: string | null;
   /** API-3: only deliveries due before this instant (ISO); null: no upper bound. */
   dueTo?: string | null;
+  /** API-3: most characters of `last_error` kept; longer: cut and `last_error_truncated`. */
+  errorMaxChars: number;
 }
 
 /** DEL-1, API-3: runs {@link LIST_DELIVERIES_SQL} (or its newest-first twin): one page. */
-export function listDeliveryRows(db: Queryable, p: ListDeliveriesParams): Promise<DeliveryRow[]> {
-  return rows<DeliveryRow>(db, p.newest ? LIST_DELIVERIES_DESC_SQL : LIST_DELIVERIES_SQL, [
+export function listDeliveryRows(
+  db: Queryable,
+  p: ListDeliveriesParams,
+): Promise<ListedDeliveryRow[]> {
+  return rows<ListedDeliveryRow>(db, p.newest ? LIST_DELIVERIES_DESC_SQL : LIST_DELIVERIES_SQL, [
     p.tenant,
     p.scheduleId,
     p.state,
@@ -1211,6 +1230,7 @@ export function listDeliveryRows(db: Queryable, p: ListDeliveriesParams): Promis
     p.channel ?? null,
     p.dueFrom ?? null,
     p.dueTo ?? null,
+    p.errorMaxChars,
   ]);
 }
 

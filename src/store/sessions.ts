@@ -22,13 +22,25 @@ export interface SessionRow {
 
 /**
  * $1 now, $2 id hash, $3 tenant key id (or NULL), $4 operator key hash (or NULL),
- * $5 idle limit in ms. Exactly one of $3 and $4 is set (the table checks it).
+ * $5 idle limit in ms, $6 most sessions one key keeps (at least 1). Exactly one of $3 and
+ * $4 is set (the table checks it). The key's sessions past the newest $6 − 1, least
+ * recently used first, are deleted in the same statement: a script that logs in again
+ * and again holds at most $6 rows, and the newest logins keep working.
  */
 export const INSERT_SESSION_SQL = `
+with evicted as (
+  delete from punctual_sessions where id_hash in (
+    select id_hash from punctual_sessions
+    where ($3::uuid is not null and api_key_id = $3::uuid)
+       or ($4::text is not null and operator_key_hash = $4::text)
+    order by last_used_at desc, created_at desc, id_hash
+    offset greatest($6::int - 1, 0)
+  )
+)
 insert into punctual_sessions (id_hash, api_key_id, operator_key_hash, created_at, last_used_at, expires_at)
 values ($2, $3::uuid, $4, ${NOW}, ${NOW}, ${msAfterNow("$5")})`;
 
-/** Stores a new session. */
+/** Stores a new session, evicting the key's least recently used past `maxPerKey`. */
 export async function insertSession(
   db: Queryable,
   p: {
@@ -37,9 +49,18 @@ export async function insertSession(
     apiKeyId: string | null;
     operatorKeyHash: string | null;
     idleMs: number;
+    /** Most sessions one key keeps, this one included. */
+    maxPerKey: number;
   },
 ): Promise<void> {
-  await execute(db, INSERT_SESSION_SQL, [p.now, p.idHash, p.apiKeyId, p.operatorKeyHash, p.idleMs]);
+  await execute(db, INSERT_SESSION_SQL, [
+    p.now,
+    p.idHash,
+    p.apiKeyId,
+    p.operatorKeyHash,
+    p.idleMs,
+    p.maxPerKey,
+  ]);
 }
 
 /**

@@ -19,13 +19,42 @@ import {
   type ScheduleView,
 } from "../../src/contracts/index.js";
 import { ValidationError } from "../../src/errors/index.js";
+import type { Database, QueryOptions, QueryResult } from "../../src/store/database.js";
 import { testPunctual, type TestPunctual } from "../support/punctual.js";
 
 let t: TestPunctual;
 let app: PunctualApi;
+/** Bytes (as JSON text) of every row the database handed to this process. */
+let fetched = 0;
+
+/** `db`, counting the bytes of the rows its statements return in {@link fetched}. */
+function counting(db: Database): Database {
+  return {
+    get engine() {
+      return db.engine;
+    },
+    get description() {
+      return db.description;
+    },
+    async query<T>(
+      sql: string,
+      params?: readonly unknown[],
+      options?: QueryOptions,
+    ): Promise<QueryResult<T>> {
+      const result = await db.query<T>(sql, params, options);
+      fetched += Buffer.byteLength(
+        JSON.stringify(result.rows, (_k, v: unknown) => (typeof v === "bigint" ? String(v) : v)),
+      );
+      return result;
+    },
+    transaction: db.transaction.bind(db),
+    listen: db.listen.bind(db),
+    close: db.close.bind(db),
+  } as Database;
+}
 
 beforeAll(async () => {
-  t = await testPunctual();
+  t = await testPunctual({ wrapDb: counting });
   app = createApi(t.punctual);
 });
 
@@ -232,5 +261,40 @@ describe("API-3: list answers are bounded in bytes", () => {
     expect(list.items[0]?.payload).toEqual(small.payload);
     expect("payloadTruncated" in list.items[0]!).toBe(false);
     expect("templateTruncated" in list.items[0]!.reminders[0]!).toBe(false);
+  });
+
+  it("API-3 API-5: 8 lists at once over a large import and max-size schedules each read a bounded amount from the database, whatever is stored", async () => {
+    // What the tests above stored: a large import at the limits, 30 schedules of 64 KiB
+    // payloads and 4 × 60 KiB templates. Each list below asks for all of it.
+    const stored = await t.punctual.db.query<{ n: string }>(
+      `select (select coalesce(sum(octet_length(payload::text)), 0) from punctual_schedules) +
+              (select coalesce(sum(octet_length(template::text)), 0) from punctual_reminders) as n`,
+    );
+    expect(Number(stored.rows[0]!.n)).toBeGreaterThan(8 * 1024 * 1024);
+    const paths = [
+      "/v1/schedules?limit=1000",
+      "/v1/schedules?limit=1000&order=desc",
+      "/v1/schedules?source=size-list&limit=1000",
+      "/v1/schedules?source=size-cal&limit=1000",
+      "/v1/deliveries?limit=1000",
+      "/v1/deliveries?limit=1000&order=desc",
+      "/v1/schedules?limit=1000&q=at-",
+      "/v1/schedules?limit=500",
+    ];
+    for (const path of paths) {
+      fetched = 0;
+      const res = await call("GET", path);
+      expect(res.status).toBe(200);
+      expect(Buffer.byteLength(await res.text())).toBeLessThan(LIST_PAGE_MAX_BYTES);
+      // The statements answered, and with a bounded amount: large fields stay in the database.
+      expect(fetched, path).toBeGreaterThan(0);
+      expect(fetched, path).toBeLessThan(1024 * 1024);
+    }
+    fetched = 0;
+    const all = await Promise.all(paths.map((path) => call("GET", path)));
+    const sizes = await Promise.all(all.map(async (r) => Buffer.byteLength(await r.text())));
+    expect(all.map((r) => r.status)).toEqual(paths.map(() => 200));
+    expect(Math.max(...sizes)).toBeLessThan(LIST_PAGE_MAX_BYTES);
+    expect(fetched).toBeLessThan(paths.length * 1024 * 1024);
   });
 });

@@ -9,7 +9,7 @@ import { createHash } from "node:crypto";
 import { afterEach, describe, expect, it } from "vitest";
 import { createApi, type PunctualApi } from "../../../src/api/server.js";
 import { createPunctual, type Punctual } from "../../../src/app/punctual.js";
-import { SESSION_IDLE_MS } from "../../../src/app/sessions.js";
+import { MAX_SESSIONS_PER_KEY, SESSION_IDLE_MS } from "../../../src/app/sessions.js";
 import { silentLogger } from "../../../src/observability/logger.js";
 import { itIfPostgres, openTestDatabase } from "../../support/db.js";
 import { testPunctual, type TestPunctual } from "../../support/punctual.js";
@@ -171,6 +171,34 @@ describe("API-6 dashboard sessions in the database", () => {
     t.clock.advance(120_000);
     await p.scheduler.tick();
     expect((await sessionRows(p)).map((r) => r.id_hash)).toEqual([sha256(live.id)]);
+  });
+
+  it("API-6: many logins with one key keep at most MAX_SESSIONS_PER_KEY sessions of it, the least recently used ended first; another key's stay", async () => {
+    const { t, p, api, key } = await keyedApi();
+    const tenant = await login(api, key);
+    const first = await login(api, ROOT);
+    t.clock.advance(120_000);
+    const used = await login(api, ROOT);
+    t.clock.advance(120_000);
+    // `first` is used now: `used` (untouched since its login) is the least recently used.
+    expect((await get(api, first, "/v1/schedules")).status).toBe(200);
+    const later: Login[] = [];
+    for (let i = 0; i < MAX_SESSIONS_PER_KEY - 1; i++) {
+      t.clock.advance(1_000);
+      later.push(await login(api, ROOT));
+    }
+    const rows = await sessionRows(p);
+    expect(rows.filter((r) => r.operator_key_hash !== null)).toHaveLength(MAX_SESSIONS_PER_KEY);
+    expect((await get(api, used, "/v1/schedules")).status).toBe(401);
+    expect((await get(api, first, "/v1/schedules")).status).toBe(200);
+    expect((await get(api, later.at(-1)!, "/v1/schedules")).status).toBe(200);
+    // The tenant key's session is not the operator's to evict.
+    expect(rows.filter((r) => r.api_key_id !== null)).toHaveLength(1);
+    expect((await get(api, tenant, "/v1/schedules")).status).toBe(200);
+    for (let i = 0; i < MAX_SESSIONS_PER_KEY + 5; i++) await login(api, key);
+    expect((await sessionRows(p)).filter((r) => r.api_key_id !== null)).toHaveLength(
+      MAX_SESSIONS_PER_KEY,
+    );
   });
 
   it("API-6: a session of the operator's key ends when that key changes", async () => {

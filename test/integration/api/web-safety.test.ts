@@ -139,6 +139,22 @@ describe("API-7 Host check (DNS rebinding)", () => {
         host: `127.0.0.1:${open.port}`,
       });
       expect(own.status).toBe(200);
+      // Neither a userinfo that spells the own address nor a foreign port gets past it,
+      // and a malformed Host beside an absolute target is still refused with a body.
+      for (const target of [
+        `http://127.0.0.1:${open.port}@rebind.attacker.example/v1/schedules`,
+        `http://127.0.0.1:${open.port === 1 ? 2 : 1}/v1/schedules`,
+        `http://rebind.attacker.example:${open.port}/healthz`,
+      ]) {
+        const refused = await absoluteForm(open.port, target, { host: `127.0.0.1:${open.port}` });
+        expect([400, 403], target).toContain(refused.status);
+        expect(refused.body, target).not.toContain('"items"');
+      }
+      const badHost = await absoluteForm(open.port, `http://127.0.0.1:${open.port}/v1/schedules`, {
+        host: "bad host",
+      });
+      expect(badHost.status).toBe(400);
+      expect(badHost.body).toContain("BAD_HOST");
       // With a key: no key is 401 and a wrong one too, as in origin form.
       const target = `http://127.0.0.1:${keyedServed.port}/v1/schedules`;
       const host = { host: `127.0.0.1:${keyedServed.port}` };

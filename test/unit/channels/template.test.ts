@@ -1,3 +1,4 @@
+import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { afterAll } from "vitest";
 import {
@@ -32,6 +33,22 @@ async function turnsDuring<T>(work: Promise<T>): Promise<{ turns: number; outcom
     turns++;
   }
   return { turns, outcome: await outcome };
+}
+
+/**
+ * CPU time this thread has run so far, ms, from Linux's per-thread accounting (the tests
+ * run in forked processes, so this is the thread of the event loop); null elsewhere.
+ * `process.cpuUsage()` would count the render threads too.
+ */
+function threadCpuMs(): number | null {
+  try {
+    const ns = Number(
+      readFileSync(`/proc/self/task/${process.pid}/schedstat`, "utf8").split(" ")[0],
+    );
+    return Number.isFinite(ns) ? ns / 1e6 : null;
+  } catch {
+    return null;
+  }
 }
 
 /** One output of 20 shuffles and natural sorts: seconds of work inside one template part. */
@@ -193,6 +210,24 @@ describe("templates (CH-6)", () => {
     expect(next.text).toBe("123");
   });
 
+  it.skipIf(threadCpuMs() === null)(
+    "CH-6: a template that would run for seconds costs this thread almost no CPU time: the render and its deadline are elsewhere",
+    async () => {
+      const processBefore = process.cpuUsage();
+      const before = threadCpuMs()!;
+      const outcome = await renderTemplate({ text: SORTS }, heavy).catch((e: unknown) => e);
+      const spent = threadCpuMs()! - before;
+      const processSpent = process.cpuUsage(processBefore);
+      expect(outcome).toMatchObject({ code: "TEMPLATE_TIMEOUT" });
+      // Rendered here, the sorts would hold this thread for seconds of CPU (the render
+      // limit cannot stop one filter call); posting the job and reading the verdict is a
+      // few ms. The bound leaves room for a loaded machine's scheduling noise.
+      expect(spent).toBeLessThan(250);
+      // The work was done, on the render thread: the process ran well beyond this thread.
+      expect((processSpent.user + processSpent.system) / 1000 - spent).toBeGreaterThan(spent);
+    },
+  );
+
   it("CH-6: a template that is not light renders on a thread exactly as it would here; a light one stays here", async () => {
     const template = {
       subject: "{% assign n = payload.name | size %}{{ n }} chars",
@@ -210,6 +245,16 @@ describe("templates (CH-6)", () => {
     };
     expect(needsRenderThread(light, "none")).toBe(false);
     expect(needsRenderThread({ text: "{{ (1..9) | join }}" }, "none")).toBe(true);
+  });
+
+  it("CH-6: a loop over a huge range is refused by the allocation bound before it iterates", async () => {
+    const outcome = await renderTemplate(
+      { text: "{% for i in (1..100000000) %}{% endfor %}done" },
+      sample,
+    ).catch((e: unknown) => e);
+    expect(outcome).toBeInstanceOf(PermanentError);
+    expect(outcome).toMatchObject({ code: "TEMPLATE_FAILED" });
+    expect((outcome as Error).message).toMatch(/memory alloc limit exceeded/);
   });
 
   it("CH-6: a rendered field longer than the bound fails as TEMPLATE_TOO_LARGE", async () => {

@@ -16,6 +16,7 @@ import * as operatorRoutes from "../../../src/api/operator-routes.js";
 import * as rateLimitRoutes from "../../../src/api/rate-limit-routes.js";
 import * as recipientRoutes from "../../../src/api/recipient-routes.js";
 import * as routes from "../../../src/api/routes.js";
+import * as webhookSecretRoutes from "../../../src/api/webhook-secret-routes.js";
 import {
   allNodes,
   commandTree,
@@ -30,7 +31,15 @@ const program = (): Command => buildProgram({ out: () => undefined, err: () => u
 /** Every `createRoute` of the API modules, as `METHOD /path`. */
 function apiRoutes(): string[] {
   const found = new Set<string>();
-  for (const mod of [routes, operatorRoutes, kinds, apiKeys, rateLimitRoutes, recipientRoutes]) {
+  for (const mod of [
+    routes,
+    operatorRoutes,
+    kinds,
+    apiKeys,
+    rateLimitRoutes,
+    recipientRoutes,
+    webhookSecretRoutes,
+  ]) {
     for (const value of Object.values(mod)) {
       const r = value as { method?: unknown; path?: unknown; responses?: unknown };
       if (typeof r?.method === "string" && typeof r.path === "string" && r.responses) {
@@ -71,6 +80,9 @@ const ROUTE_COMMANDS: Record<string, string> = {
   "GET /readyz": "healthcheck",
   "GET /metrics": "metrics",
   "GET /v1/webhook-secret": "webhook-secret",
+  "GET /v1/tenant-webhook-secret": "tenant-secret show",
+  "POST /v1/tenant-webhook-secret": "tenant-secret rotate",
+  "DELETE /v1/tenant-webhook-secret": "tenant-secret remove",
   "GET /v1/reminder-kinds": "kinds list",
   "GET /v1/reminder-kinds/{key}": "kinds show",
   "PUT /v1/reminder-kinds/{key}": "kinds set|kinds apply",
