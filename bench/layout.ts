@@ -49,7 +49,7 @@ const QUICK = process.argv.includes("--quick");
 const DUE = Number(process.env.BENCH_DUE ?? (QUICK ? 2_000 : 20_000));
 const BATCH = Number(process.env.BENCH_BATCH ?? 100);
 /** Rows leased by other workers ahead of the due rows in the `cycle` phase. */
-const INFLIGHT = Number(process.env.BENCH_INFLIGHT ?? 2_000);
+const INFLIGHT = Number(process.env.BENCH_INFLIGHT ?? (QUICK ? 400 : 2_000));
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? (QUICK ? 1 : 3));
 const OWNER = "bench#1#layout";
 const TICK_US = 10_000; // /proc clock ticks are 1/100 s on Linux (USER_HZ)
@@ -353,8 +353,8 @@ async function run(admin: pg.Client, base: string, layout: Layout): Promise<Reco
   });
   const settled = held.reduce((n, b) => n + b.length, 0);
   if (settled !== DUE) throw new Error(`${layout}: claimed ${settled} of ${DUE}`);
-  // A worker's cycle in a burst (claim a batch, settle it) with INFLIGHT rows of other workers leased
-  // ahead of the due rows, as in a burst with several workers.
+  // A worker's cycle in a burst (claim a batch, settle it) with INFLIGHT rows of other
+  // workers leased ahead of the due rows, as in a burst with several workers.
   await plan(DUE, Date.now() - 50_000);
   const ahead = await claim(INFLIGHT);
   out.cycle = await measure(c, pid, async () => {
@@ -378,6 +378,8 @@ function median(xs: number[]): number {
 }
 
 async function main(): Promise<void> {
+  if (!(INFLIGHT < DUE))
+    throw new Error(`BENCH_INFLIGHT (${INFLIGHT}) must be below BENCH_DUE (${DUE})`);
   let base = process.env.DATABASE_URL;
   let cluster: { url: string; stop(): void } | null = null;
   if (!base) {
