@@ -8,6 +8,7 @@ import { z } from "zod";
 import {
   createScheduleSchema,
   jsonBytes,
+  reminderInputSchema,
   jsonDepth,
   LIST_FIELD_MAX_BYTES,
   LIST_MAX_DATES,
@@ -28,6 +29,7 @@ import {
   applyOffset,
   canonicalTimeZone,
   dtstartOffsetConflict,
+  isValidTimeZone,
   parseOffset,
   validateRule,
   type Occurrence,
@@ -64,7 +66,7 @@ import {
 import { DEFAULT_TENANT, planDeps, type AppContext, type CallContext } from "./context.js";
 import { activeTraceParent } from "../observability/tracing.js";
 import { cursorPart, decodeCursor, encodeCursor, type CursorScope } from "./cursor.js";
-import { parseInput, prefixIssues } from "./input.js";
+import { issuesFromZod, parseInput, prefixIssues } from "./input.js";
 import { resolveReminderKinds } from "./kinds.js";
 import { catchUpIssues, quietHoursIssues } from "./policy.js";
 
@@ -168,10 +170,15 @@ export function remindersOf(
   }));
 }
 
+/** The fields of a schedule body that make its recurrence (REC-1). */
+const RULE_FIELDS = ["dtstart", "tzid", "rrule", "rdate", "exdate", "endsAt", "dst"] as const;
+
 /**
  * Validates a create request strictly (REC-3 strict posture, DEL-11 channels, CH-1
  * targets). Returns the parsed input and warnings.
- * @throws ValidationError naming every bad field.
+ * @throws ValidationError naming every bad field: when some fields do not have the
+ *   right shape, the checks of the fields that do (the rule, each well-formed
+ *   reminder's channel, target, offset and key) still run and add their issues (API-1).
  */
 export function validateSchedule(
   app: AppContext,
@@ -183,75 +190,202 @@ export function validateSchedule(
   /** The first occurrence, when the rule is valid (the sample of templates, CH-6). */
   first: Occurrence | null;
 } {
-  const value = parseInput(createScheduleSchema, input);
-  // Stored as the zone database spells it, so lists, filters and hashes see one name.
+  const parsed = createScheduleSchema.safeParse(input);
+  if (!parsed.success) {
+    const issues = issuesFromZod(parsed.error, "", input);
+    const salvaged = salvageBody(input, issues);
+    if (salvaged) {
+      const named = new Set(issues.map((i) => i.field));
+      const more = checkDefinition(app, salvaged.value, options, salvaged);
+      issues.push(...more.issues.filter((i) => !named.has(i.field)));
+    }
+    throw new ValidationError(issues);
+  }
+  const value = normaliseBody(parsed.data);
+  const { issues, warnings, first } = checkDefinition(app, value, options, {
+    ruleShaped: true,
+    catchUpShaped: true,
+    reminderIndexes: value.reminders.map((_, i) => i),
+  });
+  if (issues.length > 0) throw new ValidationError(issues);
+  // A one-off whose reminders fell due already is sent at once (no misfire judgement
+  // applies to one-offs): say so, since a past date is often a typo.
+  const recurring = Boolean(value.rrule) || value.rdate.length > 0;
+  if (options.warnPastDue && first && !recurring) {
+    const now = app.clock.now();
+    for (const reminder of value.reminders) {
+      const dueAt = applyOffset(first, reminder.offset, value.tzid, value.dst);
+      if (dueAt < now - PAST_DUE_WARNING_MS) {
+        warnings.push(
+          `reminder ${reminder.key} fell due at ${new Date(dueAt).toISOString()}, which has passed: it is sent at once`,
+        );
+      }
+    }
+  }
+  return { value, warnings, first };
+}
+
+/**
+ * API-1: one spelling for what may be written two ways: the zone as the zone database
+ * spells it, the rule without its optional `RRULE:` prefix (a doubled prefix is left to
+ * validateRule, which refuses it), so views, filters and hashes see one form.
+ */
+function normaliseBody(
+  value: z.output<typeof createScheduleSchema>,
+): z.output<typeof createScheduleSchema> {
   value.tzid = canonicalTimeZone(value.tzid);
-  // API-1: the rule is stored without the optional `RRULE:` prefix, so views, filters and
-  // hashes see one spelling (a doubled prefix is left to validateRule, which refuses it).
   if (typeof value.rrule === "string" && /^\s*RRULE:(?!\s*RRULE:)/i.test(value.rrule)) {
     value.rrule = value.rrule.trim().slice("RRULE:".length).trimStart();
   }
+  return value;
+}
+
+/** Which parts of a body had the right shape, so their own checks can run. */
+interface ShapedParts {
+  /** Every rule field ({@link RULE_FIELDS}) had its shape. */
+  ruleShaped: boolean;
+  /** `misfire` and `catchUp` had their shape. */
+  catchUpShaped: boolean;
+  /** Indexes (in the body) of the reminders that had their shape, in `value.reminders` order. */
+  reminderIndexes: number[];
+}
+
+/**
+ * API-1: what a body that failed its shape check still lets us check: each top-level field
+ * with no issue of its own, parsed alone (defaults applied), and each reminder that parses
+ * alone. Null when the body is not an object.
+ */
+function salvageBody(
+  input: unknown,
+  issues: readonly FieldIssue[],
+): ({ value: z.output<typeof createScheduleSchema> } & ShapedParts) | null {
+  if (!input || typeof input !== "object" || Array.isArray(input)) return null;
+  const body = input as Record<string, unknown>;
+  const failed = (field: string) =>
+    issues.some((i) => i.field === field || i.field.startsWith(`${field}.`));
+  const shape = createScheduleSchema.shape;
+  const kept: Record<string, unknown> = {};
+  for (const [key, schema] of Object.entries(shape)) {
+    if (key === "reminders" || failed(key)) continue;
+    const one = (schema as z.ZodType).safeParse(body[key]);
+    if (one.success) kept[key] = one.data;
+  }
+  const reminders: Array<z.output<typeof createScheduleSchema>["reminders"][number]> = [];
+  const reminderIndexes: number[] = [];
+  if (Array.isArray(body.reminders)) {
+    body.reminders.forEach((raw, i) => {
+      const one = reminderInputSchema.safeParse(raw);
+      if (one.success) {
+        reminders.push(one.data);
+        reminderIndexes.push(i);
+      }
+    });
+  }
+  const ruleShaped = RULE_FIELDS.every((f) => f in kept || (f !== "dtstart" && !failed(f)));
+  const value = {
+    rdate: [],
+    exdate: [],
+    tzid: "UTC",
+    misfire: "skip",
+    graceMs: 0,
+    perpetual: false,
+    ...kept,
+    dtstart: typeof kept.dtstart === "string" ? kept.dtstart : "",
+    reminders,
+  } as z.output<typeof createScheduleSchema>;
+  if (ruleShaped) {
+    try {
+      normaliseBody(value);
+    } catch {
+      // an unknown zone: validateRule names it
+    }
+  }
+  return {
+    value,
+    ruleShaped,
+    catchUpShaped: !failed("misfire") && !failed("catchUp"),
+    reminderIndexes,
+  };
+}
+
+/**
+ * The checks of a schedule body past its shape: the rule (REC-3 strict posture), the
+ * expiry against the first occurrence, the catch-up policy (DEL-17), and per reminder its
+ * key, offset, quiet hours (DEL-15), channel (DEL-11), target (CH-1) and template (CH-6).
+ * Only the parts `shaped` names are checked; issues name the body's own field paths.
+ */
+function checkDefinition(
+  app: AppContext,
+  value: z.output<typeof createScheduleSchema>,
+  options: { tenant?: string },
+  shaped: ShapedParts,
+): { issues: FieldIssue[]; warnings: string[]; first: Occurrence | null } {
   const issues: FieldIssue[] = [];
   const warnings: string[] = [];
   // CH-6: templates are tried against the schedule's payload at its first occurrence.
   let first: Occurrence | null = null;
-  try {
-    const recurrence = validateRule({
-      dtstart: value.dtstart,
-      tzid: value.tzid,
-      rrule: value.rrule ?? null,
-      rdate: value.rdate,
-      exdate: value.exdate,
-      endsAt: value.endsAt ?? null,
-      dst: value.dst,
-    });
-    first = recurrence.first;
-    // REC-1: an instant dtstart is read on the wall clock of tzid (docs/recurrence.md);
-    // an offset that tzid does not have then is most often a slip, so say which wins.
-    const conflict = dtstartOffsetConflict(value.dtstart, value.tzid);
-    if (conflict) {
-      warnings.push(
-        `dtstart ${value.dtstart} has UTC offset ${conflict.given}, but ${value.tzid} is at ${conflict.zone} then: the instant wins, so the schedule starts at ${conflict.local} ${value.tzid} (${conflict.local}${conflict.zone}) and repeats that wall-clock time; give a local time without offset to mean ${value.tzid}'s own clock`,
-      );
-    }
-    if (value.expiresAt && Date.parse(value.expiresAt) <= recurrence.first.instant) {
-      issues.push({
-        field: "expiresAt",
-        message: "is at or before the first occurrence: nothing could ever be sent",
-        value: value.expiresAt,
+  if (shaped.ruleShaped) {
+    try {
+      const recurrence = validateRule({
+        dtstart: value.dtstart,
+        tzid: value.tzid,
+        rrule: value.rrule ?? null,
+        rdate: value.rdate,
+        exdate: value.exdate,
+        endsAt: value.endsAt ?? null,
+        dst: value.dst,
       });
-    }
-    if (!recurrence.bounded && !value.perpetual) {
-      warnings.push(
-        `unbounded series: planned for ${app.config.scheduler.maxExpansionDays} days, then stopped (logged at ERROR); add COUNT/UNTIL or endsAt, or set perpetual: true`,
-      );
-    }
-  } catch (err) {
-    if (!(err instanceof ValidationError)) throw err;
-    issues.push(...err.issues);
-    // An unknown zone stops validateRule before the rule is read: check the rule in UTC
-    // too, so one reply names every bad field (the zone's issue is already there).
-    if (err.issues.every((i) => i.field === "tzid") && value.rrule) {
-      try {
-        validateRule({
-          dtstart: value.dtstart,
-          tzid: "UTC",
-          rrule: value.rrule,
-          rdate: value.rdate,
-          exdate: value.exdate,
-          endsAt: value.endsAt ?? null,
-          dst: value.dst,
+      first = recurrence.first;
+      // REC-1: an instant dtstart is read on the wall clock of tzid (docs/recurrence.md);
+      // an offset that tzid does not have then is most often a slip, so say which wins.
+      const conflict = dtstartOffsetConflict(value.dtstart, value.tzid);
+      if (conflict) {
+        warnings.push(
+          `dtstart ${value.dtstart} has UTC offset ${conflict.given}, but ${value.tzid} is at ${conflict.zone} then: the instant wins, so the schedule starts at ${conflict.local} ${value.tzid} (${conflict.local}${conflict.zone}) and repeats that wall-clock time; give a local time without offset to mean ${value.tzid}'s own clock`,
+        );
+      }
+      if (value.expiresAt && Date.parse(value.expiresAt) <= recurrence.first.instant) {
+        issues.push({
+          field: "expiresAt",
+          message: "is at or before the first occurrence: nothing could ever be sent",
+          value: value.expiresAt,
         });
-      } catch (ruleErr) {
-        if (!(ruleErr instanceof ValidationError)) throw ruleErr;
-        issues.push(...ruleErr.issues.filter((i) => i.field.startsWith("rrule")));
+      }
+      if (!recurrence.bounded && !value.perpetual) {
+        warnings.push(
+          `unbounded series: planned for ${app.config.scheduler.maxExpansionDays} days, then stopped (logged at ERROR); add COUNT/UNTIL or endsAt, or set perpetual: true`,
+        );
+      }
+    } catch (err) {
+      if (!(err instanceof ValidationError)) throw err;
+      issues.push(...err.issues);
+      // An unknown zone stops validateRule before the rule is read: check the rule in UTC
+      // too, so one reply names every bad field (the zone's issue is already there).
+      if (err.issues.every((i) => i.field === "tzid") && value.rrule) {
+        try {
+          validateRule({
+            dtstart: value.dtstart,
+            tzid: "UTC",
+            rrule: value.rrule,
+            rdate: value.rdate,
+            exdate: value.exdate,
+            endsAt: value.endsAt ?? null,
+            dst: value.dst,
+          });
+        } catch (ruleErr) {
+          if (!(ruleErr instanceof ValidationError)) throw ruleErr;
+          issues.push(...ruleErr.issues.filter((i) => i.field.startsWith("rrule")));
+        }
       }
     }
+  } else if (typeof value.tzid === "string" && !isValidTimeZone(value.tzid)) {
+    // The rule cannot be read (another rule field is malformed): name a bad zone anyway.
+    issues.push({ field: "tzid", message: "is not a known IANA time zone", value: value.tzid });
   }
-  issues.push(...catchUpIssues(value));
+  if (shaped.catchUpShaped) issues.push(...catchUpIssues(value));
   const keys = new Set<string>();
-  value.reminders.forEach((reminder, i) => {
-    const at = `reminders.${i}`;
+  value.reminders.forEach((reminder, n) => {
+    const at = `reminders.${shaped.reminderIndexes[n] ?? n}`;
     issues.push(...quietHoursIssues(reminder.quietHours, `${at}.quietHours`));
     if (keys.has(reminder.key))
       issues.push({ field: `${at}.key`, message: "duplicate reminder key", value: reminder.key });
@@ -298,22 +432,7 @@ export function validateSchedule(
       }
     }
   });
-  if (issues.length > 0) throw new ValidationError(issues);
-  // A one-off whose reminders fell due already is sent at once (no misfire judgement
-  // applies to one-offs): say so, since a past date is often a typo.
-  const recurring = Boolean(value.rrule) || value.rdate.length > 0;
-  if (options.warnPastDue && first && !recurring) {
-    const now = app.clock.now();
-    for (const reminder of value.reminders) {
-      const dueAt = applyOffset(first, reminder.offset, value.tzid, value.dst);
-      if (dueAt < now - PAST_DUE_WARNING_MS) {
-        warnings.push(
-          `reminder ${reminder.key} fell due at ${new Date(dueAt).toISOString()}, which has passed: it is sent at once`,
-        );
-      }
-    }
-  }
-  return { value, warnings, first };
+  return { issues, warnings, first };
 }
 
 /**

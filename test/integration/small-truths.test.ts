@@ -1,10 +1,10 @@
 /**
  * Small truths of the library and API a new user runs into: a stopped scheduler refuses
  * tick(), a sent delivery carries no stale error, a redriven delivery counts its attempts
- * per round.
+ * per round, a refused create names every failing field.
  */
 import { afterEach, describe, expect, it } from "vitest";
-import { PunctualError, TransientError } from "../../src/errors/index.js";
+import { PunctualError, TransientError, ValidationError } from "../../src/errors/index.js";
 import { deliveries, testPunctual, tickAndDrain, type TestPunctual } from "../support/punctual.js";
 
 let t: TestPunctual | null = null;
@@ -107,5 +107,54 @@ describe("deliveries list", () => {
     await expect(punctual.listDeliveries({ order: "sideways" })).rejects.toMatchObject({
       issues: [expect.objectContaining({ field: "order" })],
     });
+  });
+});
+
+describe("validation", () => {
+  it("API-1 REC-3: a create with a malformed field still names the bad rule, zone, channel and duplicate key", async () => {
+    t = await testPunctual();
+    const refusal = async (body: unknown) => {
+      const error = await t!.punctual.createSchedule(body).then(
+        () => null,
+        (e: unknown) => e,
+      );
+      expect(error).toBeInstanceOf(ValidationError);
+      return (error as ValidationError).issues.map((i) => i.field).sort();
+    };
+    expect(
+      await refusal({
+        dtstart: "2027-01-04T08:00:00Z",
+        rrule: "FREQ=DAILY;BYFOO=1",
+        misfire: "nope",
+        reminders: [{ key: "r", offset: "PT0S", channel: "nochan" }],
+      }),
+    ).toEqual(["misfire", "reminders.0.channel", "rrule.BYFOO"]);
+    expect(
+      await refusal({
+        dtstart: "2027-01-04T08:00:00Z",
+        rrule: "FREQ=DAILY;COUNT=0",
+        graceMs: -5,
+        reminders: [
+          { key: "r", offset: "PT0S", channel: "test" },
+          { key: "r", offset: "PT0S", channel: "test" },
+          { key: "s", offset: "PT0S", channel: "test", target: 5 },
+          { key: "u", offset: "PT0S", channel: "nochan" },
+        ],
+      }),
+    ).toEqual([
+      "graceMs",
+      "reminders.1.key",
+      "reminders.2.target",
+      "reminders.3.channel",
+      "rrule.COUNT",
+    ]);
+    expect(
+      await refusal({
+        dtstart: "garbage",
+        tzid: "Nope/Zone",
+        reminders: [{ key: "r", offset: "PT0S", channel: "test" }],
+      }),
+    ).toEqual(["dtstart", "tzid"]);
+    expect((await t.punctual.listSchedules({})).items).toEqual([]);
   });
 });
