@@ -140,7 +140,9 @@ function deliveryText(d: DeliveryView & { attempts?: AttemptView[] }): string {
     ["runAt", d.runAt],
     [
       "attempt",
-      `${d.attempt} of ${d.maxAttempts} (${d.failures} failed` +
+      `${d.attempt} of ${d.maxAttempts}` +
+        (d.round > 1 ? `, round ${d.round}` : "") +
+        ` (${d.failures} failed` +
         (d.deferrals ? `, ${d.deferrals} deferred by Retry-After)` : ")"),
     ],
     ["late", d.late],

@@ -553,6 +553,10 @@ export interface DeliveryRow {
   deferred_until: Date | null;
   /** DEL-15: why it was deferred (`QUIET_HOURS`); null when not deferred. */
   deferred_reason: string | null;
+  /** DEL-12: 1, then one more per redrive (migration 0040). */
+  round: number;
+  /** DEL-12: attempts spent (`attempt − deferrals`) before the current round began. */
+  round_base: number;
   created_at: Date;
   updated_at: Date;
 }
@@ -610,6 +614,8 @@ export const DELIVERY_ROW_KEYS = columnsOf<DeliveryRow>()([
   "limiter",
   "deferred_until",
   "deferred_reason",
+  "round",
+  "round_base",
 ]);
 
 /** Result columns of {@link ATTEMPTS_SQL}. */
@@ -812,7 +818,8 @@ export function toDeliveryView(row: DeliveryRow): DeliveryView {
     dueAt: row.due_at.toISOString(),
     runAt: row.run_at.toISOString(),
     state: row.state,
-    attempt: row.attempt - row.deferrals,
+    attempt: row.attempt - row.deferrals - row.round_base,
+    round: row.round,
     failures: row.failures,
     maxAttempts: row.max_attempts,
     deferrals: row.deferrals,
