@@ -2,7 +2,7 @@
  * A checked schedule body as the store writes it: the definition columns of
  * `punctual_schedules` and the rows of `punctual_reminders` (API-1). Pure.
  */
-import type { ReminderBody, ScheduleBody } from "./body.js";
+import { ruleInputOfBody, type ReminderBody, type ScheduleBody } from "./body.js";
 
 /** The definition columns of a schedule, as the store writes them. */
 export interface DefinitionColumns {
@@ -52,14 +52,15 @@ export interface ReminderColumns {
 
 /** The definition columns of a checked body. */
 export function definitionColumns(body: ScheduleBody): DefinitionColumns {
+  const { dst: _dst, ...rule } = ruleInputOfBody(body);
   return {
-    dtstart: body.dtstart,
+    ...rule,
     tzid: body.tzid,
-    rrule: body.rrule ?? null,
+    rrule: rule.rrule ?? null,
     rdate: body.rdate,
     exdate: body.exdate,
     recurring: Boolean(body.rrule) || body.rdate.length > 0,
-    endsAt: body.endsAt ?? null,
+    endsAt: rule.endsAt ?? null,
     expiresAt: body.expiresAt ?? null,
     dstGap: body.dst?.gap ?? "shift",
     dstOverlap: body.dst?.overlap ?? "earlier",
