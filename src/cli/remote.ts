@@ -127,7 +127,11 @@ export function scheduleText(s: ScheduleView): string {
   );
 }
 
-function deliveryText(d: DeliveryView & { attempts?: AttemptView[] }): string {
+/**
+ * `punctual deliveries show` as text: one field a line, the attempts counted per round
+ * ("1 of 3, round 2 (0 failed)" after a redrive, DEL-12), then the attempt history.
+ */
+export function deliveryText(d: DeliveryView & { attempts?: AttemptView[] }): string {
   const text = keyValues([
     ["id", d.id],
     ["deliveryKey", d.deliveryKey],
