@@ -189,7 +189,14 @@ export const deliveryViewSchema = z
     dueAt: instantText,
     runAt: instantText,
     state: z.enum(DELIVERY_STATE_VALUES),
-    attempt: z.number().int(),
+    attempt: z
+      .number()
+      .int()
+      .describe("Attempts spent in this round (Retry-After deferrals not counted)"),
+    round: z
+      .number()
+      .int()
+      .describe("1 for the first attempts, then one more per redrive (DEL-12)"),
     failures: z.number().int(),
     maxAttempts: z.number().int(),
     deferrals: z.number().int(),

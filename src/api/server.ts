@@ -28,7 +28,8 @@ import { VERSION } from "../app/punctual.js";
 import { NotFoundError, ValidationError, type FieldIssue } from "../errors/index.js";
 import { DEFAULT_MAX_BYTES } from "../ical/index.js";
 import { validateRule, type DstPolicy, type RecurrenceInput } from "../recurrence/index.js";
-import { borrowRuleWork, offloadPool, recurrenceInputOf } from "../offload/index.js";
+import { ruleInputOfRaw } from "../definition/index.js";
+import { borrowRuleWork, offloadPool } from "../offload/index.js";
 import { isUnstorableText } from "../contracts/index.js";
 import { registerApiKeyRoutes } from "./api-keys.js";
 import { authenticate, tenantOf } from "./auth.js";
@@ -183,7 +184,7 @@ async function patchedRecurrence(
   try {
     const current: Record<string, unknown> = { ...(await punctual.getSchedule(id, tenantOf(c))) };
     const stored = Object.fromEntries(RECURRENCE_FIELDS.map((f) => [f, current[f]]));
-    const input = recurrenceInputOf({ ...stored, ...sent });
+    const input = ruleInputOfRaw({ ...stored, ...sent });
     return input === null ? [] : [input];
   } catch {
     return [];
@@ -491,7 +492,7 @@ export function createApi(punctual: Punctual, options: ApiOptions = {}): Punctua
       // kind's fields for those it left out, not the schema's defaults.
       const raw: unknown = await c.req.json();
       // OPS-12: the rule's validation walks done on a worker thread first.
-      const input = recurrenceInputOf(raw);
+      const input = ruleInputOfRaw(raw);
       const release = await borrowRuleWork(input === null ? [] : [input]);
       const result = await punctual
         .createSchedule(raw, {

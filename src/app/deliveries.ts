@@ -23,6 +23,16 @@ import { DEFAULT_TENANT, type AppContext, type CallContext } from "./context.js"
 import { cursorPart, decodeCursor, encodeCursor, type CursorScope } from "./cursor.js";
 import { parseInput } from "./input.js";
 
+/** One page of deliveries (API-3): the items, the cursor of the next page (null at the end). */
+export interface DeliveryPage {
+  items: DeliveryView[];
+  nextCursor: string | null;
+  /** The last item's id, for `after` (null at the end). */
+  nextAfter: number | null;
+  /** With `total=true`: how many match (exact up to a bound, else an estimate). */
+  total?: ListTotal;
+}
+
 /**
  * Lists deliveries (DEL-1, API-3) by id: `order` `asc` (oldest first, the default) or
  * `desc` (newest first), filtered by `scheduleId`, `state` (`dead`: the dead letters),
@@ -38,12 +48,7 @@ export async function listDeliveries(
   app: AppContext,
   query: unknown = {},
   ctx: CallContext = {},
-): Promise<{
-  items: DeliveryView[];
-  nextCursor: string | null;
-  nextAfter: number | null;
-  total?: ListTotal;
-}> {
+): Promise<DeliveryPage> {
   const q = parseInput(listDeliveriesQuerySchema, query);
   if (q.dueFrom && q.dueTo && Date.parse(q.dueFrom) > Date.parse(q.dueTo)) {
     throw new ValidationError({

@@ -53,14 +53,8 @@ import {
 import { DEFAULT_TENANT, planDeps, type AppContext, type CallContext } from "./context.js";
 import { activeTraceParent } from "../observability/tracing.js";
 import { parseInput } from "./input.js";
-import {
-  definitionHash,
-  definitionOf,
-  getSchedule,
-  remindersOf,
-  updateSchedule,
-  validateSchedule,
-} from "./schedules.js";
+import { definitionColumns, definitionHash, reminderColumns } from "../definition/index.js";
+import { getSchedule, updateSchedule, validateSchedule } from "./schedules.js";
 
 const DAY_MS = 86_400_000;
 /** Deliveries per backfill insert statement (OPS-12: short statements). */
@@ -492,7 +486,7 @@ export async function upsertScheduleByExternalId(
         now: app.now(),
         tenant,
         requestHash: hash,
-        definition: definitionOf(value),
+        definition: definitionColumns(value),
         source,
         externalId,
         traceParent: activeTraceParent(),
@@ -500,7 +494,7 @@ export async function upsertScheduleByExternalId(
       if (!row) return null;
       await insertReminders(tx, {
         scheduleId: row.id,
-        reminders: remindersOf(value.reminders, app.config.scheduler.maxAttempts),
+        reminders: reminderColumns(value.reminders, app.config.scheduler.maxAttempts),
       });
       await planLocked(tx, [row], planDeps(app));
       const reminders = await remindersOfSchedules(tx, { scheduleIds: [row.id] });

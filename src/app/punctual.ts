@@ -399,15 +399,7 @@ export class Punctual {
    * Lists deliveries (DEL-1, API-3), by id, with a keyset cursor; with `total: true` also
    * how many the filters match (`{ value, exact }`).
    */
-  listDeliveries(
-    query: unknown = {},
-    ctx: CallContext = {},
-  ): Promise<{
-    items: DeliveryView[];
-    nextCursor: string | null;
-    nextAfter: number | null;
-    total?: ListTotal;
-  }> {
+  listDeliveries(query: unknown = {}, ctx: CallContext = {}): Promise<deliveries.DeliveryPage> {
     return deliveries.listDeliveries(this.#app, query, ctx);
   }
 

@@ -3,11 +3,11 @@
  * read, list, cancel, pause and resume. Each operation takes the {@link AppContext} of a
  * running punctual; `Punctual` exposes them as methods.
  */
-import { createHash } from "node:crypto";
 import { z } from "zod";
 import {
   createScheduleSchema,
   jsonBytes,
+  reminderInputSchema,
   jsonDepth,
   LIST_FIELD_MAX_BYTES,
   LIST_MAX_DATES,
@@ -26,11 +26,12 @@ import { ConflictError, NotFoundError, ValidationError, type FieldIssue } from "
 import { sampleIdentity, sampleRender, validateTemplate } from "../channels/template.js";
 import {
   applyOffset,
-  canonicalTimeZone,
   dtstartOffsetConflict,
+  isValidTimeZone,
   parseOffset,
   validateRule,
   type Occurrence,
+  type Recurrence,
 } from "../recurrence/index.js";
 import { planLocked } from "../scheduler/plan.js";
 import { realignSchedule, type RealignReport } from "../scheduler/realign.js";
@@ -58,15 +59,27 @@ import {
   toScheduleView,
   updateScheduleDefinition,
   type ReminderRow,
-  type ReminderToInsert,
-  type ScheduleDefinition,
 } from "../store/schedules.js";
+import {
+  bodyOfStored,
+  canonicalJson,
+  definitionChanges,
+  definitionColumns,
+  definitionHash,
+  normaliseBody,
+  reminderColumns,
+  ruleInputOfBody,
+  RULE_FIELDS,
+  type ScheduleBody,
+} from "../definition/index.js";
 import { DEFAULT_TENANT, planDeps, type AppContext, type CallContext } from "./context.js";
 import { activeTraceParent } from "../observability/tracing.js";
 import { cursorPart, decodeCursor, encodeCursor, type CursorScope } from "./cursor.js";
-import { parseInput, prefixIssues } from "./input.js";
+import { issuesFromZod, parseInput, prefixIssues } from "./input.js";
 import { resolveReminderKinds } from "./kinds.js";
 import { catchUpIssues, quietHoursIssues } from "./policy.js";
+
+export { definitionHash } from "../definition/index.js";
 
 /** Result of a create: `created` is false when an Idempotency-Key replay returned the existing one. */
 export interface CreateResult {
@@ -75,183 +88,200 @@ export interface CreateResult {
   warnings: string[];
 }
 
-function canonicalJson(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`;
-  if (value && typeof value === "object") {
-    return `{${Object.keys(value)
-      .sort()
-      .map((k) => `${JSON.stringify(k)}:${canonicalJson((value as Record<string, unknown>)[k])}`)
-      .join(",")}}`;
-  }
-  return JSON.stringify(value) ?? "null";
-}
-
-/**
- * Hash of a schedule's validated definition (everything but where it came from): equal
- * hashes mean an idempotent replay, or an unchanged event on re-import.
- */
-export function definitionHash(
-  value: z.output<typeof createScheduleSchema>,
-  defaultMaxAttempts = 5,
-): string {
-  const { source: _source, externalId: _externalId, ...definition } = value;
-  // Absent and default values hash alike, so an edit that spells out a default (or an
-  // import that leaves one out) is not a change.
-  const normalized = {
-    ...definition,
-    rrule: definition.rrule ?? null,
-    endsAt: definition.endsAt ?? null,
-    expiresAt: definition.expiresAt ?? null,
-    dst: { gap: definition.dst?.gap ?? "shift", overlap: definition.dst?.overlap ?? "earlier" },
-    payload: definition.payload ?? null,
-    reminders: definition.reminders.map((r) => ({
-      key: r.key,
-      offset: r.offset,
-      channel: r.channel,
-      target: r.target ?? {},
-      delivery: r.delivery ?? null,
-      maxAttempts: r.maxAttempts ?? defaultMaxAttempts,
-      // CH-6: only hashed when present, so schedules without one keep their hash.
-      ...(r.template ? { template: r.template } : {}),
-      ...(r.rateLimitKey ? { rateLimitKey: r.rateLimitKey } : {}),
-      // DEL-15: likewise.
-      ...(r.quietHours ? { quietHours: r.quietHours } : {}),
-      ...(r.priority === "critical" ? { priority: r.priority } : {}),
-    })),
-  };
-  // DEL-17: only hashed when present.
-  if (!definition.catchUp) delete (normalized as { catchUp?: unknown }).catchUp;
-  // API-1: likewise, so schedules without a title keep their hash.
-  if (!definition.title) delete (normalized as { title?: unknown }).title;
-  return createHash("sha256").update(canonicalJson(normalized)).digest("hex");
-}
-
-/** The definition columns of a validated schedule, as the store writes them. */
-export function definitionOf(value: z.output<typeof createScheduleSchema>): ScheduleDefinition {
-  return {
-    dtstart: value.dtstart,
-    tzid: value.tzid,
-    rrule: value.rrule ?? null,
-    rdate: value.rdate,
-    exdate: value.exdate,
-    recurring: Boolean(value.rrule) || value.rdate.length > 0,
-    endsAt: value.endsAt ?? null,
-    expiresAt: value.expiresAt ?? null,
-    dstGap: value.dst?.gap ?? "shift",
-    dstOverlap: value.dst?.overlap ?? "earlier",
-    misfire: value.misfire,
-    graceMs: value.graceMs,
-    perpetual: value.perpetual,
-    payloadJson: JSON.stringify(value.payload ?? null),
-    catchUpJson: value.catchUp ? JSON.stringify(value.catchUp) : null,
-    title: value.title ?? null,
-  };
-}
-
-/** The reminders of a validated schedule, as the store writes them. */
-export function remindersOf(
-  reminders: z.output<typeof createScheduleSchema>["reminders"],
-  defaultMaxAttempts: number,
-): ReminderToInsert[] {
-  return reminders.map((r) => ({
-    key: r.key,
-    offset: r.offset,
-    channel: r.channel,
-    targetJson: JSON.stringify(r.target ?? {}),
-    onLostLease:
-      r.delivery === "at-least-once" ? "retry" : r.delivery === "at-most-once" ? "in_doubt" : null,
-    maxAttempts: r.maxAttempts ?? defaultMaxAttempts,
-    templateJson: r.template ? JSON.stringify(r.template) : null,
-    rateLimitKey: r.rateLimitKey ?? null,
-    quietHoursJson: r.quietHours ? JSON.stringify(r.quietHours) : null,
-    priority: r.priority === "critical" ? "critical" : null,
-  }));
-}
-
 /**
  * Validates a create request strictly (REC-3 strict posture, DEL-11 channels, CH-1
  * targets). Returns the parsed input and warnings.
- * @throws ValidationError naming every bad field.
+ * @throws ValidationError naming every bad field: when some fields do not have the
+ *   right shape, the checks of the fields that do (the rule, each well-formed
+ *   reminder's channel, target, offset and key) still run and add their issues (API-1).
  */
 export function validateSchedule(
   app: AppContext,
   input: unknown,
   options: { warnPastDue?: boolean; tenant?: string } = {},
 ): {
-  value: z.output<typeof createScheduleSchema>;
+  value: ScheduleBody;
   warnings: string[];
   /** The first occurrence, when the rule is valid (the sample of templates, CH-6). */
   first: Occurrence | null;
+  /**
+   * The recurrence the check built (REC-3 strict), for planning to use as it is: a
+   * create's rule is read once.
+   */
+  recurrence: Recurrence | null;
 } {
-  const value = parseInput(createScheduleSchema, input);
-  // Stored as the zone database spells it, so lists, filters and hashes see one name.
-  value.tzid = canonicalTimeZone(value.tzid);
-  // API-1: the rule is stored without the optional `RRULE:` prefix, so views, filters and
-  // hashes see one spelling (a doubled prefix is left to validateRule, which refuses it).
-  if (typeof value.rrule === "string" && /^\s*RRULE:(?!\s*RRULE:)/i.test(value.rrule)) {
-    value.rrule = value.rrule.trim().slice("RRULE:".length).trimStart();
+  const parsed = createScheduleSchema.safeParse(input);
+  if (!parsed.success) {
+    const issues = issuesFromZod(parsed.error, "", input);
+    const salvaged = salvageBody(input, issues);
+    if (salvaged) {
+      const named = new Set(issues.map((i) => i.field));
+      const more = checkDefinition(app, salvaged.value, options, salvaged);
+      issues.push(...more.issues.filter((i) => !named.has(i.field)));
+    }
+    throw new ValidationError(issues);
   }
+  const value = normaliseBody(parsed.data);
+  const { issues, warnings, first, recurrence } = checkDefinition(app, value, options, {
+    ruleShaped: true,
+    catchUpShaped: true,
+    reminderIndexes: value.reminders.map((_, i) => i),
+  });
+  if (issues.length > 0) throw new ValidationError(issues);
+  // A one-off whose reminders fell due already is sent at once (no misfire judgement
+  // applies to one-offs): say so, since a past date is often a typo.
+  const recurring = Boolean(value.rrule) || value.rdate.length > 0;
+  if (options.warnPastDue && first && !recurring) {
+    const now = app.clock.now();
+    for (const reminder of value.reminders) {
+      const dueAt = applyOffset(first, reminder.offset, value.tzid, value.dst);
+      if (dueAt < now - PAST_DUE_WARNING_MS) {
+        warnings.push(
+          `reminder ${reminder.key} fell due at ${new Date(dueAt).toISOString()}, which has passed: it is sent at once`,
+        );
+      }
+    }
+  }
+  return { value, warnings, first, recurrence };
+}
+
+/** Which parts of a body had the right shape, so their own checks can run. */
+interface ShapedParts {
+  /** Every rule field ({@link RULE_FIELDS}) had its shape. */
+  ruleShaped: boolean;
+  /** `misfire` and `catchUp` had their shape. */
+  catchUpShaped: boolean;
+  /** Indexes (in the body) of the reminders that had their shape, in `value.reminders` order. */
+  reminderIndexes: number[];
+}
+
+/**
+ * API-1: what a body that failed its shape check still lets us check: each top-level field
+ * with no issue of its own, parsed alone (defaults applied), and each reminder that parses
+ * alone. Null when the body is not an object.
+ */
+function salvageBody(
+  input: unknown,
+  issues: readonly FieldIssue[],
+): ({ value: ScheduleBody } & ShapedParts) | null {
+  if (!input || typeof input !== "object" || Array.isArray(input)) return null;
+  const body = input as Record<string, unknown>;
+  const failed = (field: string) =>
+    issues.some((i) => i.field === field || i.field.startsWith(`${field}.`));
+  const shape = createScheduleSchema.shape;
+  const kept: Record<string, unknown> = {};
+  for (const [key, schema] of Object.entries(shape)) {
+    if (key === "reminders" || failed(key)) continue;
+    const one = (schema as z.ZodType).safeParse(body[key]);
+    if (one.success) kept[key] = one.data;
+  }
+  const reminders: Array<ScheduleBody["reminders"][number]> = [];
+  const reminderIndexes: number[] = [];
+  if (Array.isArray(body.reminders)) {
+    body.reminders.forEach((raw, i) => {
+      const one = reminderInputSchema.safeParse(raw);
+      if (one.success) {
+        reminders.push(one.data);
+        reminderIndexes.push(i);
+      }
+    });
+  }
+  const ruleShaped = RULE_FIELDS.every((f) => f in kept || (f !== "dtstart" && !failed(f)));
+  const value = {
+    rdate: [],
+    exdate: [],
+    tzid: "UTC",
+    misfire: "skip",
+    graceMs: 0,
+    perpetual: false,
+    ...kept,
+    dtstart: typeof kept.dtstart === "string" ? kept.dtstart : "",
+    reminders,
+  } as ScheduleBody;
+  if (ruleShaped) {
+    try {
+      normaliseBody(value);
+    } catch {
+      // an unknown zone: validateRule names it
+    }
+  }
+  return {
+    value,
+    ruleShaped,
+    catchUpShaped: !failed("misfire") && !failed("catchUp"),
+    reminderIndexes,
+  };
+}
+
+/**
+ * The checks of a schedule body past its shape: the rule (REC-3 strict posture), the
+ * expiry against the first occurrence, the catch-up policy (DEL-17), and per reminder its
+ * key, offset, quiet hours (DEL-15), channel (DEL-11), target (CH-1) and template (CH-6).
+ * Only the parts `shaped` names are checked; issues name the body's own field paths.
+ */
+function checkDefinition(
+  app: AppContext,
+  value: ScheduleBody,
+  options: { tenant?: string },
+  shaped: ShapedParts,
+): {
+  issues: FieldIssue[];
+  warnings: string[];
+  first: Occurrence | null;
+  recurrence: Recurrence | null;
+} {
   const issues: FieldIssue[] = [];
   const warnings: string[] = [];
   // CH-6: templates are tried against the schedule's payload at its first occurrence.
   let first: Occurrence | null = null;
-  try {
-    const recurrence = validateRule({
-      dtstart: value.dtstart,
-      tzid: value.tzid,
-      rrule: value.rrule ?? null,
-      rdate: value.rdate,
-      exdate: value.exdate,
-      endsAt: value.endsAt ?? null,
-      dst: value.dst,
-    });
-    first = recurrence.first;
-    // REC-1: an instant dtstart is read on the wall clock of tzid (docs/recurrence.md);
-    // an offset that tzid does not have then is most often a slip, so say which wins.
-    const conflict = dtstartOffsetConflict(value.dtstart, value.tzid);
-    if (conflict) {
-      warnings.push(
-        `dtstart ${value.dtstart} has UTC offset ${conflict.given}, but ${value.tzid} is at ${conflict.zone} then: the instant wins, so the schedule starts at ${conflict.local} ${value.tzid} (${conflict.local}${conflict.zone}) and repeats that wall-clock time; give a local time without offset to mean ${value.tzid}'s own clock`,
-      );
-    }
-    if (value.expiresAt && Date.parse(value.expiresAt) <= recurrence.first.instant) {
-      issues.push({
-        field: "expiresAt",
-        message: "is at or before the first occurrence: nothing could ever be sent",
-        value: value.expiresAt,
-      });
-    }
-    if (!recurrence.bounded && !value.perpetual) {
-      warnings.push(
-        `unbounded series: planned for ${app.config.scheduler.maxExpansionDays} days, then stopped (logged at ERROR); add COUNT/UNTIL or endsAt, or set perpetual: true`,
-      );
-    }
-  } catch (err) {
-    if (!(err instanceof ValidationError)) throw err;
-    issues.push(...err.issues);
-    // An unknown zone stops validateRule before the rule is read: check the rule in UTC
-    // too, so one reply names every bad field (the zone's issue is already there).
-    if (err.issues.every((i) => i.field === "tzid") && value.rrule) {
-      try {
-        validateRule({
-          dtstart: value.dtstart,
-          tzid: "UTC",
-          rrule: value.rrule,
-          rdate: value.rdate,
-          exdate: value.exdate,
-          endsAt: value.endsAt ?? null,
-          dst: value.dst,
+  let checked: Recurrence | null = null;
+  if (shaped.ruleShaped) {
+    try {
+      const recurrence = validateRule(ruleInputOfBody(value));
+      checked = recurrence;
+      first = recurrence.first;
+      // REC-1: an instant dtstart is read on the wall clock of tzid (docs/recurrence.md);
+      // an offset that tzid does not have then is most often a slip, so say which wins.
+      const conflict = dtstartOffsetConflict(value.dtstart, value.tzid);
+      if (conflict) {
+        warnings.push(
+          `dtstart ${value.dtstart} has UTC offset ${conflict.given}, but ${value.tzid} is at ${conflict.zone} then: the instant wins, so the schedule starts at ${conflict.local} ${value.tzid} (${conflict.local}${conflict.zone}) and repeats that wall-clock time; give a local time without offset to mean ${value.tzid}'s own clock`,
+        );
+      }
+      if (value.expiresAt && Date.parse(value.expiresAt) <= recurrence.first.instant) {
+        issues.push({
+          field: "expiresAt",
+          message: "is at or before the first occurrence: nothing could ever be sent",
+          value: value.expiresAt,
         });
-      } catch (ruleErr) {
-        if (!(ruleErr instanceof ValidationError)) throw ruleErr;
-        issues.push(...ruleErr.issues.filter((i) => i.field.startsWith("rrule")));
+      }
+      if (!recurrence.bounded && !value.perpetual) {
+        warnings.push(
+          `unbounded series: planned for ${app.config.scheduler.maxExpansionDays} days, then stopped (logged at ERROR); add COUNT/UNTIL or endsAt, or set perpetual: true`,
+        );
+      }
+    } catch (err) {
+      if (!(err instanceof ValidationError)) throw err;
+      issues.push(...err.issues);
+      // An unknown zone stops validateRule before the rule is read: check the rule in UTC
+      // too, so one reply names every bad field (the zone's issue is already there).
+      if (err.issues.every((i) => i.field === "tzid") && value.rrule) {
+        try {
+          validateRule({ ...ruleInputOfBody(value), tzid: "UTC" });
+        } catch (ruleErr) {
+          if (!(ruleErr instanceof ValidationError)) throw ruleErr;
+          issues.push(...ruleErr.issues.filter((i) => i.field.startsWith("rrule")));
+        }
       }
     }
+  } else if (typeof value.tzid === "string" && !isValidTimeZone(value.tzid)) {
+    // The rule cannot be read (another rule field is malformed): name a bad zone anyway.
+    issues.push({ field: "tzid", message: "is not a known IANA time zone", value: value.tzid });
   }
-  issues.push(...catchUpIssues(value));
+  if (shaped.catchUpShaped) issues.push(...catchUpIssues(value));
   const keys = new Set<string>();
-  value.reminders.forEach((reminder, i) => {
-    const at = `reminders.${i}`;
+  value.reminders.forEach((reminder, n) => {
+    const at = `reminders.${shaped.reminderIndexes[n] ?? n}`;
     issues.push(...quietHoursIssues(reminder.quietHours, `${at}.quietHours`));
     if (keys.has(reminder.key))
       issues.push({ field: `${at}.key`, message: "duplicate reminder key", value: reminder.key });
@@ -298,22 +328,7 @@ export function validateSchedule(
       }
     }
   });
-  if (issues.length > 0) throw new ValidationError(issues);
-  // A one-off whose reminders fell due already is sent at once (no misfire judgement
-  // applies to one-offs): say so, since a past date is often a typo.
-  const recurring = Boolean(value.rrule) || value.rdate.length > 0;
-  if (options.warnPastDue && first && !recurring) {
-    const now = app.clock.now();
-    for (const reminder of value.reminders) {
-      const dueAt = applyOffset(first, reminder.offset, value.tzid, value.dst);
-      if (dueAt < now - PAST_DUE_WARNING_MS) {
-        warnings.push(
-          `reminder ${reminder.key} fell due at ${new Date(dueAt).toISOString()}, which has passed: it is sent at once`,
-        );
-      }
-    }
-  }
-  return { value, warnings, first };
+  return { issues, warnings, first, recurrence: checked };
 }
 
 /**
@@ -323,8 +338,8 @@ export function validateSchedule(
  */
 function templateSample(
   app: AppContext,
-  value: z.output<typeof createScheduleSchema>,
-  reminder: z.output<typeof createScheduleSchema>["reminders"][number],
+  value: ScheduleBody,
+  reminder: ScheduleBody["reminders"][number],
   first: Occurrence | null,
 ): ChannelDelivery {
   const occurrenceAt = new Date(
@@ -357,7 +372,7 @@ function templateSample(
  */
 async function sampleRenders(
   app: AppContext,
-  value: z.output<typeof createScheduleSchema>,
+  value: ScheduleBody,
   first: Occurrence | null,
 ): Promise<void> {
   if (!value.reminders.some((r) => r.template)) return;
@@ -422,7 +437,7 @@ export async function createSchedule(
   options: CallContext & { idempotencyKey?: string } = {},
 ): Promise<CreateResult> {
   const tenant = options.tenant ?? DEFAULT_TENANT;
-  const { value, warnings } = await validateWithKinds(app, input, tenant, app.db, {
+  const { value, warnings, recurrence } = await validateWithKinds(app, input, tenant, app.db, {
     warnPastDue: true,
   });
   const hash = definitionHash(value, app.config.scheduler.maxAttempts);
@@ -433,7 +448,7 @@ export async function createSchedule(
       tenant,
       idempotencyKey: idem,
       requestHash: hash,
-      definition: definitionOf(value),
+      definition: definitionColumns(value),
       source: value.source ?? null,
       externalId: value.externalId ?? null,
       traceParent: activeTraceParent(),
@@ -442,7 +457,13 @@ export async function createSchedule(
     await insertScheduleReminders(app, tx, row.id, value.reminders);
     // Plan the first window in the same transaction: the deliveries exist the moment
     // the schedule does (DEL-1), and a reminder due in seconds needs no planning pass.
-    await planLocked(tx, [row], planDeps(app));
+    // The recurrence validated above is planned as it is: the rule is read once (REC-3).
+    await planLocked(
+      tx,
+      [row],
+      planDeps(app),
+      recurrence ? new Map([[row.id, recurrence]]) : undefined,
+    );
     const reminders = await remindersOfSchedules(tx, { scheduleIds: [row.id] });
     return toScheduleView(row, reminders);
   });
@@ -503,40 +524,8 @@ export async function updateSchedule(
     }
     const current = toScheduleView(locked, []);
     const storedReminders = await remindersOfSchedules(tx, { scheduleIds: [id] });
-    const base = {
-      dtstart: current.dtstart,
-      tzid: current.tzid,
-      rrule: current.rrule,
-      rdate: current.rdate,
-      exdate: current.exdate,
-      endsAt: current.endsAt,
-      expiresAt: current.expiresAt,
-      dst: current.dst,
-      misfire: current.misfire,
-      graceMs: current.graceMs,
-      catchUp: current.catchUp,
-      perpetual: current.perpetual,
-      payload: current.payload,
-      title: current.title,
-    };
     // Reminder targets are stored unredacted: read them back (under the lock) for validation.
-    const stored = {
-      ...base,
-      reminders: storedReminders.map((r) => ({
-        key: r.key,
-        offset: r.offset_duration,
-        channel: r.channel,
-        target: r.target,
-        ...(r.on_lost_lease
-          ? { delivery: r.on_lost_lease === "retry" ? "at-least-once" : "at-most-once" }
-          : {}),
-        maxAttempts: r.max_attempts,
-        ...(r.template ? { template: r.template } : {}),
-        ...(r.rate_limit_key ? { rateLimitKey: r.rate_limit_key } : {}),
-        ...(r.quiet_hours ? { quietHours: r.quiet_hours } : {}),
-        ...(r.priority ? { priority: r.priority } : {}),
-      })) as unknown,
-    };
+    const stored = bodyOfStored(current, storedReminders);
     // DEL-11: the reminders as sent (a kind fills the fields they leave out, not zod's defaults).
     // A target sent back as a read showed it (secrets redacted) keeps the stored one.
     const rawReminders = keepRedactedTargets(
@@ -557,7 +546,7 @@ export async function updateSchedule(
     // A patch that changes nothing (every field sent as stored) writes nothing: the
     // version, and so the ETag, stay. The stored definition is read the same way as the
     // patched one; when it cannot be read back exactly, the edit is written.
-    if (locked.state !== "cancelled" && sameDefinition(app, stored, value, tenant)) {
+    if (locked.state !== "cancelled" && unchanged(app, stored, value)) {
       return {
         schedule: toScheduleView(locked, storedReminders),
         realigned: { deleted: 0, moved: 0, created: 0 },
@@ -567,7 +556,7 @@ export async function updateSchedule(
     const updated = await updateScheduleDefinition(tx, {
       now: app.now(),
       id,
-      definition: definitionOf(value),
+      definition: definitionColumns(value),
       requestHash: definitionHash(value, app.config.scheduler.maxAttempts),
     });
     await deleteReminders(tx, { scheduleId: id });
@@ -602,33 +591,20 @@ function keepRedactedTargets(reminders: unknown, stored: readonly ReminderRow[])
   });
 }
 
-/** Whether `stored` (a schedule's fields as read back) validates to exactly `value`. */
-function sameDefinition(
-  app: AppContext,
-  stored: unknown,
-  value: z.output<typeof createScheduleSchema>,
-  tenant: string,
-): boolean {
-  // Defaults a reminder's row always holds, so leaving one out equals sending its value.
-  const filled = (v: z.output<typeof createScheduleSchema>) =>
-    canonicalJson(
-      JSON.parse(
-        JSON.stringify({
-          ...v,
-          reminders: v.reminders.map((r) => ({
-            ...r,
-            target: r.target ?? {},
-            delivery: r.delivery ?? null,
-            maxAttempts: r.maxAttempts ?? app.config.scheduler.maxAttempts,
-          })),
-        }),
-      ),
-    );
+/**
+ * Whether `stored` (a schedule's body as read back) is the definition `value` (DEL-9): its
+ * shape checked and normalised as a create's is, then compared field by field. When it
+ * cannot be read back that way, it is taken as changed (the edit is written).
+ */
+function unchanged(app: AppContext, stored: unknown, value: ScheduleBody): boolean {
+  const parsed = createScheduleSchema.safeParse(stored);
+  if (!parsed.success) return false;
   try {
-    return filled(validateSchedule(app, stored, { tenant }).value) === filled(value);
+    normaliseBody(parsed.data);
   } catch {
     return false;
   }
+  return definitionChanges(parsed.data, value, app.config.scheduler.maxAttempts).none;
 }
 
 /** Writes the reminders of one schedule (API-1, DEL-9). */
@@ -636,11 +612,11 @@ async function insertScheduleReminders(
   app: AppContext,
   tx: Queryable,
   scheduleId: string,
-  reminders: z.output<typeof createScheduleSchema>["reminders"],
+  reminders: ScheduleBody["reminders"],
 ): Promise<void> {
   await insertReminders(tx, {
     scheduleId,
-    reminders: remindersOf(reminders, app.config.scheduler.maxAttempts),
+    reminders: reminderColumns(reminders, app.config.scheduler.maxAttempts),
   });
 }
 
@@ -651,11 +627,7 @@ async function insertScheduleReminders(
  * Adds to `issues` one per field over its limit, named `N.payload`, `N.title` or
  * `N.externalId` (N: the index).
  */
-function storedSizeIssues(
-  v: z.output<typeof createScheduleSchema>,
-  index: number,
-  issues: FieldIssue[],
-): void {
+function storedSizeIssues(v: ScheduleBody, index: number, issues: FieldIssue[]): void {
   if (v.payload !== undefined && v.payload !== null) {
     if (jsonDepth(v.payload) > MAX_PAYLOAD_DEPTH)
       issues.push({
@@ -692,7 +664,7 @@ function storedSizeIssues(
  */
 export async function createSchedulesBulk(
   app: AppContext,
-  values: Array<z.output<typeof createScheduleSchema>>,
+  values: Array<ScheduleBody>,
   ctx: CallContext = {},
 ): Promise<Map<string, string>> {
   const ids = new Map<string, string>();
@@ -706,7 +678,7 @@ export async function createSchedulesBulk(
       tenant: ctx.tenant ?? DEFAULT_TENANT,
       schedules: values.map((v) => ({
         requestHash: definitionHash(v, app.config.scheduler.maxAttempts),
-        definition: definitionOf(v),
+        definition: definitionColumns(v),
         source: v.source ?? null,
         externalId: v.externalId ?? null,
       })),
@@ -714,7 +686,7 @@ export async function createSchedulesBulk(
     // Every schedule of a bulk create carries an external id (imports).
     for (const row of rows) ids.set(row.external_id as string, row.id);
     const reminders = values.flatMap((v) =>
-      remindersOf(v.reminders, app.config.scheduler.maxAttempts).map((r) => ({
+      reminderColumns(v.reminders, app.config.scheduler.maxAttempts).map((r) => ({
         ...r,
         scheduleId: ids.get(v.externalId ?? "")!,
       })),

@@ -3,6 +3,7 @@
  * reader, as planning reads it, over the fields a schedule view carries.
  */
 import type { ScheduleView } from "../contracts/index.js";
+import { ruleInputOfBody } from "../definition/index.js";
 import { parseRule } from "../recurrence/index.js";
 
 /** The rule fields of a schedule (DTSTART, zone, RRULE, RDATE, EXDATE, end, DST policy). */
@@ -16,13 +17,5 @@ export type StoredRule = Pick<
  * Never throws: the result says whether it parsed.
  */
 export function parseStoredRule(schedule: StoredRule): ReturnType<typeof parseRule> {
-  return parseRule({
-    dtstart: schedule.dtstart,
-    tzid: schedule.tzid,
-    rrule: schedule.rrule,
-    rdate: schedule.rdate,
-    exdate: schedule.exdate,
-    endsAt: schedule.endsAt,
-    dst: schedule.dst,
-  });
+  return parseRule(ruleInputOfBody(schedule));
 }

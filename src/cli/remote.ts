@@ -127,7 +127,11 @@ export function scheduleText(s: ScheduleView): string {
   );
 }
 
-function deliveryText(d: DeliveryView & { attempts?: AttemptView[] }): string {
+/**
+ * `punctual deliveries show` as text: one field a line, the attempts counted per round
+ * ("1 of 3, round 2 (0 failed)" after a redrive, DEL-12), then the attempt history.
+ */
+export function deliveryText(d: DeliveryView & { attempts?: AttemptView[] }): string {
   const text = keyValues([
     ["id", d.id],
     ["deliveryKey", d.deliveryKey],
@@ -140,7 +144,9 @@ function deliveryText(d: DeliveryView & { attempts?: AttemptView[] }): string {
     ["runAt", d.runAt],
     [
       "attempt",
-      `${d.attempt} of ${d.maxAttempts} (${d.failures} failed` +
+      `${d.attempt} of ${d.maxAttempts}` +
+        (d.round > 1 ? `, round ${d.round}` : "") +
+        ` (${d.failures} failed` +
         (d.deferrals ? `, ${d.deferrals} deferred by Retry-After)` : ")"),
     ],
     ["late", d.late],

@@ -480,8 +480,13 @@ export interface DeliveryView {
   dueAt: string;
   runAt: string;
   state: (typeof DELIVERY_STATE_VALUES)[number];
-  /** Attempts spent: claims so far minus Retry-After deferrals (DEL-13); at most `maxAttempts` once settled. */
+  /**
+   * Attempts spent in this round: claims so far minus Retry-After deferrals (DEL-13) minus
+   * the attempts of earlier rounds; at most `maxAttempts` once settled.
+   */
   attempt: number;
+  /** DEL-12: 1 for the first attempts, then one more per redrive ("attempt 1 of 3, round 2"). */
+  round: number;
   failures: number;
   maxAttempts: number;
   /** Tries deferred by a receiver's Retry-After, spending no attempt (DEL-13). */

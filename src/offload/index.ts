@@ -3,7 +3,7 @@
  * and the helpers the API uses with it.
  */
 import { lendRuleWork } from "../recurrence/recurrence.js";
-import type { DstPolicy, RecurrenceInput } from "../recurrence/types.js";
+import type { RecurrenceInput } from "../recurrence/types.js";
 import { offloadPool } from "./pool.js";
 
 export {
@@ -15,30 +15,6 @@ export {
   type OffloadPoolOptions,
 } from "./pool.js";
 export type { DryRunResult, OffloadImportOptions, OffloadKind, OffloadTasks } from "./tasks.js";
-
-/**
- * The recurrence fields of a schedule body as it was sent (`dtstart`, `tzid`, `rrule`,
- * `rdate`, `exdate`, `endsAt`, `dst`), or null when it has no `dtstart` text. Only reads:
- * the body is validated later by the usual code.
- */
-export function recurrenceInputOf(raw: unknown): RecurrenceInput | null {
-  if (!raw || typeof raw !== "object" || Array.isArray(raw)) return null;
-  const body = raw as Record<string, unknown>;
-  if (typeof body.dtstart !== "string") return null;
-  const texts = (v: unknown): string[] =>
-    Array.isArray(v) ? v.filter((x): x is string => typeof x === "string") : [];
-  return {
-    dtstart: body.dtstart,
-    tzid: typeof body.tzid === "string" ? body.tzid : "UTC",
-    rrule: typeof body.rrule === "string" ? body.rrule : null,
-    rdate: texts(body.rdate),
-    exdate: texts(body.exdate),
-    endsAt: typeof body.endsAt === "string" ? body.endsAt : null,
-    ...(body.dst && typeof body.dst === "object" && !Array.isArray(body.dst)
-      ? { dst: { ...(body.dst as Partial<DstPolicy>) } }
-      : {}),
-  };
-}
 
 /**
  * Validates `inputs` on a worker thread first and lends the COUNT walks and feasibility

@@ -32,8 +32,9 @@ import {
   parseRule,
   planningWindow,
 } from "../recurrence/index.js";
+import { ruleInputOfRow } from "../definition/index.js";
 import { quietDeferral } from "./quiet-hours.js";
-import type { Occurrence, Recurrence, RecurrenceInput } from "../recurrence/types.js";
+import type { Occurrence, Recurrence } from "../recurrence/types.js";
 import type { Database, Queryable } from "../store/database.js";
 import {
   advanceWatermarks,
@@ -134,19 +135,6 @@ export interface SchedulePlan {
 function offsetShape(offset: string): { approxMs: number; nominal: boolean } {
   const parsed = parseOffset(offset);
   return { approxMs: parsed.days * DAY_MS + parsed.exactMs, nominal: parsed.days !== 0 };
-}
-
-/** The recurrence part of a stored schedule, as the recurrence engine reads it. */
-export function recurrenceInputOf(schedule: PlanScheduleRow): RecurrenceInput {
-  return {
-    dtstart: schedule.dtstart,
-    tzid: schedule.tzid,
-    rrule: schedule.rrule,
-    rdate: schedule.rdate,
-    exdate: schedule.exdate,
-    endsAt: schedule.ends_at?.toISOString() ?? null,
-    dst: { gap: schedule.dst_gap, overlap: schedule.dst_overlap },
-  };
 }
 
 /** What recovery does after a lost lease for a reminder on a channel (DEL-6). */
@@ -300,13 +288,16 @@ export async function insertDeliveries(
 
 /**
  * Plans schedules in the given transaction. Used by the plan sweep and by edits
- * (realign, DEL-9), which plan inside their own transaction.
+ * (realign, DEL-9), which plan inside their own transaction, and by creates, which hand
+ * over the recurrence their validation built (`validated`, by schedule id) so the rule is
+ * not read again.
  * @returns the number of delivery rows inserted.
  */
 export async function planLocked(
   tx: Queryable,
   schedules: PlanScheduleRow[],
   deps: Omit<PlanDeps, "db">,
+  validated?: ReadonlyMap<string, Recurrence>,
 ): Promise<number> {
   if (schedules.length === 0) return 0;
   const reminders = await remindersOf(tx, { scheduleIds: schedules.map((s) => s.id) });
@@ -322,7 +313,10 @@ export async function planLocked(
       sliceStart = performance.now();
     }
     try {
-      const parsed = parseRule(recurrenceInputOf(schedule));
+      const known = validated?.get(schedule.id);
+      const parsed = known
+        ? { ok: true as const, recurrence: known, warnings: [] }
+        : parseRule(ruleInputOfRow(schedule));
       if (!parsed.ok) {
         await quarantineSchedule(tx, {
           now,

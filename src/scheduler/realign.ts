@@ -26,7 +26,8 @@ import {
   type PlanScheduleRow,
 } from "../store/planning.js";
 import { realignWaiting, removeWaitingNotIn, syncWaiting } from "../store/deliveries/index.js";
-import { insertDeliveries, planSchedule, recurrenceInputOf } from "./plan.js";
+import { ruleInputOfRow } from "../definition/index.js";
+import { insertDeliveries, planSchedule } from "./plan.js";
 
 export interface RealignDeps {
   clock: Clock;
@@ -54,7 +55,7 @@ export async function realignSchedule(
 ): Promise<RealignReport> {
   const now = deps.clock.sqlNow();
   const nowMs = schedule.db_now.getTime();
-  const parsed = parseRule(recurrenceInputOf(schedule));
+  const parsed = parseRule(ruleInputOfRow(schedule));
   const reminders = await remindersOf(tx, { scheduleIds: [schedule.id] });
   if (!parsed.ok) {
     // Strict validation ran before; a failure here means nothing can be planned.

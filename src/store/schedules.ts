@@ -15,6 +15,9 @@ import type { Database, Queryable } from "./database.js";
 import { NOW } from "./deliveries/sql.js";
 import { cancelWaitingSql, reviveCancelledSql, syncWaitingSql } from "./deliveries/waiting.js";
 import { columnsOf, execute, firstRow, rows } from "./statement.js";
+import { reminderView, type DefinitionColumns, type ReminderColumns } from "../definition/index.js";
+
+export { redactTarget } from "../definition/index.js";
 
 /** A row of `punctual_schedules`, every column (what `select *` returns). */
 export interface ScheduleRow {
@@ -566,6 +569,10 @@ export interface DeliveryRow {
   deferred_until: Date | null;
   /** DEL-15: why it was deferred (`QUIET_HOURS`); null when not deferred. */
   deferred_reason: string | null;
+  /** DEL-12: 1, then one more per redrive (migration 0040). */
+  round: number;
+  /** DEL-12: attempts spent (`attempt − deferrals`) before the current round began. */
+  round_base: number;
   created_at: Date;
   updated_at: Date;
 }
@@ -623,6 +630,8 @@ export const DELIVERY_ROW_KEYS = columnsOf<DeliveryRow>()([
   "limiter",
   "deferred_until",
   "deferred_reason",
+  "round",
+  "round_base",
 ]);
 
 /** API-3: {@link listDeliveriesSql} oldest first. */
@@ -732,52 +741,10 @@ export const SET_SCHEDULE_STATE_COLUMNS = columnsOf<TransitionedScheduleRow>()([
 const iso = (d: Date | null): string | null => (d ? d.toISOString() : null);
 
 /** Channels whose target URL is itself the credential (an incoming-webhook URL, CH-3). */
-const URL_IS_SECRET = new Set(["slack", "discord"]);
 
-/**
- * Hides secrets of a target: any key named like secret, token, password; and, for Slack
- * and Discord, the path and query of the URL (`https://hooks.slack.com/[redacted]`), which
- * hold the webhook's token.
- */
-export function redactTarget(
-  target: Record<string, unknown>,
-  channel?: string,
-): Record<string, unknown> {
-  const out: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(target ?? {})) {
-    out[k] = /secret|token|password|authorization/i.test(k) && v != null ? "[redacted]" : v;
-  }
-  if (channel && URL_IS_SECRET.has(channel) && typeof out.url === "string") {
-    try {
-      out.url = `${new URL(out.url).origin}/[redacted]`;
-    } catch {
-      out.url = "[redacted]";
-    }
-  }
-  return out;
-}
-
+/** A stored reminder as the API shows it, target redacted (see {@link reminderView}). */
 export function toReminderView(row: ReminderRow | ListedReminderRow): ReminderView {
-  const listed = row as Partial<ListedReminderRow>;
-  return {
-    ...(listed.template_truncated === true ? { templateTruncated: true as const } : {}),
-    ...(listed.target_truncated === true ? { targetTruncated: true as const } : {}),
-    key: row.key,
-    offset: row.offset_duration,
-    channel: row.channel,
-    target: redactTarget(row.target, row.channel),
-    delivery:
-      row.on_lost_lease === "retry"
-        ? "at-least-once"
-        : row.on_lost_lease === "in_doubt"
-          ? "at-most-once"
-          : null,
-    maxAttempts: row.max_attempts,
-    template: row.template ?? null,
-    rateLimitKey: row.rate_limit_key ?? null,
-    quietHours: row.quiet_hours ?? null,
-    priority: row.priority ?? "normal",
-  };
+  return reminderView(row);
 }
 
 export function toScheduleView(
@@ -836,7 +803,8 @@ export function toDeliveryView(row: DeliveryRow): DeliveryView {
     dueAt: row.due_at.toISOString(),
     runAt: row.run_at.toISOString(),
     state: row.state,
-    attempt: row.attempt - row.deferrals,
+    attempt: row.attempt - row.deferrals - row.round_base,
+    round: row.round,
     failures: row.failures,
     maxAttempts: row.max_attempts,
     deferrals: row.deferrals,
@@ -954,29 +922,8 @@ ${reviveCancelledSql("r", "revived r")}`;
 // One typed function per statement.
 
 /** The definition columns of a schedule, as {@link insertSchedule} and {@link updateScheduleDefinition} write them. */
-export interface ScheduleDefinition {
-  dtstart: string;
-  tzid: string;
-  rrule: string | null;
-  rdate: readonly string[];
-  exdate: readonly string[];
-  /** Whether it has more than one occurrence (a rule or RDATEs). */
-  recurring: boolean;
-  /** ISO 8601 instants or null. */
-  endsAt: string | null;
-  expiresAt: string | null;
-  dstGap: "shift" | "skip";
-  dstOverlap: "earlier" | "later";
-  misfire: "skip" | "latest" | "all";
-  graceMs: number;
-  perpetual: boolean;
-  /** The payload as JSON text. */
-  payloadJson: string;
-  /** DEL-17: catch-up bounds as JSON text, or null (absent: null). Not written by bulk creates. */
-  catchUpJson?: string | null;
-  /** The schedule's title (at most 500 characters, validated before), or null (absent: null). */
-  title?: string | null;
-}
+/** The definition columns a statement writes (see {@link DefinitionColumns}). */
+export type ScheduleDefinition = DefinitionColumns;
 
 /** The definition in the order the statements take it ($n … $n+13). */
 export function definitionParams(d: ScheduleDefinition): unknown[] {
@@ -1036,25 +983,8 @@ export function insertSchedule(
 }
 
 /** A reminder to insert, as {@link insertReminders} and {@link insertRemindersBulk} take it. */
-export interface ReminderToInsert {
-  key: string;
-  /** ISO 8601 duration, signed. */
-  offset: string;
-  channel: string;
-  /** The target as JSON text. */
-  targetJson: string;
-  /** DEL-6 override; null: the channel decides. */
-  onLostLease: "retry" | "in_doubt" | null;
-  maxAttempts: number;
-  /** CH-6: the template as JSON text, or null (absent: null). */
-  templateJson?: string | null;
-  /** DEL-13: the limiter key, or null (absent: null, the channel name). */
-  rateLimitKey?: string | null;
-  /** DEL-15: the quiet window as JSON text, or null (absent: null). Not written by bulk creates. */
-  quietHoursJson?: string | null;
-  /** DEL-15: `critical` bypasses quiet hours; null or absent: normal. */
-  priority?: "normal" | "critical" | null;
-}
+/** A reminder row to write (see {@link ReminderColumns}). */
+export type ReminderToInsert = ReminderColumns;
 
 /** API-1 / DEL-9: runs {@link INSERT_REMINDERS_SQL}: the reminders of one schedule. */
 export async function insertReminders(

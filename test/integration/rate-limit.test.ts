@@ -122,7 +122,8 @@ describe("Retry-After budget", () => {
     rx.respond = (_req, res) => res.writeHead(200).end();
     await tp.punctual.redriveDelivery(dead.id);
     const row = await runToEnd(tp);
-    expect(row).toMatchObject({ state: "sent", deferrals: 1, attempt: 2, failures: 0 });
+    // The redrive's round spent one attempt (its first): "attempt 1 of N, round 2" (DEL-12).
+    expect(row).toMatchObject({ state: "sent", deferrals: 1, attempt: 1, round: 2, failures: 0 });
     expect(bodyAttempts(rx)).toEqual([1, 1, 2]);
   });
 });

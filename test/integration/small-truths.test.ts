@@ -1,10 +1,10 @@
 /**
  * Small truths of the library and API a new user runs into: a stopped scheduler refuses
  * tick(), a sent delivery carries no stale error, a redriven delivery counts its attempts
- * per round.
+ * per round, a refused create names every failing field.
  */
 import { afterEach, describe, expect, it } from "vitest";
-import { PunctualError, TransientError } from "../../src/errors/index.js";
+import { PunctualError, TransientError, ValidationError } from "../../src/errors/index.js";
 import { deliveries, testPunctual, tickAndDrain, type TestPunctual } from "../support/punctual.js";
 
 let t: TestPunctual | null = null;
@@ -66,6 +66,41 @@ describe("delivery views", () => {
   });
 });
 
+describe("redriven deliveries", () => {
+  it("DEL-12 DEL-14: a redriven delivery counts its attempts per round: attempt 1 of 3, round 2, not 4 of 3", async () => {
+    t = await testPunctual({ scheduler: { maxAttempts: 3, backoffBaseMs: 1_000 } });
+    const { punctual, channel, clock } = t;
+    await punctual.createSchedule({
+      dtstart: "2027-01-04T08:00:00Z",
+      tzid: "UTC",
+      reminders: [{ key: "r", offset: "PT0S", channel: "test" }],
+    });
+    channel.behaviour = () => {
+      throw new TransientError("503 from receiver");
+    };
+    for (let i = 0; i < 3; i++) {
+      const [waiting] = await deliveries(punctual);
+      clock.set(waiting!.runAt);
+      await tickAndDrain(punctual);
+    }
+    const [dead] = await deliveries(punctual);
+    expect(dead).toMatchObject({ state: "dead", attempt: 3, maxAttempts: 3, round: 1 });
+    await punctual.redriveDelivery(dead!.id);
+    const [redriven] = await deliveries(punctual);
+    expect(redriven).toMatchObject({ state: "pending", attempt: 0, round: 2, failures: 0 });
+    await tickAndDrain(punctual);
+    const [again] = await deliveries(punctual);
+    expect(again).toMatchObject({ state: "retry", attempt: 1, maxAttempts: 3, round: 2 });
+    channel.behaviour = () => ({ messageId: "m", status: 200 });
+    clock.set(again!.runAt);
+    await tickAndDrain(punctual);
+    const detail = await punctual.getDelivery(again!.id);
+    expect(detail).toMatchObject({ state: "sent", attempt: 2, round: 2 });
+    // The history keeps every attempt's own number (the fencing token counts on).
+    expect(detail.attempts.map((a) => a.attempt)).toEqual([1, 2, 3, 4, 5]);
+  });
+});
+
 describe("deliveries list", () => {
   it("API-1 API-3: deliveries list filters by source and reads newest first, paging in that order", async () => {
     t = await testPunctual();
@@ -107,5 +142,54 @@ describe("deliveries list", () => {
     await expect(punctual.listDeliveries({ order: "sideways" })).rejects.toMatchObject({
       issues: [expect.objectContaining({ field: "order" })],
     });
+  });
+});
+
+describe("validation", () => {
+  it("API-1 REC-3: a create with a malformed field still names the bad rule, zone, channel and duplicate key", async () => {
+    t = await testPunctual();
+    const refusal = async (body: unknown) => {
+      const error = await t!.punctual.createSchedule(body).then(
+        () => null,
+        (e: unknown) => e,
+      );
+      expect(error).toBeInstanceOf(ValidationError);
+      return (error as ValidationError).issues.map((i) => i.field).sort();
+    };
+    expect(
+      await refusal({
+        dtstart: "2027-01-04T08:00:00Z",
+        rrule: "FREQ=DAILY;BYFOO=1",
+        misfire: "nope",
+        reminders: [{ key: "r", offset: "PT0S", channel: "nochan" }],
+      }),
+    ).toEqual(["misfire", "reminders.0.channel", "rrule.BYFOO"]);
+    expect(
+      await refusal({
+        dtstart: "2027-01-04T08:00:00Z",
+        rrule: "FREQ=DAILY;COUNT=0",
+        graceMs: -5,
+        reminders: [
+          { key: "r", offset: "PT0S", channel: "test" },
+          { key: "r", offset: "PT0S", channel: "test" },
+          { key: "s", offset: "PT0S", channel: "test", target: 5 },
+          { key: "u", offset: "PT0S", channel: "nochan" },
+        ],
+      }),
+    ).toEqual([
+      "graceMs",
+      "reminders.1.key",
+      "reminders.2.target",
+      "reminders.3.channel",
+      "rrule.COUNT",
+    ]);
+    expect(
+      await refusal({
+        dtstart: "garbage",
+        tzid: "Nope/Zone",
+        reminders: [{ key: "r", offset: "PT0S", channel: "test" }],
+      }),
+    ).toEqual(["dtstart", "tzid"]);
+    expect((await t.punctual.listSchedules({})).items).toEqual([]);
   });
 });

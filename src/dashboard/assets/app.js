@@ -1155,7 +1155,8 @@ async function renderDelivery(id) {
       h(
         "dd",
         {},
-        `${d.attempt} of ${d.maxAttempts} (${d.failures} failed, ${d.deferrals} deferred)`,
+        `${d.attempt} of ${d.maxAttempts}${d.round > 1 ? `, round ${d.round}` : ""}` +
+          ` (${d.failures} failed, ${d.deferrals} deferred)`,
       ),
       h("dt", {}, "Last error"),
       h("dd", {}, d.lastError ? h("code", {}, d.lastError) : "—"),

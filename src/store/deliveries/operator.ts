@@ -13,10 +13,12 @@ import { NOW } from "./sql.js";
 /**
  * DEL-12: the SET list of a redrive (single or bulk; `s` the row's schedule): back to
  * waiting with the same key — `pending`, or `paused` while the schedule is not active —
- * due now, failures reset, the Retry-After age budget started over, no grace.
+ * due now, failures reset, the Retry-After age budget started over, no grace; the next
+ * round of attempts begins (`round` + 1, `round_base` the attempts spent so far).
  */
 const REDRIVE_SET = `state = case when s.state = 'active' then 'pending' else 'paused' end,
     run_at = ${NOW}, failures = 0, first_attempt_at = null,
+    round = d.round + 1, round_base = d.attempt - d.deferrals,
     finished_at = null, reason = null,
     sent_at = null, expires_at = s.expires_at, stale_at = null, updated_at = ${NOW}`;
 
