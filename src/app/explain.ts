@@ -25,7 +25,7 @@ import {
   type ScheduleExplanation,
 } from "../contracts/explain.js";
 import { NotFoundError, ValidationError } from "../errors/index.js";
-import { applyOffset, type Occurrence, type Recurrence } from "../recurrence/index.js";
+import { applyOffset, parseOffset, type Occurrence, type Recurrence } from "../recurrence/index.js";
 import {
   explainActions,
   explainAttempts,
@@ -277,6 +277,14 @@ function expectedPairs(
       applyOffset(recurrence.first, r.offset_duration, recurrence.tzid, recurrence.dst) -
       recurrence.first.instant,
   );
+  // An offset without days is exact (RFC 5545 §3.3.6): due = occurrence + ms, no zone
+  // arithmetic per occurrence (a year of an hourly rule is 8,784 of them).
+  const dueFns = reminders.map((r) => {
+    const { days, exactMs } = parseOffset(r.offset_duration);
+    return days === 0
+      ? (o: Occurrence) => o.instant + exactMs
+      : (o: Occurrence) => applyOffset(o, r.offset_duration, recurrence.tzid, recurrence.dst);
+  });
   const leadMs = Math.max(0, ...deltas.map((d) => -d));
   const lagMs = Math.max(0, ...deltas);
   let cursor = Math.max(fromMs - lagMs - DST_SLACK_MS, after ? after[0] : -8.64e15);
@@ -285,11 +293,12 @@ function expectedPairs(
   while (cursor < scanTo && out.length < want) {
     const scan = recurrence.scan(cursor, scanTo, SCAN_PAGE);
     for (const o of scan.occurrences) {
-      for (const r of reminders) {
+      for (let k = 0; k < reminders.length; k++) {
+        const r = reminders[k]!;
         if (after && (o.instant < after[0] || (o.instant === after[0] && r.key <= after[1]))) {
           continue;
         }
-        const due = dueOf(o, r, recurrence);
+        const due = dueFns[k]!(o);
         if (due >= fromMs && due < toMs) {
           out.push({ occurrenceMs: o.instant, reminderKey: r.key, dueMs: due });
           if (out.length >= want) return out;
@@ -302,10 +311,6 @@ function expectedPairs(
     else break;
   }
   return out;
-}
-
-function dueOf(o: Occurrence, r: ReminderRow, recurrence: Recurrence): number {
-  return applyOffset(o, r.offset_duration, recurrence.tzid, recurrence.dst);
 }
 
 /** What {@link notPlannedEntry} needs to say why an expected delivery has no row. */

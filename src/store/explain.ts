@@ -5,28 +5,56 @@
  * nothing.
  */
 import type { Queryable } from "./database.js";
-import { DELIVERY_ROW_KEYS, type AttemptRow, type DeliveryRow } from "./schedules.js";
+import type { AttemptRow, DeliveryRow } from "./schedules.js";
 import { NOW } from "./deliveries/sql.js";
 import { columnsOf, rows } from "./statement.js";
 
+/** The columns of a delivery row an explanation reads (OPS-16): fewer to fetch and parse. */
+const EXPLAIN_ROW_KEYS = [
+  "id",
+  "schedule_id",
+  "reminder_key",
+  "occurrence_at",
+  "due_at",
+  "run_at",
+  "state",
+  "attempt",
+  "lease_owner",
+  "lease_expires_at",
+  "claimed_at",
+  "sent_at",
+  "sent_by",
+  "finished_at",
+  "reason",
+  "deferred_until",
+  "deferred_reason",
+  "created_at",
+  "updated_at",
+] as const satisfies ReadonlyArray<keyof DeliveryRow>;
+
 /** A delivery row of an explanation, with whether an operator triggered it (API-9). */
-export interface ExplainDeliveryRow extends DeliveryRow {
+export interface ExplainDeliveryRow extends Pick<DeliveryRow, (typeof EXPLAIN_ROW_KEYS)[number]> {
   /** True when `punctual_triggers` records it (an extra send, not an occurrence of the rule). */
   triggered: boolean;
 }
+
+/** The select list of {@link EXPLAIN_ROW_KEYS} on alias `d`. */
+const EXPLAIN_SELECT = EXPLAIN_ROW_KEYS.map((k) => `d.${k}`).join(", ");
 
 /**
  * OPS-16: one keyset page of the delivery rows of a schedule of the tenant due in
  * `[$3, $4)`, past the cursor `($5, $6, $7)` in the order (occurrence_at to the
  * millisecond, reminder_key by code point, id) — the order src/app/explain.ts merges the
- * rule's expected occurrences in — at most `$8` rows. `$5` NULL: from the start. The rows of one schedule are found
- * by `punctual_deliveries_schedule` (schedule_id, state) and sorted: a schedule holds at
- * most its window's rows (≤ 366 days), so the sort is bounded (see docs/benchmarks.md).
+ * rule's expected occurrences in — at most `$8` rows. `$5` NULL: from the start. The rows
+ * of one schedule are found by `punctual_deliveries_schedule` (schedule_id, state) and
+ * sorted: a schedule holds at most its window's rows (≤ 366 days), so the sort is bounded
+ * (see docs/benchmarks.md). Only the columns an explanation reads are returned.
  * $1 tenant, $2 schedule id, $3 due from, $4 due to, $5 occurrence after, $6 reminder key
  * after, $7 id after, $8 limit.
  */
 export const EXPLAIN_DELIVERIES_SQL = `
-select d.*, exists (select 1 from punctual_triggers t where t.delivery_id = d.id) as triggered
+select ${EXPLAIN_SELECT},
+       exists (select 1 from punctual_triggers t where t.delivery_id = d.id) as triggered
 from punctual_deliveries d join punctual_schedules s on s.id = d.schedule_id
 where s.tenant = $1 and d.schedule_id = $2::uuid
   and d.due_at >= $3::timestamptz and d.due_at < $4::timestamptz
@@ -38,7 +66,7 @@ limit $8`;
 
 /** Result columns of {@link EXPLAIN_DELIVERIES_SQL}. */
 export const EXPLAIN_DELIVERIES_COLUMNS = columnsOf<ExplainDeliveryRow>()([
-  ...DELIVERY_ROW_KEYS,
+  ...EXPLAIN_ROW_KEYS,
   "triggered",
 ]);
 
@@ -71,7 +99,8 @@ export function explainDeliveryRows(
  * $1 tenant, $2 delivery id.
  */
 export const EXPLAIN_DELIVERY_SQL = `
-select d.*, exists (select 1 from punctual_triggers t where t.delivery_id = d.id) as triggered
+select ${EXPLAIN_SELECT},
+       exists (select 1 from punctual_triggers t where t.delivery_id = d.id) as triggered
 from punctual_deliveries d join punctual_schedules s on s.id = d.schedule_id
 where s.tenant = $1 and d.id = $2`;
 
