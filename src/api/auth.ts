@@ -41,6 +41,11 @@ export interface Caller {
   root: boolean;
   /** What a tenant key may do (the root caller holds all three). */
   scopes: ReadonlySet<ApiKeyScope>;
+  /**
+   * OPS-16: who acts, as operator actions record it: `operator` (the operator's key or no
+   * key), `api-key:<id>` (a tenant key), `dashboard:<tenant>` (a tenant's dashboard session).
+   */
+  actor?: string;
 }
 
 const ALL_SCOPES: ReadonlySet<ApiKeyScope> = new Set(["read", "write", "admin"]);
@@ -111,8 +116,12 @@ export function authenticate(
     let caller: Caller;
     if (fromSession !== null) {
       caller = fromSession.root
-        ? fromSession
-        : { ...fromSession, scopes: impliedScopes(fromSession.scopes) };
+        ? { ...fromSession, actor: "operator" }
+        : {
+            ...fromSession,
+            scopes: impliedScopes(fromSession.scopes),
+            actor: `dashboard:${fromSession.tenant}`,
+          };
     } else if (given === null) {
       if (options.apiKey !== undefined) {
         return unauthorized(c, "Send the API key as `Authorization: Bearer <key>`.");
@@ -132,7 +141,12 @@ export function authenticate(
     } else {
       const identity = await punctual.identifyApiKey(given);
       if (!identity) return unauthorized(c, "Wrong API key (unknown or revoked).");
-      caller = { tenant: identity.tenant, root: false, scopes: impliedScopes(identity.scopes) };
+      caller = {
+        tenant: identity.tenant,
+        root: false,
+        scopes: impliedScopes(identity.scopes),
+        actor: `api-key:${identity.id}`,
+      };
     }
     const asTenant = c.req.header(TENANT_HEADER);
     if (asTenant !== undefined) {
@@ -171,5 +185,6 @@ export function callerOf(c: Context): Caller {
 
 /** The tenant scope to hand to the application layer. */
 export function tenantOf(c: Context): CallContext & { tenant: string } {
-  return { tenant: callerOf(c).tenant };
+  const caller = callerOf(c);
+  return { tenant: caller.tenant, actor: caller.actor ?? "operator" };
 }

@@ -62,6 +62,7 @@ import {
 import type { ImportQuery } from "./schemas.js";
 import { readInstancePage, readStatus } from "./status.js";
 import { registerOperatorRoutes } from "./operator-handlers.js";
+import { registerExplainRoutes } from "./explain-routes.js";
 import { registerRateLimitRoutes } from "./rate-limit-routes.js";
 import { registerWebhookSecretRoutes } from "./webhook-secret-routes.js";
 import {
@@ -560,6 +561,7 @@ export function createApi(punctual: Punctual, options: ApiOptions = {}): Punctua
   });
 
   registerOperatorRoutes(app, punctual);
+  registerExplainRoutes(app, punctual);
 
   app.openapi(pauseScheduleRoute, async (c) =>
     c.json(await punctual.pauseSchedule(c.req.valid("param").id, tenantOf(c)), 200),

@@ -20,6 +20,11 @@ export const DEFAULT_TENANT = "default";
 /** Who is calling: every query is scoped to a tenant (API-2). */
 export interface CallContext {
   tenant?: string;
+  /**
+   * OPS-16: who acts, recorded with operator actions (redrive, resolve): `operator`,
+   * `api-key:<id>`, `dashboard:<tenant>`; default `library` (a call in the process).
+   */
+  actor?: string;
 }
 
 /** The parts of a running punctual that the operations use. */

@@ -19,6 +19,7 @@ import {
   toDeliveryView,
 } from "../store/schedules.js";
 import { redriveDeliveryRow, resolveDeliveryRow } from "../store/deliveries/index.js";
+import { recordDeliveryActions } from "../store/explain.js";
 import { DEFAULT_TENANT, type AppContext, type CallContext } from "./context.js";
 import { cursorPart, decodeCursor, encodeCursor, type CursorScope } from "./cursor.js";
 import { parseInput } from "./input.js";
@@ -126,10 +127,23 @@ export async function redriveDelivery(
   id: number,
   ctx: CallContext = {},
 ): Promise<DeliveryView> {
-  const row = await redriveDeliveryRow(app.db, {
-    now: app.now(),
-    tenant: ctx.tenant ?? DEFAULT_TENANT,
-    id,
+  // OPS-16: the action is recorded with who did it, in the redrive's transaction.
+  const row = await app.db.transaction(async (tx) => {
+    const done = await redriveDeliveryRow(tx, {
+      now: app.now(),
+      tenant: ctx.tenant ?? DEFAULT_TENANT,
+      id,
+    });
+    if (done) {
+      await recordDeliveryActions(tx, {
+        now: app.now(),
+        deliveryIds: [id],
+        action: "redrive",
+        outcome: null,
+        actor: ctx.actor ?? "library",
+      });
+    }
+    return done;
   });
   if (!row) {
     const current = await getDelivery(app, id, ctx);
@@ -150,11 +164,24 @@ export async function resolveDelivery(
   outcome: "sent" | "dead",
   ctx: CallContext = {},
 ): Promise<DeliveryView> {
-  const row = await resolveDeliveryRow(app.db, {
-    now: app.now(),
-    tenant: ctx.tenant ?? DEFAULT_TENANT,
-    id,
-    outcome,
+  // OPS-16: the action is recorded with who did it, in the resolve's transaction.
+  const row = await app.db.transaction(async (tx) => {
+    const done = await resolveDeliveryRow(tx, {
+      now: app.now(),
+      tenant: ctx.tenant ?? DEFAULT_TENANT,
+      id,
+      outcome,
+    });
+    if (done) {
+      await recordDeliveryActions(tx, {
+        now: app.now(),
+        deliveryIds: [id],
+        action: "resolve",
+        outcome,
+        actor: ctx.actor ?? "library",
+      });
+    }
+    return done;
   });
   if (!row) {
     const current = await getDelivery(app, id, ctx);

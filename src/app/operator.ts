@@ -20,6 +20,7 @@ import {
   type BulkRedriveInput,
   type BulkResolveInput,
   type TriggerInput,
+  type DebounceInput,
   type UpsertScheduleInput,
 } from "../contracts/operator.js";
 import { deliveryKey } from "../domain/index.js";
@@ -43,6 +44,7 @@ import {
   type BackfillDelivery,
   type BulkFilter,
 } from "../store/deliveries/index.js";
+import { debounceState, recordDeliveryActions, startDebounceBurst } from "../store/explain.js";
 import {
   insertReminders,
   remindersOfSchedules,
@@ -404,7 +406,18 @@ export async function redriveDeliveries(
   const q = parseInput(bulkRedriveInputSchema, input ?? {});
   const filter = filterOf(q);
   if (q.dryRun) return dryRun(app, "redrive", tenant, filter);
-  const rows = await bulkRedrive(app.db, { now: app.now(), tenant, filter, limit: q.limit });
+  // OPS-16: each redriven row records who did it, in the same transaction.
+  const rows = await app.db.transaction(async (tx) => {
+    const done = await bulkRedrive(tx, { now: app.now(), tenant, filter, limit: q.limit });
+    await recordDeliveryActions(tx, {
+      now: app.now(),
+      deliveryIds: done.map((r) => Number(r.id)),
+      action: "redrive",
+      outcome: null,
+      actor: ctx.actor ?? "library",
+    });
+    return done;
+  });
   if (rows.length > 0) app.wake();
   return {
     dryRun: false,
@@ -430,12 +443,23 @@ export async function resolveDeliveries(
   const q = parseInput(bulkResolveInputSchema, input ?? {});
   const filter = filterOf(q);
   if (q.dryRun) return dryRun(app, "resolve", tenant, filter);
-  const rows = await bulkResolve(app.db, {
-    now: app.now(),
-    tenant,
-    filter,
-    outcome: q.outcome,
-    limit: q.limit,
+  // OPS-16: each resolved row records who did it, in the same transaction.
+  const rows = await app.db.transaction(async (tx) => {
+    const done = await bulkResolve(tx, {
+      now: app.now(),
+      tenant,
+      filter,
+      outcome: q.outcome,
+      limit: q.limit,
+    });
+    await recordDeliveryActions(tx, {
+      now: app.now(),
+      deliveryIds: done.map((r) => Number(r.id)),
+      action: "resolve",
+      outcome: q.outcome,
+      actor: ctx.actor ?? "library",
+    });
+    return done;
   });
   return {
     dryRun: false,
@@ -477,7 +501,14 @@ export async function upsertScheduleByExternalId(
   ctx: CallContext = {},
 ): Promise<UpsertResult> {
   const tenant = ctx.tenant ?? DEFAULT_TENANT;
-  const body = parseInput(upsertScheduleSchema, input);
+  const { debounce, ...body } = parseInput(upsertScheduleSchema, input);
+  let burstStart: number | null = null;
+  if (debounce) {
+    // DEL-18: the due time of a debounced one-off is the server's to set.
+    const planned = await debouncedStart(app, { tenant, source, externalId, body, debounce });
+    body.dtstart = new Date(planned.dueMs).toISOString();
+    burstStart = planned.newBurst ? planned.startMs : null;
+  }
   const { value, warnings } = validateSchedule(app, { ...body, source, externalId }, { tenant });
   const hash = definitionHash(value, app.config.scheduler.maxAttempts);
   for (let attempt = 0; attempt < UPSERT_TRIES; attempt++) {
@@ -501,6 +532,9 @@ export async function upsertScheduleByExternalId(
       return toScheduleView(row, reminders);
     });
     if (made) {
+      if (burstStart !== null) {
+        await startDebounceBurst(app.db, { scheduleId: made.id, startedAt: new Date(burstStart) });
+      }
       app.wake();
       return { schedule: made, created: true, changed: true, realigned: null, warnings };
     }
@@ -520,6 +554,14 @@ export async function upsertScheduleByExternalId(
         warnings,
       };
     }
+    if (burstStart !== null) {
+      // DEL-18: the burst's start is written before the due time moves: a crash between
+      // the two leaves a due time in the past, so the next upsert starts a burst again.
+      await startDebounceBurst(app.db, {
+        scheduleId: existing.id,
+        startedAt: new Date(burstStart),
+      });
+    }
     try {
       const edited = await updateSchedule(app, existing.id, fullPatch(value), { tenant });
       return {
@@ -538,6 +580,55 @@ export async function upsertScheduleByExternalId(
   throw new ConflictError(
     `schedule ${source}/${externalId} changed under this request ${UPSERT_TRIES} times; retry`,
   );
+}
+
+/**
+ * DEL-18: the due time of a debounced upsert. A burst is open while the schedule's one
+ * occurrence is still ahead (not yet due, so not yet sent) and a burst start is
+ * recorded: the due time moves to now + `windowMs`, never past that start +
+ * `maxDelayMs`. Otherwise this upsert starts a burst (`newBurst`): due at now +
+ * `windowMs`. Only a one-off can be debounced.
+ * @throws ValidationError (field `debounce`) when the body is recurring (`rrule`, `rdate`).
+ */
+async function debouncedStart(
+  app: AppContext,
+  p: {
+    tenant: string;
+    source: string;
+    externalId: string;
+    body: { rrule?: string | null | undefined; rdate?: readonly string[] | undefined };
+    debounce: DebounceInput;
+  },
+): Promise<{ dueMs: number; startMs: number; newBurst: boolean }> {
+  if (p.body.rrule || (p.body.rdate?.length ?? 0) > 0) {
+    throw new ValidationError({
+      field: "debounce",
+      message: `applies to a one-off schedule only; this one is recurring (${p.body.rrule ? `rrule ${p.body.rrule}` : "rdate"}): remove debounce or the recurrence`,
+      value: JSON.stringify(p.debounce),
+    });
+  }
+  const nowMs = app.clock.now();
+  const existing = await scheduleByExternalId(app.db, p);
+  let startMs = nowMs;
+  let newBurst = true;
+  if (existing && existing.state !== "cancelled") {
+    const parsed = parseStoredRule({
+      dtstart: existing.dtstart,
+      tzid: existing.tzid,
+      rrule: existing.rrule,
+      rdate: existing.rdate,
+      exdate: existing.exdate,
+      endsAt: existing.ends_at ? existing.ends_at.toISOString() : null,
+      dst: { gap: existing.dst_gap, overlap: existing.dst_overlap },
+    });
+    const burst = await debounceState(app.db, { scheduleId: existing.id });
+    if (parsed.ok && burst && parsed.recurrence.first.instant > nowMs) {
+      startMs = burst.burst_started_at.getTime();
+      newBurst = false;
+    }
+  }
+  const dueMs = Math.min(nowMs + p.debounce.windowMs, startMs + p.debounce.maxDelayMs);
+  return { dueMs, startMs, newBurst };
 }
 
 /** Every definition field of a validated schedule, as an edit that replaces them all. */

@@ -39,6 +39,11 @@ import {
 import { Scheduler } from "../scheduler/scheduler.js";
 import { TaskRunner, type TaskContext, type TaskDefinition } from "../scheduler/tasks.js";
 import type { ReminderKindInput, ReminderKindView } from "../contracts/kinds.js";
+import type {
+  DeliveryExplanation,
+  ExplainQuery,
+  ScheduleExplanation,
+} from "../contracts/explain.js";
 import type { Database } from "../store/database.js";
 import type { ListTotal } from "../store/schedules.js";
 import { assertSchemaCurrent, migrate } from "../store/migrator.js";
@@ -50,6 +55,7 @@ import { openPostgres } from "../store/postgres.js";
 import * as apiKeys from "./api-keys.js";
 import { channelMap, type AppContext, type CallContext } from "./context.js";
 import * as deliveries from "./deliveries.js";
+import * as explain from "./explain.js";
 import * as health from "./health.js";
 import { listImports } from "./imports.js";
 import * as kinds from "./kinds.js";
@@ -409,6 +415,25 @@ export class Punctual {
     ctx: CallContext = {},
   ): Promise<DeliveryView & { attempts: AttemptView[] }> {
     return deliveries.getDelivery(this.#app, id, ctx);
+  }
+
+  /**
+   * OPS-16: why each occurrence of a schedule did or did not fire — one page of entries
+   * (occurrence × reminder) due in `[from, to)` (at most 366 days), each with its verdict,
+   * reason and timeline. See {@link explain.explainSchedule}.
+   * @throws ValidationError (`from` after `to`, a window over 366 days), NotFoundError
+   */
+  explainSchedule(
+    id: string,
+    query: ExplainQuery | unknown = {},
+    ctx: CallContext = {},
+  ): Promise<ScheduleExplanation> {
+    return explain.explainSchedule(this.#app, id, query, ctx);
+  }
+
+  /** OPS-16: one delivery's verdict and timeline. @throws NotFoundError */
+  explainDelivery(id: number, ctx: CallContext = {}): Promise<DeliveryExplanation> {
+    return explain.explainDelivery(this.#app, id, ctx);
   }
 
   /** DEL-12: sends a dead or in-doubt delivery again, with the same delivery key. */

@@ -176,11 +176,14 @@ export async function schedulesPurge(
   );
 }
 
-/** `schedules upsert <source> <external-id> --file body.json` (API-9). */
+/**
+ * `schedules upsert <source> <external-id> --file body.json [--debounce ms
+ * [--debounce-max-delay ms]]` (API-9, DEL-18).
+ */
 export async function schedulesUpsert(
   source: string,
   externalId: string,
-  flags: RemoteFlags & { file: string },
+  flags: RemoteFlags & { file: string; debounce?: number; debounceMaxDelay?: number },
   io: Io,
 ): Promise<void> {
   let body: unknown;
@@ -193,6 +196,19 @@ export async function schedulesUpsert(
       `--file ${flags.file}: not a readable JSON file (${err instanceof Error ? err.message : String(err)}).`,
       EXIT_FAILURE,
     );
+  }
+  if (flags.debounceMaxDelay !== undefined && flags.debounce === undefined) {
+    throw new CliError("--debounce-max-delay needs --debounce.", EXIT_FAILURE);
+  }
+  if (flags.debounce !== undefined && typeof body === "object" && body !== null) {
+    // DEL-18: the flags set the body's `debounce`.
+    body = {
+      ...body,
+      debounce: {
+        windowMs: flags.debounce,
+        maxDelayMs: flags.debounceMaxDelay ?? flags.debounce * 6,
+      },
+    };
   }
   const r = await clientFor(flags).request<ScheduleView & { changed: boolean }>(
     "PUT",

@@ -19,6 +19,7 @@ import { DRY_RUN_DAYS, runImport, type ImportFlags } from "./calendar.js";
 import { EXIT_FAILURE } from "./errors.js";
 import { runImportEvery, signalWait } from "./import-every.js";
 import { addKindsCommands } from "./kinds.js";
+import { addDeliveryExplainCommand, addExplainCommand } from "./explain.js";
 import { runPreview, runValidate, type PreviewFlags } from "./local.js";
 import { addPolicyOptions, integer } from "./policy-flags.js";
 import { addScheduleEditCommand } from "./schedule-edit.js";
@@ -678,6 +679,7 @@ export function buildProgram(io: Io): Command {
     .action((id: string, flags: RemoteFlags) => schedulesShow(id, flags, io));
 
   addScheduleEditCommand(schedules, { io, remoteOptions, example });
+  addExplainCommand(schedules, io, { remoteOptions, example });
 
   for (const [action, text] of [
     ["cancel", "Cancel a schedule and every waiting delivery."],
@@ -699,6 +701,7 @@ export function buildProgram(io: Io): Command {
   const deliveries = program
     .command("deliveries")
     .description("List, inspect, redrive and resolve deliveries through the running server.");
+  addDeliveryExplainCommand(deliveries, io, { remoteOptions, example });
 
   remoteOptions(
     deliveries
@@ -949,13 +952,30 @@ function addScheduleOperatorCommands(schedules: Command, io: Io): void {
       )
       .argument("<source>", "your system's name for the records")
       .argument("<external-id>", "your id of the record")
-      .requiredOption("--file <path>", "the schedule as JSON, as for a create (- reads stdin)"),
+      .requiredOption("--file <path>", "the schedule as JSON, as for a create (- reads stdin)")
+      .option(
+        "--debounce <ms>",
+        "debounce a one-off: each upsert moves its due time to now + this window, ms",
+        integer(100, 86_400_000),
+      )
+      .option(
+        "--debounce-max-delay <ms>",
+        "with --debounce: never later than the burst's first upsert + this, ms (default: 6 × the window)",
+        integer(100, 604_800_000),
+      ),
   )
     .addHelpText(
       "after",
-      example(["punctual schedules upsert crm meeting-7 --file meeting-7.json"]),
+      example([
+        "punctual schedules upsert crm meeting-7 --file meeting-7.json",
+        "punctual schedules upsert crm ticket-7 --file notify.json --debounce 10000 --debounce-max-delay 60000",
+      ]),
     )
-    .action((source: string, externalId: string, flags: RemoteFlags & { file: string }) =>
-      schedulesUpsert(source, externalId, flags, io),
+    .action(
+      (
+        source: string,
+        externalId: string,
+        flags: RemoteFlags & { file: string; debounce?: number; debounceMaxDelay?: number },
+      ) => schedulesUpsert(source, externalId, flags, io),
     );
 }

@@ -4,7 +4,7 @@
  */
 import { z } from "zod";
 import { DELIVERY_REASONS } from "../domain/index.js";
-import { createScheduleSchema, instantSchema, isUnstorableText } from "./index.js";
+import { createScheduleSchema, dtstartSchema, instantSchema, isUnstorableText } from "./index.js";
 
 const instant = instantSchema;
 
@@ -72,10 +72,64 @@ export const bulkResolveInputSchema = z
   })
   .strict();
 
-/** `PUT /v1/schedules/by-external-id/{source}/{externalId}` body: the whole schedule. */
+/** Shortest debounce window (DEL-18): 100 ms. */
+export const MIN_DEBOUNCE_WINDOW_MS = 100;
+/** Longest debounce window (DEL-18): 24 h, ms. */
+export const MAX_DEBOUNCE_WINDOW_MS = 86_400_000;
+/** Longest debounce delay cap (DEL-18): 7 days, ms. */
+export const MAX_DEBOUNCE_DELAY_MS = 7 * 86_400_000;
+
+/**
+ * DEL-18: `debounce` of an upsert: each upsert within `windowMs` of the last moves the
+ * one-off's due time to now + `windowMs`, never past the burst's first upsert +
+ * `maxDelayMs` (≥ `windowMs`).
+ */
+export const debounceSchema = z
+  .object({
+    windowMs: z
+      .number()
+      .int()
+      .min(MIN_DEBOUNCE_WINDOW_MS)
+      .max(MAX_DEBOUNCE_WINDOW_MS)
+      .describe("Quiet time after the last upsert before the reminder is due, ms (100 ms–24 h)"),
+    maxDelayMs: z
+      .number()
+      .int()
+      .min(MIN_DEBOUNCE_WINDOW_MS)
+      .max(MAX_DEBOUNCE_DELAY_MS)
+      .describe("Latest due time after a burst's first upsert, ms (≥ windowMs, ≤ 7 days)"),
+  })
+  .strict()
+  .refine((d) => d.maxDelayMs >= d.windowMs, {
+    message: "maxDelayMs must be at least windowMs",
+    path: ["maxDelayMs"],
+  });
+
+/** `debounce` of an upsert (DEL-18). */
+export type DebounceInput = z.infer<typeof debounceSchema>;
+
+/**
+ * `PUT /v1/schedules/by-external-id/{source}/{externalId}` body: the whole schedule, and
+ * optionally `debounce` (DEL-18; a one-off only, whose `dtstart` it then sets).
+ */
 export const upsertScheduleSchema = createScheduleSchema
   .omit({ source: true, externalId: true })
-  .strict();
+  .extend({
+    dtstart: dtstartSchema
+      .optional()
+      .describe("Required, except with `debounce` (DEL-18), which sets it"),
+    debounce: debounceSchema.optional(),
+  })
+  .strict()
+  .superRefine((body, ctx) => {
+    if (body.dtstart === undefined && body.debounce === undefined) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["dtstart"],
+        message: "is required (unless debounce sets it)",
+      });
+    }
+  });
 
 /** `POST /v1/schedules/{id}/trigger` body (API-9): optionally one `reminderKey`. */
 export type TriggerInput = z.input<typeof triggerInputSchema>;

@@ -37,6 +37,7 @@ import * as circuits from "../../src/store/circuits.js";
 import * as quietRetries from "../../src/store/quiet-retries.js";
 import * as missed from "../../src/store/missed.js";
 import * as recipients from "../../src/store/recipients.js";
+import * as explain from "../../src/store/explain.js";
 import { openTestDatabase, type TestDatabase } from "../support/db.js";
 
 const MODULES = {
@@ -64,6 +65,7 @@ const MODULES = {
   quietRetries,
   missed,
   recipients,
+  explain,
 } as const;
 
 const ID = "00000000-0000-4000-8000-000000000000";
@@ -238,6 +240,14 @@ const PARAMS: Record<string, readonly unknown[]> = {
   RECORD_QUIET_RETRY_SQL: [null, 1, 1, "owner", new Date(0)],
   // missed.ts
   OCCURRENCE_COUNTS_SQL: ["default", ID, new Date(0), new Date(0)],
+  // explain.ts
+  EXPLAIN_DELIVERIES_SQL: ["default", ID, new Date(0), new Date(0), new Date(0), "k", 0, 10],
+  EXPLAIN_DELIVERY_SQL: ["default", 1],
+  EXPLAIN_ATTEMPTS_SQL: [[1]],
+  EXPLAIN_ACTIONS_SQL: [[1]],
+  RECORD_DELIVERY_ACTIONS_SQL: [null, null, "redrive", null, "operator"],
+  DEBOUNCE_STATE_SQL: [ID],
+  START_DEBOUNCE_BURST_SQL: [ID, new Date(0)],
   // recipients.ts
   UPSERT_RECIPIENTS_SQL: [null, "default", ["r-1"], ["UTC"], ["{}"], ["{}"], ["{}"]],
   RECIPIENTS_BY_ID_SQL: ["default", ["r-1"]],

@@ -11,6 +11,7 @@ import { fileURLToPath } from "node:url";
 import type { Command } from "commander";
 import { describe, expect, it } from "vitest";
 import * as apiKeys from "../../../src/api/api-keys.js";
+import * as explainRoutes from "../../../src/api/explain-routes.js";
 import * as kinds from "../../../src/api/kinds.js";
 import * as operatorRoutes from "../../../src/api/operator-routes.js";
 import * as rateLimitRoutes from "../../../src/api/rate-limit-routes.js";
@@ -39,6 +40,7 @@ function apiRoutes(): string[] {
     rateLimitRoutes,
     recipientRoutes,
     webhookSecretRoutes,
+    explainRoutes,
   ]) {
     for (const value of Object.values(mod)) {
       const r = value as { method?: unknown; path?: unknown; responses?: unknown };
@@ -67,6 +69,8 @@ const ROUTE_COMMANDS: Record<string, string> = {
   "PUT /v1/schedules/by-external-id/{source}/{externalId}": "schedules upsert",
   "GET /v1/deliveries": "deliveries list",
   "GET /v1/deliveries/{id}": "deliveries show",
+  "GET /v1/schedules/{id}/explain": "schedules explain",
+  "GET /v1/deliveries/{id}/explain": "deliveries explain",
   "POST /v1/deliveries/{id}/redrive": "deliveries redrive",
   "POST /v1/deliveries/{id}/resolve": "deliveries resolve",
   "POST /v1/deliveries/redrive": "deliveries redrive",

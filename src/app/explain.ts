@@ -1,0 +1,501 @@
+/**
+ * OPS-16: why a reminder did or did not fire. For a schedule and a window of due times
+ * (at most {@link EXPLAIN_MAX_WINDOW_MS}), one entry per occurrence × reminder that the
+ * stored rule expects or that a delivery row records, with a verdict, its reason and the
+ * timeline (planned, claimed, each attempt, deferrals, the end, operator actions).
+ *
+ * Bounded work (OPS-12): a page holds at most `limit` (≤ 10,000) entries; the rule is
+ * walked with the recurrence engine's bounded scans, page by page, only as far as the
+ * page needs; the rows are one keyset page of one schedule's deliveries.
+ *
+ * Paging merges two sorted sources by the key (occurrence, reminder key, delivery id):
+ * the expected pairs (id 0) and the stored rows. Each source gives its first `limit + 1`
+ * items past the cursor, so the first `limit` of the merge are exact; an expected pair
+ * and a row with the same occurrence and reminder are one entry.
+ */
+import {
+  EXPLAIN_DEFAULT_AHEAD_MS,
+  EXPLAIN_DEFAULT_BACK_MS,
+  EXPLAIN_MAX_WINDOW_MS,
+  explainQuerySchema,
+  type DeliveryExplanation,
+  type ExplainEntry,
+  type ExplainEvent,
+  type ExplainVerdict,
+  type ScheduleExplanation,
+} from "../contracts/explain.js";
+import { NotFoundError, ValidationError } from "../errors/index.js";
+import { applyOffset, parseOffset, type Occurrence, type Recurrence } from "../recurrence/index.js";
+import {
+  explainActions,
+  explainAttempts,
+  explainDeliveryRow,
+  explainDeliveryRows,
+  type DeliveryActionRow,
+  type ExplainDeliveryRow,
+} from "../store/explain.js";
+import {
+  remindersOfSchedules,
+  scheduleById,
+  type AttemptRow,
+  type ReminderRow,
+  type ScheduleRow,
+} from "../store/schedules.js";
+import { DEFAULT_TENANT, type AppContext, type CallContext } from "./context.js";
+import { cursorPart, decodeCursor, encodeCursor } from "./cursor.js";
+import { parseInput } from "./input.js";
+import { parseStoredRule } from "./stored-rule.js";
+
+const DAY_MS = 86_400_000;
+/** Widening of the scan for calendar offsets (`P1D`) that a DST change lengthens, ms. */
+const DST_SLACK_MS = 2 * 3_600_000;
+/** Occurrences read per scan call while filling a page. */
+const SCAN_PAGE = 2_000;
+
+/** The sort key of an entry: occurrence (epoch ms), reminder key, delivery id (0: no row). */
+type EntryKey = readonly [number, string, number];
+
+function compareKeys(a: EntryKey, b: EntryKey): number {
+  if (a[0] !== b[0]) return a[0] < b[0] ? -1 : 1;
+  if (a[1] !== b[1]) return a[1] < b[1] ? -1 : 1;
+  return a[2] - b[2];
+}
+
+/** An occurrence × reminder that the rule expects, due in the window. */
+interface ExpectedPair {
+  occurrenceMs: number;
+  reminderKey: string;
+  dueMs: number;
+}
+
+/**
+ * OPS-16: one page of the explanation of schedule `id` of the tenant over due times in
+ * `[from, to)` (defaults: 7 days before now to 1 day after).
+ * @throws ValidationError `from` after `to`, a window over 366 days, a bad `limit` or
+ *   `cursor` (each names the field and the value); NotFoundError no such schedule.
+ */
+export async function explainSchedule(
+  app: AppContext,
+  id: string,
+  query: unknown = {},
+  ctx: CallContext = {},
+): Promise<ScheduleExplanation> {
+  const q = parseInput(explainQuerySchema, query);
+  const tenant = ctx.tenant ?? DEFAULT_TENANT;
+  const nowMs = app.clock.now();
+  const fromMs = q.from === undefined ? nowMs - EXPLAIN_DEFAULT_BACK_MS : Date.parse(q.from);
+  const toMs = q.to === undefined ? nowMs + EXPLAIN_DEFAULT_AHEAD_MS : Date.parse(q.to);
+  if (fromMs > toMs) {
+    throw new ValidationError({
+      field: "from",
+      message: `must not be after to (${new Date(toMs).toISOString()})`,
+      value: q.from ?? new Date(fromMs).toISOString(),
+    });
+  }
+  if (toMs - fromMs > EXPLAIN_MAX_WINDOW_MS) {
+    throw new ValidationError({
+      field: "to",
+      message: `the window from ${new Date(fromMs).toISOString()} may span at most 366 days`,
+      value: q.to ?? new Date(toMs).toISOString(),
+    });
+  }
+  if (!isUuid(id)) throw new NotFoundError("schedule", id);
+  const schedule = await scheduleById(app.db, { tenant, id });
+  if (!schedule) throw new NotFoundError("schedule", id);
+  const reminders = (await remindersOfSchedules(app.db, { scheduleIds: [id] })).sort((a, b) =>
+    a.key < b.key ? -1 : a.key > b.key ? 1 : 0,
+  );
+  const scope = {
+    list: "explain",
+    scheduleId: id,
+    from: new Date(fromMs).toISOString(),
+    to: new Date(toMs).toISOString(),
+  };
+  let after: EntryKey | null = null;
+  if (q.cursor !== undefined) {
+    const [occ, key, rowId] = decodeCursor(q.cursor, scope, [
+      cursorPart.id,
+      cursorPart.text,
+      cursorPart.id,
+    ]);
+    after = [occ as number, key as string, rowId as number];
+  }
+  const limit = q.limit;
+  const parsed = parseStoredRule(ruleFieldsOf(schedule));
+  const recurrence = parsed.ok ? parsed.recurrence : null;
+  const expected = recurrence
+    ? expectedPairs(recurrence, reminders, fromMs, toMs, after, limit + 1)
+    : [];
+  const stored = await explainDeliveryRows(app.db, {
+    tenant,
+    scheduleId: id,
+    dueFrom: new Date(fromMs),
+    dueTo: new Date(toMs),
+    after: after && {
+      occurrenceAt: new Date(after[0]),
+      reminderKey: after[1],
+      id: after[2],
+    },
+    limit: limit + 1,
+  });
+
+  // Merge the two sorted sources into at most `limit` entries.
+  type Item = { key: EntryKey; row: ExplainDeliveryRow | null; pair: ExpectedPair | null };
+  const items: Item[] = [];
+  let i = 0;
+  let j = 0;
+  while (items.length < limit && (i < expected.length || j < stored.length)) {
+    const pair = expected[i];
+    const row = stored[j];
+    const rowKey: EntryKey | null = row
+      ? [row.occurrence_at.getTime(), row.reminder_key, Number(row.id)]
+      : null;
+    if (pair && rowKey && pair.occurrenceMs === rowKey[0] && pair.reminderKey === rowKey[1]) {
+      items.push({ key: rowKey, row: row!, pair });
+      i++;
+      j++;
+    } else if (
+      rowKey &&
+      (!pair || compareKeys(rowKey, [pair.occurrenceMs, pair.reminderKey, 0]) < 0)
+    ) {
+      items.push({ key: rowKey, row: row!, pair: null });
+      j++;
+    } else if (pair) {
+      items.push({ key: [pair.occurrenceMs, pair.reminderKey, 0], row: null, pair });
+      i++;
+    }
+  }
+  const more = i < expected.length || j < stored.length;
+  const rowIds = items.flatMap((it) => (it.row ? [Number(it.row.id)] : []));
+  const [attempts, actions] = await Promise.all([
+    explainAttempts(app.db, { deliveryIds: rowIds }),
+    explainActions(app.db, { deliveryIds: rowIds }),
+  ]);
+  const attemptsBy = groupBy(attempts, (a) => Number(a.delivery_id));
+  const actionsBy = groupBy(actions, (a) => Number(a.delivery_id));
+  const context: NotPlannedContext = {
+    schedule,
+    recurrence,
+    maxExpansionDays: app.config.scheduler.maxExpansionDays,
+  };
+  const entries = items.map((it) =>
+    it.row
+      ? rowEntry(
+          it.row,
+          attemptsBy.get(Number(it.row.id)) ?? [],
+          actionsBy.get(Number(it.row.id)) ?? [],
+          nowMs,
+        )
+      : notPlannedEntry(it.pair!, context),
+  );
+  // RECIPIENTS (issue 23): when schedules carry recipients, an expected pair becomes one
+  // entry per recipient (`recipientId`), joined with the rows by (occurrence, reminder,
+  // recipient). This is the one spot to extend; nothing else here depends on it.
+  const last = items.at(-1);
+  return {
+    scheduleId: id,
+    state: schedule.state,
+    from: new Date(fromMs).toISOString(),
+    to: new Date(toMs).toISOString(),
+    entries,
+    nextCursor: more && last ? encodeCursor(last.key, scope) : null,
+    complete: recurrence !== null,
+  };
+}
+
+/**
+ * OPS-16: the explanation of one delivery of the tenant: its entry as
+ * {@link explainSchedule} gives it.
+ * @throws NotFoundError no such delivery.
+ */
+export async function explainDelivery(
+  app: AppContext,
+  id: number,
+  ctx: CallContext = {},
+): Promise<DeliveryExplanation> {
+  const tenant = ctx.tenant ?? DEFAULT_TENANT;
+  if (!Number.isSafeInteger(id) || id < 0) throw new NotFoundError("delivery", String(id));
+  const row = await explainDeliveryRow(app.db, { tenant, id });
+  if (!row) throw new NotFoundError("delivery", String(id));
+  const [attempts, actions] = await Promise.all([
+    explainAttempts(app.db, { deliveryIds: [id] }),
+    explainActions(app.db, { deliveryIds: [id] }),
+  ]);
+  return {
+    scheduleId: row.schedule_id,
+    entry: rowEntry(row, attempts, actions, app.clock.now()),
+  };
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+function isUuid(v: string): boolean {
+  return UUID.test(v);
+}
+
+function groupBy<T>(list: readonly T[], key: (t: T) => number): Map<number, T[]> {
+  const out = new Map<number, T[]>();
+  for (const t of list) {
+    const k = key(t);
+    const bucket = out.get(k);
+    if (bucket) bucket.push(t);
+    else out.set(k, [t]);
+  }
+  return out;
+}
+
+/** The rule fields of a stored schedule row, as {@link parseStoredRule} reads them. */
+function ruleFieldsOf(s: ScheduleRow): Parameters<typeof parseStoredRule>[0] {
+  return {
+    dtstart: s.dtstart,
+    tzid: s.tzid,
+    rrule: s.rrule,
+    rdate: s.rdate,
+    exdate: s.exdate,
+    endsAt: s.ends_at ? s.ends_at.toISOString() : null,
+    dst: { gap: s.dst_gap, overlap: s.dst_overlap },
+  };
+}
+
+/**
+ * The first `want` pairs (occurrence × reminder, reminders by key) whose due instant lies
+ * in `[fromMs, toMs)` and whose key is past `after`, in key order. The occurrences
+ * scanned are widened by the reminders' offsets (and two hours for a calendar offset a
+ * DST change stretches), like the missed count (src/app/missed.ts). Bounded: at most
+ * `want` pairs, the scan advancing in pages of {@link SCAN_PAGE} occurrences.
+ */
+function expectedPairs(
+  recurrence: Recurrence,
+  reminders: readonly ReminderRow[],
+  fromMs: number,
+  toMs: number,
+  after: EntryKey | null,
+  want: number,
+): ExpectedPair[] {
+  if (reminders.length === 0 || fromMs >= toMs) return [];
+  const deltas = reminders.map(
+    (r) =>
+      applyOffset(recurrence.first, r.offset_duration, recurrence.tzid, recurrence.dst) -
+      recurrence.first.instant,
+  );
+  // An offset without days is exact (RFC 5545 §3.3.6): due = occurrence + ms, no zone
+  // arithmetic per occurrence (a year of an hourly rule is 8,784 of them).
+  const dueFns = reminders.map((r) => {
+    const { days, exactMs } = parseOffset(r.offset_duration);
+    return days === 0
+      ? (o: Occurrence) => o.instant + exactMs
+      : (o: Occurrence) => applyOffset(o, r.offset_duration, recurrence.tzid, recurrence.dst);
+  });
+  const leadMs = Math.max(0, ...deltas.map((d) => -d));
+  const lagMs = Math.max(0, ...deltas);
+  let cursor = Math.max(fromMs - lagMs - DST_SLACK_MS, after ? after[0] : -8.64e15);
+  const scanTo = Math.min(8.64e15, toMs + leadMs + DST_SLACK_MS);
+  const out: ExpectedPair[] = [];
+  while (cursor < scanTo && out.length < want) {
+    const scan = recurrence.scan(cursor, scanTo, SCAN_PAGE);
+    for (const o of scan.occurrences) {
+      for (let k = 0; k < reminders.length; k++) {
+        const r = reminders[k]!;
+        if (after && (o.instant < after[0] || (o.instant === after[0] && r.key <= after[1]))) {
+          continue;
+        }
+        const due = dueFns[k]!(o);
+        if (due >= fromMs && due < toMs) {
+          out.push({ occurrenceMs: o.instant, reminderKey: r.key, dueMs: due });
+          if (out.length >= want) return out;
+        }
+      }
+    }
+    const last = scan.occurrences.at(-1);
+    if (scan.occurrences.length >= SCAN_PAGE && last) cursor = last.instant + 1;
+    else if (scan.truncated) cursor = scan.throughMs;
+    else break;
+  }
+  return out;
+}
+
+/** What {@link notPlannedEntry} needs to say why an expected delivery has no row. */
+interface NotPlannedContext {
+  schedule: ScheduleRow;
+  recurrence: Recurrence | null;
+  maxExpansionDays: number;
+}
+
+/**
+ * The reason an expected delivery has no row (see `NOT_PLANNED_REASONS`), in the order
+ * planning would have met it: the schedule's state, then the start of planning (a series
+ * plans from its creation less the grace, src/scheduler/plan.ts), the expansion cap of an
+ * unbounded series (REC-5), the planning watermark (DEL-7).
+ */
+export function notPlannedReason(
+  dueMs: number,
+  c: NotPlannedContext,
+): { reason: string; detail?: string } {
+  const s = c.schedule;
+  if (s.state === "cancelled") return { reason: "schedule_cancelled" };
+  if (s.state === "invalid") return { reason: "schedule_invalid", detail: s.invalid_reason ?? "" };
+  if (s.state === "paused") return { reason: "schedule_paused" };
+  if (s.recurring && dueMs < s.created_at.getTime() - s.grace_ms) {
+    return { reason: "before_schedule_existed" };
+  }
+  const capped = c.recurrence !== null && !c.recurrence.bounded && !s.perpetual;
+  if (capped && dueMs >= s.created_at.getTime() + c.maxExpansionDays * DAY_MS) {
+    return { reason: "cap_reached" };
+  }
+  if (s.planned_until === null || dueMs >= s.planned_until.getTime()) {
+    return { reason: "beyond_planning_horizon" };
+  }
+  return { reason: "not_recorded" };
+}
+
+function notPlannedEntry(pair: ExpectedPair, c: NotPlannedContext): ExplainEntry {
+  const { reason, detail } = notPlannedReason(pair.dueMs, c);
+  return {
+    occurrenceAt: new Date(pair.occurrenceMs).toISOString(),
+    reminderKey: pair.reminderKey,
+    dueAt: new Date(pair.dueMs).toISOString(),
+    verdict: "not_planned",
+    reason: detail === undefined ? reason : `${reason}: ${detail}`,
+    deliveryId: null,
+    triggered: false,
+    events: [],
+  };
+}
+
+const iso = (d: Date) => d.toISOString();
+
+/**
+ * The verdict of a delivery row at `nowMs` and its reason code:
+ * `sent`; `pending` (on time, or being sent: `sending`); `deferred` (held by quiet hours
+ * `QUIET_HOURS`, a Retry-After reply `RETRY_AFTER`, a retry backoff `RETRY`, a paused
+ * schedule `PAUSED`); `skipped`, `failed` (`dead`), `in_doubt`, `cancelled` with the
+ * row's reason.
+ */
+export function rowVerdict(
+  row: ExplainDeliveryRow,
+  lastAttempt: AttemptRow | undefined,
+  nowMs: number,
+): { verdict: ExplainVerdict; reason: string | null } {
+  switch (row.state) {
+    case "sent":
+      return { verdict: "sent", reason: row.reason };
+    case "claimed":
+      return { verdict: "pending", reason: "sending" };
+    case "paused":
+      return { verdict: "deferred", reason: "PAUSED" };
+    case "pending":
+      if (row.deferred_until && row.deferred_until.getTime() > nowMs) {
+        return { verdict: "deferred", reason: row.deferred_reason };
+      }
+      return { verdict: "pending", reason: null };
+    case "retry":
+      return {
+        verdict: "deferred",
+        reason: lastAttempt?.outcome === "rate_limited" ? "RETRY_AFTER" : "RETRY",
+      };
+    case "skipped":
+      return { verdict: "skipped", reason: row.reason };
+    case "dead":
+      return { verdict: "failed", reason: row.reason };
+    case "in_doubt":
+      return { verdict: "in_doubt", reason: row.reason };
+    case "cancelled":
+      return { verdict: "cancelled", reason: row.reason };
+    default:
+      return { verdict: "pending", reason: null };
+  }
+}
+
+/** The entry of a delivery row: its verdict and timeline (oldest first). */
+function rowEntry(
+  row: ExplainDeliveryRow,
+  attempts: readonly AttemptRow[],
+  actions: readonly DeliveryActionRow[],
+  nowMs: number,
+): ExplainEntry {
+  const { verdict, reason } = rowVerdict(row, attempts.at(-1), nowMs);
+  const events: ExplainEvent[] = [
+    {
+      type: "planned",
+      at: iso(row.created_at),
+      ...(row.triggered ? { reason: "triggered" } : {}),
+    },
+  ];
+  if (row.deferred_until && row.deferred_reason) {
+    events.push({
+      type: "deferred",
+      at: iso(row.due_at),
+      until: iso(row.deferred_until),
+      reason: row.deferred_reason,
+    });
+  }
+  // Operator actions first: at the same instant, a redrive comes before the try it causes.
+  for (const a of actions) {
+    events.push({
+      type: a.action === "resolve" ? "resolve" : "redrive",
+      at: iso(a.at),
+      by: a.actor,
+      ...(a.outcome === null ? {} : { reason: a.outcome }),
+    });
+  }
+  for (const a of attempts) {
+    events.push({
+      type: "attempt",
+      at: iso(a.started_at),
+      by: a.worker,
+      attempt: a.attempt,
+      endedAt: iso(a.ended_at),
+      outcome: a.outcome,
+      settled: a.settled,
+      ...(a.status === null ? {} : { status: a.status }),
+      ...(a.error === null ? {} : { error: a.error }),
+    });
+  }
+  const last = attempts.at(-1);
+  switch (row.state) {
+    case "claimed":
+      events.push({
+        type: "claimed",
+        at: iso(row.claimed_at!),
+        by: row.lease_owner!,
+        attempt: row.attempt,
+        leaseExpiresAt: iso(row.lease_expires_at!),
+      });
+      break;
+    case "retry":
+      events.push({
+        type: "deferred",
+        at: iso(last ? last.ended_at : row.updated_at),
+        until: iso(row.run_at),
+        reason: reason ?? "RETRY",
+      });
+      break;
+    case "sent":
+      events.push({
+        type: "sent",
+        at: iso(row.sent_at!),
+        ...(row.sent_by === null ? {} : { by: row.sent_by }),
+      });
+      break;
+    case "skipped":
+    case "in_doubt":
+    case "cancelled":
+      events.push({ type: row.state, at: iso(row.finished_at!), reason: row.reason ?? "" });
+      break;
+    case "dead":
+      events.push({ type: "failed", at: iso(row.finished_at!), reason: row.reason ?? "" });
+      break;
+    default:
+      break;
+  }
+  events.sort((a, b) => (a.at < b.at ? -1 : a.at > b.at ? 1 : 0));
+  return {
+    occurrenceAt: iso(row.occurrence_at),
+    reminderKey: row.reminder_key,
+    dueAt: iso(row.due_at),
+    verdict,
+    reason,
+    deliveryId: Number(row.id),
+    triggered: row.triggered,
+    events,
+  };
+}
