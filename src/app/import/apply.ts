@@ -50,7 +50,7 @@ export async function applyChanges(
     tenant: string;
     chunkSize: number;
     yieldNow: () => Promise<void>;
-    onChunk?: (progress: ImportProgress) => void;
+    onChunk?: (progress: ImportProgress) => void | Promise<void>;
   },
 ): Promise<void> {
   const { tenant, chunkSize } = options;
@@ -86,7 +86,7 @@ export async function applyChanges(
       }
     });
     app.wake();
-    options.onChunk?.({
+    await options.onChunk?.({
       chunk: c + 1,
       chunks,
       done: Math.min(changes.length, (c + 1) * chunkSize),

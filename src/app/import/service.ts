@@ -74,9 +74,9 @@ export async function runImport(
         tenant,
         chunkSize,
         yieldNow,
-        onChunk: (p) => {
-          options.onChunk?.(p);
+        onChunk: async (p) => {
           options.onProgress?.(p.done, p.total);
+          await options.onChunk?.(p);
         },
       });
       return plan.summary;

@@ -62,8 +62,11 @@ export interface ImportOptions extends IcalImportOptions {
     text: string,
     options: Omit<IcalImportOptions, "onProgress">,
   ) => Promise<{ parsed: CalendarImport; work: RuleWork }>;
-  /** Called after each chunk of changes is committed (see {@link ImportProgress}). */
-  onChunk?: (progress: ImportProgress) => void;
+  /**
+   * Called after each chunk of changes is committed (see {@link ImportProgress}); the
+   * next chunk waits for a promise it returns.
+   */
+  onChunk?: (progress: ImportProgress) => void | Promise<void>;
   /**
    * Changes (creates, updates, cancels) written per transaction; default
    * {@link IMPORT_CHUNK}. A failed chunk rolls back alone: the chunks before it stay, and
