@@ -58,6 +58,7 @@ import * as deliveries from "./deliveries.js";
 import * as explain from "./explain.js";
 import * as health from "./health.js";
 import { listImports } from "./imports.js";
+import { runImport, type ImportOptions, type ImportSummary } from "./import/index.js";
 import * as kinds from "./kinds.js";
 import type { Health } from "./health.js";
 import * as schedules from "./schedules.js";
@@ -399,6 +400,16 @@ export class Punctual {
     ctx: CallContext = {},
   ): Promise<{ items: ImportRunView[]; nextCursor: string | null }> {
     return listImports(this.#app, query, ctx);
+  }
+
+  /**
+   * API-5: imports a calendar into the schedules of `options.source` (tenant
+   * `options.tenant`): read, compared with what the source stored, the changes written in
+   * chunks (each one transaction) under the source's import lock. Safe to repeat.
+   * @throws ValidationError when the file is not iCalendar at all or breaks a limit.
+   */
+  importCalendar(text: string, options: ImportOptions): Promise<ImportSummary> {
+    return runImport(this.#app, text, options);
   }
 
   /**

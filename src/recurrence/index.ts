@@ -21,7 +21,16 @@ export {
   parseRule,
   validateRule,
 } from "./recurrence.js";
-export { MAX_RRULE_LENGTH, repairRuleText, type RuleRepair } from "./rule.js";
+export { MAX_RRULE_LENGTH } from "./rule.js";
+export {
+  formatRuleParts,
+  repairRuleText,
+  ruleParts,
+  shiftRuleParts,
+  tidyRuleText,
+  type RuleParts,
+  type RuleRepair,
+} from "./rule-text.js";
 export { applyOffset, isValidOffset, parseOffset, type Offset } from "./offset.js";
 export {
   applyMisfire,

@@ -60,7 +60,8 @@ export interface RuleSpec {
 /** Longest RRULE text accepted (characters); bounds parsing work. */
 export const MAX_RRULE_LENGTH = 2048;
 
-const KNOWN_PARTS = new Set([
+/** The rule parts RFC 5545 §3.3.10 defines. */
+export const KNOWN_PARTS = new Set([
   "FREQ",
   "UNTIL",
   "COUNT",
@@ -76,80 +77,6 @@ const KNOWN_PARTS = new Set([
   "BYSETPOS",
   "WKST",
 ]);
-
-/** What {@link repairRuleText} changed in an RRULE text, for an import warning. */
-export interface RuleRepair {
-  /** The rule without `RRULE:` prefixes and without the dropped parts (parts `;`-joined). */
-  text: string;
-  /**
-   * How many leading `RRULE:` prefixes were removed. The value of an iCalendar RRULE
-   * property has none, so there any count above 0 is a doubled prefix.
-   */
-  prefixes: number;
-  /** The parts left out, as written (trimmed): unknown names, `X-` extensions, text without `=`. */
-  dropped: string[];
-  /**
-   * Parts whose name is one or two letters off a known part (`UNTL`, `CONT`): a typo whose
-   * meaning is unclear, so nothing is dropped for them — a caller should refuse the rule.
-   */
-  misspelt: string[];
-}
-
-/** Edit distance between two short strings (part names), capped at 3. */
-function nameDistance(a: string, b: string): number {
-  if (Math.abs(a.length - b.length) > 2) return 3;
-  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
-  for (let i = 1; i <= a.length; i++) {
-    const row = [i];
-    for (let j = 1; j <= b.length; j++) {
-      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
-      row.push(
-        Math.min(
-          (prev[j] as number) + 1,
-          (row[j - 1] as number) + 1,
-          (prev[j - 1] as number) + cost,
-        ),
-      );
-    }
-    prev = row;
-  }
-  return Math.min(3, prev[b.length] as number);
-}
-
-/**
- * Lenient repairs of RRULE text as calendar exports write it (used by the iCalendar
- * importer, API-5): every leading `RRULE:` prefix goes (Google writes `RRULE:RRULE:…`),
- * and parts that are not RFC 5545 §3.3.10 rule parts — unknown names, `X-` extensions,
- * text without `=` — are left out and returned in `dropped`. Empty parts go silently.
- * Known parts are kept as written; their values are checked later by `validateRule`.
- * A name one or two letters off a known part is not dropped but reported in `misspelt`.
- */
-export function repairRuleText(input: string): RuleRepair {
-  let text = input.trim();
-  let prefixes = 0;
-  while (/^RRULE:/i.test(text)) {
-    text = text.slice(6).trimStart();
-    prefixes++;
-  }
-  const kept: string[] = [];
-  const dropped: string[] = [];
-  const misspelt: string[] = [];
-  for (const raw of text.split(";")) {
-    const part = raw.trim();
-    if (part === "") continue;
-    const eq = part.indexOf("=");
-    const name = eq <= 0 ? "" : part.slice(0, eq).trim().toUpperCase();
-    if (KNOWN_PARTS.has(name)) kept.push(part);
-    else if (
-      name.length >= 3 &&
-      !name.startsWith("X-") &&
-      [...KNOWN_PARTS].some((known) => nameDistance(name, known) <= (name.length >= 5 ? 2 : 1))
-    )
-      misspelt.push(part);
-    else dropped.push(part);
-  }
-  return { text: kept.join(";"), prefixes, dropped, misspelt };
-}
 
 function fail(part: string, message: string, value?: unknown): never {
   throw new ValidationError({ field: part === "" ? "rrule" : `rrule.${part}`, message, value });

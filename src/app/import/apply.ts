@@ -1,0 +1,195 @@
+/**
+ * Writing an import's changes (API-5, DEL-9, DEL-10, OPS-12): in chunks of a few hundred
+ * changes, each chunk one transaction — its creates as bulk inserts planned together, its
+ * updates each locked, rewritten and realigned, its cancels each with their waiting
+ * deliveries. Between statements and chunks the event loop gets its turns (the embedded
+ * engine runs on this thread).
+ */
+import { planLocked } from "../../scheduler/plan.js";
+import { realignSchedule } from "../../scheduler/realign.js";
+import type { Queryable } from "../../store/database.js";
+import { lockScheduleForEdit } from "../../store/planning.js";
+import {
+  cancelScheduleRow,
+  deleteReminders,
+  insertReminders,
+  insertRemindersBulk,
+  insertSchedulesBulk,
+  reviveSchedule,
+  updateScheduleDefinition,
+} from "../../store/schedules.js";
+import { planDeps, type AppContext } from "../context.js";
+import { definitionHash, definitionOf, remindersOf } from "../schedules.js";
+import type { ImportChange } from "./plan.js";
+import type { ImportProgress, ImportSummary } from "./types.js";
+
+/**
+ * Schedules per bulk insert statement inside a chunk: one statement is one call into the
+ * database, which (embedded) runs on this thread, so its size bounds how long the event
+ * loop waits (OPS-12).
+ */
+export const IMPORT_BATCH = 25;
+
+/** What happened to a change once its chunk committed. */
+type Outcome =
+  | { kind: "created"; id: string }
+  | { kind: "updated" }
+  | { kind: "cancelled"; byChannel: Record<string, number> }
+  | { kind: "skipped"; reason: string };
+
+/**
+ * Writes `changes` in chunks of `chunkSize`, each one transaction, and fills `summary`
+ * (counts, each change's line) as each chunk commits; `onChunk` hears of each.
+ * @throws whatever the database throws; the chunks committed before it stay written.
+ */
+export async function applyChanges(
+  app: AppContext,
+  changes: readonly ImportChange[],
+  summary: ImportSummary,
+  options: {
+    tenant: string;
+    chunkSize: number;
+    yieldNow: () => Promise<void>;
+    onChunk?: (progress: ImportProgress) => void | Promise<void>;
+  },
+): Promise<void> {
+  const { tenant, chunkSize } = options;
+  const chunks = Math.ceil(changes.length / chunkSize);
+  for (let c = 0; c < chunks; c++) {
+    const chunk = changes.slice(c * chunkSize, (c + 1) * chunkSize);
+    const outcomes = await app.db.transaction((tx) => writeChunk(app, tx, tenant, chunk));
+    chunk.forEach((change, i) => {
+      const outcome = outcomes[i] as Outcome;
+      const { result } = change;
+      switch (outcome.kind) {
+        case "created":
+          result.scheduleId = outcome.id;
+          result.action = "created";
+          summary.created++;
+          break;
+        case "updated":
+          result.action = "updated";
+          summary.updated++;
+          break;
+        case "cancelled":
+          result.action = "cancelled";
+          summary.cancelled++;
+          summary.schedules.push(result);
+          // OPS-13: a cancelled delivery counts once, by the process whose statement cancelled it.
+          for (const [channel, n] of Object.entries(outcome.byChannel)) {
+            app.metrics.outcomes.inc({ channel, outcome: "cancelled" }, Number(n));
+          }
+          break;
+        case "skipped":
+          summary.skipped.push({ uid: result.uid, line: null, reason: outcome.reason });
+          break;
+      }
+    });
+    app.wake();
+    await options.onChunk?.({
+      chunk: c + 1,
+      chunks,
+      done: Math.min(changes.length, (c + 1) * chunkSize),
+      total: changes.length,
+      created: summary.created,
+      updated: summary.updated,
+      cancelled: summary.cancelled,
+    });
+    await options.yieldNow();
+  }
+}
+
+/** One chunk's writes in `tx`: the outcome of each change, in order. */
+async function writeChunk(
+  app: AppContext,
+  tx: Queryable,
+  tenant: string,
+  chunk: readonly ImportChange[],
+): Promise<Outcome[]> {
+  const outcomes: Outcome[] = new Array<Outcome>(chunk.length);
+  const maxAttempts = app.config.scheduler.maxAttempts;
+  const deps = planDeps(app);
+  // Creates: bulk statements of IMPORT_BATCH schedules, their reminders, their plans.
+  const creates = chunk.flatMap((change, i) => (change.kind === "create" ? [{ change, i }] : []));
+  for (let b = 0; b < creates.length; b += IMPORT_BATCH) {
+    const batch = creates.slice(b, b + IMPORT_BATCH);
+    const rows = await insertSchedulesBulk(tx, {
+      now: app.now(),
+      tenant,
+      schedules: batch.map(({ change }) => ({
+        requestHash: definitionHash(change.value, maxAttempts),
+        definition: definitionOf(change.value),
+        source: change.value.source ?? null,
+        externalId: change.value.externalId ?? null,
+      })),
+    });
+    // Every imported schedule carries an external id, unique in its source.
+    const ids = new Map(rows.map((row) => [row.external_id as string, row.id]));
+    await insertRemindersBulk(tx, {
+      reminders: batch.flatMap(({ change }) =>
+        remindersOf(change.value.reminders, maxAttempts).map((r) => ({
+          ...r,
+          scheduleId: ids.get(change.value.externalId ?? "")!,
+        })),
+      ),
+    });
+    await planLocked(tx, rows, deps);
+    for (const { change, i } of batch) {
+      outcomes[i] = { kind: "created", id: ids.get(change.value.externalId ?? "")! };
+    }
+  }
+  for (let i = 0; i < chunk.length; i++) {
+    const change = chunk[i] as ImportChange;
+    if (change.kind === "update") outcomes[i] = await writeUpdate(app, tx, tenant, change);
+    else if (change.kind === "cancel") {
+      const row = await cancelScheduleRow(tx, {
+        now: app.now(),
+        tenant,
+        id: change.id,
+        by: "import",
+      });
+      outcomes[i] =
+        row === null
+          ? { kind: "skipped", reason: `schedule ${change.id} is gone (purged while importing)` }
+          : { kind: "cancelled", byChannel: row.cancelled_by_channel ?? {} };
+    }
+  }
+  return outcomes;
+}
+
+/**
+ * DEL-9: one schedule rewritten from its event, its waiting deliveries realigned, as an
+ * edit does it; left alone when someone changed it after the comparison (the next import
+ * compares again).
+ */
+async function writeUpdate(
+  app: AppContext,
+  tx: Queryable,
+  tenant: string,
+  change: Extract<ImportChange, { kind: "update" }>,
+): Promise<Outcome> {
+  const locked = await lockScheduleForEdit(tx, { now: app.now(), tenant, id: change.id });
+  if (locked === null) {
+    return { kind: "skipped", reason: `schedule ${change.id} is gone (purged while importing)` };
+  }
+  if (locked.version !== change.version) {
+    return {
+      kind: "skipped",
+      reason: `schedule ${change.id} was changed while importing (version ${locked.version}, compared at ${change.version}); import again to apply the calendar`,
+    };
+  }
+  if (change.revive) await reviveSchedule(tx, { now: app.now(), id: change.id });
+  const updated = await updateScheduleDefinition(tx, {
+    now: app.now(),
+    id: change.id,
+    definition: definitionOf(change.value),
+    requestHash: change.hash,
+  });
+  await deleteReminders(tx, { scheduleId: change.id });
+  await insertReminders(tx, {
+    scheduleId: change.id,
+    reminders: remindersOf(change.value.reminders, app.config.scheduler.maxAttempts),
+  });
+  await realignSchedule(tx, updated!, planDeps(app));
+  return { kind: "updated" };
+}

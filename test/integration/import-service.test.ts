@@ -1,0 +1,202 @@
+/**
+ * Calendar import as a service (API-5, DEL-9, DEL-10, OPS-12), on the engine of
+ * `PUNCTUAL_TEST_ENGINE`: the changes are written in chunks, each chunk one transaction
+ * committed on its own, with progress per chunk; a failed chunk rolls back alone and the
+ * next import finishes the work; a schedule edited between the comparison and its chunk
+ * is left alone.
+ */
+import { afterEach, describe, expect, it } from "vitest";
+import { importCalendar, type ImportProgress } from "../../src/app/import.js";
+import type { Database } from "../../src/store/database.js";
+import { testPunctual, type TestPunctual } from "../support/punctual.js";
+
+let t: TestPunctual | null = null;
+afterEach(async () => {
+  await t?.close();
+  t = null;
+});
+
+/** A calendar of `n` weekly events (`uid-0` … `uid-{n-1}`), summaries prefixed `label`. */
+function calendar(n: number, label = "Event"): string {
+  const events = Array.from({ length: n }, (_, i) =>
+    [
+      "BEGIN:VEVENT",
+      `UID:uid-${i}`,
+      `DTSTART:20270111T${String(8 + (i % 10)).padStart(2, "0")}0000Z`,
+      "DURATION:PT30M",
+      "RRULE:FREQ=WEEKLY",
+      `SUMMARY:${label} ${i}`,
+      "END:VEVENT",
+    ].join("\r\n"),
+  );
+  return [
+    "BEGIN:VCALENDAR",
+    "VERSION:2.0",
+    "PRODID:-//t//t//EN",
+    ...events,
+    "END:VCALENDAR",
+    "",
+  ].join("\r\n");
+}
+
+const options = { source: "svc", remind: ["-PT15M"], channel: "test" };
+
+async function storedCount(p: TestPunctual): Promise<number> {
+  const rows = await p.punctual.db.query<{ n: number }>(
+    "select count(*)::int as n from punctual_schedules where source = 'svc' and state = 'active'",
+  );
+  return rows.rows[0]!.n;
+}
+
+/** The database with its next transaction (once `arm` is called) failing after its work. */
+function failingTransaction(): { wrap: (db: Database) => Database; arm: () => void } {
+  let armed = false;
+  return {
+    arm: () => {
+      armed = true;
+    },
+    wrap: (db) =>
+      new Proxy(db, {
+        get(target, prop, receiver) {
+          if (prop === "transaction") {
+            const transaction: Database["transaction"] = (fn) =>
+              target.transaction(async (tx) => {
+                const out = await fn(tx);
+                if (armed) {
+                  armed = false;
+                  throw new Error("injected failure at commit");
+                }
+                return out;
+              });
+            return transaction;
+          }
+          const value: unknown = Reflect.get(target, prop, receiver);
+          return typeof value === "function" ? value.bind(target) : value;
+        },
+      }),
+  };
+}
+
+describe("API-5: import as a chunked service", () => {
+  it("API-5, OPS-12: the changes are written in chunks, each committed before the next, with progress per chunk", async () => {
+    t = await testPunctual();
+    const seen: ImportProgress[] = [];
+    const progress: Array<[number, number]> = [];
+    const summary = await importCalendar(t.punctual, calendar(5), {
+      ...options,
+      chunkSize: 2,
+      onChunk: (p) => {
+        seen.push(p);
+      },
+      onProgress: (done, total) => progress.push([done, total]),
+    });
+    expect(summary).toMatchObject({ created: 5, updated: 0, unchanged: 0, cancelled: 0 });
+    expect(seen).toEqual([
+      { chunk: 1, chunks: 3, done: 2, total: 5, created: 2, updated: 0, cancelled: 0 },
+      { chunk: 2, chunks: 3, done: 4, total: 5, created: 4, updated: 0, cancelled: 0 },
+      { chunk: 3, chunks: 3, done: 5, total: 5, created: 5, updated: 0, cancelled: 0 },
+    ]);
+    // The reading reports its events first, then the writing its changes per chunk.
+    expect(progress.slice(-3)).toEqual([
+      [2, 5],
+      [4, 5],
+      [5, 5],
+    ]);
+    expect(await storedCount(t)).toBe(5);
+    expect(summary.schedules.every((s) => s.action === "created" && s.scheduleId)).toBe(true);
+  });
+
+  it("DEL-9: each chunk is visible to other connections once its progress is reported", async () => {
+    t = await testPunctual();
+    const current = t;
+    const stored: Promise<number>[] = [];
+    await importCalendar(t.punctual, calendar(5), {
+      ...options,
+      chunkSize: 2,
+      onChunk: () => {
+        stored.push(storedCount(current));
+      },
+    });
+    expect(await Promise.all(stored)).toEqual([2, 4, 5]);
+  });
+
+  it("DEL-9: a failed chunk rolls back alone: the chunks before it stay, and importing again finishes the work", async () => {
+    const fault = failingTransaction();
+    t = await testPunctual({ wrapDb: fault.wrap });
+    await expect(
+      importCalendar(t.punctual, calendar(5), {
+        ...options,
+        chunkSize: 2,
+        // Armed after chunk 1: chunk 2 writes its rows, then fails and rolls back.
+        onChunk: (p) => {
+          if (p.chunk === 1) fault.arm();
+        },
+      }),
+    ).rejects.toThrow(/injected failure/);
+    expect(await storedCount(t)).toBe(2);
+    const again = await importCalendar(t.punctual, calendar(5), { ...options, chunkSize: 2 });
+    expect(again).toMatchObject({ created: 3, unchanged: 2, updated: 0, cancelled: 0 });
+    expect(await storedCount(t)).toBe(5);
+  });
+
+  it("DEL-9, DEL-10: updates and cancels are written in chunks too, and a re-import is a no-op", async () => {
+    t = await testPunctual();
+    await importCalendar(t.punctual, calendar(6), options);
+    const chunks: ImportProgress[] = [];
+    const edited = await importCalendar(t.punctual, calendar(4, "Meeting"), {
+      ...options,
+      chunkSize: 3,
+      onChunk: (p) => {
+        chunks.push(p);
+      },
+    });
+    expect(edited).toMatchObject({ created: 0, updated: 4, unchanged: 0, cancelled: 2 });
+    expect(chunks.map((p) => [p.done, p.updated, p.cancelled])).toEqual([
+      [3, 3, 0],
+      [6, 4, 2],
+    ]);
+    const list = await t.punctual.listSchedules({ source: "svc", limit: 10 });
+    const titles = list.items.filter((s) => s.state === "active").map((s) => s.title);
+    expect(titles.sort()).toEqual(["Meeting 0", "Meeting 1", "Meeting 2", "Meeting 3"]);
+    expect(await importCalendar(t.punctual, calendar(4, "Meeting"), options)).toMatchObject({
+      created: 0,
+      updated: 0,
+      unchanged: 4,
+      cancelled: 0,
+    });
+  });
+
+  it("DEL-9: a schedule edited after the comparison is left alone, named in skipped, and the next import applies the calendar", async () => {
+    t = await testPunctual();
+    const first = await importCalendar(t.punctual, calendar(4), options);
+    const last = first.schedules.find((s) => s.externalId === "uid-3")!.scheduleId!;
+    const current = t;
+    const summary = await importCalendar(t.punctual, calendar(4, "Meeting"), {
+      ...options,
+      chunkSize: 2,
+      onChunk: async (p) => {
+        // Between chunk 1 and chunk 2, a person edits a schedule chunk 2 updates.
+        if (p.chunk === 1) await current.punctual.updateSchedule(last, { title: "mine" });
+      },
+    });
+    expect(summary.updated).toBe(3);
+    expect(summary.skipped).toEqual([
+      expect.objectContaining({
+        uid: "uid-3",
+        reason: expect.stringMatching(/was changed while importing/),
+      }),
+    ]);
+    expect((await t.punctual.getSchedule(last)).title).toBe("mine");
+    const again = await importCalendar(t.punctual, calendar(4, "Meeting"), options);
+    expect(again).toMatchObject({ updated: 1, unchanged: 3 });
+    expect((await t.punctual.getSchedule(last)).title).toBe("Meeting 3");
+  });
+
+  it("API-5: a chunk size that is not a positive integer is refused before anything is written", async () => {
+    t = await testPunctual();
+    await expect(
+      importCalendar(t.punctual, calendar(2), { ...options, chunkSize: 0 }),
+    ).rejects.toMatchObject({ issues: [expect.objectContaining({ field: "chunkSize" })] });
+    expect(await storedCount(t)).toBe(0);
+  });
+});
