@@ -67,6 +67,18 @@ import { cursorPart, decodeCursor, encodeCursor, type CursorScope } from "./curs
 import { parseInput, prefixIssues } from "./input.js";
 import { resolveReminderKinds } from "./kinds.js";
 import { catchUpIssues, quietHoursIssues } from "./policy.js";
+import {
+  audienceIssues,
+  createAudience,
+  editAudience,
+  type AudienceEditReport,
+} from "./audience.js";
+import { audienceOf } from "../store/deliveries/index.js";
+
+/** API-12: an audience edit as the edit's realign report (cancelled rows count as deleted). */
+function audienceRealigned(r: AudienceEditReport): RealignReport {
+  return { deleted: r.cancelled, moved: 0, created: 0 };
+}
 
 /** Result of a create: `created` is false when an Idempotency-Key replay returned the existing one. */
 export interface CreateResult {
@@ -117,6 +129,8 @@ export function definitionHash(
       // DEL-15: likewise.
       ...(r.quietHours ? { quietHours: r.quietHours } : {}),
       ...(r.priority === "critical" ? { priority: r.priority } : {}),
+      // API-13: likewise.
+      ...(r.category ? { category: r.category } : {}),
     })),
   };
   // DEL-17: only hashed when present.
@@ -165,6 +179,7 @@ export function remindersOf(
     rateLimitKey: r.rateLimitKey ?? null,
     quietHoursJson: r.quietHours ? JSON.stringify(r.quietHours) : null,
     priority: r.priority === "critical" ? "critical" : null,
+    category: r.category ?? null,
   }));
 }
 
@@ -176,7 +191,7 @@ export function remindersOf(
 export function validateSchedule(
   app: AppContext,
   input: unknown,
-  options: { warnPastDue?: boolean; tenant?: string } = {},
+  options: { warnPastDue?: boolean; tenant?: string; raw?: unknown } = {},
 ): {
   value: z.output<typeof createScheduleSchema>;
   warnings: string[];
@@ -249,6 +264,8 @@ export function validateSchedule(
     }
   }
   issues.push(...catchUpIssues(value));
+  // API-11: recipients and floating time (the body as sent: zod fills tzid).
+  issues.push(...audienceIssues(value, options.raw ?? input));
   const keys = new Set<string>();
   value.reminders.forEach((reminder, i) => {
     const at = `reminders.${i}`;
@@ -273,18 +290,21 @@ export function validateSchedule(
       });
       return;
     }
-    try {
-      app.channels
-        .get(reminder.channel)
-        .validateTarget(reminder.target, { tenant: options.tenant ?? DEFAULT_TENANT });
-    } catch (err) {
-      issues.push(
-        ...prefixIssues(err, at).map((x) => ({
-          ...x,
-          field: x.field.replace(`${at}.target.target`, `${at}.target`),
-        })),
-      );
-    }
+    // API-11: a reminder to recipients without a target of its own uses theirs.
+    const recipientsTarget = value.recipients !== undefined && reminder.target === undefined;
+    if (!recipientsTarget)
+      try {
+        app.channels
+          .get(reminder.channel)
+          .validateTarget(reminder.target, { tenant: options.tenant ?? DEFAULT_TENANT });
+      } catch (err) {
+        issues.push(
+          ...prefixIssues(err, at).map((x) => ({
+            ...x,
+            field: x.field.replace(`${at}.target.target`, `${at}.target`),
+          })),
+        );
+      }
     if (reminder.template) {
       try {
         validateTemplate(
@@ -391,7 +411,7 @@ async function validateWithKinds(
   input: unknown,
   tenant: string,
   db: Queryable,
-  options: { warnPastDue?: boolean } = {},
+  options: { warnPastDue?: boolean; raw?: unknown } = {},
 ): Promise<ReturnType<typeof validateSchedule>> {
   const resolved = await resolveReminderKinds(app, input, tenant, db);
   if (resolved.issues.length === 0) {
@@ -440,9 +460,20 @@ export async function createSchedule(
     });
     if (!row) return null;
     await insertScheduleReminders(app, tx, row.id, value.reminders);
-    // Plan the first window in the same transaction: the deliveries exist the moment
-    // the schedule does (DEL-1), and a reminder due in seconds needs no planning pass.
-    await planLocked(tx, [row], planDeps(app));
+    if (value.recipients !== undefined) {
+      // API-11: planned per recipient by the plan sweep (woken below), in batches.
+      await createAudience(tx, {
+        now: app.now(),
+        tenant,
+        scheduleId: row.id,
+        ids: value.recipients,
+        floating: value.floating === true,
+      });
+    } else {
+      // Plan the first window in the same transaction: the deliveries exist the moment
+      // the schedule does (DEL-1), and a reminder due in seconds needs no planning pass.
+      await planLocked(tx, [row], planDeps(app));
+    }
     const reminders = await remindersOfSchedules(tx, { scheduleIds: [row.id] });
     return toScheduleView(row, reminders);
   });
@@ -503,6 +534,16 @@ export async function updateSchedule(
     }
     const current = toScheduleView(locked, []);
     const storedReminders = await remindersOfSchedules(tx, { scheduleIds: [id] });
+    // API-11 / API-12: a schedule for recipients stays one; no other becomes one.
+    const audience = await audienceOf(tx, { scheduleId: id });
+    if (!audience && ("recipients" in sent || "floating" in sent)) {
+      const field = "recipients" in sent ? "recipients" : "floating";
+      throw new ValidationError({
+        field,
+        message: "only a schedule created with recipients has them",
+        value: sent[field],
+      });
+    }
     const base = {
       dtstart: current.dtstart,
       tzid: current.tzid,
@@ -535,6 +576,7 @@ export async function updateSchedule(
         ...(r.rate_limit_key ? { rateLimitKey: r.rate_limit_key } : {}),
         ...(r.quiet_hours ? { quietHours: r.quiet_hours } : {}),
         ...(r.priority ? { priority: r.priority } : {}),
+        ...(r.category ? { category: r.category } : {}),
       })) as unknown,
     };
     // DEL-11: the reminders as sent (a kind fills the fields they leave out, not zod's defaults).
@@ -545,19 +587,27 @@ export async function updateSchedule(
     );
     const merged = {
       ...stored,
+      // API-11: a floating schedule keeps no zone of its own.
+      ...(audience ? { recipients: [], floating: audience.floating } : {}),
+      ...(audience?.floating ? { tzid: undefined } : {}),
       ...sent,
       ...(rawReminders === undefined ? {} : { reminders: rawReminders }),
     };
     // A one-off moved into the past (or given new reminders there) is sent at once: say so.
     const validated = await validateWithKinds(app, merged, tenant, tx, {
       warnPastDue: "dtstart" in sent || rawReminders !== undefined,
+      raw: patch,
     });
     warnings = validated.warnings;
     const { value } = validated;
     // A patch that changes nothing (every field sent as stored) writes nothing: the
     // version, and so the ETag, stay. The stored definition is read the same way as the
     // patched one; when it cannot be read back exactly, the edit is written.
-    if (locked.state !== "cancelled" && sameDefinition(app, stored, value, tenant)) {
+    if (
+      locked.state !== "cancelled" &&
+      !("recipients" in sent || "floating" in sent) &&
+      sameDefinition(app, stored, value, tenant)
+    ) {
       return {
         schedule: toScheduleView(locked, storedReminders),
         realigned: { deleted: 0, moved: 0, created: 0 },
@@ -572,7 +622,18 @@ export async function updateSchedule(
     });
     await deleteReminders(tx, { scheduleId: id });
     await insertScheduleReminders(app, tx, id, value.reminders);
-    const realigned = await realignSchedule(tx, updated!, planDeps(app));
+    const realigned = audience
+      ? audienceRealigned(
+          await editAudience(tx, {
+            now: app.now(),
+            dbNow: locked.db_now,
+            tenant,
+            scheduleId: id,
+            recipients: "recipients" in sent ? value.recipients : undefined,
+            floating: value.floating ?? audience.floating,
+          }),
+        )
+      : await realignSchedule(tx, updated!, planDeps(app));
     // The version this edit wrote (its ETag), not whatever a later edit made of it.
     const row = await scheduleById(tx, { tenant, id });
     const reminders = await remindersOfSchedules(tx, { scheduleIds: [id] });

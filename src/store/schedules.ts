@@ -119,6 +119,8 @@ export interface ReminderRow {
   quiet_hours: QuietHours | null;
   /** DEL-15: `critical` bypasses the quiet window; null: normal. */
   priority: "normal" | "critical" | null;
+  /** API-13: the reminder's category (migration 0035), or null. */
+  category: string | null;
 }
 
 /** Result columns of {@link REMINDERS_SQL}. */
@@ -134,6 +136,7 @@ export const REMINDERS_COLUMNS = columnsOf<ReminderRow>()([
   "rate_limit_key",
   "quiet_hours",
   "priority",
+  "category",
 ]);
 
 /**
@@ -157,10 +160,10 @@ returning *, ${NOW} as db_now`;
 
 /** Parameters: $1 schedule id, then parallel arrays $2 keys, $3 offsets, $4 channels, $5 targets (json text), $6 lost-lease policies, $7 max attempts, $8 templates (json text or null), $9 rate-limit keys (or null, DEL-13), $10 quiet hours (json text or null, DEL-15), $11 priorities (or null). */
 export const INSERT_REMINDERS_SQL = `
-insert into punctual_reminders (schedule_id, key, offset_duration, channel, target, on_lost_lease, max_attempts, template, rate_limit_key, quiet_hours, priority)
-select $1, u.key, u.offset_duration, u.channel, u.target::jsonb, u.on_lost_lease, u.max_attempts, u.template::jsonb, u.rate_limit_key, u.quiet_hours::jsonb, u.priority
-from unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int[], $8::text[], $9::text[], $10::text[], $11::text[])
-  as u(key, offset_duration, channel, target, on_lost_lease, max_attempts, template, rate_limit_key, quiet_hours, priority)`;
+insert into punctual_reminders (schedule_id, key, offset_duration, channel, target, on_lost_lease, max_attempts, template, rate_limit_key, quiet_hours, priority, category)
+select $1, u.key, u.offset_duration, u.channel, u.target::jsonb, u.on_lost_lease, u.max_attempts, u.template::jsonb, u.rate_limit_key, u.quiet_hours::jsonb, u.priority, u.category
+from unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[])
+  as u(key, offset_duration, channel, target, on_lost_lease, max_attempts, template, rate_limit_key, quiet_hours, priority, category)`;
 
 /** $1 tenant, $2 idempotency key */
 export const SCHEDULE_BY_IDEMPOTENCY_KEY_SQL = `
@@ -553,6 +556,10 @@ export interface DeliveryRow {
   deferred_until: Date | null;
   /** DEL-15: why it was deferred (`QUIET_HOURS`); null when not deferred. */
   deferred_reason: string | null;
+  /** API-11: the recipient the delivery is for (migration 0035), or null. */
+  recipient_id: string | null;
+  /** API-13: what its critical reminder went past (`QUIET_HOURS`, `OPTED_OUT`), or null. */
+  bypassed: string | null;
   created_at: Date;
   updated_at: Date;
 }
@@ -610,6 +617,8 @@ export const DELIVERY_ROW_KEYS = columnsOf<DeliveryRow>()([
   "limiter",
   "deferred_until",
   "deferred_reason",
+  "recipient_id",
+  "bypassed",
 ]);
 
 /** Result columns of {@link ATTEMPTS_SQL}. */
@@ -753,6 +762,7 @@ export function toReminderView(row: ReminderRow | ListedReminderRow): ReminderVi
     rateLimitKey: row.rate_limit_key ?? null,
     quietHours: row.quiet_hours ?? null,
     priority: row.priority ?? "normal",
+    ...(row.category ? { category: row.category } : {}),
   };
 }
 
@@ -828,6 +838,9 @@ export function toDeliveryView(row: DeliveryRow): DeliveryView {
     late: row.late,
     deferredUntil: iso(row.deferred_until),
     deferredReason: row.deferred_reason,
+    // API-11 / API-13: only on deliveries for a recipient.
+    ...(row.recipient_id ? { recipientId: row.recipient_id } : {}),
+    ...(row.bypassed ? { bypassed: row.bypassed.split(",") } : {}),
     createdAt: row.created_at.toISOString(),
     updatedAt: row.updated_at.toISOString(),
   };
@@ -1027,6 +1040,8 @@ export interface ReminderToInsert {
   quietHoursJson?: string | null;
   /** DEL-15: `critical` bypasses quiet hours; null or absent: normal. */
   priority?: "normal" | "critical" | null;
+  /** API-13: the reminder's category; null or absent: none. */
+  category?: string | null;
 }
 
 /** API-1 / DEL-9: runs {@link INSERT_REMINDERS_SQL}: the reminders of one schedule. */
@@ -1047,6 +1062,7 @@ export async function insertReminders(
     r.map((x) => x.rateLimitKey ?? null),
     r.map((x) => x.quietHoursJson ?? null),
     r.map((x) => x.priority ?? null),
+    r.map((x) => x.category ?? null),
   ]);
 }
 
