@@ -240,7 +240,7 @@ join punctual_recipients r on r.tenant = m.tenant and r.id = m.recipient_id
 where (m.planned_until is null
        or m.planned_until < ${NOW} + make_interval(secs => $2::double precision / 1000))
   and s.state = 'active'
-order by m.planned_until nulls first, m.schedule_id, m.recipient_id
+order by m.planned_until nulls first
 limit $3
 for update of m skip locked`;
 
