@@ -282,6 +282,40 @@ describe("API-12: changes realign", () => {
     ]);
   });
 
+  it("API-12: an edit of a schedule for recipients replans their future; recipients in the patch replace the list", async () => {
+    t = await testPunctual({ start: "2027-01-04T00:00:00Z", scheduler: { planAheadMs: 3 * DAY } });
+    const { punctual } = t;
+    for (const id of ["ann", "bob"])
+      await punctual.putRecipient(id, { tzid: "Asia/Tokyo", targets: { test: {} } });
+    const { schedule } = await punctual.createSchedule({
+      dtstart: "2027-01-05T09:00:00",
+      floating: true,
+      rrule: "FREQ=DAILY;COUNT=2",
+      recipients: ["ann"],
+      reminders: [{ key: "r", channel: "test" }],
+    });
+    await tickAndDrain(punctual);
+    expect(await dueOf(t, "ann", "pending")).toEqual([
+      "2027-01-05T00:00:00.000Z",
+      "2027-01-06T00:00:00.000Z",
+    ]);
+    await punctual.updateSchedule(schedule.id, {
+      dtstart: "2027-01-05T10:00:00",
+      recipients: ["bob"],
+    });
+    await tickAndDrain(punctual);
+    // 10:00 in Tokyo now, and for bob only: ann left with her rows.
+    expect(await dueOf(t, "ann", "pending")).toEqual([]);
+    expect(await dueOf(t, "bob", "pending")).toEqual([
+      "2027-01-05T01:00:00.000Z",
+      "2027-01-06T01:00:00.000Z",
+    ]);
+    // A floating schedule keeps refusing a zone of its own on edit.
+    expect(
+      await issuesOf(() => punctual.updateSchedule(schedule.id, { tzid: "Europe/Berlin" })),
+    ).toContainEqual(expect.objectContaining({ field: "tzid", value: "Europe/Berlin" }));
+  });
+
   it("API-12: a recipient added in a page is planned from now, never backfilled; a removed one's waiting deliveries are cancelled; a deleted one's everywhere", async () => {
     t = await testPunctual({ start: "2027-01-04T00:00:00Z", scheduler: { planAheadMs: 2 * DAY } });
     const { punctual, clock } = t;
