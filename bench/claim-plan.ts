@@ -136,6 +136,8 @@ async function deliveries(db: Queryable, scheduleId: string, n: number, dueAt: n
       at.map(() => "retry"),
       at.map(() => 5),
       at.map(() => null),
+      at.map(() => null),
+      at.map(() => null),
     ]);
   }
 }

@@ -37,6 +37,7 @@ export const TRANSITION_EVENTS: Readonly<Record<string, string>> = {
   "claimed>paused": "back to waiting while the schedule is paused",
   "claimed>dead": "permanent, attempts or deferral budget spent, last attempt's lease expired",
   "claimed>in_doubt": "lease expired or outcome unknown (not idempotent)",
+  "claimed>skipped": "recipient without target, opted out or gone (at send)",
   "claimed>cancelled": "back to waiting while the schedule is cancelled or the reminder gone",
   "paused>pending": "resume (never tried)",
   "paused>retry": "resume (tried before)",

@@ -207,6 +207,47 @@ function mediaTypeOf(header: string | undefined): string {
   return ((header ?? "").split(";")[0] ?? "").trim().toLowerCase();
 }
 
+const scheduleRecipientsResultSchema = z
+  .object({
+    added: z.number().int().describe("Recipients added by this page (already there: not counted)"),
+    removed: z.number().int().describe("Recipients removed by this page"),
+    cancelled: z.number().int().describe("Waiting deliveries of removed recipients, cancelled"),
+    recipients: z.number().int().describe("Recipients of the schedule after this page"),
+  })
+  .meta({ id: "ScheduleRecipientsResult" });
+
+export const putScheduleRecipientsRoute = createRoute({
+  method: "put",
+  path: "/v1/schedules/{id}/recipients",
+  tags: ["recipients"],
+  summary: "Add and remove recipients of a schedule, one page at a time (API-12)",
+  description:
+    "`{ add?: [ids], remove?: [ids] }`, at most 10,000 ids together; larger audiences in several pages. Added recipients are planned from now (never backfilled); removed ones have their waiting deliveries cancelled. Idempotent. An id the tenant has no recipient for is a 400 naming it, and nothing is stored.",
+  security: secured,
+  request: {
+    params: z.object({ id: z.string().describe("Schedule id (UUID)") }),
+    body: {
+      required: true,
+      content: {
+        "application/json": {
+          schema: z
+            .object({
+              add: z.array(z.string()).optional(),
+              remove: z.array(z.string()).optional(),
+            })
+            .strict(),
+        },
+      },
+    },
+  },
+  responses: {
+    200: json(scheduleRecipientsResultSchema, "Applied"),
+    400: error("Validation failed; `issues` names each bad field"),
+    404: error("No such schedule in the caller's tenant"),
+    ...common,
+  },
+});
+
 /** Binds the recipient routes to `app`. Authentication and scopes are checked before. */
 export function registerRecipientRoutes(app: OpenAPIHono, punctual: Punctual): void {
   // A new object schema made here, after @hono/zod-openapi has extended zod: a schema
@@ -235,6 +276,14 @@ export function registerRecipientRoutes(app: OpenAPIHono, punctual: Punctual): v
   app.openapi(deleteRecipientRoute, async (c) => {
     await punctual.removeRecipient(c.req.valid("param").id, tenantOf(c));
     return c.body(null, 204);
+  });
+
+  app.openapi(putScheduleRecipientsRoute, async (c) => {
+    const raw: unknown = await c.req.json();
+    return c.json(
+      await punctual.putScheduleRecipients(c.req.valid("param").id, raw, tenantOf(c)),
+      200,
+    );
   });
 
   app.openapi(bulkRecipientsRoute, async (c) => {

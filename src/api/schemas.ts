@@ -71,6 +71,7 @@ export const reminderViewSchema = z
     rateLimitKey: z.string().nullable(),
     quietHours: quietHoursSchema.nullable(),
     priority: z.enum(["normal", "critical"]),
+    category: z.string().optional().describe("API-13: the reminder's category, when it has one"),
     templateTruncated: z
       .literal(true)
       .optional()
@@ -222,6 +223,16 @@ export const deliveryViewSchema = z
       .string()
       .nullable()
       .describe("DEL-15: why it was deferred: QUIET_HOURS; null when not deferred"),
+    recipientId: z
+      .string()
+      .optional()
+      .describe("API-11: the recipient it is for; absent for schedules without recipients"),
+    bypassed: z
+      .array(z.string())
+      .optional()
+      .describe(
+        "API-13: what its critical reminder went past: QUIET_HOURS, OPTED_OUT; absent when nothing",
+      ),
     createdAt: instantText,
     updatedAt: instantText,
   })

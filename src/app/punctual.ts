@@ -67,6 +67,7 @@ import type { CreateResult } from "./schedules.js";
 import { ScheduleHandles } from "./handles.js";
 import * as operator from "./operator.js";
 import * as rateLimits from "./rate-limits.js";
+import * as audience from "./audience.js";
 import * as recipients from "./recipients.js";
 import * as circuits from "./circuits.js";
 import * as webhookSecrets from "./webhook-secrets.js";
@@ -617,6 +618,19 @@ export class Punctual {
   /** API-10: removes a recipient of the caller's tenant. @throws NotFoundError */
   removeRecipient(id: string, ctx: CallContext = {}): Promise<void> {
     return recipients.removeRecipient(this.#app, id, ctx);
+  }
+
+  /**
+   * API-12: one page of changes to the recipients of schedule `id`: `{ add?, remove? }`
+   * (at most 10,000 ids together). See {@link audience.putScheduleRecipients}.
+   * @throws NotFoundError, ValidationError (unknown ids; nothing stored)
+   */
+  putScheduleRecipients(
+    id: string,
+    body: unknown,
+    ctx: CallContext = {},
+  ): Promise<audience.RecipientsPageResult> {
+    return audience.putScheduleRecipients(this.#app, id, body, ctx);
   }
 
   /**

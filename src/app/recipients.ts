@@ -42,6 +42,7 @@ import { DEFAULT_TENANT, type AppContext, type CallContext } from "./context.js"
 import { cursorPart, decodeCursor, encodeCursor, type CursorScope } from "./cursor.js";
 import { issuesFromZod, parseInput } from "./input.js";
 import { quietHoursIssues } from "./policy.js";
+import { forgetRecipientEverywhere, realignRecipients } from "./audience.js";
 
 /** Rows of a bulk upsert validated and written per statement. */
 const BULK_CHUNK = 500;
@@ -183,11 +184,7 @@ export async function putRecipient(
   const result = validate(app, id, body, "");
   if (!result.ok) throw new ValidationError(result.issues);
   const tenant = ctx.tenant ?? DEFAULT_TENANT;
-  const [written] = await upsertRecipients(app.db, {
-    now: app.now(),
-    tenant,
-    recipients: [result.value],
-  });
+  const [written] = await writeRecipients(app, tenant, [result.value]);
   if (written) {
     return { recipient: toRecipientView(written), created: Number(written.version) === 1 };
   }
@@ -217,10 +214,50 @@ export async function removeRecipient(
   id: string,
   ctx: CallContext = {},
 ): Promise<void> {
+  const tenant = ctx.tenant ?? DEFAULT_TENANT;
   const removed =
     recipientIdSchema.safeParse(id).success &&
-    (await deleteRecipient(app.db, { tenant: ctx.tenant ?? DEFAULT_TENANT, id }));
+    (await app.db.transaction(async (tx) => {
+      // API-12: its waiting deliveries on every schedule are cancelled with it.
+      await forgetRecipientEverywhere(tx, { now: app.now(), tenant, id });
+      return deleteRecipient(tx, { tenant, id });
+    }));
   if (!removed) throw new NotFoundError("recipient", id);
+}
+
+/** The part of a recipient that decides when its deliveries are due (API-12). */
+function timing(r: { tzid: string; preferences: Record<string, unknown> }): string {
+  return JSON.stringify([r.tzid, r.preferences.quietHours ?? null]);
+}
+
+/**
+ * API-10 / API-12: writes recipients (distinct ids) in one transaction; those whose zone
+ * or quiet hours changed have their future deliveries planned again from now, in the same
+ * transaction (the plan sweep, woken, writes them as they now are).
+ * @returns the rows created or changed.
+ */
+async function writeRecipients(
+  app: AppContext,
+  tenant: string,
+  recipients: RecipientToWrite[],
+): Promise<RecipientRow[]> {
+  let moved = 0;
+  const written = await app.db.transaction(async (tx) => {
+    const before = new Map(
+      (await recipientsById(tx, { tenant, ids: recipients.map((r) => r.id) })).map((r) => [
+        r.id,
+        timing(r),
+      ]),
+    );
+    const rows = await upsertRecipients(tx, { now: app.now(), tenant, recipients });
+    const changed = rows
+      .filter((r) => before.has(r.id) && before.get(r.id) !== timing(r))
+      .map((r) => r.id);
+    moved = await realignRecipients(tx, { now: app.now(), tenant, ids: changed });
+    return rows;
+  });
+  if (moved > 0) app.wake();
+  return written;
 }
 
 /**
@@ -405,11 +442,11 @@ export async function bulkUpsertRecipients(
       chunk.push({ index, value: checked.value });
     });
     if (chunk.length === 0) continue;
-    const written = await upsertRecipients(app.db, {
-      now: app.now(),
+    const written = await writeRecipients(
+      app,
       tenant,
-      recipients: chunk.map((c) => c.value),
-    });
+      chunk.map((c) => c.value),
+    );
     const versions = new Map(written.map((row) => [row.id, Number(row.version)]));
     for (const { index, value } of chunk) {
       // Not returned: equal to what was stored, nothing changed.

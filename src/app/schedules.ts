@@ -78,6 +78,18 @@ import { cursorPart, decodeCursor, encodeCursor, type CursorScope } from "./curs
 import { issuesFromZod, parseInput, prefixIssues } from "./input.js";
 import { resolveReminderKinds } from "./kinds.js";
 import { catchUpIssues, quietHoursIssues } from "./policy.js";
+import {
+  audienceIssues,
+  createAudience,
+  editAudience,
+  type AudienceEditReport,
+} from "./audience.js";
+import { audienceOf } from "../store/deliveries/index.js";
+
+/** API-12: an audience edit as the edit's realign report (cancelled rows count as deleted). */
+function audienceRealigned(r: AudienceEditReport): RealignReport {
+  return { deleted: r.cancelled, moved: 0, created: 0 };
+}
 
 export { definitionHash } from "../definition/index.js";
 
@@ -98,7 +110,7 @@ export interface CreateResult {
 export function validateSchedule(
   app: AppContext,
   input: unknown,
-  options: { warnPastDue?: boolean; tenant?: string } = {},
+  options: { warnPastDue?: boolean; tenant?: string; raw?: unknown } = {},
 ): {
   value: ScheduleBody;
   warnings: string[];
@@ -110,19 +122,21 @@ export function validateSchedule(
    */
   recurrence: Recurrence | null;
 } {
+  // API-11: the recipient checks read the body as sent (zod fills tzid).
+  const checkOptions = { tenant: options.tenant, raw: options.raw ?? input };
   const parsed = createScheduleSchema.safeParse(input);
   if (!parsed.success) {
     const issues = issuesFromZod(parsed.error, "", input);
     const salvaged = salvageBody(input, issues);
     if (salvaged) {
       const named = new Set(issues.map((i) => i.field));
-      const more = checkDefinition(app, salvaged.value, options, salvaged);
+      const more = checkDefinition(app, salvaged.value, checkOptions, salvaged);
       issues.push(...more.issues.filter((i) => !named.has(i.field)));
     }
     throw new ValidationError(issues);
   }
   const value = normaliseBody(parsed.data);
-  const { issues, warnings, first, recurrence } = checkDefinition(app, value, options, {
+  const { issues, warnings, first, recurrence } = checkDefinition(app, value, checkOptions, {
     ruleShaped: true,
     catchUpShaped: true,
     reminderIndexes: value.reminders.map((_, i) => i),
@@ -222,7 +236,7 @@ function salvageBody(
 function checkDefinition(
   app: AppContext,
   value: ScheduleBody,
-  options: { tenant?: string },
+  options: { tenant?: string; raw: unknown },
   shaped: ShapedParts,
 ): {
   issues: FieldIssue[];
@@ -279,6 +293,8 @@ function checkDefinition(
     issues.push({ field: "tzid", message: "is not a known IANA time zone", value: value.tzid });
   }
   if (shaped.catchUpShaped) issues.push(...catchUpIssues(value));
+  // API-11: recipients and floating time (the body as sent: zod fills tzid).
+  issues.push(...audienceIssues(value, options.raw));
   const keys = new Set<string>();
   value.reminders.forEach((reminder, n) => {
     const at = `reminders.${shaped.reminderIndexes[n] ?? n}`;
@@ -303,18 +319,21 @@ function checkDefinition(
       });
       return;
     }
-    try {
-      app.channels
-        .get(reminder.channel)
-        .validateTarget(reminder.target, { tenant: options.tenant ?? DEFAULT_TENANT });
-    } catch (err) {
-      issues.push(
-        ...prefixIssues(err, at).map((x) => ({
-          ...x,
-          field: x.field.replace(`${at}.target.target`, `${at}.target`),
-        })),
-      );
-    }
+    // API-11: a reminder to recipients without a target of its own uses theirs.
+    const recipientsTarget = value.recipients !== undefined && reminder.target === undefined;
+    if (!recipientsTarget)
+      try {
+        app.channels
+          .get(reminder.channel)
+          .validateTarget(reminder.target, { tenant: options.tenant ?? DEFAULT_TENANT });
+      } catch (err) {
+        issues.push(
+          ...prefixIssues(err, at).map((x) => ({
+            ...x,
+            field: x.field.replace(`${at}.target.target`, `${at}.target`),
+          })),
+        );
+      }
     if (reminder.template) {
       try {
         validateTemplate(
@@ -406,7 +425,7 @@ async function validateWithKinds(
   input: unknown,
   tenant: string,
   db: Queryable,
-  options: { warnPastDue?: boolean } = {},
+  options: { warnPastDue?: boolean; raw?: unknown } = {},
 ): Promise<ReturnType<typeof validateSchedule>> {
   const resolved = await resolveReminderKinds(app, input, tenant, db);
   if (resolved.issues.length === 0) {
@@ -455,15 +474,26 @@ export async function createSchedule(
     });
     if (!row) return null;
     await insertScheduleReminders(app, tx, row.id, value.reminders);
-    // Plan the first window in the same transaction: the deliveries exist the moment
-    // the schedule does (DEL-1), and a reminder due in seconds needs no planning pass.
-    // The recurrence validated above is planned as it is: the rule is read once (REC-3).
-    await planLocked(
-      tx,
-      [row],
-      planDeps(app),
-      recurrence ? new Map([[row.id, recurrence]]) : undefined,
-    );
+    if (value.recipients !== undefined) {
+      // API-11: planned per recipient by the plan sweep (woken below), in batches.
+      await createAudience(tx, {
+        now: app.now(),
+        tenant,
+        scheduleId: row.id,
+        ids: value.recipients,
+        floating: value.floating === true,
+      });
+    } else {
+      // Plan the first window in the same transaction: the deliveries exist the moment
+      // the schedule does (DEL-1), and a reminder due in seconds needs no planning pass.
+      // The recurrence validated above is planned as it is: the rule is read once (REC-3).
+      await planLocked(
+        tx,
+        [row],
+        planDeps(app),
+        recurrence ? new Map([[row.id, recurrence]]) : undefined,
+      );
+    }
     const reminders = await remindersOfSchedules(tx, { scheduleIds: [row.id] });
     return toScheduleView(row, reminders);
   });
@@ -524,6 +554,16 @@ export async function updateSchedule(
     }
     const current = toScheduleView(locked, []);
     const storedReminders = await remindersOfSchedules(tx, { scheduleIds: [id] });
+    // API-11 / API-12: a schedule for recipients stays one; no other becomes one.
+    const audience = await audienceOf(tx, { scheduleId: id });
+    if (!audience && ("recipients" in sent || "floating" in sent)) {
+      const field = "recipients" in sent ? "recipients" : "floating";
+      throw new ValidationError({
+        field,
+        message: "only a schedule created with recipients has them",
+        value: sent[field],
+      });
+    }
     // Reminder targets are stored unredacted: read them back (under the lock) for validation.
     const stored = bodyOfStored(current, storedReminders);
     // DEL-11: the reminders as sent (a kind fills the fields they leave out, not zod's defaults).
@@ -534,19 +574,27 @@ export async function updateSchedule(
     );
     const merged = {
       ...stored,
+      // API-11: a floating schedule keeps no zone of its own.
+      ...(audience ? { recipients: [], floating: audience.floating } : {}),
+      ...(audience?.floating ? { tzid: undefined } : {}),
       ...sent,
       ...(rawReminders === undefined ? {} : { reminders: rawReminders }),
     };
     // A one-off moved into the past (or given new reminders there) is sent at once: say so.
     const validated = await validateWithKinds(app, merged, tenant, tx, {
       warnPastDue: "dtstart" in sent || rawReminders !== undefined,
+      raw: patch,
     });
     warnings = validated.warnings;
     const { value } = validated;
     // A patch that changes nothing (every field sent as stored) writes nothing: the
     // version, and so the ETag, stay. The stored definition is read the same way as the
     // patched one; when it cannot be read back exactly, the edit is written.
-    if (locked.state !== "cancelled" && unchanged(app, stored, value)) {
+    if (
+      locked.state !== "cancelled" &&
+      !("recipients" in sent || "floating" in sent) &&
+      unchanged(app, stored, value)
+    ) {
       return {
         schedule: toScheduleView(locked, storedReminders),
         realigned: { deleted: 0, moved: 0, created: 0 },
@@ -561,7 +609,18 @@ export async function updateSchedule(
     });
     await deleteReminders(tx, { scheduleId: id });
     await insertScheduleReminders(app, tx, id, value.reminders);
-    const realigned = await realignSchedule(tx, updated!, planDeps(app));
+    const realigned = audience
+      ? audienceRealigned(
+          await editAudience(tx, {
+            now: app.now(),
+            dbNow: locked.db_now,
+            tenant,
+            scheduleId: id,
+            recipients: "recipients" in sent ? value.recipients : undefined,
+            floating: value.floating ?? audience.floating,
+          }),
+        )
+      : await realignSchedule(tx, updated!, planDeps(app));
     // The version this edit wrote (its ETag), not whatever a later edit made of it.
     const row = await scheduleById(tx, { tenant, id });
     const reminders = await remindersOfSchedules(tx, { scheduleIds: [id] });

@@ -82,6 +82,23 @@ export interface DiscordBody {
   content?: string;
   embeds?: Array<{ title?: string; description?: string; timestamp?: string }>;
   allowed_mentions: { parse: string[] };
+  /** From the delivery key ({@link discordNonce}): Discord drops a repeat it saw recently. */
+  nonce: string;
+  /** Asks Discord to refuse a second message with the same nonce (CH-3). */
+  enforce_nonce: true;
+}
+
+/** Longest nonce Discord takes, characters. */
+const DISCORD_NONCE_CHARS = 25;
+
+/**
+ * CH-3: the Discord nonce of a delivery: the first 25 characters (Discord's limit) of its
+ * delivery key's hex part (100 bits), the same for every attempt, so with
+ * `enforce_nonce` Discord refuses a second message of the same delivery sent within its
+ * de-duplication window (a few minutes, by Discord's documentation).
+ */
+export function discordNonce(deliveryKey: string): string {
+  return deliveryKey.replace(/^dk_/, "").slice(0, DISCORD_NONCE_CHARS);
 }
 
 const DEFAULT_TIMEOUT_MS = 10_000;
@@ -128,12 +145,16 @@ export async function slackBody(delivery: ChannelDelivery): Promise<SlackBody> {
 /**
  * The Discord body of a delivery: `content` from the template's text, or, when the
  * template has a `subject`, one embed titled with it (description: the text, timestamp:
- * the due time). `allowed_mentions` is empty, so `@everyone` in a payload pings no one.
+ * the due time). `allowed_mentions` is empty, so `@everyone` in a payload pings no one;
+ * `nonce` (from the delivery key) with `enforce_nonce` lets Discord drop a repeat (CH-3).
  */
 export async function discordBody(delivery: ChannelDelivery): Promise<DiscordBody> {
   const m = await rendered(delivery, "none");
   const text = m.text ?? "";
-  if (!m.subject) return { content: cut(text, 2_000), allowed_mentions: { parse: [] } };
+  const dedupe = { nonce: discordNonce(delivery.deliveryKey), enforce_nonce: true as const };
+  if (!m.subject) {
+    return { content: cut(text, 2_000), allowed_mentions: { parse: [] }, ...dedupe };
+  }
   return {
     embeds: [
       {
@@ -143,6 +164,7 @@ export async function discordBody(delivery: ChannelDelivery): Promise<DiscordBod
       },
     ],
     allowed_mentions: { parse: [] },
+    ...dedupe,
   };
 }
 

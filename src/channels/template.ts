@@ -2,7 +2,8 @@
  * Reminder templates (CH-6): a reminder may carry `template: { subject?, text?, html? }`,
  * rendered with LiquidJS against
  * `{ payload, occurrenceAt, dueAt, deliveryKey, attempt, late, schedule: { id, tzid },
- * reminder: { key, channel } }` (instants ISO 8601 UTC with `Z`).
+ * reminder: { key, channel }, recipient: { id, tzid, attributes } | null }` (instants
+ * ISO 8601 UTC with `Z`; `recipient` for a schedule for recipients, API-11).
  *
  * Why LiquidJS: Liquid was designed for templates written by people other than the
  * operator (shop owners), so it evaluates no JavaScript, reads only own properties, and
@@ -300,6 +301,8 @@ export function templateContext(delivery: ChannelDelivery): Record<string, unkno
     late: delivery.late,
     schedule: { id: delivery.scheduleId, tzid: delivery.tzid ?? "UTC" },
     reminder: { key: delivery.reminderKey, channel: delivery.channel ?? null },
+    // API-11: whom the delivery is for, as the registry has it at send time.
+    recipient: delivery.recipient ?? null,
   };
 }
 

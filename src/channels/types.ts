@@ -41,6 +41,12 @@ export interface ChannelDelivery {
   /** The reminder's channel name. */
   channel?: string;
   /**
+   * API-11: the recipient of a schedule for recipients, read at send time (its id, IANA
+   * zone and attributes); absent otherwise. `target` is then the reminder's own target or
+   * else the recipient's target for this channel.
+   */
+  recipient?: { id: string; tzid: string; attributes: Record<string, unknown> };
+  /**
    * The schedule's tenant (API-2), set by the scheduler: a channel with per-tenant rules
    * (e-mail's allowed senders) checks them again at send. Absent when a channel is called
    * directly: then only the rules for every tenant apply.

@@ -289,10 +289,38 @@ export const reminderInputSchema = z
     rateLimitKey: rateLimitKeySchema.nullable().optional(),
     /** DEL-15: the recipient's quiet window; deliveries due inside it wait for its end. */
     quietHours: quietHoursSchema.nullable().optional(),
-    /** DEL-15: `critical` is sent on time even inside quiet hours. Default `normal`. */
+    /**
+     * DEL-15 / API-13: `critical` is sent on time even inside quiet hours, and to a
+     * recipient who opted out of its channel or category. Default `normal`.
+     */
     priority: z.enum(["normal", "critical"]).optional(),
+    /** API-13: what kind of reminder this is (`digest`, …): recipients may opt out of it. */
+    category: z
+      .string()
+      .regex(/^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$/, "must be 1–64 letters, digits, _ . : -")
+      .optional(),
   })
   .strict();
+
+/** Most recipient ids in one request body (API-11); larger audiences go in pages. */
+export const MAX_SCHEDULE_RECIPIENTS = 10_000;
+
+/** A recipient id (API-10): a letter or digit, then letters, digits, `_ . : @ + -`; 1–200 characters. */
+export const RECIPIENT_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.:@+-]{0,199}$/;
+
+/** API-11: recipient ids of a schedule, at most {@link MAX_SCHEDULE_RECIPIENTS}, each once. */
+export const scheduleRecipientsSchema = z
+  .array(
+    z
+      .string()
+      .regex(
+        RECIPIENT_ID_PATTERN,
+        "must be 1–200 letters, digits or _ . : @ + -, starting with a letter or digit",
+      ),
+  )
+  .max(MAX_SCHEDULE_RECIPIENTS, {
+    message: `must list at most ${MAX_SCHEDULE_RECIPIENTS} recipients; add more with PUT /v1/schedules/{id}/recipients`,
+  });
 
 export const dstSchema = z
   .object({
@@ -362,6 +390,16 @@ export const createScheduleSchema = z
     reminders: z.array(reminderInputSchema).min(1).max(50),
     /** API-1: what a person calls the schedule (shown in lists); null or absent: none. */
     title: titleSchema.nullable().optional(),
+    /**
+     * API-11: the schedule is sent to each of these recipients (ids of the registry); a
+     * reminder without a target uses the recipient's target for its channel.
+     */
+    recipients: scheduleRecipientsSchema.optional(),
+    /**
+     * API-11: `dtstart` (a local date-time) and the rule are read in each recipient's own
+     * zone (RFC 5545 §3.3.5 floating time); needs `recipients` and refuses a `tzid`.
+     */
+    floating: z.boolean().optional(),
     /** For imports: the calendar/source and the event UID. */
     source: storableText().min(1).max(200).optional(),
     externalId: storableText().min(1).max(MAX_EXTERNAL_ID_CHARS).optional(),
@@ -413,8 +451,10 @@ export interface ReminderView {
     end: string;
     days?: Array<"MO" | "TU" | "WE" | "TH" | "FR" | "SA" | "SU">;
   } | null;
-  /** DEL-15: `critical` bypasses quiet hours. */
+  /** DEL-15: `critical` bypasses quiet hours (and, API-13, a recipient's opt-outs). */
   priority: "normal" | "critical";
+  /** API-13: the reminder's category; absent when it has none. */
+  category?: string;
   /**
    * API-3: present (true) on a list item whose template is larger than
    * {@link LIST_FIELD_MAX_BYTES}: `template` is then null there; the single read has it.
@@ -509,6 +549,13 @@ export interface DeliveryView {
   deferredUntil: string | null;
   /** DEL-15: why it was deferred (`QUIET_HOURS`), or null. */
   deferredReason: string | null;
+  /** API-11: the recipient it is for; absent on deliveries of schedules without recipients. */
+  recipientId?: string;
+  /**
+   * API-13: what its critical reminder went past (`QUIET_HOURS`: a quiet window it was due
+   * in; `OPTED_OUT`: the recipient's opt-out); absent when nothing.
+   */
+  bypassed?: string[];
   createdAt: string;
   updatedAt: string;
 }

@@ -19,13 +19,14 @@ import {
   MAX_PAYLOAD_DEPTH,
   pageLimitSchema,
   quietHoursSchema,
+  RECIPIENT_ID_PATTERN,
 } from "./index.js";
 
 /** Longest recipient id, characters. */
 export const MAX_RECIPIENT_ID_CHARS = 200;
 
 /** A recipient id: a letter or digit, then letters, digits, `_ . : @ + -`; 1–200 characters. */
-export const RECIPIENT_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.:@+-]{0,199}$/;
+export { RECIPIENT_ID_PATTERN };
 
 /** Largest `attributes` of a recipient, bytes of its JSON text (UTF-8). */
 export const MAX_RECIPIENT_ATTRIBUTES_BYTES = 16_384;

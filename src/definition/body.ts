@@ -119,6 +119,8 @@ export interface StoredReminderColumns {
   rate_limit_key: string | null;
   quiet_hours: ReminderView["quietHours"];
   priority: "normal" | "critical" | null;
+  /** API-13: the reminder's category, or null (absent in rows of older releases). */
+  category?: string | null;
 }
 
 /**
@@ -169,6 +171,7 @@ export function bodyOfStored(
       ...(r.rate_limit_key ? { rateLimitKey: r.rate_limit_key } : {}),
       ...(r.quiet_hours ? { quietHours: r.quiet_hours } : {}),
       ...(r.priority ? { priority: r.priority } : {}),
+      ...(r.category ? { category: r.category } : {}),
     })),
   };
 }

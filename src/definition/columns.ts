@@ -48,6 +48,8 @@ export interface ReminderColumns {
   quietHoursJson?: string | null;
   /** DEL-15: `critical` bypasses quiet hours; null or absent: normal. */
   priority?: "normal" | "critical" | null;
+  /** API-13: the reminder's category; null or absent: none. */
+  category?: string | null;
 }
 
 /** The definition columns of a checked body. */
@@ -93,5 +95,6 @@ export function reminderColumns(
     rateLimitKey: r.rateLimitKey ?? null,
     quietHoursJson: r.quietHours ? JSON.stringify(r.quietHours) : null,
     priority: r.priority === "critical" ? "critical" : null,
+    category: r.category ?? null,
   }));
 }

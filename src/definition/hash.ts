@@ -48,6 +48,8 @@ export function normalisedDefinition(
       ...(r.rateLimitKey ? { rateLimitKey: r.rateLimitKey } : {}),
       ...(r.quietHours ? { quietHours: r.quietHours } : {}),
       ...(r.priority === "critical" ? { priority: r.priority } : {}),
+      // API-13: only hashed when present, so reminders without one keep their hash.
+      ...(r.category ? { category: r.category } : {}),
     })),
   };
   if (!definition.catchUp) delete normalised.catchUp;

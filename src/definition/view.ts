@@ -57,5 +57,6 @@ export function reminderView(
     rateLimitKey: row.rate_limit_key ?? null,
     quietHours: row.quiet_hours ?? null,
     priority: row.priority ?? "normal",
+    ...(row.category ? { category: row.category } : {}),
   };
 }

@@ -60,7 +60,8 @@ export const DELIVERY_TRANSITIONS: Readonly<Record<DeliveryState, readonly Deliv
   retry: ["claimed", "paused", "skipped", "cancelled"],
   // Back to waiting: a retry, a recovered lease, a released claim; held or cancelled when
   // the schedule was paused or cancelled (or the reminder removed) meanwhile.
-  claimed: ["sent", "retry", "pending", "paused", "dead", "in_doubt", "cancelled"],
+  // API-11 / API-13: skipped at send when its recipient has no target, opted out or left.
+  claimed: ["sent", "retry", "pending", "paused", "dead", "in_doubt", "skipped", "cancelled"],
   // DEL-10: resume puts held rows back (`pending` if never tried, else `retry`).
   paused: ["pending", "retry", "cancelled"],
   sent: [],
@@ -100,6 +101,12 @@ export const DELIVERY_REASONS = [
   "reminder_removed",
   "realigned",
   "resolved",
+  // API-11: the recipient has no target for the reminder's channel.
+  "NO_TARGET",
+  // API-13: the recipient opted out of the reminder's channel or category.
+  "OPTED_OUT",
+  // API-12: the recipient left the schedule or the registry.
+  "recipient_removed",
 ] as const;
 export type DeliveryReason = (typeof DELIVERY_REASONS)[number];
 
@@ -108,11 +115,21 @@ export type DeliveryReason = (typeof DELIVERY_REASONS)[number];
  * SHA-256 over the three parts. Stable forever; used as the unique key of the deliveries
  * table and as the idempotency key given to channels (webhook-id, Message-ID).
  *
+ * API-11: a delivery for a recipient hashes the recipient id too (a fourth part), so each
+ * person gets each occurrence once; without one the key is that of the three parts.
+ *
  * @param occurrenceAt the occurrence instant (the key uses its ISO 8601 UTC form).
+ * @param recipientId the recipient the delivery is for (API-11), or absent.
  */
-export function deliveryKey(scheduleId: string, reminderKey: string, occurrenceAt: Date): string {
+export function deliveryKey(
+  scheduleId: string,
+  reminderKey: string,
+  occurrenceAt: Date,
+  recipientId?: string | null,
+): string {
+  const parts = `${scheduleId}\u0000${reminderKey}\u0000${occurrenceAt.toISOString()}`;
   const hash = createHash("sha256")
-    .update(`${scheduleId}\u0000${reminderKey}\u0000${occurrenceAt.toISOString()}`)
+    .update(recipientId == null ? parts : `${parts}\u0000${recipientId}`)
     .digest("hex");
   return `dk_${hash.slice(0, 32)}`;
 }

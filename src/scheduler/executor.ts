@@ -35,6 +35,7 @@ import type { Completer } from "./completer.js";
 import { decideOutcome, type SendResult } from "./outcome.js";
 import { targetHost, type Admission, type CircuitBreaker } from "./circuits.js";
 import type { QuietRetries } from "./quiet-retry.js";
+import type { RecipientGate } from "./recipient-gate.js";
 import { SendAbort } from "./send-abort.js";
 import { traceSendEnded, traceSendStarted } from "./tracing.js";
 
@@ -52,6 +53,8 @@ export interface ExecutorDeps {
   circuits?: CircuitBreaker;
   /** DEL-15: moves a retry out of its reminder's quiet window; without it retries keep their backoff time. */
   quietRetries?: QuietRetries;
+  /** API-11 / API-13: judges rows for a recipient at send; without it they go as claimed. */
+  recipients?: RecipientGate;
 }
 
 /** A channel's labelled metric children, looked up once per channel, not per send. */
@@ -265,8 +268,29 @@ export class Executor {
     const clock = this.#d.clock;
     const abort = held.abort as SendAbort;
     const channel = this.#d.channels.get(row.channel);
+    // API-11 / API-13: a row for a recipient is judged now, against the registry as it is.
+    let target = row.target;
+    let recipient: ChannelDelivery["recipient"];
+    let gateError: unknown = null;
+    if (row.recipient_id != null && this.#d.recipients) {
+      try {
+        const verdict = await this.#d.recipients.judge(row);
+        if (verdict.action === "skip") {
+          held.watchdog?.();
+          held.watchdog = null;
+          held.abort = null;
+          this.#d.book.delete(row.id);
+          return;
+        }
+        target = verdict.target;
+        recipient = verdict.recipient;
+      } catch (err) {
+        // Not sent to a target that could not be checked: a transient failure, retried.
+        gateError = err;
+      }
+    }
     const circuits = this.#d.circuits;
-    const host = circuits ? targetHost(row.target) : null;
+    const host = circuits && gateError === null ? targetHost(target) : null;
     if (circuits && host !== null && (await this.#waitsForCircuit(circuits, host, held))) return;
     const startedAt = HeldBook.dbNow(held, clock.now());
     const metrics = this.#metricsOf(row.channel);
@@ -285,18 +309,20 @@ export class Executor {
       attempt: row.attempt - row.deferrals,
       late: row.late,
       payload: row.payload,
-      target: row.target,
+      target,
       template: row.template ?? null,
       tzid: row.tzid,
       channel: row.channel,
       tenant: row.tenant,
     };
+    if (recipient) delivery.recipient = recipient;
     const traceParent = traceSendStarted(held);
     if (traceParent !== undefined) delivery.traceParent = traceParent;
     const timeoutMs = channel?.timeoutMs ?? o.sendTimeoutMs;
     let result: SendResult;
     let cancelDeadline: (() => void) | null = null;
     try {
+      if (gateError !== null) throw gateError;
       if (!channel) throw new PermanentError(`no channel named "${row.channel}" in this process`);
       // The send or its deadline, whichever settles first (one promise per send, not a race
       // of two): a channel that ignores the abort still stops counting at the deadline.

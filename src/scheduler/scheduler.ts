@@ -39,6 +39,8 @@ import { Limiter } from "./limiter.js";
 import { CircuitBreaker } from "./circuits.js";
 import { QuietRetries } from "./quiet-retry.js";
 import { planSweep, misfireSweep } from "./plan.js";
+import { audienceSweep } from "./audience.js";
+import { RecipientGate } from "./recipient-gate.js";
 import { Producer } from "./producer.js";
 import { SingleFlight } from "./single-flight.js";
 import { heartbeat, passSucceeded, type HeartbeatState } from "./services/heartbeat.js";
@@ -199,6 +201,13 @@ export class Scheduler {
       onSlotFree: () => this.#onSlotFree(),
       circuits: this.#circuits,
       quietRetries: new QuietRetries({ db, logger: this.#log, owner: this.owner }),
+      recipients: new RecipientGate({
+        db,
+        clock,
+        logger: this.#log,
+        metrics: deps.metrics,
+        owner: this.owner,
+      }),
     });
     this.#keeper = new LeaseKeeper({
       db,
@@ -392,6 +401,8 @@ export class Scheduler {
       ["settings", () => settingsSweep({ ...this.#ctx, settings: this.#settings })],
       ["recover", async () => void (report.recovered = await this.recover())],
       ["plan", async () => void (report.planned = await planSweep(this.#planDeps()))],
+      // API-11: schedules for recipients, planned per recipient.
+      ["plan", async () => void (report.planned += await audienceSweep(this.#planDeps()))],
       ["misfire", async () => void (report.skipped = await misfireSweep(this.#planDeps()))],
       ["retention", () => this.#retention()],
       ["gauges", () => this.#gauges()],

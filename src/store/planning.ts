@@ -104,6 +104,8 @@ select s.id, s.version, s.dtstart, s.tzid, s.rrule, s.rdate, s.exdate, s.recurri
 from punctual_schedules s
 where s.state = 'active' and not s.plan_complete
   and (s.planned_until is null or s.planned_until < ${NOW} + make_interval(secs => $2::double precision / 1000))
+  -- API-11: a schedule for recipients is planned per recipient (deliveries/recipients.ts).
+  and not exists (select 1 from punctual_schedule_audiences a where a.schedule_id = s.id)
 order by s.planned_until nulls first, s.id
 limit $3
 for update of s skip locked`;

@@ -122,6 +122,8 @@ export interface ReminderRow {
   quiet_hours: QuietHours | null;
   /** DEL-15: `critical` bypasses the quiet window; null: normal. */
   priority: "normal" | "critical" | null;
+  /** API-13: the reminder's category (migration 0035), or null. */
+  category: string | null;
 }
 
 /** Result columns of {@link REMINDERS_SQL}. */
@@ -137,6 +139,7 @@ export const REMINDERS_COLUMNS = columnsOf<ReminderRow>()([
   "rate_limit_key",
   "quiet_hours",
   "priority",
+  "category",
 ]);
 
 /**
@@ -160,10 +163,10 @@ returning *, ${NOW} as db_now`;
 
 /** Parameters: $1 schedule id, then parallel arrays $2 keys, $3 offsets, $4 channels, $5 targets (json text), $6 lost-lease policies, $7 max attempts, $8 templates (json text or null), $9 rate-limit keys (or null, DEL-13), $10 quiet hours (json text or null, DEL-15), $11 priorities (or null). */
 export const INSERT_REMINDERS_SQL = `
-insert into punctual_reminders (schedule_id, key, offset_duration, channel, target, on_lost_lease, max_attempts, template, rate_limit_key, quiet_hours, priority)
-select $1, u.key, u.offset_duration, u.channel, u.target::jsonb, u.on_lost_lease, u.max_attempts, u.template::jsonb, u.rate_limit_key, u.quiet_hours::jsonb, u.priority
-from unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int[], $8::text[], $9::text[], $10::text[], $11::text[])
-  as u(key, offset_duration, channel, target, on_lost_lease, max_attempts, template, rate_limit_key, quiet_hours, priority)`;
+insert into punctual_reminders (schedule_id, key, offset_duration, channel, target, on_lost_lease, max_attempts, template, rate_limit_key, quiet_hours, priority, category)
+select $1, u.key, u.offset_duration, u.channel, u.target::jsonb, u.on_lost_lease, u.max_attempts, u.template::jsonb, u.rate_limit_key, u.quiet_hours::jsonb, u.priority, u.category
+from unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[])
+  as u(key, offset_duration, channel, target, on_lost_lease, max_attempts, template, rate_limit_key, quiet_hours, priority, category)`;
 
 /** $1 tenant, $2 idempotency key */
 export const SCHEDULE_BY_IDEMPOTENCY_KEY_SQL = `
@@ -573,6 +576,10 @@ export interface DeliveryRow {
   round: number;
   /** DEL-12: attempts spent (`attempt − deferrals`) before the current round began. */
   round_base: number;
+  /** API-11: the recipient the delivery is for (migration 0035), or null. */
+  recipient_id: string | null;
+  /** API-13: what its critical reminder went past (`QUIET_HOURS`, `OPTED_OUT`), or null. */
+  bypassed: string | null;
   created_at: Date;
   updated_at: Date;
 }
@@ -632,6 +639,8 @@ export const DELIVERY_ROW_KEYS = columnsOf<DeliveryRow>()([
   "deferred_reason",
   "round",
   "round_base",
+  "recipient_id",
+  "bypassed",
 ]);
 
 /** API-3: {@link listDeliveriesSql} oldest first. */
@@ -823,6 +832,9 @@ export function toDeliveryView(row: DeliveryRow): DeliveryView {
     late: row.late,
     deferredUntil: iso(row.deferred_until),
     deferredReason: row.deferred_reason,
+    // API-11 / API-13: only on deliveries for a recipient.
+    ...(row.recipient_id ? { recipientId: row.recipient_id } : {}),
+    ...(row.bypassed ? { bypassed: row.bypassed.split(",") } : {}),
     createdAt: row.created_at.toISOString(),
     updatedAt: row.updated_at.toISOString(),
   };
@@ -1004,6 +1016,7 @@ export async function insertReminders(
     r.map((x) => x.rateLimitKey ?? null),
     r.map((x) => x.quietHoursJson ?? null),
     r.map((x) => x.priority ?? null),
+    r.map((x) => x.category ?? null),
   ]);
 }
 

@@ -20,6 +20,7 @@ import * as deliveriesCounts from "../../src/store/deliveries/counts.js";
 import * as deliveriesDeferrals from "../../src/store/deliveries/deferrals.js";
 import * as deliveriesOperator from "../../src/store/deliveries/operator.js";
 import * as deliveriesPlanning from "../../src/store/deliveries/planning.js";
+import * as deliveriesRecipients from "../../src/store/deliveries/recipients.js";
 import * as deliveriesRetention from "../../src/store/deliveries/retention.js";
 import * as durability from "../../src/store/durability.js";
 import * as imports from "../../src/store/imports.js";
@@ -48,6 +49,7 @@ const MODULES = {
   deliveriesDeferrals,
   deliveriesOperator,
   deliveriesPlanning,
+  deliveriesRecipients,
   deliveriesRetention,
   durability,
   imports,
@@ -137,7 +139,7 @@ const PARAMS: Record<string, readonly unknown[]> = {
   // planning.ts
   LOCK_SCHEDULES_TO_PLAN_SQL: [null, 1_000, 1],
   REMINDERS_OF_SQL: [[]],
-  INSERT_DELIVERIES_SQL: [null, ...nulls(9)],
+  INSERT_DELIVERIES_SQL: [null, ...nulls(11)],
   ADVANCE_WATERMARK_SQL: [null, ...nulls(4)],
   QUARANTINE_SQL: [null, ID, "reason"],
   SELECT_STALE_SQL: [null, 1],
@@ -151,7 +153,7 @@ const PARAMS: Record<string, readonly unknown[]> = {
   NEXT_PLANNING_SQL: [],
   // schedules.ts
   INSERT_SCHEDULE_SQL: [null, "default", null, "hash", ...DEFINITION, ...nulls(5)],
-  INSERT_REMINDERS_SQL: [ID, ...nulls(10)],
+  INSERT_REMINDERS_SQL: [ID, ...nulls(11)],
   SCHEDULE_BY_IDEMPOTENCY_KEY_SQL: ["default", "key"],
   SCHEDULE_BY_ID_SQL: ["default", ID],
   REMINDERS_SQL: [[]],
@@ -254,6 +256,19 @@ const PARAMS: Record<string, readonly unknown[]> = {
   LIST_RECIPIENTS_SQL: ["default", null, null, 100],
   LIST_RECIPIENTS_DESC_SQL: ["default", "r", "z", 100],
   DELETE_RECIPIENT_SQL: ["default", "r-1"],
+  // deliveries/recipients.ts
+  PUT_AUDIENCE_SQL: [ID, false],
+  AUDIENCE_OF_SQL: [ID],
+  MISSING_RECIPIENTS_SQL: ["default", ["r-1"]],
+  ADD_MEMBERS_SQL: [null, ID, "default", [], null],
+  REMOVE_MEMBERS_SQL: [null, ID, ["r-1"], null],
+  FORGET_RECIPIENT_SQL: [null, "default", "r-1"],
+  REPLAN_MEMBERS_SQL: [null, "default", null, null],
+  LOCK_MEMBERS_TO_PLAN_SQL: [null, 1_000, 1],
+  ADVANCE_MEMBERS_SQL: [[], [], []],
+  RECIPIENT_AT_SEND_SQL: ["default", "r-1", ID, "r"],
+  SKIP_CLAIMED_SQL: [null, "owner", 1, 1, "NO_TARGET"],
+  RECORD_BYPASS_SQL: [null, "owner", 1, 1, "OPTED_OUT"],
   // pglite.ts
   PGLITE_SESSION_SQL: [],
 };

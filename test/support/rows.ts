@@ -50,6 +50,8 @@ export async function plan(db: Queryable, scheduleId: string, dueAt: Date[]): Pr
       at.map(() => "retry"),
       at.map(() => 5),
       at.map(() => null),
+      at.map(() => null),
+      at.map(() => null),
     ]);
   }
 }

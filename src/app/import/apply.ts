@@ -19,7 +19,7 @@ import {
   updateScheduleDefinition,
 } from "../../store/schedules.js";
 import { planDeps, type AppContext } from "../context.js";
-import { definitionHash, definitionOf, remindersOf } from "../schedules.js";
+import { definitionColumns, definitionHash, reminderColumns } from "../../definition/index.js";
 import type { ImportChange } from "./plan.js";
 import type { ImportProgress, ImportSummary } from "./types.js";
 
@@ -118,7 +118,7 @@ async function writeChunk(
       tenant,
       schedules: batch.map(({ change }) => ({
         requestHash: definitionHash(change.value, maxAttempts),
-        definition: definitionOf(change.value),
+        definition: definitionColumns(change.value),
         source: change.value.source ?? null,
         externalId: change.value.externalId ?? null,
       })),
@@ -127,7 +127,7 @@ async function writeChunk(
     const ids = new Map(rows.map((row) => [row.external_id as string, row.id]));
     await insertRemindersBulk(tx, {
       reminders: batch.flatMap(({ change }) =>
-        remindersOf(change.value.reminders, maxAttempts).map((r) => ({
+        reminderColumns(change.value.reminders, maxAttempts).map((r) => ({
           ...r,
           scheduleId: ids.get(change.value.externalId ?? "")!,
         })),
@@ -182,13 +182,13 @@ async function writeUpdate(
   const updated = await updateScheduleDefinition(tx, {
     now: app.now(),
     id: change.id,
-    definition: definitionOf(change.value),
+    definition: definitionColumns(change.value),
     requestHash: change.hash,
   });
   await deleteReminders(tx, { scheduleId: change.id });
   await insertReminders(tx, {
     scheduleId: change.id,
-    reminders: remindersOf(change.value.reminders, app.config.scheduler.maxAttempts),
+    reminders: reminderColumns(change.value.reminders, app.config.scheduler.maxAttempts),
   });
   await realignSchedule(tx, updated!, planDeps(app));
   return { kind: "updated" };

@@ -49,6 +49,8 @@ export interface ClaimedDelivery {
   tenant: string;
   /** The statement's "now" (database clock unless pinned): stamp signatures with it (OPS-9). */
   db_now: Date;
+  /** API-11: the recipient the delivery is for (judged at send), or null. */
+  recipient_id: string | null;
 }
 
 /** Result columns of {@link CLAIM_SQL}. */
@@ -75,6 +77,7 @@ export const CLAIM_COLUMNS = columnsOf<ClaimedDelivery>()([
   "trace_parent",
   "tenant",
   "db_now",
+  "recipient_id",
 ]);
 
 /** A row named by its id: what the settle and the releases return. */
@@ -184,7 +187,7 @@ claimed as (
   where d.id = any(array(select due.id from due))
   returning d.id, d.delivery_key, d.schedule_id, d.reminder_key, d.occurrence_at, d.due_at,
             d.attempt, d.failures, d.max_attempts, d.deferrals, d.first_attempt_at, d.channel,
-            d.on_lost_lease, d.lease_expires_at, d.late, d.run_at
+            d.on_lost_lease, d.lease_expires_at, d.late, d.run_at, d.recipient_id
 )`;
 }
 
@@ -192,7 +195,7 @@ claimed as (
 export const CLAIMED_SELECT = `
 select c.id, c.delivery_key, c.schedule_id, c.reminder_key, c.occurrence_at, c.due_at,
        c.attempt, c.failures, c.max_attempts, c.deferrals, c.first_attempt_at, c.channel,
-       c.on_lost_lease, c.lease_expires_at, c.late,
+       c.on_lost_lease, c.lease_expires_at, c.late, c.recipient_id,
        (select s.payload from punctual_schedules s where s.id = c.schedule_id) as payload,
        (select r.target from punctual_reminders r
          where r.schedule_id = c.schedule_id and r.key = c.reminder_key) as target,

@@ -13,7 +13,9 @@
  * - `waiting.ts`: the waiting rows following their schedule (held, cancelled, revived);
  * - `operator.ts`: trigger, backfill, redrive, resolve, purge;
  * - `retention.ts`: deletion of finished rows and old attempts;
- * - `counts.ts`: the one count by state behind status, metrics and the overview.
+ * - `counts.ts`: the one count by state behind status, metrics and the overview;
+ * - `recipients.ts`: schedules for recipients — memberships, their planning watermarks,
+ *   and the delivery rows they cancel, clear, skip at send or mark bypassed.
  */
 export * from "./sql.js";
 export * from "./claim.js";
@@ -23,3 +25,4 @@ export * from "./waiting.js";
 export * from "./operator.js";
 export * from "./retention.js";
 export * from "./counts.js";
+export * from "./recipients.js";

@@ -22,12 +22,14 @@ import { staleAtSql, syncWaitingSql } from "./waiting.js";
  * reminder's `rate_limit_key` or else the channel name (one primary-key read per row).
  * DEL-15: a deferred row keeps its `due_at` and waits from `deferred_until` (`run_at`),
  * with reason `QUIET_HOURS`; its misfire grace counts from there.
+ * API-11: $11 the recipient of each row (NULL: none); API-13: $12 what a critical
+ * reminder went past for it (`QUIET_HOURS`; NULL: nothing).
  */
 export const INSERT_DELIVERIES_SQL = `
 insert into punctual_deliveries
   (delivery_key, schedule_id, reminder_key, occurrence_at, due_at, run_at, channel,
    on_lost_lease, max_attempts, state, expires_at, stale_at, created_at, updated_at,
-   deferred_until, deferred_reason, limiter)
+   deferred_until, deferred_reason, limiter, recipient_id, bypassed)
 select u.key, u.schedule_id, u.reminder_key, u.occurrence_at, u.due_at,
        coalesce(u.deferred_until, u.due_at), u.channel, u.on_lost_lease, u.max_attempts,
        case when s.state = 'active' then 'pending' else 'paused' end,
@@ -36,11 +38,12 @@ select u.key, u.schedule_id, u.reminder_key, u.occurrence_at, u.due_at,
        case when u.deferred_until is not null then 'QUIET_HOURS' end,
        s.tenant || '/' || coalesce((select r.rate_limit_key from punctual_reminders r
                                     where r.schedule_id = u.schedule_id and r.key = u.reminder_key),
-                                   u.channel)
+                                   u.channel),
+       u.recipient_id, u.bypassed
 from unnest($2::text[], $3::uuid[], $4::text[], $5::timestamptz[], $6::timestamptz[],
-            $7::text[], $8::text[], $9::int[], $10::timestamptz[])
+            $7::text[], $8::text[], $9::int[], $10::timestamptz[], $11::text[], $12::text[])
   as u(key, schedule_id, reminder_key, occurrence_at, due_at, channel, on_lost_lease, max_attempts,
-       deferred_until)
+       deferred_until, recipient_id, bypassed)
 join punctual_schedules s on s.id = u.schedule_id and s.state <> 'cancelled'
 on conflict do nothing`;
 
@@ -215,6 +218,10 @@ export interface DeliveryToInsert {
   maxAttempts: number;
   /** DEL-15: the end of the quiet window `dueAt` falls in (the row waits until it); null: none. */
   deferredUntil?: Date | null;
+  /** API-11: the recipient the row is for; null or absent: none. */
+  recipientId?: string | null;
+  /** API-13: what a critical reminder went past (`QUIET_HOURS`); null or absent: nothing. */
+  bypassed?: string | null;
 }
 
 /** Parameters of {@link insertPlannedDeliveries}. */
@@ -241,6 +248,8 @@ export function insertPlannedDeliveries(tx: Queryable, p: InsertDeliveriesParams
     d.map((r) => r.onLostLease),
     d.map((r) => r.maxAttempts),
     d.map((r) => r.deferredUntil ?? null),
+    d.map((r) => r.recipientId ?? null),
+    d.map((r) => r.bypassed ?? null),
   ]);
 }
 

@@ -176,6 +176,8 @@ describe("discord channel (CH-3)", () => {
     expect({ ...body, content: String(body.content).replace(/\s/g, " ") }).toEqual({
       content: "Reminder: Standup <@U024BE7LH> & @everyone, due Monday, January 4, 2027 at 9:45 AM",
       allowed_mentions: { parse: [] },
+      nonce: "chat",
+      enforce_nonce: true,
     });
   });
 
@@ -194,7 +196,20 @@ describe("discord channel (CH-3)", () => {
         { title: "Standup", description: "Room Blue", timestamp: "2027-01-04T08:45:00.000Z" },
       ],
       allowed_mentions: { parse: [] },
+      nonce: "chat",
+      enforce_nonce: true,
     });
+  });
+
+  it("CH-3: the nonce comes from the delivery key, the same on every attempt, with enforce_nonce", async () => {
+    receiver.respond = (_req, res) => res.writeHead(204).end();
+    const d = delivery(receiver.url, { channel: "discord" });
+    await discord().send(d, ctx());
+    await discord().send({ ...d, attempt: 2 }, ctx());
+    const bodies = receiver.requests.map((r) => JSON.parse(r.body) as Record<string, unknown>);
+    expect(bodies[0]!.nonce).toBe(d.deliveryKey.slice(3, 28));
+    expect(bodies[1]!.nonce).toBe(bodies[0]!.nonce);
+    expect(bodies.every((b) => b.enforce_nonce === true)).toBe(true);
   });
 
   it("CH-3: a 429 with JSON retry_after (seconds, fractional) is rate-limited with that delay", async () => {

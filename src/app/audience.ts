@@ -1,0 +1,297 @@
+/**
+ * Schedules for recipients (API-11, API-12): what a schedule's `recipients` and
+ * `floating` mean when it is written, the paged `PUT /v1/schedules/{id}/recipients`, and
+ * how a change of a recipient (zone, quiet hours, removal) realigns its deliveries under
+ * the DEL-9 rules. Planning itself is `src/scheduler/audience.ts`; the statements are
+ * `src/store/deliveries/recipients.ts`.
+ */
+import { z } from "zod";
+import { MAX_SCHEDULE_RECIPIENTS, scheduleRecipientsSchema } from "../contracts/index.js";
+import { NotFoundError, ValidationError, type FieldIssue } from "../errors/index.js";
+import type { Queryable } from "../store/database.js";
+import {
+  addMembers,
+  audienceOf,
+  forgetRecipient,
+  missingRecipients,
+  putAudience,
+  removeMembers,
+  replanMembers,
+} from "../store/deliveries/index.js";
+import { lockScheduleForEdit } from "../store/planning.js";
+import { DEFAULT_TENANT, type AppContext, type CallContext } from "./context.js";
+import { parseInput } from "./input.js";
+
+/** An instant (`Z` or a UTC offset) rather than a local date-time. */
+const HAS_OFFSET = /(?:Z|[+-]\d{2}(?::?\d{2})?)$/i;
+
+/**
+ * API-11: the issues of a schedule's `recipients` and `floating` that need no database:
+ * `floating` without `recipients`, a floating schedule given a `tzid` or an instant
+ * `dtstart`, a recipient listed twice. `raw` is the body as sent (zod fills `tzid`).
+ */
+export function audienceIssues(
+  value: { recipients?: string[] | undefined; floating?: boolean | undefined; dtstart: string },
+  raw: unknown,
+): FieldIssue[] {
+  const issues: FieldIssue[] = [];
+  if (value.floating === true) {
+    if (value.recipients === undefined) {
+      issues.push({
+        field: "floating",
+        message: "a floating schedule is read in each recipient's zone: give it recipients",
+        value: true,
+      });
+    }
+    const tzid = (raw as { tzid?: unknown } | null)?.tzid;
+    if (tzid !== undefined && tzid !== null) {
+      issues.push({
+        field: "tzid",
+        message:
+          "a floating schedule has no zone of its own (it is read in each recipient's zone): leave tzid out",
+        value: tzid,
+      });
+    }
+    if (HAS_OFFSET.test(value.dtstart)) {
+      issues.push({
+        field: "dtstart",
+        message:
+          "a floating schedule's dtstart is a local date-time without offset (RFC 5545 floating time), e.g. 2027-01-04T09:00:00",
+        value: value.dtstart,
+      });
+    }
+  }
+  const seen = new Map<string, number>();
+  value.recipients?.forEach((id, i) => {
+    const first = seen.get(id);
+    if (first !== undefined) {
+      issues.push({
+        field: `recipients.${i}`,
+        message: `lists a recipient twice (first at recipients.${first})`,
+        value: id,
+      });
+    } else seen.set(id, i);
+  });
+  return issues;
+}
+
+/**
+ * API-11: `recipients.N` issues for ids the tenant has no recipient for (another tenant's
+ * are "not found" too). `field` names the list (`recipients`, `add`).
+ */
+async function unknownIssues(
+  db: Queryable,
+  tenant: string,
+  ids: readonly string[],
+  field: string,
+): Promise<FieldIssue[]> {
+  if (ids.length === 0) return [];
+  const missing = new Set(await missingRecipients(db, { tenant, ids }));
+  const issues: FieldIssue[] = [];
+  ids.forEach((id, i) => {
+    if (missing.has(id))
+      issues.push({ field: `${field}.${i}`, message: "no such recipient", value: id });
+  });
+  return issues.slice(0, 100);
+}
+
+/**
+ * API-11: writes the audience of a schedule created with `recipients`, in its
+ * transaction: every recipient must exist for the tenant (else 400, nothing stored). The
+ * memberships start unplanned, so they are planned like a new schedule.
+ * @throws ValidationError naming each unknown id.
+ */
+export async function createAudience(
+  tx: Queryable,
+  p: { now: Date | null; tenant: string; scheduleId: string; ids: string[]; floating: boolean },
+): Promise<void> {
+  const issues = await unknownIssues(tx, p.tenant, p.ids, "recipients");
+  if (issues.length > 0) throw new ValidationError(issues);
+  await putAudience(tx, { scheduleId: p.scheduleId, floating: p.floating });
+  await addMembers(tx, {
+    now: p.now,
+    scheduleId: p.scheduleId,
+    tenant: p.tenant,
+    ids: p.ids,
+    plannedUntil: null,
+  });
+}
+
+/** What an edit of a schedule for recipients changed (API-12). */
+export interface AudienceEditReport {
+  added: number;
+  removed: number;
+  /** Waiting deliveries cancelled (recipients removed). */
+  cancelled: number;
+  /** Memberships planned again from now. */
+  replanned: number;
+}
+
+/**
+ * API-12 (DEL-9 rules): realigns a schedule for recipients after an edit, in the edit's
+ * transaction. `recipients`, when given, replaces the list: new ones are planned from now
+ * (never backfilled), removed ones have their waiting deliveries cancelled; every other
+ * membership's future is planned again from now (never-tried rows due from now on are
+ * cleared and written again by the planner as the schedule now is).
+ * @throws ValidationError for unknown ids.
+ */
+export async function editAudience(
+  tx: Queryable,
+  p: {
+    now: Date | null;
+    dbNow: Date;
+    tenant: string;
+    scheduleId: string;
+    recipients: string[] | undefined;
+    floating: boolean;
+  },
+): Promise<AudienceEditReport> {
+  const report: AudienceEditReport = { added: 0, removed: 0, cancelled: 0, replanned: 0 };
+  await putAudience(tx, { scheduleId: p.scheduleId, floating: p.floating });
+  if (p.recipients !== undefined) {
+    const issues = await unknownIssues(tx, p.tenant, p.recipients, "recipients");
+    if (issues.length > 0) throw new ValidationError(issues);
+    const gone = await removeMembers(tx, {
+      now: p.now,
+      scheduleId: p.scheduleId,
+      keep: p.recipients,
+    });
+    report.removed = gone.removed;
+    report.cancelled = gone.cancelled;
+    report.added = await addMembers(tx, {
+      now: p.now,
+      scheduleId: p.scheduleId,
+      tenant: p.tenant,
+      ids: p.recipients,
+      plannedUntil: p.dbNow,
+    });
+  }
+  const replanned = await replanMembers(tx, {
+    now: p.now,
+    tenant: p.tenant,
+    recipientIds: null,
+    scheduleId: p.scheduleId,
+  });
+  report.replanned = replanned.replanned;
+  return report;
+}
+
+/** `PUT /v1/schedules/{id}/recipients` body (API-12): ids to add and to remove, one page. */
+export const scheduleRecipientsPageSchema = z
+  .object({
+    add: scheduleRecipientsSchema.optional(),
+    remove: scheduleRecipientsSchema.optional(),
+  })
+  .strict()
+  .superRefine((v, ctx) => {
+    const total = (v.add?.length ?? 0) + (v.remove?.length ?? 0);
+    if (total > MAX_SCHEDULE_RECIPIENTS) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["add"],
+        message: `a page holds at most ${MAX_SCHEDULE_RECIPIENTS} ids in add and remove together (has ${total}); send more pages`,
+      });
+    }
+  });
+
+/** What `PUT /v1/schedules/{id}/recipients` did. */
+export interface RecipientsPageResult {
+  added: number;
+  removed: number;
+  /** Waiting deliveries of removed recipients cancelled. */
+  cancelled: number;
+  /** Recipients of the schedule after this page. */
+  recipients: number;
+}
+
+/**
+ * API-12: one page of changes to a schedule's recipients, in one transaction: `add`ed
+ * ones are planned from now (never backfilled; one already there is left as it is),
+ * `remove`d ones leave with their waiting deliveries cancelled. Idempotent: the same page
+ * again changes nothing.
+ * @throws NotFoundError (no such schedule for the tenant), ValidationError (unknown ids, a
+ * schedule without recipients, an id both added and removed).
+ */
+export async function putScheduleRecipients(
+  app: AppContext,
+  id: string,
+  body: unknown,
+  ctx: CallContext = {},
+): Promise<RecipientsPageResult> {
+  const page = parseInput(scheduleRecipientsPageSchema, body);
+  const tenant = ctx.tenant ?? DEFAULT_TENANT;
+  if (!z.uuid().safeParse(id).success) throw new NotFoundError("schedule", id);
+  const result = await app.db.transaction(async (tx) => {
+    const locked = await lockScheduleForEdit(tx, { now: app.now(), tenant, id });
+    if (!locked) throw new NotFoundError("schedule", id);
+    const audience = await audienceOf(tx, { scheduleId: id });
+    if (!audience) {
+      throw new ValidationError({
+        field: "add",
+        message: "this schedule was not created with recipients",
+        value: id,
+      });
+    }
+    const add = page.add ?? [];
+    const remove = new Set(page.remove ?? []);
+    const both = add.findIndex((x) => remove.has(x));
+    if (both >= 0) {
+      throw new ValidationError({
+        field: `add.${both}`,
+        message: "is both added and removed in this page",
+        value: add[both],
+      });
+    }
+    const issues = await unknownIssues(tx, tenant, add, "add");
+    if (issues.length > 0) throw new ValidationError(issues);
+    const gone =
+      remove.size > 0
+        ? await removeMembers(tx, { now: app.now(), scheduleId: id, ids: [...remove] })
+        : { removed: 0, cancelled: 0 };
+    const added = await addMembers(tx, {
+      now: app.now(),
+      scheduleId: id,
+      tenant,
+      ids: add,
+      plannedUntil: locked.db_now,
+    });
+    const after = await audienceOf(tx, { scheduleId: id });
+    return {
+      added,
+      removed: gone.removed,
+      cancelled: gone.cancelled,
+      recipients: Number(after?.recipients ?? 0),
+    };
+  });
+  app.wake();
+  return result;
+}
+
+/**
+ * API-12: a recipient's zone or quiet hours changed: its future deliveries on every
+ * schedule are planned again from now (in the writing transaction).
+ */
+export async function realignRecipients(
+  tx: Queryable,
+  p: { now: Date | null; tenant: string; ids: readonly string[] },
+): Promise<number> {
+  if (p.ids.length === 0) return 0;
+  const r = await replanMembers(tx, {
+    now: p.now,
+    tenant: p.tenant,
+    recipientIds: p.ids,
+    scheduleId: null,
+  });
+  return r.replanned;
+}
+
+/**
+ * API-12: a recipient leaves the registry: its waiting deliveries everywhere are
+ * cancelled and it leaves every schedule (in the deleting transaction).
+ */
+export async function forgetRecipientEverywhere(
+  tx: Queryable,
+  p: { now: Date | null; tenant: string; id: string },
+): Promise<void> {
+  await forgetRecipient(tx, p);
+}

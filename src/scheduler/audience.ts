@@ -1,0 +1,175 @@
+/**
+ * Planning of schedules for recipients (API-11, API-13; DEL-7 per recipient).
+ *
+ * A schedule with recipients is planned per membership (schedule, recipient), each with
+ * its own watermark, so a recipient added later is planned from the moment it was added
+ * (never backfilled) and a zone change replans one person's future only. A pass locks a
+ * bounded batch of memberships whose watermark is near (SKIP LOCKED: many planners take
+ * different ones), groups them by schedule, zone and watermark, expands the recurrence
+ * once per group with the schedule-level {@link planSchedule} (a floating schedule in the
+ * recipient's zone, RFC 5545 §3.3.5, with the schedule's DST policy; any other in its own
+ * zone), and fans each planned delivery out to the group's recipients: the delivery key
+ * includes the recipient id, and the quiet-hours deferral (DEL-15) is the later of the
+ * reminder's window and the recipient's own (`preferences.quietHours`, read in the
+ * recipient's zone unless it names one). A critical reminder is never deferred, and the
+ * row records the windows it went past (`bypassed` = `QUIET_HOURS`).
+ *
+ * Cost (OPS-12): a daily schedule of 100,000 recipients in a handful of zones expands a
+ * handful of times; the rest is one SHA-256 and one row per (recipient, reminder), a
+ * batch of {@link MEMBER_BATCH} memberships per transaction, the event loop given a turn
+ * every {@link SLICE_MS} of work (bench/recipients.ts, docs/benchmarks.md).
+ */
+import { deliveryKey } from "../domain/index.js";
+import { parseRule, type QuietHours } from "../recurrence/index.js";
+import type { Recurrence } from "../recurrence/types.js";
+import type { Queryable } from "../store/database.js";
+import {
+  advanceMembers,
+  lockMembersToPlan,
+  type DeliveryToInsert,
+  type MemberPlanRow,
+} from "../store/deliveries/index.js";
+import { remindersOf, type PlanReminderRow } from "../store/planning.js";
+import { ruleInputOfRow } from "../definition/index.js";
+import { insertDeliveries, planSchedule, type PlanDeps } from "./plan.js";
+import { quietDeferral } from "./quiet-hours.js";
+
+/** Memberships planned per transaction (OPS-12: bounds one pass's statements and its stretch). */
+export const MEMBER_BATCH = 2_000;
+/** Planning work (ms) between two turns of the event loop (OPS-12). */
+const SLICE_MS = 10;
+/** The watermark of a membership with nothing left to plan. */
+const PLANNED_FOREVER = new Date("9999-12-31T00:00:00Z");
+/** Most windows a deferral is moved through (a recipient's window ending in the reminder's). */
+const MAX_DEFERRAL_HOPS = 4;
+
+/**
+ * DEL-15 / API-13: the instant a delivery due at `dueMs` waits until under the reminder's
+ * window and the recipient's, or null; for a critical reminder null, with `bypassed` set
+ * when a window would have deferred it.
+ */
+export function recipientDeferral(
+  reminder: Pick<PlanReminderRow, "quiet_hours" | "priority">,
+  recipientQuiet: QuietHours | null,
+  dueMs: number,
+): { deferredUntil: Date | null; bypassed: "QUIET_HOURS" | null } {
+  const windows = [reminder.quiet_hours ?? null, recipientQuiet].filter(
+    (w): w is QuietHours => w !== null,
+  );
+  let at = dueMs;
+  for (let hop = 0; hop < MAX_DEFERRAL_HOPS; hop++) {
+    let next = at;
+    for (const w of windows) {
+      const end = quietDeferral({ quiet_hours: w, priority: null }, at);
+      if (end !== null && end.getTime() > next) next = end.getTime();
+    }
+    if (next <= at) break;
+    at = next;
+  }
+  if (at <= dueMs) return { deferredUntil: null, bypassed: null };
+  if (reminder.priority === "critical") return { deferredUntil: null, bypassed: "QUIET_HOURS" };
+  return { deferredUntil: new Date(at), bypassed: null };
+}
+
+/** The recipient's quiet window in full: its zone is the recipient's unless it names one. */
+function quietOf(row: MemberPlanRow): QuietHours | null {
+  const q = row.recipient_quiet_hours;
+  if (!q || typeof q !== "object") return null;
+  return { ...q, tzid: q.tzid ?? row.recipient_tzid };
+}
+
+/**
+ * API-11: plans the locked memberships in `tx` and advances their watermarks.
+ * @returns the number of delivery rows inserted.
+ */
+export async function planMembers(
+  tx: Queryable,
+  members: readonly MemberPlanRow[],
+  deps: Omit<PlanDeps, "db">,
+): Promise<number> {
+  if (members.length === 0) return 0;
+  const reminders = await remindersOf(tx, { scheduleIds: [...new Set(members.map((m) => m.id))] });
+  const byGroup = new Map<string, MemberPlanRow[]>();
+  for (const m of members) {
+    const zone = m.floating ? m.recipient_tzid : m.tzid;
+    const key = `${m.id}\u0000${zone}\u0000${m.planned_until?.getTime() ?? "new"}`;
+    let group = byGroup.get(key);
+    if (!group) byGroup.set(key, (group = []));
+    group.push(m);
+  }
+  const planned: DeliveryToInsert[] = [];
+  const marks: Array<{ scheduleId: string; recipientId: string; until: Date }> = [];
+  const parsed = new Map<string, Recurrence | null>();
+  let sliceStart = performance.now();
+  const turn = async () => {
+    if (performance.now() - sliceStart >= SLICE_MS) {
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      sliceStart = performance.now();
+    }
+  };
+  for (const group of byGroup.values()) {
+    await turn();
+    const first = group[0]!;
+    const zone = first.floating ? first.recipient_tzid : first.tzid;
+    const schedule = { ...first, tzid: zone };
+    const ruleKey = `${first.id}\u0000${zone}`;
+    if (!parsed.has(ruleKey)) {
+      const rule = parseRule(ruleInputOfRow(schedule));
+      if (!rule.ok) {
+        deps.logger.error(
+          { scheduleId: first.id, tzid: zone, reason: rule.error.message },
+          "schedule for recipients does not parse in this zone: its recipients there are not planned",
+        );
+        deps.metrics.sweepFailures.inc({ sweep: "plan" });
+      }
+      parsed.set(ruleKey, rule.ok ? rule.recurrence : null);
+    }
+    const recurrence = parsed.get(ruleKey);
+    if (!recurrence) continue;
+    const ofSchedule = reminders.filter((r) => r.schedule_id === first.id);
+    const plan = planSchedule(schedule, recurrence, ofSchedule, deps.channels, deps.options);
+    const until = plan.complete ? PLANNED_FOREVER : new Date(plan.plannedUntil);
+    const reminderOf = new Map(ofSchedule.map((r) => [r.key, r]));
+    for (const member of group) {
+      await turn();
+      const quiet = quietOf(member);
+      for (const d of plan.deliveries) {
+        const reminder = reminderOf.get(d.reminderKey)!;
+        const { deferredUntil, bypassed } = recipientDeferral(reminder, quiet, d.dueAt.getTime());
+        planned.push({
+          ...d,
+          key: deliveryKey(first.id, d.reminderKey, d.occurrenceAt, member.recipient_id),
+          deferredUntil,
+          recipientId: member.recipient_id,
+          bypassed,
+        });
+      }
+      marks.push({ scheduleId: first.id, recipientId: member.recipient_id, until });
+    }
+  }
+  const inserted = await insertDeliveries(tx, deps.clock.sqlNow(), planned);
+  if (marks.length > 0) await advanceMembers(tx, { marks });
+  return inserted;
+}
+
+/**
+ * API-11: one per-recipient planning pass, batch after batch within the planning time
+ * budget (the next tick continues). @returns the number of delivery rows created.
+ */
+export async function audienceSweep(deps: PlanDeps): Promise<number> {
+  let total = 0;
+  const started = performance.now();
+  while (performance.now() - started < deps.options.planBudgetMs) {
+    const { inserted, full } = await deps.db.transaction(async (tx) => {
+      const rows = await lockMembersToPlan(tx, {
+        now: deps.clock.sqlNow(),
+        aheadMs: deps.options.planAheadMs / 2,
+        limit: MEMBER_BATCH,
+      });
+      return { inserted: await planMembers(tx, rows, deps), full: rows.length >= MEMBER_BATCH };
+    });
+    total += inserted;
+    if (!full) break;
+  }
+  return total;
+}

@@ -1,0 +1,474 @@
+/**
+ * Schedules for recipients (API-11, API-12, API-13): statements over
+ * `punctual_schedule_audiences` and `punctual_schedule_recipients` (migration 0035), and
+ * the writes they make on the delivery rows of recipients (cancel on removal, clear on a
+ * zone change), and the fenced writes of a claimed delivery a recipient's state stops
+ * (skipped at send: no target, opted out, no longer on the schedule) or a critical
+ * reminder goes past. `$1` is "now" (NULL: the database clock) where present.
+ *
+ * Invariant: a schedule with an audience row is planned per recipient, through each
+ * membership's own watermark ({@link LOCK_MEMBERS_TO_PLAN_SQL}), never by the
+ * schedule-level sweep; every statement that reads recipients is scoped by tenant, so a
+ * recipient of another tenant is never added, read or changed.
+ */
+import type { QuietHours } from "../../recurrence/index.js";
+import type { Queryable } from "../database.js";
+import type { PlanScheduleRow } from "../planning.js";
+import { columnsOf, execute, firstRow, rows } from "../statement.js";
+import { heldBy, NOW } from "./sql.js";
+
+/**
+ * API-11: makes a schedule one for recipients (or changes whether it is floating);
+ * nothing for a schedule that does not exist. $1 schedule id, $2 floating.
+ */
+export const PUT_AUDIENCE_SQL = `
+insert into punctual_schedule_audiences (schedule_id, floating)
+select s.id, $2 from punctual_schedules s where s.id = $1
+on conflict (schedule_id) do update set floating = excluded.floating`;
+
+/** The audience of a schedule: whether it has one and is floating. $1 schedule id. */
+export const AUDIENCE_OF_SQL = `
+select a.floating,
+       (select count(*) from punctual_schedule_recipients m where m.schedule_id = a.schedule_id)
+         as recipients
+from punctual_schedule_audiences a where a.schedule_id = $1`;
+
+/** A schedule's audience. */
+export interface AudienceRow {
+  floating: boolean;
+  /** How many recipients the schedule has. */
+  recipients: number;
+}
+
+/** Result columns of {@link AUDIENCE_OF_SQL}. */
+export const AUDIENCE_OF_COLUMNS = columnsOf<AudienceRow>()(["floating", "recipients"]);
+
+/**
+ * API-11: the ids of `$2` that are not recipients of tenant `$1` (another tenant's are
+ * "not found" too). $1 tenant, $2 ids text[].
+ */
+export const MISSING_RECIPIENTS_SQL = `
+select u.id from unnest($2::text[]) as u(id)
+where not exists (select 1 from punctual_recipients r where r.tenant = $1 and r.id = u.id)
+order by u.id`;
+
+/** One id of {@link MISSING_RECIPIENTS_SQL}. */
+export interface MissingRow {
+  id: string;
+}
+
+/** Result columns of {@link MISSING_RECIPIENTS_SQL}. */
+export const MISSING_RECIPIENTS_COLUMNS = columnsOf<MissingRow>()(["id"]);
+
+/**
+ * API-11 / API-12: adds recipients to a schedule; one already there is left as it is.
+ * `$5` is the watermark of the new memberships: NULL at the schedule's creation (planned
+ * like a new schedule), "now" when added later (planned from now, never backfilled).
+ * $1 now, $2 schedule id, $3 tenant, $4 ids text[], $5 watermark. Returns `added`.
+ */
+export const ADD_MEMBERS_SQL = `
+with added as (
+  insert into punctual_schedule_recipients (schedule_id, tenant, recipient_id, planned_until, added_at)
+  select $2, $3, u.id, $5::timestamptz, ${NOW} from unnest($4::text[]) as u(id)
+  on conflict (schedule_id, recipient_id) do nothing
+  returning recipient_id
+)
+select count(*) as added from added`;
+
+/** What {@link ADD_MEMBERS_SQL} added. */
+export interface AddedRow {
+  added: number;
+}
+
+/** Result columns of {@link ADD_MEMBERS_SQL}. */
+export const ADD_MEMBERS_COLUMNS = columnsOf<AddedRow>()(["added"]);
+
+/**
+ * API-12: removes recipients from a schedule (`$3` the ids; NULL: every recipient not in
+ * `$4`, for a replaced list) and cancels their waiting deliveries on it (reason
+ * `recipient_removed`); claimed rows are judged at send, where a recipient no longer on
+ * the schedule is skipped. $1 now, $2 schedule id, $3 ids text[] or NULL, $4 kept ids
+ * text[] (with $3 NULL). Returns `removed` (memberships) and `cancelled` (deliveries).
+ */
+export const REMOVE_MEMBERS_SQL = `
+with gone as (
+  delete from punctual_schedule_recipients m
+  where m.schedule_id = $2
+    and (case when $3::text[] is null then not (m.recipient_id = any($4::text[]))
+              else m.recipient_id = any($3::text[]) end)
+  returning m.recipient_id
+),
+cancelled as (
+  update punctual_deliveries d
+  set state = 'cancelled', reason = 'recipient_removed', finished_at = ${NOW}, updated_at = ${NOW}
+  where d.recipient_id = any(array(select recipient_id from gone)) and d.schedule_id = $2
+    and d.state in ('pending', 'retry', 'paused')
+  returning d.id
+)
+select (select count(*) from gone) as removed, (select count(*) from cancelled) as cancelled`;
+
+/** What {@link REMOVE_MEMBERS_SQL} and {@link FORGET_RECIPIENT_SQL} changed. */
+export interface RemovedMembersRow {
+  removed: number;
+  cancelled: number;
+}
+
+/** Result columns of {@link REMOVE_MEMBERS_SQL}. */
+export const REMOVE_MEMBERS_COLUMNS = columnsOf<RemovedMembersRow>()(["removed", "cancelled"]);
+
+/**
+ * API-12: a recipient leaves the registry: its waiting deliveries on every schedule of the
+ * tenant are cancelled (reason `recipient_removed`) and its memberships deleted (the
+ * deletion of the recipient row would cascade to them; done here so the count is known).
+ * Run in the transaction that deletes the recipient. $1 now, $2 tenant, $3 recipient id.
+ */
+export const FORGET_RECIPIENT_SQL = `
+with gone as (
+  delete from punctual_schedule_recipients m
+  where m.tenant = $2 and m.recipient_id = $3
+  returning m.schedule_id
+),
+cancelled as (
+  update punctual_deliveries d
+  set state = 'cancelled', reason = 'recipient_removed', finished_at = ${NOW}, updated_at = ${NOW}
+  from punctual_schedules s
+  where d.recipient_id = $3 and d.state in ('pending', 'retry', 'paused')
+    and s.id = d.schedule_id and s.tenant = $2
+  returning d.id
+)
+select (select count(*) from gone) as removed, (select count(*) from cancelled) as cancelled`;
+
+/** Result columns of {@link FORGET_RECIPIENT_SQL}. */
+export const FORGET_RECIPIENT_COLUMNS = REMOVE_MEMBERS_COLUMNS;
+
+/**
+ * API-12 (DEL-9 rules): the future of some memberships is planned again from now — a
+ * recipient's zone or quiet hours changed, or the schedule was edited. Waiting rows due
+ * from now on that were never tried are deleted (the planner writes them again as they
+ * are now: another instant in a new zone, the same key where nothing moved); rows already
+ * tried keep their history and their retry. Each membership's watermark goes back to now
+ * (one never planned stays so). $1 now, $2 tenant, $3 recipient ids text[] or NULL (all),
+ * $4 schedule id or NULL (all of the tenant's). Returns `replanned` (memberships) and
+ * `cleared` (deliveries deleted).
+ */
+export const REPLAN_MEMBERS_SQL = `
+with m as (
+  update punctual_schedule_recipients m
+  set planned_until = least(m.planned_until, ${NOW})
+  where m.tenant = $2
+    and ($3::text[] is null or m.recipient_id = any($3::text[]))
+    and ($4::uuid is null or m.schedule_id = $4::uuid)
+  returning m.schedule_id, m.recipient_id
+),
+cleared as (
+  delete from punctual_deliveries d
+  using m
+  where d.recipient_id = m.recipient_id and d.schedule_id = m.schedule_id
+    and d.state in ('pending', 'retry', 'paused') and d.attempt = 0 and d.due_at >= ${NOW}
+    and not exists (select 1 from punctual_triggers t where t.delivery_id = d.id)
+  returning d.id
+)
+select (select count(*) from m) as replanned, (select count(*) from cleared) as cleared`;
+
+/** What {@link REPLAN_MEMBERS_SQL} changed. */
+export interface ReplannedRow {
+  replanned: number;
+  cleared: number;
+}
+
+/** Result columns of {@link REPLAN_MEMBERS_SQL}. */
+export const REPLAN_MEMBERS_COLUMNS = columnsOf<ReplannedRow>()(["replanned", "cleared"]);
+
+/** A membership the per-recipient planner reads: its schedule, its recipient's zone. */
+export type MemberPlanRow = PlanScheduleRow & {
+  recipient_id: string;
+  /** The recipient's IANA zone. */
+  recipient_tzid: string;
+  /** The recipient's own quiet window (`preferences.quietHours`), or null. */
+  recipient_quiet_hours: (Omit<QuietHours, "tzid"> & { tzid?: string }) | null;
+  /** The schedule is read in each recipient's zone. */
+  floating: boolean;
+};
+
+/** Result columns of {@link LOCK_MEMBERS_TO_PLAN_SQL}. */
+export const LOCK_MEMBERS_TO_PLAN_COLUMNS = columnsOf<MemberPlanRow>()([
+  "id",
+  "version",
+  "dtstart",
+  "tzid",
+  "rrule",
+  "rdate",
+  "exdate",
+  "recurring",
+  "ends_at",
+  "expires_at",
+  "dst_gap",
+  "dst_overlap",
+  "grace_ms",
+  "perpetual",
+  "planned_until",
+  "cap_logged_at",
+  "created_at",
+  "trace_parent",
+  "db_now",
+  "recipient_id",
+  "recipient_tzid",
+  "recipient_quiet_hours",
+  "floating",
+]);
+
+/**
+ * API-11: locks a batch of memberships of active schedules whose watermark is within `$2`
+ * ms of now + plan-ahead (`planned_until` is the membership's), with what planning needs
+ * of the schedule and the recipient. $1 now, $2 ms ahead, $3 limit.
+ *
+ * Shape: a walk of `punctual_schedule_recipients_plan` in watermark order, the schedule,
+ * audience and recipient read by primary key per row; SKIP LOCKED, so many planners take
+ * different memberships. The batch bounds one pass (OPS-12): a schedule of 100,000
+ * recipients is planned over many passes, each a few thousand rows.
+ */
+export const LOCK_MEMBERS_TO_PLAN_SQL = `
+select s.id, s.version, s.dtstart, s.tzid, s.rrule, s.rdate, s.exdate, s.recurring, s.ends_at,
+       s.expires_at, s.dst_gap, s.dst_overlap, s.grace_ms, s.perpetual, m.planned_until,
+       s.cap_logged_at, s.created_at, s.trace_parent, ${NOW} as db_now,
+       m.recipient_id, r.tzid as recipient_tzid,
+       r.preferences -> 'quietHours' as recipient_quiet_hours, a.floating
+from punctual_schedule_recipients m
+join punctual_schedules s on s.id = m.schedule_id
+join punctual_schedule_audiences a on a.schedule_id = m.schedule_id
+join punctual_recipients r on r.tenant = m.tenant and r.id = m.recipient_id
+where (m.planned_until is null
+       or m.planned_until < ${NOW} + make_interval(secs => $2::double precision / 1000))
+  and s.state = 'active'
+order by m.planned_until nulls first
+limit $3
+for update of m skip locked`;
+
+/**
+ * API-11: advances membership watermarks (only forward). $1 schedule ids uuid[],
+ * $2 recipient ids text[], $3 watermarks timestamptz[] ('infinity': nothing left).
+ */
+export const ADVANCE_MEMBERS_SQL = `
+update punctual_schedule_recipients m
+set planned_until = greatest(m.planned_until, u.planned_until)
+from unnest($1::uuid[], $2::text[], $3::timestamptz[]) as u(schedule_id, recipient_id, planned_until)
+where m.schedule_id = u.schedule_id and m.recipient_id = u.recipient_id`;
+
+/**
+ * API-11 / API-13: what a send to a recipient needs, read at send time so a change made
+ * a moment before counts: the recipient (NULL columns when it left the registry) and
+ * whether it is still on the schedule, with the reminder's category and priority (read
+ * here, not by the claim, so rows without a recipient pay nothing for them).
+ * $1 tenant, $2 recipient id, $3 schedule id, $4 reminder key.
+ */
+export const RECIPIENT_AT_SEND_SQL = `
+select r.tzid, r.targets, r.attributes, r.preferences,
+       exists (select 1 from punctual_schedule_recipients m
+               where m.schedule_id = $3 and m.recipient_id = $2) as member,
+       x.category, x.priority
+from (select 1) one
+left join punctual_recipients r on r.tenant = $1 and r.id = $2
+left join punctual_reminders x on x.schedule_id = $3 and x.key = $4`;
+
+/** What {@link RECIPIENT_AT_SEND_SQL} returns. */
+export interface RecipientAtSendRow {
+  tzid: string | null;
+  targets: Record<string, Record<string, unknown>> | null;
+  attributes: Record<string, unknown> | null;
+  preferences: Record<string, unknown> | null;
+  member: boolean;
+  /** The reminder's category (API-13), or null. */
+  category: string | null;
+  /** The reminder's priority; null: normal. */
+  priority: "normal" | "critical" | null;
+}
+
+/** Result columns of {@link RECIPIENT_AT_SEND_SQL}. */
+export const RECIPIENT_AT_SEND_COLUMNS = columnsOf<RecipientAtSendRow>()([
+  "tzid",
+  "targets",
+  "attributes",
+  "preferences",
+  "member",
+  "category",
+  "priority",
+]);
+
+/**
+ * API-11 / API-13: a claimed row that is not sent because of its recipient — no target
+ * for the channel (`NO_TARGET`), opted out of the channel or category (`OPTED_OUT`), off
+ * the schedule or the registry (`recipient_removed`) — becomes `skipped` with that
+ * reason, fenced like the settle (id, attempt, state `claimed`, owner), lease cleared.
+ * $1 now, $2 owner, $3 id, $4 attempt, $5 reason. Returns the id when it applied.
+ */
+export const SKIP_CLAIMED_SQL = `
+update punctual_deliveries d
+set state = 'skipped', reason = $5, finished_at = ${NOW}, lease_owner = null,
+    lease_expires_at = null, claimed_at = null, updated_at = ${NOW}
+where d.id = $3 and d.attempt = $4 and ${heldBy("$2")}
+returning d.id`;
+
+/** Result columns of {@link SKIP_CLAIMED_SQL}. */
+export const SKIP_CLAIMED_COLUMNS = columnsOf<{ id: number }>()(["id"]);
+
+/**
+ * API-13: records on a claimed row what its critical reminder went past at send
+ * (`OPTED_OUT`), added to what planning recorded (`QUIET_HOURS`), fenced like the settle.
+ * $1 now, $2 owner, $3 id, $4 attempt, $5 what.
+ */
+export const RECORD_BYPASS_SQL = `
+update punctual_deliveries d
+set bypassed = case when d.bypassed is null then $5::text
+                    when strpos(d.bypassed, $5::text) > 0 then d.bypassed
+                    else d.bypassed || ',' || $5::text end,
+    updated_at = ${NOW}
+where d.id = $3 and d.attempt = $4 and ${heldBy("$2")}`;
+
+// ---------------------------------------------------------------------------------------
+// One typed function per statement.
+
+/** API-11 / API-13: runs {@link SKIP_CLAIMED_SQL}. @returns whether the row was still held. */
+export async function skipClaimed(
+  db: Queryable,
+  p: { now: Date | null; owner: string; id: number; attempt: number; reason: string },
+): Promise<boolean> {
+  const out = await rows<{ id: number }>(db, SKIP_CLAIMED_SQL, [
+    p.now,
+    p.owner,
+    p.id,
+    p.attempt,
+    p.reason,
+  ]);
+  return out.length > 0;
+}
+
+/** API-13: runs {@link RECORD_BYPASS_SQL}. */
+export async function recordBypass(
+  db: Queryable,
+  p: { now: Date | null; owner: string; id: number; attempt: number; what: string },
+): Promise<void> {
+  await execute(db, RECORD_BYPASS_SQL, [p.now, p.owner, p.id, p.attempt, p.what]);
+}
+
+/** API-11: runs {@link PUT_AUDIENCE_SQL}. */
+export async function putAudience(
+  tx: Queryable,
+  p: { scheduleId: string; floating: boolean },
+): Promise<void> {
+  await execute(tx, PUT_AUDIENCE_SQL, [p.scheduleId, p.floating]);
+}
+
+/** API-11: runs {@link AUDIENCE_OF_SQL}; null for a schedule without recipients. */
+export function audienceOf(db: Queryable, p: { scheduleId: string }): Promise<AudienceRow | null> {
+  return firstRow<AudienceRow>(db, AUDIENCE_OF_SQL, [p.scheduleId]);
+}
+
+/** API-11: runs {@link MISSING_RECIPIENTS_SQL}. @returns the ids the tenant has no recipient for. */
+export async function missingRecipients(
+  db: Queryable,
+  p: { tenant: string; ids: readonly string[] },
+): Promise<string[]> {
+  return (await rows<MissingRow>(db, MISSING_RECIPIENTS_SQL, [p.tenant, p.ids])).map((r) => r.id);
+}
+
+/** API-11 / API-12: runs {@link ADD_MEMBERS_SQL}. @returns how many were added. */
+export async function addMembers(
+  tx: Queryable,
+  p: {
+    now: Date | null;
+    scheduleId: string;
+    tenant: string;
+    ids: readonly string[];
+    /** Null: plan like a new schedule; else the watermark (now: never backfilled). */
+    plannedUntil: Date | null;
+  },
+): Promise<number> {
+  const row = await firstRow<AddedRow>(tx, ADD_MEMBERS_SQL, [
+    p.now,
+    p.scheduleId,
+    p.tenant,
+    p.ids,
+    p.plannedUntil,
+  ]);
+  return Number(row?.added ?? 0);
+}
+
+/** API-12: runs {@link REMOVE_MEMBERS_SQL}: `ids` removed, or every one not in `keep`. */
+export async function removeMembers(
+  tx: Queryable,
+  p: { now: Date | null; scheduleId: string } & (
+    { ids: readonly string[] } | { keep: readonly string[] }
+  ),
+): Promise<RemovedMembersRow> {
+  const row = await firstRow<RemovedMembersRow>(tx, REMOVE_MEMBERS_SQL, [
+    p.now,
+    p.scheduleId,
+    "ids" in p ? p.ids : null,
+    "keep" in p ? p.keep : null,
+  ]);
+  return { removed: Number(row?.removed ?? 0), cancelled: Number(row?.cancelled ?? 0) };
+}
+
+/** API-12: runs {@link FORGET_RECIPIENT_SQL}. */
+export async function forgetRecipient(
+  tx: Queryable,
+  p: { now: Date | null; tenant: string; id: string },
+): Promise<RemovedMembersRow> {
+  const row = await firstRow<RemovedMembersRow>(tx, FORGET_RECIPIENT_SQL, [p.now, p.tenant, p.id]);
+  return { removed: Number(row?.removed ?? 0), cancelled: Number(row?.cancelled ?? 0) };
+}
+
+/** API-12: runs {@link REPLAN_MEMBERS_SQL}. */
+export async function replanMembers(
+  tx: Queryable,
+  p: {
+    now: Date | null;
+    tenant: string;
+    /** Null: every recipient (of `scheduleId`). */
+    recipientIds: readonly string[] | null;
+    /** Null: every schedule of the tenant. */
+    scheduleId: string | null;
+  },
+): Promise<ReplannedRow> {
+  const row = await firstRow<ReplannedRow>(tx, REPLAN_MEMBERS_SQL, [
+    p.now,
+    p.tenant,
+    p.recipientIds,
+    p.scheduleId,
+  ]);
+  return { replanned: Number(row?.replanned ?? 0), cleared: Number(row?.cleared ?? 0) };
+}
+
+/** API-11: runs {@link LOCK_MEMBERS_TO_PLAN_SQL}. */
+export function lockMembersToPlan(
+  tx: Queryable,
+  p: { now: Date | null; aheadMs: number; limit: number },
+): Promise<MemberPlanRow[]> {
+  return rows<MemberPlanRow>(tx, LOCK_MEMBERS_TO_PLAN_SQL, [p.now, p.aheadMs, p.limit]);
+}
+
+/** API-11: runs {@link ADVANCE_MEMBERS_SQL}. */
+export async function advanceMembers(
+  tx: Queryable,
+  p: { marks: ReadonlyArray<{ scheduleId: string; recipientId: string; until: Date }> },
+): Promise<void> {
+  await execute(tx, ADVANCE_MEMBERS_SQL, [
+    p.marks.map((m) => m.scheduleId),
+    p.marks.map((m) => m.recipientId),
+    p.marks.map((m) => m.until),
+  ]);
+}
+
+/** API-11 / API-13: runs {@link RECIPIENT_AT_SEND_SQL}. */
+export async function recipientAtSend(
+  db: Queryable,
+  p: { tenant: string; recipientId: string; scheduleId: string; reminderKey: string },
+): Promise<RecipientAtSendRow> {
+  const row = await firstRow<RecipientAtSendRow>(db, RECIPIENT_AT_SEND_SQL, [
+    p.tenant,
+    p.recipientId,
+    p.scheduleId,
+    p.reminderKey,
+  ]);
+  return row!;
+}

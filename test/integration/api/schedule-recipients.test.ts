@@ -1,0 +1,97 @@
+/**
+ * API-11 / API-12 / API-13 through the HTTP API: a schedule for recipients (floating, a
+ * reminder with a category and no target) is created and read back, its recipients are
+ * changed in pages with `PUT /v1/schedules/{id}/recipients`, bad input is a 400 naming
+ * the field and the value with nothing stored, and the route is in the OpenAPI document.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createApi, type PunctualApi } from "../../../src/api/server.js";
+import { createPunctual, type Punctual } from "../../../src/app/punctual.js";
+import { TestClock } from "../../../src/clock/index.js";
+import type { ErrorBody, ScheduleView } from "../../../src/contracts/index.js";
+import { silentLogger } from "../../../src/observability/logger.js";
+import { installTransitionTrigger } from "../../support/transitions.js";
+
+let punctual: Punctual;
+let app: PunctualApi;
+
+beforeAll(async () => {
+  punctual = await createPunctual({
+    dataDir: null,
+    clock: new TestClock("2027-01-04T08:00:00Z"),
+    logger: silentLogger(),
+  });
+  await installTransitionTrigger(punctual.db);
+  app = createApi(punctual);
+});
+
+afterAll(async () => {
+  await punctual?.close(0);
+});
+
+function send(method: string, path: string, body: unknown) {
+  return app.request(path, {
+    method,
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(body),
+  });
+}
+
+const schedule = {
+  dtstart: "2027-01-05T09:00:00",
+  floating: true,
+  rrule: "FREQ=DAILY;COUNT=3",
+  recipients: ["ann"],
+  reminders: [{ key: "r", channel: "log", category: "digest" }],
+};
+
+describe("API-11 / API-12 in the HTTP API", () => {
+  it("API-11: a floating schedule for recipients is created with a category; API-12: its recipients change in pages", async () => {
+    for (const id of ["ann", "bob"]) {
+      expect((await send("PUT", `/v1/recipients/${id}`, { tzid: "Asia/Tokyo" })).status).toBe(201);
+    }
+    const res = await send("POST", "/v1/schedules", schedule);
+    expect(res.status).toBe(201);
+    const created = (await res.json()) as ScheduleView;
+    expect(created.reminders[0]).toMatchObject({ key: "r", category: "digest" });
+    const page = await send("PUT", `/v1/schedules/${created.id}/recipients`, {
+      add: ["bob"],
+      remove: ["ann"],
+    });
+    expect(page.status).toBe(200);
+    expect(await page.json()).toEqual({ added: 1, removed: 1, cancelled: 0, recipients: 1 });
+    const bad = await send("PUT", `/v1/schedules/${created.id}/recipients`, { add: ["nobody"] });
+    expect(bad.status).toBe(400);
+    expect(((await bad.json()) as ErrorBody).error.issues).toEqual([
+      { field: "add.0", message: "no such recipient", value: "nobody" },
+    ]);
+    const missing = await send(
+      "PUT",
+      "/v1/schedules/00000000-0000-4000-8000-000000000000/recipients",
+      { add: ["bob"] },
+    );
+    expect(missing.status).toBe(404);
+  });
+
+  it("API-11: a floating schedule with a tzid, or an unknown recipient, is a 400 naming the field and value; nothing stored", async () => {
+    const before = (await punctual.listSchedules()).items.length;
+    const zoned = await send("POST", "/v1/schedules", { ...schedule, tzid: "Europe/Berlin" });
+    expect(zoned.status).toBe(400);
+    expect(((await zoned.json()) as ErrorBody).error.issues).toContainEqual(
+      expect.objectContaining({ field: "tzid", value: "Europe/Berlin" }),
+    );
+    const unknown = await send("POST", "/v1/schedules", { ...schedule, recipients: ["zed"] });
+    expect(unknown.status).toBe(400);
+    expect(((await unknown.json()) as ErrorBody).error.issues).toEqual([
+      { field: "recipients.0", message: "no such recipient", value: "zed" },
+    ]);
+    expect((await punctual.listSchedules()).items).toHaveLength(before);
+  });
+
+  it("API-12: the page route is in the OpenAPI document", async () => {
+    const doc = (await (await app.request("/openapi.json")).json()) as {
+      paths: Record<string, Record<string, unknown>>;
+    };
+    expect(Object.keys(doc.paths["/v1/schedules/{id}/recipients"] ?? {})).toEqual(["put"]);
+  });
+});

@@ -1,0 +1,374 @@
+/**
+ * Schedules for recipients (API-11, API-12, API-13) on a real engine (PGlite or
+ * PostgreSQL, per PUNCTUAL_TEST_ENGINE), driven by the test clock: floating time in each
+ * recipient's zone across DST changes, targets and templates from the registry, NO_TARGET,
+ * opt-outs judged at send, the critical bypass, per-recipient quiet hours, realign on a
+ * zone change, paged membership changes and removal from the registry.
+ */
+import { afterEach, describe, expect, it } from "vitest";
+import { ValidationError } from "../../src/errors/index.js";
+import { deliveries, testPunctual, tickAndDrain, type TestPunctual } from "../support/punctual.js";
+
+let t: TestPunctual | null = null;
+
+afterEach(async () => {
+  await t?.close();
+  t = null;
+});
+
+const DAY = 86_400_000;
+
+/** Due instants of one recipient's deliveries, in order. */
+async function dueOf(t: TestPunctual, recipientId: string, state?: string): Promise<string[]> {
+  return (await deliveries(t.punctual))
+    .filter((d) => d.recipientId === recipientId && (state === undefined || d.state === state))
+    .map((d) => d.dueAt)
+    .sort();
+}
+
+/** The validation error `run` throws (fails the test when it does not throw one). */
+async function issuesOf(run: () => Promise<unknown>) {
+  try {
+    await run();
+  } catch (err) {
+    if (err instanceof ValidationError) return err.issues;
+    throw err;
+  }
+  throw new Error("expected a ValidationError");
+}
+
+describe("API-11: schedules for recipients", () => {
+  it("API-11: a floating daily 09:00 is 09:00 in each recipient's own zone, across each zone's DST change (Berlin, New York, Sydney, Lord Howe)", async () => {
+    t = await testPunctual({
+      start: "2027-03-09T00:00:00Z",
+      scheduler: { planAheadMs: 35 * DAY },
+    });
+    const { punctual } = t;
+    for (const [id, tzid] of [
+      ["berlin", "Europe/Berlin"],
+      ["new-york", "America/New_York"],
+      ["sydney", "Australia/Sydney"],
+      ["lord-howe", "Australia/Lord_Howe"],
+    ]) {
+      await punctual.putRecipient(id!, { tzid, targets: { test: { to: id } } });
+    }
+    await punctual.createSchedule({
+      dtstart: "2027-03-10T09:00:00",
+      floating: true,
+      rrule: "FREQ=DAILY;COUNT=30",
+      recipients: ["berlin", "new-york", "sydney", "lord-howe"],
+      reminders: [{ key: "r", channel: "test" }],
+    });
+    await tickAndDrain(punctual);
+    const berlin = await dueOf(t, "berlin");
+    const newYork = await dueOf(t, "new-york");
+    const sydney = await dueOf(t, "sydney");
+    const lordHowe = await dueOf(t, "lord-howe");
+    for (const list of [berlin, newYork, sydney, lordHowe]) expect(list).toHaveLength(30);
+    // Berlin: CET (+01:00) until 2027-03-28, then CEST (+02:00).
+    expect(berlin).toContain("2027-03-27T08:00:00.000Z");
+    expect(berlin).toContain("2027-03-28T07:00:00.000Z");
+    // New York: EST (−05:00) until 2027-03-14, then EDT (−04:00).
+    expect(newYork).toContain("2027-03-13T14:00:00.000Z");
+    expect(newYork).toContain("2027-03-14T13:00:00.000Z");
+    // Sydney: AEDT (+11:00) until 2027-04-04 03:00, then AEST (+10:00).
+    expect(sydney).toContain("2027-04-02T22:00:00.000Z");
+    expect(sydney).toContain("2027-04-03T23:00:00.000Z");
+    // Lord Howe: +11:00 until 2027-04-04 02:00, then +10:30 (a half-hour change).
+    expect(lordHowe).toContain("2027-04-02T22:00:00.000Z");
+    expect(lordHowe).toContain("2027-04-03T22:30:00.000Z");
+    // Each person gets each occurrence once: the delivery key includes the recipient.
+    const keys = (await deliveries(punctual)).map((d) => d.deliveryKey);
+    expect(new Set(keys).size).toBe(120);
+  });
+
+  it("API-11: a reminder without a target uses the recipient's target; templates see the recipient; no target is skipped NO_TARGET", async () => {
+    t = await testPunctual({ start: "2027-01-04T08:00:00Z" });
+    const { punctual, channel, clock } = t;
+    await punctual.putRecipient("ann", {
+      tzid: "Asia/Tokyo",
+      targets: { test: { to: "ann@example.com" } },
+      attributes: { name: "Ann" },
+    });
+    await punctual.putRecipient("bob", { tzid: "UTC" });
+    await punctual.createSchedule({
+      dtstart: "2027-01-04T09:00:00Z",
+      recipients: ["ann", "bob"],
+      reminders: [{ key: "r", channel: "test" }],
+    });
+    clock.set("2027-01-04T09:00:00Z");
+    await tickAndDrain(punctual);
+    expect(channel.sends).toHaveLength(1);
+    const sent = channel.sends[0]!.delivery;
+    expect(sent.target).toEqual({ to: "ann@example.com" });
+    expect(sent.recipient).toEqual({ id: "ann", tzid: "Asia/Tokyo", attributes: { name: "Ann" } });
+    const { templateContext } = await import("../../src/channels/template.js");
+    expect(templateContext(sent).recipient).toEqual({
+      id: "ann",
+      tzid: "Asia/Tokyo",
+      attributes: { name: "Ann" },
+    });
+    const rows = await deliveries(punctual);
+    expect(rows.find((d) => d.recipientId === "ann")).toMatchObject({ state: "sent" });
+    expect(rows.find((d) => d.recipientId === "bob")).toMatchObject({
+      state: "skipped",
+      reason: "NO_TARGET",
+    });
+  });
+
+  it("API-11: bad input is a 400 naming the field and value, and nothing is stored", async () => {
+    t = await testPunctual({ start: "2027-01-04T08:00:00Z" });
+    const { punctual } = t;
+    await punctual.putRecipient("ann", { tzid: "UTC", targets: { test: {} } });
+    await punctual.putRecipient("other", { tzid: "UTC" }, { tenant: "acme" });
+    const base = { dtstart: "2027-01-05T09:00:00", reminders: [{ channel: "test" }] };
+    expect(
+      await issuesOf(() =>
+        punctual.createSchedule({
+          ...base,
+          floating: true,
+          tzid: "Europe/Berlin",
+          recipients: ["ann"],
+        }),
+      ),
+    ).toContainEqual(expect.objectContaining({ field: "tzid", value: "Europe/Berlin" }));
+    expect(
+      await issuesOf(() =>
+        punctual.createSchedule({
+          ...base,
+          dtstart: "2027-01-05T09:00:00Z",
+          floating: true,
+          recipients: ["ann"],
+        }),
+      ),
+    ).toContainEqual(expect.objectContaining({ field: "dtstart" }));
+    expect(
+      await issuesOf(() => punctual.createSchedule({ ...base, recipients: ["ann", "nobody"] })),
+    ).toEqual([{ field: "recipients.1", message: "no such recipient", value: "nobody" }]);
+    // Another tenant's recipient is "not found".
+    expect(
+      await issuesOf(() => punctual.createSchedule({ ...base, recipients: ["other"] })),
+    ).toEqual([{ field: "recipients.0", message: "no such recipient", value: "other" }]);
+    const many = Array.from({ length: 10_001 }, (_, i) => `r-${i}`);
+    expect(
+      await issuesOf(() => punctual.createSchedule({ ...base, recipients: many })),
+    ).toContainEqual(expect.objectContaining({ field: "recipients" }));
+    expect((await punctual.listSchedules()).items).toEqual([]);
+    expect(await deliveries(punctual)).toEqual([]);
+  });
+});
+
+describe("API-13: preferences at send", () => {
+  it("API-13: an opt-out of the category made a second before the send skips it OPTED_OUT; a critical reminder goes past it and says so", async () => {
+    t = await testPunctual({ start: "2027-01-04T08:00:00Z" });
+    const { punctual, channel, clock } = t;
+    await punctual.putRecipient("ann", { tzid: "UTC", targets: { test: { to: "ann" } } });
+    await punctual.createSchedule({
+      dtstart: "2027-01-04T09:00:00Z",
+      recipients: ["ann"],
+      reminders: [
+        { key: "digest", channel: "test", category: "digest" },
+        { key: "alarm", channel: "test", category: "digest", priority: "critical" },
+      ],
+    });
+    clock.set("2027-01-04T08:30:00Z");
+    await tickAndDrain(punctual);
+    expect(await deliveries(punctual)).toHaveLength(2);
+    clock.set("2027-01-04T08:59:59Z");
+    await punctual.putRecipient("ann", {
+      tzid: "UTC",
+      targets: { test: { to: "ann" } },
+      preferences: { optOut: { categories: ["digest"] } },
+    });
+    clock.set("2027-01-04T09:00:00Z");
+    await tickAndDrain(punctual);
+    expect(channel.sends.map((s) => s.delivery.reminderKey)).toEqual(["alarm"]);
+    const rows = await deliveries(punctual);
+    expect(rows.find((d) => d.reminderKey === "digest")).toMatchObject({
+      state: "skipped",
+      reason: "OPTED_OUT",
+    });
+    expect(rows.find((d) => d.reminderKey === "alarm")).toMatchObject({
+      state: "sent",
+      bypassed: ["OPTED_OUT"],
+    });
+  });
+
+  it("API-13: an opt-out of the channel skips it; taking the opt-out back before the send sends it", async () => {
+    t = await testPunctual({ start: "2027-01-04T08:00:00Z" });
+    const { punctual, channel, clock } = t;
+    const ann = { tzid: "UTC", targets: { test: { to: "ann" } } };
+    await punctual.putRecipient("ann", { ...ann, preferences: { optOut: { channels: ["test"] } } });
+    await punctual.putRecipient("bob", { ...ann, preferences: { optOut: { channels: ["test"] } } });
+    await punctual.createSchedule({
+      dtstart: "2027-01-04T09:00:00Z",
+      recipients: ["ann", "bob"],
+      reminders: [{ key: "r", channel: "test" }],
+    });
+    await tickAndDrain(punctual);
+    clock.set("2027-01-04T08:59:59Z");
+    await punctual.putRecipient("bob", ann);
+    clock.set("2027-01-04T09:00:00Z");
+    await tickAndDrain(punctual);
+    expect(channel.sends.map((s) => s.delivery.recipient?.id)).toEqual(["bob"]);
+    expect((await deliveries(punctual)).find((d) => d.recipientId === "ann")).toMatchObject({
+      state: "skipped",
+      reason: "OPTED_OUT",
+    });
+  });
+
+  it("API-13: a recipient's quiet hours are read in the recipient's zone; a critical reminder is not deferred and records it", async () => {
+    t = await testPunctual({ start: "2027-01-04T08:00:00Z" });
+    const { punctual, clock } = t;
+    // 09:00Z is 18:00 in Tokyo: inside Tokyo's 17:00–08:00 window, which ends 23:00Z.
+    await punctual.putRecipient("ann", {
+      tzid: "Asia/Tokyo",
+      targets: { test: { to: "ann" } },
+      preferences: { quietHours: { start: "17:00", end: "08:00" } },
+    });
+    await punctual.createSchedule({
+      dtstart: "2027-01-04T09:00:00Z",
+      recipients: ["ann"],
+      reminders: [
+        { key: "normal", channel: "test" },
+        { key: "critical", channel: "test", priority: "critical" },
+      ],
+    });
+    clock.set("2027-01-04T08:30:00Z");
+    await tickAndDrain(punctual);
+    const rows = await deliveries(punctual);
+    expect(rows.find((d) => d.reminderKey === "normal")).toMatchObject({
+      dueAt: "2027-01-04T09:00:00.000Z",
+      runAt: "2027-01-04T23:00:00.000Z",
+      deferredReason: "QUIET_HOURS",
+    });
+    expect(rows.find((d) => d.reminderKey === "critical")).toMatchObject({
+      runAt: "2027-01-04T09:00:00.000Z",
+      deferredUntil: null,
+      bypassed: ["QUIET_HOURS"],
+    });
+  });
+});
+
+describe("API-12: changes realign", () => {
+  it("API-12: a recipient's zone change moves their future deliveries; sent ones stay", async () => {
+    t = await testPunctual({ start: "2027-01-04T00:00:00Z", scheduler: { planAheadMs: 3 * DAY } });
+    const { punctual, channel, clock } = t;
+    await punctual.putRecipient("ann", { tzid: "Europe/Berlin", targets: { test: {} } });
+    await punctual.createSchedule({
+      dtstart: "2027-01-04T09:00:00",
+      floating: true,
+      rrule: "FREQ=DAILY;COUNT=5",
+      recipients: ["ann"],
+      reminders: [{ key: "r", channel: "test" }],
+    });
+    await tickAndDrain(punctual);
+    clock.set("2027-01-04T08:00:00Z");
+    await tickAndDrain(punctual);
+    expect(channel.sends).toHaveLength(1);
+    expect(await dueOf(t, "ann", "pending")).toEqual([
+      "2027-01-05T08:00:00.000Z",
+      "2027-01-06T08:00:00.000Z",
+    ]);
+    clock.set("2027-01-04T12:00:00Z");
+    await punctual.putRecipient("ann", { tzid: "America/New_York", targets: { test: {} } });
+    await tickAndDrain(punctual);
+    expect(await dueOf(t, "ann", "sent")).toEqual(["2027-01-04T08:00:00.000Z"]);
+    // 09:00 in New York (EST, −05:00) from now on: today's 14:00Z too, as it is still ahead.
+    expect(await dueOf(t, "ann", "pending")).toEqual([
+      "2027-01-04T14:00:00.000Z",
+      "2027-01-05T14:00:00.000Z",
+      "2027-01-06T14:00:00.000Z",
+    ]);
+  });
+
+  it("API-12: an edit of a schedule for recipients replans their future; recipients in the patch replace the list", async () => {
+    t = await testPunctual({ start: "2027-01-04T00:00:00Z", scheduler: { planAheadMs: 3 * DAY } });
+    const { punctual } = t;
+    for (const id of ["ann", "bob"])
+      await punctual.putRecipient(id, { tzid: "Asia/Tokyo", targets: { test: {} } });
+    const { schedule } = await punctual.createSchedule({
+      dtstart: "2027-01-05T09:00:00",
+      floating: true,
+      rrule: "FREQ=DAILY;COUNT=2",
+      recipients: ["ann"],
+      reminders: [{ key: "r", channel: "test" }],
+    });
+    await tickAndDrain(punctual);
+    expect(await dueOf(t, "ann", "pending")).toEqual([
+      "2027-01-05T00:00:00.000Z",
+      "2027-01-06T00:00:00.000Z",
+    ]);
+    await punctual.updateSchedule(schedule.id, {
+      dtstart: "2027-01-05T10:00:00",
+      recipients: ["bob"],
+    });
+    await tickAndDrain(punctual);
+    // 10:00 in Tokyo now, and for bob only: ann left with her rows.
+    expect(await dueOf(t, "ann", "pending")).toEqual([]);
+    expect(await dueOf(t, "bob", "pending")).toEqual([
+      "2027-01-05T01:00:00.000Z",
+      "2027-01-06T01:00:00.000Z",
+    ]);
+    // A floating schedule keeps refusing a zone of its own on edit.
+    expect(
+      await issuesOf(() => punctual.updateSchedule(schedule.id, { tzid: "Europe/Berlin" })),
+    ).toContainEqual(expect.objectContaining({ field: "tzid", value: "Europe/Berlin" }));
+  });
+
+  it("API-12: a recipient added in a page is planned from now, never backfilled; a removed one's waiting deliveries are cancelled; a deleted one's everywhere", async () => {
+    t = await testPunctual({ start: "2027-01-04T00:00:00Z", scheduler: { planAheadMs: 2 * DAY } });
+    const { punctual, clock } = t;
+    for (const id of ["ann", "bob", "cy"])
+      await punctual.putRecipient(id, { tzid: "UTC", targets: { test: {} } });
+    const { schedule } = await punctual.createSchedule({
+      dtstart: "2027-01-01T09:00:00Z",
+      rrule: "FREQ=DAILY;COUNT=10",
+      misfire: "all",
+      graceMs: 7 * DAY,
+      recipients: ["ann"],
+      reminders: [{ key: "r", channel: "test" }],
+    });
+    const other = await punctual.createSchedule({
+      dtstart: "2027-01-05T10:00:00Z",
+      recipients: ["bob"],
+      reminders: [{ key: "r", channel: "test" }],
+    });
+    await tickAndDrain(punctual);
+    clock.set("2027-01-04T12:00:00Z");
+    expect(
+      await punctual.putScheduleRecipients(schedule.id, { add: ["bob", "cy"], remove: ["ann"] }),
+    ).toEqual({ added: 2, removed: 1, cancelled: expect.any(Number), recipients: 2 });
+    // The same page again changes nothing.
+    expect(
+      await punctual.putScheduleRecipients(schedule.id, { add: ["bob", "cy"], remove: ["ann"] }),
+    ).toMatchObject({ added: 0, removed: 0, recipients: 2 });
+    await tickAndDrain(punctual);
+    const rows = await deliveries(punctual);
+    const ofSchedule = rows.filter((d) => d.scheduleId === schedule.id);
+    expect(ofSchedule.filter((d) => d.recipientId === "ann").map((d) => d.state)).not.toContain(
+      "pending",
+    );
+    expect(
+      ofSchedule.filter((d) => d.recipientId === "ann" && d.state === "cancelled").length,
+    ).toBeGreaterThan(0);
+    // Added at 12:00Z: the first occurrence planned for them is the next day's.
+    expect(await dueOf(t, "cy")).toEqual(["2027-01-05T09:00:00.000Z", "2027-01-06T09:00:00.000Z"]);
+    // A page with an unknown id stores nothing.
+    expect(
+      await issuesOf(() =>
+        punctual.putScheduleRecipients(schedule.id, { add: ["dee"], remove: ["cy"] }),
+      ),
+    ).toEqual([{ field: "add.0", message: "no such recipient", value: "dee" }]);
+    expect(await dueOf(t, "cy", "pending")).toHaveLength(2);
+    // bob leaves the registry: cancelled on both schedules.
+    await punctual.removeRecipient("bob");
+    const bob = (await deliveries(punctual)).filter((d) => d.recipientId === "bob");
+    expect(new Set(bob.map((d) => d.scheduleId))).toEqual(
+      new Set([schedule.id, other.schedule.id]),
+    );
+    expect(bob.every((d) => d.state === "cancelled" && d.reason === "recipient_removed")).toBe(
+      true,
+    );
+  });
+});
