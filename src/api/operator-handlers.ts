@@ -8,7 +8,9 @@ import {
   bulkRedriveRoute,
   bulkResolveRoute,
   triggerScheduleRoute,
+  upsertScheduleByIdRoute,
   upsertScheduleRoute,
+  DEFAULT_UPSERT_SOURCE,
 } from "./operator-routes.js";
 import { tenantOf } from "./auth.js";
 
@@ -44,12 +46,13 @@ export function registerOperatorRoutes(app: OpenAPIHono<any>, punctual: Punctual
     c.json(await punctual.resolveDeliveries(c.req.valid("json"), tenantOf(c)), 200),
   );
 
-  app.openapi(upsertScheduleRoute, async (c) => {
-    const { source, externalId } = c.req.valid("param");
+  /** API-9: the upsert of both routes (two-part path, or the default source). */
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- Hono's context of either route
+  const upsert = async (c: any, source: string, externalId: string, input: unknown) => {
     const result = await punctual.upsertScheduleByExternalId(
       source,
       externalId,
-      c.req.valid("json"),
+      input,
       tenantOf(c),
     );
     const reply = {
@@ -61,5 +64,12 @@ export function registerOperatorRoutes(app: OpenAPIHono<any>, punctual: Punctual
     c.header("Location", `/v1/schedules/${result.schedule.id}`);
     c.header("ETag", `"${result.schedule.version}"`);
     return c.json(reply, result.created ? 201 : 200);
+  };
+  app.openapi(upsertScheduleRoute, async (c) => {
+    const { source, externalId } = c.req.valid("param");
+    return upsert(c, source, externalId, c.req.valid("json"));
   });
+  app.openapi(upsertScheduleByIdRoute, async (c) =>
+    upsert(c, DEFAULT_UPSERT_SOURCE, c.req.valid("param").externalId, c.req.valid("json")),
+  );
 }

@@ -213,3 +213,29 @@ export const upsertScheduleRoute = createRoute({
     ...common,
   },
 });
+
+/** The source a `by-external-id/{externalId}` upsert (no source in the path) is stored under. */
+export const DEFAULT_UPSERT_SOURCE = "api";
+
+export const upsertScheduleByIdRoute = createRoute({
+  method: "put",
+  path: "/v1/schedules/by-external-id/{externalId}",
+  tags: ["schedules"],
+  summary: "Create or update a schedule by your own id, in the default source `api` (API-9)",
+  description:
+    "The same as `PUT /v1/schedules/by-external-id/api/{externalId}`: for callers with one system of record, whose ids need no source. Everything else (body, `debounce`, replies) is as for the two-part path.",
+  security: secured,
+  request: {
+    params: z.object({
+      externalId: z.string().min(1).max(1_000).describe("Your id of the record"),
+    }),
+    body: body(upsertScheduleSchema),
+  },
+  responses: {
+    201: json(upsertResultSchema, "Created"),
+    200: json(upsertResultSchema, "Updated (or unchanged)"),
+    400: error("Validation failed; `issues` names each bad field"),
+    409: error("The schedule with this external id is cancelled"),
+    ...common,
+  },
+});

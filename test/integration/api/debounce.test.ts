@@ -26,8 +26,8 @@ function body(debounce: unknown, extra: Record<string, unknown> = {}) {
   });
 }
 
-async function put(api: ReturnType<typeof createApi>, text: string) {
-  return api.request(PATH, {
+async function put(api: ReturnType<typeof createApi>, text: string, path = PATH) {
+  return api.request(path, {
     method: "PUT",
     headers: { "content-type": "application/json" },
     body: text,
@@ -35,6 +35,24 @@ async function put(api: ReturnType<typeof createApi>, text: string) {
 }
 
 describe("debounced upserts (DEL-18)", () => {
+  it("API-9 DEL-18: the one-part path upserts in the source `api`, the same schedule as the two-part path's", async () => {
+    t = await testPunctual({ start: "2027-01-04T08:00:00Z" });
+    const api = createApi(t.punctual);
+    const debounce = { windowMs: 10_000, maxDelayMs: 60_000 };
+    const first = await put(api, body(debounce), "/v1/schedules/by-external-id/order-42");
+    expect(first.status).toBe(201);
+    const created = (await first.json()) as { id: string; source: string; externalId: string };
+    expect([created.source, created.externalId]).toEqual(["api", "order-42"]);
+    t.clock.set("2027-01-04T08:00:05Z");
+    const again = await put(api, body(debounce), "/v1/schedules/by-external-id/api/order-42");
+    expect(again.status).toBe(200);
+    expect(((await again.json()) as { id: string }).id).toBe(created.id);
+    t.clock.set("2027-01-04T08:00:16Z");
+    await tickAndDrain(t.punctual);
+    await tickAndDrain(t.punctual);
+    expect(t.channel.sends).toHaveLength(1);
+  });
+
   it("DEL-18: each upsert within the window moves the due time to now + window; the burst sends exactly once", async () => {
     t = await testPunctual({ start: "2027-01-04T08:00:00Z" });
     const api = createApi(t.punctual);

@@ -67,6 +67,7 @@ const ROUTE_COMMANDS: Record<string, string> = {
   "POST /v1/schedules/{id}/trigger": "schedules trigger",
   "POST /v1/schedules/{id}/backfill": "schedules backfill",
   "PUT /v1/schedules/by-external-id/{source}/{externalId}": "schedules upsert",
+  "PUT /v1/schedules/by-external-id/{externalId}": "schedules upsert",
   "GET /v1/deliveries": "deliveries list",
   "GET /v1/deliveries/{id}": "deliveries show",
   "GET /v1/schedules/{id}/explain": "schedules explain",
