@@ -7,6 +7,7 @@
  */
 import { afterEach, describe, expect, it } from "vitest";
 import { importCalendar, type ImportProgress } from "../../src/app/import.js";
+import { IMPORT_CHUNK, IMPORT_CHUNK_EMBEDDED } from "../../src/app/import/index.js";
 import type { Database } from "../../src/store/database.js";
 import { testPunctual, type TestPunctual } from "../support/punctual.js";
 
@@ -104,6 +105,20 @@ describe("API-5: import as a chunked service", () => {
     ]);
     expect(await storedCount(t)).toBe(5);
     expect(summary.schedules.every((s) => s.action === "created" && s.scheduleId)).toBe(true);
+  });
+
+  it("DEL-3, OPS-12: the default chunk is small on the embedded engine, whose one connection a chunk holds", async () => {
+    t = await testPunctual();
+    const seen: ImportProgress[] = [];
+    await importCalendar(t.punctual, calendar(30), {
+      ...options,
+      onChunk: (p) => {
+        seen.push(p);
+      },
+    });
+    const expected = t.punctual.db.engine === "pglite" ? IMPORT_CHUNK_EMBEDDED : IMPORT_CHUNK;
+    expect(seen[0]).toMatchObject({ chunk: 1, done: Math.min(30, expected), total: 30 });
+    expect(seen).toHaveLength(Math.ceil(30 / expected));
   });
 
   it("DEL-9: each chunk is visible to other connections once its progress is reported", async () => {

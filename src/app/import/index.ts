@@ -7,6 +7,7 @@ export { planImport, withExpiry, type ImportChange, type ImportPlan } from "./pl
 export { applyChanges, IMPORT_BATCH } from "./apply.js";
 export {
   IMPORT_CHUNK,
+  IMPORT_CHUNK_EMBEDDED,
   type ImportedScheduleResult,
   type ImportOptions,
   type ImportProgress,

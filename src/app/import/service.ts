@@ -19,7 +19,12 @@ import { ValidationError } from "../../errors/index.js";
 import { DEFAULT_TENANT, type AppContext } from "../context.js";
 import { applyChanges } from "./apply.js";
 import { planImport } from "./plan.js";
-import { IMPORT_CHUNK, type ImportOptions, type ImportSummary } from "./types.js";
+import {
+  IMPORT_CHUNK,
+  IMPORT_CHUNK_EMBEDDED,
+  type ImportOptions,
+  type ImportSummary,
+} from "./types.js";
 
 /**
  * Imports a calendar into the schedules of `options.source` (see the module comment).
@@ -35,7 +40,8 @@ export async function runImport(
 ): Promise<ImportSummary> {
   const tenant = options.tenant ?? DEFAULT_TENANT;
   const yieldNow = options.yieldNow ?? yieldToEventLoop;
-  const chunkSize = options.chunkSize ?? IMPORT_CHUNK;
+  const chunkSize =
+    options.chunkSize ?? (app.db.engine === "pglite" ? IMPORT_CHUNK_EMBEDDED : IMPORT_CHUNK);
   if (!Number.isInteger(chunkSize) || chunkSize < 1) {
     throw new ValidationError({
       field: "chunkSize",

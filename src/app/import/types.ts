@@ -75,5 +75,12 @@ export interface ImportOptions extends IcalImportOptions {
   chunkSize?: number;
 }
 
-/** Default {@link ImportOptions.chunkSize}: changes per transaction. */
+/** Default {@link ImportOptions.chunkSize} on PostgreSQL: changes per transaction. */
 export const IMPORT_CHUNK = 250;
+
+/**
+ * Default {@link ImportOptions.chunkSize} on the embedded engine: its one connection is held
+ * for a whole chunk, so the scheduler's claims wait behind it; smaller chunks keep that wait
+ * short (DEL-3: lateness while an import runs).
+ */
+export const IMPORT_CHUNK_EMBEDDED = 25;
