@@ -101,3 +101,18 @@ export function prefixIssues(err: unknown, prefix: string): FieldIssue[] {
   }
   return [{ field: prefix, message: err instanceof Error ? err.message : String(err) }];
 }
+
+/**
+ * The message of an unknown channel name (DEL-11): the channels this process has, and for
+ * `email` the setting that turns it on (it exists only with an SMTP server).
+ * @param known the registered channel names.
+ * @param channel the name the request gave.
+ */
+export function unknownChannelMessage(known: readonly string[], channel: string): string {
+  return (
+    `unknown channel; known: ${known.join(", ") || "(none)"}` +
+    (channel === "email"
+      ? " (the email channel needs an SMTP server: set PUNCTUAL_SMTP_URL, e.g. smtp://user:pass@host:587)"
+      : "")
+  );
+}

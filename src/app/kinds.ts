@@ -37,7 +37,7 @@ import type { ChannelDelivery } from "../channels/types.js";
 import type { Queryable } from "../store/database.js";
 import { redactTarget } from "../store/schedules.js";
 import { DEFAULT_TENANT, type AppContext, type CallContext } from "./context.js";
-import { issuesFromZod, prefixIssues } from "./input.js";
+import { issuesFromZod, prefixIssues, unknownChannelMessage } from "./input.js";
 
 /** Checks what the shape alone cannot: channel, offset, target and templates. */
 /** The sample delivery a kind's template is tried against (CH-6): real forms, fresh each time. */
@@ -75,7 +75,7 @@ function kindIssues(
   if (!app.channels.has(kind.channel)) {
     issues.push({
       field: field("channel"),
-      message: `unknown channel; known: ${app.channels.names().join(", ")}`,
+      message: unknownChannelMessage(app.channels.names(), kind.channel),
       value: kind.channel,
     });
     return issues;

@@ -40,7 +40,7 @@ import {
 import { redactTarget } from "../store/schedules.js";
 import { DEFAULT_TENANT, type AppContext, type CallContext } from "./context.js";
 import { cursorPart, decodeCursor, encodeCursor, type CursorScope } from "./cursor.js";
-import { issuesFromZod, parseInput } from "./input.js";
+import { issuesFromZod, parseInput, unknownChannelMessage } from "./input.js";
 import { quietHoursIssues } from "./policy.js";
 import { forgetRecipientEverywhere, realignRecipients } from "./audience.js";
 
@@ -76,7 +76,7 @@ function targetIssues(app: AppContext, channel: string, target: unknown, at: str
     return [
       {
         field,
-        message: `unknown channel; known: ${app.channels.names().join(", ") || "(none)"}`,
+        message: unknownChannelMessage(app.channels.names(), channel),
         value: channel,
       },
     ];
@@ -116,7 +116,7 @@ function recipientIssues(app: AppContext, body: RecipientBody, at: string): Fiel
     if (!app.channels.has(channel)) {
       issues.push({
         field: `${at}preferences.optOut.channels.${i}`,
-        message: `unknown channel; known: ${app.channels.names().join(", ") || "(none)"}`,
+        message: unknownChannelMessage(app.channels.names(), channel),
         value: channel,
       });
     }

@@ -75,7 +75,7 @@ import {
 import { DEFAULT_TENANT, planDeps, type AppContext, type CallContext } from "./context.js";
 import { activeTraceParent } from "../observability/tracing.js";
 import { cursorPart, decodeCursor, encodeCursor, type CursorScope } from "./cursor.js";
-import { issuesFromZod, parseInput, prefixIssues } from "./input.js";
+import { issuesFromZod, parseInput, prefixIssues, unknownChannelMessage } from "./input.js";
 import { resolveReminderKinds } from "./kinds.js";
 import { catchUpIssues, quietHoursIssues } from "./policy.js";
 import {
@@ -150,8 +150,12 @@ export function validateSchedule(
     for (const reminder of value.reminders) {
       const dueAt = applyOffset(first, reminder.offset, value.tzid, value.dst);
       if (dueAt < now - PAST_DUE_WARNING_MS) {
+        // REC-6: past its expiry a one-off's reminders are skipped (`expired`), not sent.
+        const expiresAt = value.expiresAt ? Date.parse(value.expiresAt) : null;
         warnings.push(
-          `reminder ${reminder.key} fell due at ${new Date(dueAt).toISOString()}, which has passed: it is sent at once`,
+          expiresAt !== null && expiresAt <= now
+            ? `reminder ${reminder.key} fell due at ${new Date(dueAt).toISOString()}, which has passed, and the schedule expired at ${new Date(expiresAt).toISOString()}: it is skipped (expired), not sent`
+            : `reminder ${reminder.key} fell due at ${new Date(dueAt).toISOString()}, which has passed: it is sent at once`,
         );
       }
     }
@@ -310,11 +314,7 @@ function checkDefinition(
     if (!app.channels.has(reminder.channel)) {
       issues.push({
         field: `${at}.channel`,
-        message:
-          `unknown channel; known: ${app.channels.names().join(", ")}` +
-          (reminder.channel === "email"
-            ? " (the email channel needs an SMTP server: set PUNCTUAL_SMTP_URL, e.g. smtp://user:pass@host:587)"
-            : ""),
+        message: unknownChannelMessage(app.channels.names(), reminder.channel),
         value: reminder.channel,
       });
       return;

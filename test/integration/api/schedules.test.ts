@@ -102,6 +102,37 @@ describe("API-1 create a schedule", () => {
       body: JSON.stringify({ payload: { user: 7 } }),
     });
     expect("warnings" in ((await payloadOnly.json()) as object)).toBe(false);
+    // Past its expiry a one-off is skipped, not sent: the warning says so (REC-6).
+    const expired = await post("/v1/schedules", {
+      ...oneOff,
+      dtstart: "2026-06-01T09:00:00",
+      expiresAt: "2026-06-01T10:00:00Z",
+    });
+    expect(((await expired.json()) as { warnings?: string[] }).warnings).toEqual([
+      "reminder r1 fell due at 2026-06-01T06:45:00.000Z, which has passed, and the schedule expired at 2026-06-01T10:00:00.000Z: it is skipped (expired), not sent",
+    ]);
+  });
+
+  it("DEL-11: an unknown channel names the known ones, and for email the setting that enables it, on schedules and recipients", async () => {
+    const hint = "the email channel needs an SMTP server: set PUNCTUAL_SMTP_URL";
+    const schedule = await post("/v1/schedules", {
+      ...validBody,
+      reminders: [{ key: "r1", offset: "PT0S", channel: "email" }],
+    });
+    expect(schedule.status).toBe(400);
+    expect(JSON.stringify(await schedule.json())).toContain(hint);
+    const recipient = await app.request("/v1/recipients/alice", {
+      method: "PUT",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ tzid: "Asia/Tokyo", targets: { email: { to: "alice@example.com" } } }),
+    });
+    expect(recipient.status).toBe(400);
+    const body = (await recipient.json()) as {
+      error: { issues: Array<{ field: string; message: string }> };
+    };
+    expect(body.error.issues).toEqual([
+      expect.objectContaining({ field: "targets.email", message: expect.stringContaining(hint) }),
+    ]);
   });
 
   it("API-1: an unbounded series is created with a warning", async () => {
