@@ -405,7 +405,7 @@ describe.skipIf(skipReason !== null)("dashboard in Chromium", () => {
         await page.goto(`${s.served.url}/ui/#/deliveries/${dead!.id}`);
         await page.locator("dd .state-sent").waitFor({ timeout: WAIT_MS });
         // The attempt history keeps the failed attempt and its classified error.
-        await expect(page.locator("tbody tr").count()).resolves.toBe(2);
+        await expect(page.locator("#attempts tbody tr").count()).resolves.toBe(2);
         await page.close();
       } finally {
         await hook.close();
@@ -545,6 +545,83 @@ describe.skipIf(skipReason !== null)("dashboard in Chromium", () => {
       } finally {
         evil.closeAllConnections();
         await new Promise<void>((resolve) => evil.close(() => resolve()));
+        await s.close();
+      }
+    },
+  );
+
+  it(
+    title(
+      "OPS-16: the schedule page explains each entry of a window the user picks (default: the server's last and next 7 days), a row opens its timeline, and the delivery page explains its delivery",
+    ),
+    async () => {
+      const s = await serve();
+      try {
+        // Daily at 08:00 UTC from T0 (the test clock's now), five times; the first is sent.
+        const { schedule } = await s.punctual.createSchedule({
+          dtstart: T0,
+          tzid: "UTC",
+          rrule: "FREQ=DAILY;COUNT=5",
+          reminders: [{ key: "r", offset: "PT0S", channel: "test" }],
+        });
+        await tick(s.punctual);
+        expect(s.channel.sends).toHaveLength(1);
+        const [sent] = (await s.punctual.listDeliveries({ scheduleId: schedule.id, state: "sent" }))
+          .items;
+
+        const page = await context.newPage();
+        await page.goto(`${s.served.url}/ui/#/schedules/${schedule.id}`);
+        const explained = page.locator("#explain");
+        // The default window is the server's now (the test clock) ± 7 days: all five.
+        await explained.locator("tbody tr.entry").nth(4).waitFor({ timeout: WAIT_MS });
+        await expect(explained.locator("tbody tr.entry").count()).resolves.toBe(5);
+        await expect(page.locator("#explain-count").innerText()).resolves.toBe("5 entries, due ");
+        await expect(page.getByLabel("Due from (your time)").inputValue()).resolves.toMatch(
+          /^2026-12-28T/,
+        );
+        const first = explained.locator("tbody tr.entry").first();
+        await expect(first.locator(".state").innerText()).resolves.toBe("sent");
+        await first.getByRole("link", { name: `#${sent!.id}` }).waitFor();
+        // The row opens its timeline: planned, the attempt (by whom, its outcome), sent.
+        const timeline = explained.locator("tr.events").first();
+        await expect(timeline.isHidden()).resolves.toBe(true);
+        await first.getByRole("button", { name: /^Events of r at / }).click();
+        await timeline.waitFor({ state: "visible", timeout: WAIT_MS });
+        await expect(timeline.locator("tbody tr td:first-child").allInnerTexts()).resolves.toEqual([
+          "planned",
+          "attempt",
+          "sent",
+        ]);
+        await timeline.getByText(/attempt 1, outcome sent/).waitFor();
+        await expect(first.getByRole("button").getAttribute("aria-expanded")).resolves.toBe("true");
+        await shot(page, "schedule-explain");
+        // A window of the user's: only the second and third occurrences.
+        const timeZone = await page.evaluate("Intl.DateTimeFormat().resolvedOptions().timeZone");
+        const local = (iso: string) =>
+          new Date(iso)
+            .toLocaleString("sv-SE", { timeZone: String(timeZone) })
+            .replace(" ", "T")
+            .slice(0, 16);
+        await page.getByLabel("Due from (your time)").fill(local("2027-01-05T07:00:00Z"));
+        await page.getByLabel("Due before (your time)").fill(local("2027-01-06T09:00:00Z"));
+        await page.getByRole("button", { name: "Explain", exact: true }).click();
+        await page
+          .locator("#explain-count")
+          .getByText("2 entries", { exact: false })
+          .waitFor({ timeout: WAIT_MS });
+        await expect(explained.locator("tbody tr.entry").count()).resolves.toBe(2);
+        await expect(explained.locator("tbody tr.entry .state").allInnerTexts()).resolves.toEqual(
+          expect.arrayContaining([expect.stringMatching(/^(pending|not planned)$/)]),
+        );
+        expect(await explained.innerText()).not.toMatch(/\bnull|undefined\b/);
+
+        // The delivery page explains its delivery.
+        await page.goto(`${s.served.url}/ui/#/deliveries/${sent!.id}`);
+        await page.locator("#explain-verdict .state-sent").waitFor({ timeout: WAIT_MS });
+        await page.getByText("planned", { exact: true }).waitFor();
+        await shot(page, "delivery-explain");
+        await page.close();
+      } finally {
         await s.close();
       }
     },

@@ -842,6 +842,275 @@ function renderNewSchedule() {
   show(form);
 }
 
+// --- explanation (OPS-16) ------------------------------------------------------------
+
+/** Entries asked for per explain page; "Show more" continues with the reply's cursor. */
+const EXPLAIN_PAGE = 500;
+const DAY_MS = 86_400_000;
+const EXPLAIN_VERDICT_CLASS = {
+  sent: "sent",
+  pending: "pending",
+  deferred: "retry",
+  skipped: "skipped",
+  failed: "dead",
+  in_doubt: "in_doubt",
+  cancelled: "cancelled",
+  not_planned: "not_planned",
+};
+
+/** A `datetime-local` value (the viewer's wall clock, to the minute) for an instant. */
+function localInputValue(ms) {
+  const d = new Date(ms - new Date(ms).getTimezoneOffset() * 60000);
+  return d.toISOString().slice(0, 16);
+}
+
+function verdictBadge(verdict) {
+  return h(
+    "span",
+    { class: `state state-${EXPLAIN_VERDICT_CLASS[verdict] ?? verdict}` },
+    verdict.replace("_", " "),
+  );
+}
+
+/** What an event says beyond its type and time, as plain text. */
+function eventDetail(e) {
+  const parts = [];
+  if (e.attempt !== undefined) parts.push(`attempt ${e.attempt}`);
+  if (e.outcome) parts.push(`outcome ${e.outcome}`);
+  if (e.status !== undefined) parts.push(`status ${e.status}`);
+  if (e.settled === false) parts.push("not settled (lease lost)");
+  if (e.reason) parts.push(`reason ${e.reason}`);
+  if (e.until) parts.push(`until ${formatIn(e.until, VIEWER_ZONE)}`);
+  if (e.leaseExpiresAt) parts.push(`lease until ${formatIn(e.leaseExpiresAt, VIEWER_ZONE)}`);
+  if (e.endedAt) parts.push(`ended ${formatIn(e.endedAt, VIEWER_ZONE)}`);
+  return parts.join(", ");
+}
+
+/** The timeline of one entry: one row per event, oldest first. */
+function eventsTable(events) {
+  if (events.length === 0) {
+    return h("p", { class: "muted" }, "No event recorded (no delivery row).");
+  }
+  return table(
+    ["Event", "When", "By", "Details", "Error"],
+    events.map((e) =>
+      h(
+        "tr",
+        {},
+        h("td", {}, e.type),
+        h("td", {}, when(e.at)),
+        h("td", {}, e.by ? h("code", {}, e.by) : "—"),
+        h("td", {}, eventDetail(e) || "—"),
+        h("td", {}, e.error ? h("code", {}, e.error.slice(0, 300)) : "—"),
+      ),
+    ),
+  );
+}
+
+/**
+ * Table rows for explain entries: one row per entry (occurrence, reminder, recipient,
+ * verdict, reason) with a button that shows or hides the row of its timeline below it.
+ */
+function explainRows(entries, zone) {
+  return entries.flatMap((e) => {
+    const cells = 6;
+    const detail = h(
+      "tr",
+      { class: "events", hidden: true },
+      h("td", { colspan: String(cells) }, eventsTable(e.events)),
+    );
+    const label = `Events of ${e.reminderKey}${e.recipientId ? ` for ${e.recipientId}` : ""} at ${e.occurrenceAt}`;
+    const toggle = h(
+      "button",
+      {
+        type: "button",
+        class: "secondary",
+        "aria-expanded": "false",
+        "aria-label": label,
+        onclick: () => {
+          detail.hidden = !detail.hidden;
+          toggle.setAttribute("aria-expanded", String(!detail.hidden));
+          toggle.textContent = `${detail.hidden ? "Show" : "Hide"} events (${e.events.length})`;
+        },
+      },
+      `Show events (${e.events.length})`,
+    );
+    return [
+      h(
+        "tr",
+        { class: "entry" },
+        h("td", {}, when(e.occurrenceAt, zone)),
+        h(
+          "td",
+          {},
+          e.reminderKey,
+          e.triggered ? h("div", { class: "muted" }, "triggered") : null,
+          h("div", { class: "muted" }, "due ", when(e.dueAt, zone)),
+        ),
+        h("td", {}, e.recipientId ?? "—"),
+        h(
+          "td",
+          {},
+          verdictBadge(e.verdict),
+          e.deliveryId !== null
+            ? h(
+                "div",
+                { class: "muted" },
+                h("a", { href: `#/deliveries/${e.deliveryId}` }, `#${e.deliveryId}`),
+              )
+            : null,
+        ),
+        h("td", {}, e.reason ? h("code", {}, e.reason) : "—"),
+        h("td", {}, toggle),
+      ),
+      detail,
+    ];
+  });
+}
+
+const EXPLAIN_HEADERS = ["Occurrence", "Reminder", "Recipient", "Verdict", "Reason", "Timeline"];
+
+/**
+ * The "Why did it (not) fire?" section of a schedule's page (OPS-16): a window on the due
+ * time the user picks (default the last 7 days and the next 7), the entries of
+ * `GET /v1/schedules/{id}/explain` for it, page by page.
+ */
+function explainSection(scheduleId, zone) {
+  const from = h("input", { type: "datetime-local", name: "from", required: true });
+  const to = h("input", { type: "datetime-local", name: "to", required: true });
+  const out = h("div", { id: "explain", "aria-live": "polite" });
+  const load = async () => {
+    const window = {
+      from: new Date(from.value).toISOString(),
+      to: new Date(to.value).toISOString(),
+    };
+    const body = h("tbody", {});
+    const count = h("span", { id: "explain-count" });
+    const more = h("p", {});
+    let shown = 0;
+    const page = async (cursor) => {
+      const q = new URLSearchParams({ ...window, limit: String(EXPLAIN_PAGE) });
+      if (cursor) q.set("cursor", cursor);
+      const reply = await api(
+        "GET",
+        `/v1/schedules/${encodeURIComponent(scheduleId)}/explain?${q}`,
+      );
+      body.append(...explainRows(reply.entries, zone));
+      shown += reply.entries.length;
+      count.textContent = `${shown.toLocaleString("en-US")} ${shown === 1 ? "entry" : "entries"}${reply.nextCursor ? " so far" : ""}, due `;
+      fill(
+        more,
+        reply.nextCursor
+          ? h(
+              "button",
+              {
+                type: "button",
+                class: "secondary",
+                onclick: (e) => act(e.target, null, () => page(reply.nextCursor)),
+              },
+              `Show ${EXPLAIN_PAGE} more`,
+            )
+          : null,
+      );
+      return reply;
+    };
+    const first = await page(null);
+    fill(
+      out,
+      h(
+        "p",
+        { class: "muted" },
+        count,
+        when(first.from),
+        " … ",
+        when(first.to),
+        first.complete ? "." : ". The stored rule no longer parses: only recorded rows are listed.",
+      ),
+      h(
+        "div",
+        { class: "scroll" },
+        h(
+          "table",
+          { class: "explain" },
+          h(
+            "thead",
+            {},
+            h(
+              "tr",
+              {},
+              EXPLAIN_HEADERS.map((x) => h("th", { scope: "col" }, x)),
+            ),
+          ),
+          body,
+        ),
+      ),
+      more,
+    );
+  };
+  const form = h(
+    "form",
+    {
+      class: "filters",
+      onsubmit: async (event) => {
+        event.preventDefault();
+        await act(event.submitter, null, load);
+      },
+    },
+    field("Due from (your time)", from),
+    field("Due before (your time)", to),
+    h("button", { type: "submit" }, "Explain"),
+  );
+  const section = h(
+    "section",
+    { "aria-labelledby": "h-explain" },
+    h("h2", { id: "h-explain" }, "Why did it (not) fire?"),
+    h(
+      "p",
+      { class: "muted" },
+      "Every reminder the rule expects in the window, and every one recorded there, with what became of it and why. Show events opens its timeline.",
+    ),
+    form,
+    out,
+  );
+  // The default window is the server's: its own default starts 7 days before its now
+  // (which may differ from this browser's clock); the window shown runs 14 days from there.
+  api("GET", `/v1/schedules/${encodeURIComponent(scheduleId)}/explain?limit=1`)
+    .then((reply) => {
+      const start = Date.parse(reply.from);
+      from.value = localInputValue(start);
+      to.value = localInputValue(start + 14 * DAY_MS);
+      return load();
+    })
+    .catch((err) => fill(out, h("p", { class: "error" }, explain(err))));
+  return section;
+}
+
+/** The explanation of one delivery (`GET /v1/deliveries/{id}/explain`), as a section. */
+async function deliveryExplainSection(id) {
+  const reply = await api("GET", `/v1/deliveries/${encodeURIComponent(id)}/explain`).catch(
+    (err) => ({ error: explain(err) }),
+  );
+  const e = reply.entry;
+  return h(
+    "section",
+    { "aria-labelledby": "h-explain" },
+    h("h2", { id: "h-explain" }, "Why did it (not) fire?"),
+    reply.error
+      ? h("p", { class: "muted" }, reply.error)
+      : [
+          h(
+            "p",
+            { id: "explain-verdict" },
+            verdictBadge(e.verdict),
+            e.reason ? [" ", h("code", {}, e.reason)] : null,
+            e.recipientId ? ` for recipient ${e.recipientId}` : null,
+            e.triggered ? " (triggered by an operator)" : null,
+          ),
+          eventsTable(e.events),
+        ],
+  );
+}
+
 async function renderSchedule(id) {
   const s = await api("GET", `/v1/schedules/${encodeURIComponent(id)}`);
   const nowIso = new Date().toISOString();
@@ -1000,6 +1269,7 @@ async function renderSchedule(id) {
     done.length === 0
       ? h("p", { class: "muted" }, "None yet.")
       : deliveryTable(done.slice(-50).reverse()),
+    explainSection(s.id, s.tzid),
     s.state === "cancelled" ? null : editForm,
   );
 }
@@ -1129,7 +1399,10 @@ function settleButtons(d, reload) {
 }
 
 async function renderDelivery(id) {
-  const d = await api("GET", `/v1/deliveries/${encodeURIComponent(id)}`);
+  const [d, why] = await Promise.all([
+    api("GET", `/v1/deliveries/${encodeURIComponent(id)}`),
+    deliveryExplainSection(id),
+  ]);
   const reload = () => renderDelivery(id);
   show(
     h("p", {}, h("a", { href: "#/deliveries" }, "← Deliveries")),
@@ -1162,23 +1435,28 @@ async function renderDelivery(id) {
       h("dd", {}, d.lastError ? h("code", {}, d.lastError) : "—"),
     ),
     settleButtons(d, reload),
-    h("h2", {}, "Attempt history"),
+    why,
+    h("h2", { id: "h-attempts" }, "Attempt history"),
     d.attempts.length === 0
       ? h("p", { class: "muted" }, "No attempt yet.")
-      : table(
-          ["#", "Worker", "Started", "Ended", "Outcome", "Status", "Message id", "Error"],
-          d.attempts.map((a) =>
-            h(
-              "tr",
-              {},
-              h("td", { class: "num" }, String(a.attempt)),
-              h("td", {}, h("code", {}, a.worker)),
-              h("td", {}, when(a.startedAt)),
-              h("td", {}, when(a.endedAt)),
-              h("td", {}, stateBadge(a.outcome)),
-              h("td", {}, a.status === null ? "—" : String(a.status)),
-              h("td", {}, a.messageId ?? "—"),
-              h("td", {}, a.error ? h("code", {}, a.error) : "—"),
+      : h(
+          "div",
+          { id: "attempts" },
+          table(
+            ["#", "Worker", "Started", "Ended", "Outcome", "Status", "Message id", "Error"],
+            d.attempts.map((a) =>
+              h(
+                "tr",
+                {},
+                h("td", { class: "num" }, String(a.attempt)),
+                h("td", {}, h("code", {}, a.worker)),
+                h("td", {}, when(a.startedAt)),
+                h("td", {}, when(a.endedAt)),
+                h("td", {}, stateBadge(a.outcome)),
+                h("td", {}, a.status === null ? "—" : String(a.status)),
+                h("td", {}, a.messageId ?? "—"),
+                h("td", {}, a.error ? h("code", {}, a.error) : "—"),
+              ),
             ),
           ),
         ),
