@@ -627,6 +627,119 @@ describe.skipIf(skipReason !== null)("dashboard in Chromium", () => {
     },
   );
 
+  it(
+    title(
+      "API-10 API-11: the Recipients page searches and pages on the server and shows zone, targets (secrets redacted), opt-outs; a schedule for recipients shows its next occurrence per recipient zone",
+    ),
+    async () => {
+      const s = await serve();
+      try {
+        // 103 plain recipients (more than a page of 100), half in Tokyo, half in Berlin.
+        const rows = Array.from({ length: 103 }, (_, i) => ({
+          id: `user-${String(i + 1).padStart(3, "0")}`,
+          tzid: i % 2 === 0 ? "Asia/Tokyo" : "Europe/Berlin",
+        }));
+        const bulk = await s.punctual.bulkUpsertRecipients(rows);
+        expect(bulk.errors).toBe(0);
+        await s.punctual.putRecipient("ann", {
+          tzid: "America/New_York",
+          targets: {
+            webhook: {
+              url: "http://127.0.0.1:9/ann-hook",
+              secret: "whsec_YW5uLXZlcnktc2VjcmV0LWtleS0xMjM0",
+            },
+          },
+          preferences: {
+            optOut: { channels: ["slack"], categories: ["digest"] },
+            quietHours: { start: "22:00", end: "07:00" },
+          },
+        });
+
+        const page = await context.newPage();
+        await page.goto(`${s.served.url}/ui/`);
+        await page.getByRole("link", { name: "Recipients", exact: true }).click();
+        const count = page.locator("#list-count");
+        await count.getByText("1–100", { exact: true }).waitFor({ timeout: WAIT_MS });
+        await expect(page.locator("main tbody tr").count()).resolves.toBe(100);
+        // By id in byte order: "ann" first, "user-099" last of the first page.
+        await expect(
+          page.locator("main tbody tr td:first-child code").first().innerText(),
+        ).resolves.toBe("ann");
+        await page.getByRole("link", { name: "Next", exact: true }).click();
+        await count.getByText("101–104", { exact: true }).waitFor({ timeout: WAIT_MS });
+        await page.getByText("user-103", { exact: true }).waitFor();
+        await page.getByRole("link", { name: "Previous", exact: true }).click();
+        await count.getByText("1–100", { exact: true }).waitFor({ timeout: WAIT_MS });
+
+        // The search runs on the server (any case).
+        await page.getByLabel("Search").fill("ANN");
+        await page.getByRole("button", { name: "Apply" }).click();
+        await count.getByText("1–1", { exact: true }).waitFor({ timeout: WAIT_MS });
+        const ann = page.locator("main tbody tr").first();
+        await ann.getByText("America/New_York", { exact: true }).waitFor();
+        await ann.getByText("http://127.0.0.1:9/ann-hook").waitFor();
+        await ann.getByText('{"secret":"[redacted]"}').waitFor();
+        await ann.getByText("Opted out of channels: slack").waitFor();
+        await ann.getByText("Opted out of categories: digest").waitFor();
+        await ann.getByText("Quiet 22:00–07:00").waitFor();
+        expect(await page.locator("main").innerText()).not.toContain("YW5uLXZlcnktc2VjcmV0");
+        await shot(page, "recipients");
+        await page.getByLabel("Search").fill("nobody");
+        await page.getByRole("button", { name: "Apply" }).click();
+        await page.getByText("No recipient id contains").waitFor({ timeout: WAIT_MS });
+
+        // A floating schedule: 09:00 in each recipient's own zone.
+        const { schedule } = await s.punctual.createSchedule({
+          dtstart: "2030-01-07T09:00:00",
+          floating: true,
+          rrule: "FREQ=DAILY",
+          recipients: ["ann", "user-001", "user-002", "user-003"],
+          reminders: [{ key: "r", channel: "test" }],
+        });
+        await page.goto(`${s.served.url}/ui/#/schedules/${schedule.id}`);
+        const zones = page.locator("#recipient-zones");
+        await zones.locator("tbody tr").nth(2).waitFor({ timeout: WAIT_MS });
+        await zones.getByText("4 recipients in 3 zones.", { exact: false }).waitFor();
+        // Most recipients first: Tokyo (user-001, user-003), then by name.
+        await expect(zones.locator("tbody tr td:first-child").allInnerTexts()).resolves.toEqual([
+          "Asia/Tokyo",
+          "America/New_York",
+          "Europe/Berlin",
+        ]);
+        await expect(zones.locator("tbody tr td:nth-child(2)").allInnerTexts()).resolves.toEqual([
+          "2",
+          "1",
+          "1",
+        ]);
+        // Each zone's own 09:00: three different instants.
+        const instants = await zones
+          .locator("tbody tr td:nth-child(3) time")
+          .evaluateAll((els) => els.map((el) => el.getAttribute("datetime")));
+        expect(instants).toEqual([
+          "2030-01-07T00:00:00.000Z",
+          "2030-01-07T14:00:00.000Z",
+          "2030-01-07T08:00:00.000Z",
+        ]);
+        for (const text of await zones.locator("tbody tr td:nth-child(3)").allInnerTexts()) {
+          expect(text).toMatch(/^07 Jan 2030, 09:00:00 /);
+        }
+        await shot(page, "schedule-recipient-zones");
+
+        // A schedule without recipients has no such section.
+        const { schedule: plain } = await s.punctual.createSchedule({
+          dtstart: "2030-01-07T09:00:00Z",
+          reminders: [{ key: "r", channel: "test" }],
+        });
+        await page.goto(`${s.served.url}/ui/#/schedules/${plain.id}`);
+        await page.getByRole("heading", { name: "Next occurrences" }).waitFor({ timeout: WAIT_MS });
+        await expect(page.locator("#recipient-zones").count()).resolves.toBe(0);
+        await page.close();
+      } finally {
+        await s.close();
+      }
+    },
+  );
+
   it(title("API-6: the pages made no request outside the servers of the test"), () => {
     expect(foreign).toEqual([]);
   });

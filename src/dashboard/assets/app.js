@@ -2,7 +2,7 @@
 // origin that served it, with the session cookie of /ui/login (or no key at all on a
 // server without one). Plain DOM, no framework, no build step, nothing loaded from
 // elsewhere. Routes live in the URL fragment: #/overview, #/schedules, #/schedules/<id>,
-// #/deliveries, #/deliveries/<id>, #/dead, #/import, #/limits.
+// #/deliveries, #/deliveries/<id>, #/dead, #/recipients, #/import, #/limits.
 
 const VIEWER_ZONE = Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC";
 const DELIVERY_STATES = [
@@ -22,6 +22,7 @@ const PAGES = [
   ["schedules", "Schedules"],
   ["deliveries", "Deliveries"],
   ["dead", "Dead letters & in doubt"],
+  ["recipients", "Recipients"],
   ["import", "Calendar import"],
   ["limits", "Rate limits & circuits"],
 ];
@@ -489,14 +490,15 @@ function totalText(total) {
 /**
  * One page of `path` with `query` (filters), the page's cursor from the hash parameter
  * `cursorParam`; answers the reply and the pager (count line with id `countId`, Previous /
- * Next links) to show with it. Two lists on one page each take their own `cursorParam`.
+ * Next links) to show with it. Two lists on one page each take their own `cursorParam`. `counted:
+ * false` asks no total (for a list whose API has none): the line then says "1–100".
  */
 async function serverPage(
   hashBase,
   path,
   query,
   params,
-  { cursorParam = "cursor", countId = "list-count" } = {},
+  { cursorParam = "cursor", countId = "list-count", counted = true } = {},
 ) {
   const filters = new URLSearchParams(query);
   const key = `${cursorParam} ${path}?${filters}`;
@@ -508,7 +510,8 @@ async function serverPage(
   pageTrails.set(key, trail);
   const ask = new URLSearchParams(filters);
   ask.set("limit", String(PAGE_SIZE));
-  ask.set("total", "true");
+  // A list without a count (the recipients) says which rows it shows, not of how many.
+  if (counted) ask.set("total", "true");
   if (cursor) ask.set("cursor", cursor);
   const reply = await api("GET", `${path}?${ask}`);
   const link = (to) => {
@@ -525,8 +528,10 @@ async function serverPage(
       "span",
       { id: countId },
       reply.items.length === 0
-        ? `0 of ${totalText(reply.total)}`
-        : `${(start + 1).toLocaleString("en-US")}–${(start + reply.items.length).toLocaleString("en-US")} of ${totalText(reply.total)}`,
+        ? counted
+          ? `0 of ${totalText(reply.total)}`
+          : "0"
+        : `${(start + 1).toLocaleString("en-US")}–${(start + reply.items.length).toLocaleString("en-US")}${counted ? ` of ${totalText(reply.total)}` : ""}`,
     ),
     " ",
     trail.length > 0
@@ -1111,10 +1116,81 @@ async function deliveryExplainSection(id) {
   );
 }
 
+/** Most recipient zones whose next occurrence the schedule page computes (one preview each). */
+const MAX_ZONES_SHOWN = 50;
+
+/**
+ * API-11: a schedule's next occurrence per recipient zone, from
+ * `GET /v1/schedules/{id}/recipient-zones` and one `POST /v1/preview` per zone: a floating
+ * schedule's rule is read in each zone (the zone as `tzid`), another's in its own zone and
+ * shown in each. Null for a schedule without recipients.
+ */
+async function recipientZonesSection(s, afterIso) {
+  const zones = await api("GET", `/v1/schedules/${encodeURIComponent(s.id)}/recipient-zones`).catch(
+    () => null,
+  );
+  if (!zones || zones.recipients === 0) return null;
+  const shown = zones.zones.slice(0, MAX_ZONES_SHOWN);
+  const nexts = await Promise.all(
+    shown.map((z) =>
+      api("POST", "/v1/preview", {
+        dtstart: s.dtstart,
+        tzid: zones.floating ? z.tzid : s.tzid,
+        rrule: s.rrule,
+        rdate: s.rdate,
+        exdate: s.exdate,
+        endsAt: s.endsAt,
+        dst: s.dst,
+        after: afterIso,
+        count: 1,
+      }).then(
+        (occurrences) => ({ instant: occurrences[0]?.instant ?? null }),
+        (err) => ({ error: explain(err) }),
+      ),
+    ),
+  );
+  return h(
+    "section",
+    { id: "recipient-zones", "aria-labelledby": "h-recipient-zones" },
+    h("h2", { id: "h-recipient-zones" }, "Next occurrence per recipient zone"),
+    h(
+      "p",
+      { class: "muted" },
+      `${zones.recipients.toLocaleString("en-US")} recipients in ${zones.zones.length} zones. `,
+      zones.floating
+        ? "Floating: the start and rule are read in each recipient's own zone, so each zone has its own instant."
+        : `Not floating: every recipient gets the same instant (the rule is read in ${s.tzid}), shown here in each zone.`,
+      zones.zones.length > shown.length ? ` The ${shown.length} largest zones are shown.` : "",
+    ),
+    table(
+      [
+        "Recipient zone",
+        "Recipients",
+        "Next occurrence (in that zone)",
+        `In ${VIEWER_ZONE} (yours)`,
+      ],
+      shown.map((z, i) => {
+        const next = nexts[i];
+        return h(
+          "tr",
+          {},
+          h("td", {}, z.tzid),
+          h("td", { class: "num" }, z.recipients.toLocaleString("en-US")),
+          next.error
+            ? h("td", { colspan: "2", class: "muted" }, next.error)
+            : next.instant === null
+              ? h("td", { colspan: "2", class: "muted" }, "No occurrence after now.")
+              : [h("td", {}, when(next.instant, z.tzid)), h("td", {}, when(next.instant))],
+        );
+      }),
+    ),
+  );
+}
+
 async function renderSchedule(id) {
   const s = await api("GET", `/v1/schedules/${encodeURIComponent(id)}`);
   const nowIso = new Date().toISOString();
-  const [occurrences, deliveries] = await Promise.all([
+  const [occurrences, deliveries, zones] = await Promise.all([
     api("POST", "/v1/preview", {
       dtstart: s.dtstart,
       tzid: s.tzid,
@@ -1127,6 +1203,7 @@ async function renderSchedule(id) {
       count: 10,
     }).catch((err) => ({ error: explain(err) })),
     api("GET", `/v1/deliveries?scheduleId=${encodeURIComponent(id)}&limit=1000`),
+    recipientZonesSection(s, nowIso),
   ]);
   const waiting = deliveries.items.filter((d) => ["pending", "retry", "claimed"].includes(d.state));
   const done = deliveries.items.filter((d) => !["pending", "retry", "claimed"].includes(d.state));
@@ -1248,6 +1325,7 @@ async function renderSchedule(id) {
               h("tr", {}, h("td", {}, when(o.instant, s.tzid)), h("td", {}, when(o.instant))),
             ),
           ),
+    zones,
     h("h2", {}, "Reminders due (planned deliveries)"),
     waiting.length === 0
       ? h("p", { class: "muted" }, "None waiting.")
@@ -1661,6 +1739,112 @@ async function renderDead(params) {
   );
 }
 
+// --- recipients (API-10) -------------------------------------------------------------
+
+/** A target as the API shows it (secrets already redacted there), compactly. */
+function targetText(target) {
+  const main = target.url ?? target.to ?? null;
+  const rest = Object.entries(target).filter(([k]) => k !== "url" && k !== "to");
+  return [
+    main === null ? null : h("code", {}, String(main)),
+    rest.length
+      ? h("div", { class: "muted" }, h("code", {}, JSON.stringify(Object.fromEntries(rest))))
+      : null,
+  ];
+}
+
+/** A recipient's opt-outs and quiet window, in words. */
+function preferencesText(p) {
+  const parts = [];
+  const channels = p?.optOut?.channels ?? [];
+  const categories = p?.optOut?.categories ?? [];
+  if (channels.length) parts.push(h("div", {}, `Opted out of channels: ${channels.join(", ")}`));
+  if (categories.length)
+    parts.push(h("div", {}, `Opted out of categories: ${categories.join(", ")}`));
+  const q = p?.quietHours;
+  if (q) {
+    parts.push(
+      h(
+        "div",
+        { class: "muted" },
+        `Quiet ${q.start}–${q.end}${q.days ? ` on ${q.days.join(" ")}` : ""}${q.tzid ? ` (${q.tzid})` : ""}`,
+      ),
+    );
+  }
+  return parts.length ? parts : h("span", { class: "muted" }, "none");
+}
+
+/** The Recipients page: the registry of `GET /v1/recipients`, searched and paged on the server. */
+async function renderRecipients(params) {
+  const q = params.get("q") ?? "";
+  const query = {};
+  // The search runs on the server: a case-insensitive substring of the id.
+  if (q) query.q = q;
+  const { reply, pager } = await serverPage("#/recipients", "/v1/recipients", query, params, {
+    counted: false,
+  });
+  const search = h("input", { type: "search", name: "q", value: q, placeholder: "recipient id" });
+  const form = h(
+    "form",
+    {
+      class: "filters",
+      role: "search",
+      onsubmit: (event) => {
+        event.preventDefault();
+        const next = new URLSearchParams();
+        if (search.value.trim()) next.set("q", search.value.trim());
+        location.hash = `#/recipients?${next}`;
+      },
+    },
+    field("Search", search),
+    h("button", { type: "submit" }, "Apply"),
+  );
+  show(
+    h("h1", {}, "Recipients"),
+    h(
+      "p",
+      { class: "muted" },
+      "The people schedules for recipients are sent to, each with a time zone, one target per channel (secrets hidden, as the API shows them) and opt-outs. Change them through the API or `punctual recipients`.",
+    ),
+    form,
+    pager,
+    reply.items.length === 0
+      ? h("p", { class: "muted" }, q ? `No recipient id contains “${q}”.` : "No recipient yet.")
+      : table(
+          ["Recipient", "Zone", "Targets", "Opt-outs and quiet hours", "Updated"],
+          reply.items.map((r) =>
+            h(
+              "tr",
+              {},
+              h(
+                "td",
+                {},
+                h("code", {}, r.id),
+                h("div", { class: "muted" }, `version ${r.version}`),
+              ),
+              h("td", {}, r.tzid),
+              h(
+                "td",
+                {},
+                Object.keys(r.targets).length === 0
+                  ? h("span", { class: "muted" }, "none")
+                  : h(
+                      "dl",
+                      { class: "targets" },
+                      Object.entries(r.targets).map(([channel, target]) => [
+                        h("dt", {}, channel),
+                        h("dd", {}, targetText(target)),
+                      ]),
+                    ),
+              ),
+              h("td", {}, preferencesText(r.preferences)),
+              h("td", {}, when(r.updatedAt)),
+            ),
+          ),
+        ),
+  );
+}
+
 // --- calendar import -----------------------------------------------------------------
 
 function renderImport() {
@@ -1890,6 +2074,7 @@ async function route() {
     else if (page === "deliveries" && id) await renderDelivery(decodeURIComponent(id));
     else if (page === "deliveries") await renderDeliveries(params);
     else if (page === "dead") await renderDead(params);
+    else if (page === "recipients") await renderRecipients(params);
     else if (page === "import") renderImport();
     else if (page === "limits") await renderLimits();
     else show(h("h1", {}, "Not found"), h("p", {}, h("a", { href: "#/overview" }, "Overview")));
