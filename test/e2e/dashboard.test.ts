@@ -171,7 +171,14 @@ describe.skipIf(skipReason !== null)("dashboard in Chromium", () => {
 
         // A phone-width screen: the page does not scroll sideways (wide tables scroll inside).
         await page.setViewportSize({ width: 390, height: 844 });
-        for (const hash of ["#/overview", "#/schedules", "#/deliveries", "#/dead", "#/import"]) {
+        for (const hash of [
+          "#/overview",
+          "#/schedules",
+          "#/deliveries",
+          "#/dead",
+          "#/recipients",
+          "#/import",
+        ]) {
           await page.goto(`${s.served.url}/ui/${hash}`);
           await page.locator("main h1").waitFor({ timeout: WAIT_MS });
           const overflow = await page.evaluate(
