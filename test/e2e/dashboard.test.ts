@@ -621,6 +621,14 @@ describe.skipIf(skipReason !== null)("dashboard in Chromium", () => {
           expect.arrayContaining([expect.stringMatching(/^(pending|not planned)$/)]),
         );
         expect(await explained.innerText()).not.toMatch(/\bnull|undefined\b/);
+        // A window after the series' end: nothing expected, and the page says so.
+        await page.getByLabel("Due from (your time)").fill(local("2027-02-01T00:00:00Z"));
+        await page.getByLabel("Due before (your time)").fill(local("2027-02-02T00:00:00Z"));
+        await page.getByRole("button", { name: "Explain", exact: true }).click();
+        await explained
+          .getByText("Nothing was due or expected in this window.")
+          .waitFor({ timeout: WAIT_MS });
+        await expect(explained.locator("tbody tr").count()).resolves.toBe(0);
 
         // The delivery page explains its delivery.
         await page.goto(`${s.served.url}/ui/#/deliveries/${sent!.id}`);

@@ -1031,6 +1031,9 @@ function explainSection(scheduleId, zone) {
         when(first.to),
         first.complete ? "." : ". The stored rule no longer parses: only recorded rows are listed.",
       ),
+      shown === 0
+        ? h("p", { class: "muted" }, "Nothing was due or expected in this window.")
+        : null,
       h(
         "div",
         { class: "scroll" },
