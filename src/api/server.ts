@@ -63,6 +63,7 @@ import type { ImportQuery } from "./schemas.js";
 import { readInstancePage, readStatus } from "./status.js";
 import { registerOperatorRoutes } from "./operator-handlers.js";
 import { registerExplainRoutes } from "./explain-routes.js";
+import { registerRecipientZoneRoutes } from "./recipient-zone-routes.js";
 import { registerRateLimitRoutes } from "./rate-limit-routes.js";
 import { registerWebhookSecretRoutes } from "./webhook-secret-routes.js";
 import {
@@ -562,6 +563,7 @@ export function createApi(punctual: Punctual, options: ApiOptions = {}): Punctua
 
   registerOperatorRoutes(app, punctual);
   registerExplainRoutes(app, punctual);
+  registerRecipientZoneRoutes(app, punctual);
 
   app.openapi(pauseScheduleRoute, async (c) =>
     c.json(await punctual.pauseSchedule(c.req.valid("param").id, tenantOf(c)), 200),

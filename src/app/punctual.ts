@@ -68,6 +68,8 @@ import { ScheduleHandles } from "./handles.js";
 import * as operator from "./operator.js";
 import * as rateLimits from "./rate-limits.js";
 import * as audience from "./audience.js";
+import * as recipientZones from "./recipient-zones.js";
+import type { RecipientZones } from "./recipient-zones.js";
 import * as recipients from "./recipients.js";
 import * as circuits from "./circuits.js";
 import * as webhookSecrets from "./webhook-secrets.js";
@@ -441,6 +443,14 @@ export class Punctual {
     ctx: CallContext = {},
   ): Promise<ScheduleExplanation> {
     return explain.explainSchedule(this.#app, id, query, ctx);
+  }
+
+  /**
+   * API-11: the zones of a schedule's recipients, counted, and whether it is floating.
+   * See {@link recipientZones.scheduleRecipientZones}. @throws NotFoundError
+   */
+  scheduleRecipientZones(id: string, ctx: CallContext = {}): Promise<RecipientZones> {
+    return recipientZones.scheduleRecipientZones(this.#app, id, ctx);
   }
 
   /** OPS-16: one delivery's verdict and timeline. @throws NotFoundError */

@@ -20,6 +20,7 @@ import { EXIT_FAILURE } from "./errors.js";
 import { runImportEvery, signalWait } from "./import-every.js";
 import { addKindsCommands } from "./kinds.js";
 import { addDeliveryExplainCommand, addExplainCommand } from "./explain.js";
+import { addRecipientZonesCommand } from "./recipient-zones.js";
 import { runPreview, runValidate, type PreviewFlags } from "./local.js";
 import { addPolicyOptions, integer } from "./policy-flags.js";
 import { addScheduleEditCommand } from "./schedule-edit.js";
@@ -680,6 +681,7 @@ export function buildProgram(io: Io): Command {
 
   addScheduleEditCommand(schedules, { io, remoteOptions, example });
   addExplainCommand(schedules, io, { remoteOptions, example });
+  addRecipientZonesCommand(schedules, io, { remoteOptions, example });
 
   for (const [action, text] of [
     ["cancel", "Cancel a schedule and every waiting delivery."],

@@ -171,7 +171,14 @@ describe.skipIf(skipReason !== null)("dashboard in Chromium", () => {
 
         // A phone-width screen: the page does not scroll sideways (wide tables scroll inside).
         await page.setViewportSize({ width: 390, height: 844 });
-        for (const hash of ["#/overview", "#/schedules", "#/deliveries", "#/dead", "#/import"]) {
+        for (const hash of [
+          "#/overview",
+          "#/schedules",
+          "#/deliveries",
+          "#/dead",
+          "#/recipients",
+          "#/import",
+        ]) {
           await page.goto(`${s.served.url}/ui/${hash}`);
           await page.locator("main h1").waitFor({ timeout: WAIT_MS });
           const overflow = await page.evaluate(
@@ -405,7 +412,7 @@ describe.skipIf(skipReason !== null)("dashboard in Chromium", () => {
         await page.goto(`${s.served.url}/ui/#/deliveries/${dead!.id}`);
         await page.locator("dd .state-sent").waitFor({ timeout: WAIT_MS });
         // The attempt history keeps the failed attempt and its classified error.
-        await expect(page.locator("tbody tr").count()).resolves.toBe(2);
+        await expect(page.locator("#attempts tbody tr").count()).resolves.toBe(2);
         await page.close();
       } finally {
         await hook.close();
@@ -545,6 +552,204 @@ describe.skipIf(skipReason !== null)("dashboard in Chromium", () => {
       } finally {
         evil.closeAllConnections();
         await new Promise<void>((resolve) => evil.close(() => resolve()));
+        await s.close();
+      }
+    },
+  );
+
+  it(
+    title(
+      "OPS-16: the schedule page explains each entry of a window the user picks (default: the server's last and next 7 days), a row opens its timeline, and the delivery page explains its delivery",
+    ),
+    async () => {
+      const s = await serve();
+      try {
+        // Daily at 08:00 UTC from T0 (the test clock's now), five times; the first is sent.
+        const { schedule } = await s.punctual.createSchedule({
+          dtstart: T0,
+          tzid: "UTC",
+          rrule: "FREQ=DAILY;COUNT=5",
+          reminders: [{ key: "r", offset: "PT0S", channel: "test" }],
+        });
+        await tick(s.punctual);
+        expect(s.channel.sends).toHaveLength(1);
+        const [sent] = (await s.punctual.listDeliveries({ scheduleId: schedule.id, state: "sent" }))
+          .items;
+
+        const page = await context.newPage();
+        await page.goto(`${s.served.url}/ui/#/schedules/${schedule.id}`);
+        const explained = page.locator("#explain");
+        // The default window is the server's now (the test clock) ± 7 days: all five.
+        await explained.locator("tbody tr.entry").nth(4).waitFor({ timeout: WAIT_MS });
+        await expect(explained.locator("tbody tr.entry").count()).resolves.toBe(5);
+        await expect(page.locator("#explain-count").innerText()).resolves.toBe("5 entries, due ");
+        await expect(page.getByLabel("Due from (your time)").inputValue()).resolves.toMatch(
+          /^2026-12-28T/,
+        );
+        const first = explained.locator("tbody tr.entry").first();
+        await expect(first.locator(".state").innerText()).resolves.toBe("sent");
+        await first.getByRole("link", { name: `#${sent!.id}` }).waitFor();
+        // The row opens its timeline: planned, the attempt (by whom, its outcome), sent.
+        const timeline = explained.locator("tr.events").first();
+        await expect(timeline.isHidden()).resolves.toBe(true);
+        await first.getByRole("button", { name: /^Events of r at / }).click();
+        await timeline.waitFor({ state: "visible", timeout: WAIT_MS });
+        await expect(timeline.locator("tbody tr td:first-child").allInnerTexts()).resolves.toEqual([
+          "planned",
+          "attempt",
+          "sent",
+        ]);
+        await timeline.getByText(/attempt 1, outcome sent/).waitFor();
+        await expect(first.getByRole("button").getAttribute("aria-expanded")).resolves.toBe("true");
+        await shot(page, "schedule-explain");
+        // A window of the user's: only the second and third occurrences.
+        const timeZone = await page.evaluate("Intl.DateTimeFormat().resolvedOptions().timeZone");
+        const local = (iso: string) =>
+          new Date(iso)
+            .toLocaleString("sv-SE", { timeZone: String(timeZone) })
+            .replace(" ", "T")
+            .slice(0, 16);
+        await page.getByLabel("Due from (your time)").fill(local("2027-01-05T07:00:00Z"));
+        await page.getByLabel("Due before (your time)").fill(local("2027-01-06T09:00:00Z"));
+        await page.getByRole("button", { name: "Explain", exact: true }).click();
+        await page
+          .locator("#explain-count")
+          .getByText("2 entries", { exact: false })
+          .waitFor({ timeout: WAIT_MS });
+        await expect(explained.locator("tbody tr.entry").count()).resolves.toBe(2);
+        await expect(explained.locator("tbody tr.entry .state").allInnerTexts()).resolves.toEqual(
+          expect.arrayContaining([expect.stringMatching(/^(pending|not planned)$/)]),
+        );
+        expect(await explained.innerText()).not.toMatch(/\bnull|undefined\b/);
+        // A window after the series' end: nothing expected, and the page says so.
+        await page.getByLabel("Due from (your time)").fill(local("2027-02-01T00:00:00Z"));
+        await page.getByLabel("Due before (your time)").fill(local("2027-02-02T00:00:00Z"));
+        await page.getByRole("button", { name: "Explain", exact: true }).click();
+        await explained
+          .getByText("Nothing was due or expected in this window.")
+          .waitFor({ timeout: WAIT_MS });
+        await expect(explained.locator("tbody tr").count()).resolves.toBe(0);
+
+        // The delivery page explains its delivery.
+        await page.goto(`${s.served.url}/ui/#/deliveries/${sent!.id}`);
+        await page.locator("#explain-verdict .state-sent").waitFor({ timeout: WAIT_MS });
+        await page.getByText("planned", { exact: true }).waitFor();
+        await shot(page, "delivery-explain");
+        await page.close();
+      } finally {
+        await s.close();
+      }
+    },
+  );
+
+  it(
+    title(
+      "API-10 API-11: the Recipients page searches and pages on the server and shows zone, targets (secrets redacted), opt-outs; a schedule for recipients shows its next occurrence per recipient zone",
+    ),
+    async () => {
+      const s = await serve();
+      try {
+        // 103 plain recipients (more than a page of 100), half in Tokyo, half in Berlin.
+        const rows = Array.from({ length: 103 }, (_, i) => ({
+          id: `user-${String(i + 1).padStart(3, "0")}`,
+          tzid: i % 2 === 0 ? "Asia/Tokyo" : "Europe/Berlin",
+        }));
+        const bulk = await s.punctual.bulkUpsertRecipients(rows);
+        expect(bulk.errors).toBe(0);
+        await s.punctual.putRecipient("ann", {
+          tzid: "America/New_York",
+          targets: {
+            webhook: {
+              url: "http://127.0.0.1:9/ann-hook",
+              secret: "whsec_YW5uLXZlcnktc2VjcmV0LWtleS0xMjM0",
+            },
+          },
+          preferences: {
+            optOut: { channels: ["slack"], categories: ["digest"] },
+            quietHours: { start: "22:00", end: "07:00" },
+          },
+        });
+
+        const page = await context.newPage();
+        await page.goto(`${s.served.url}/ui/`);
+        await page.getByRole("link", { name: "Recipients", exact: true }).click();
+        const count = page.locator("#list-count");
+        await count.getByText("1–100", { exact: true }).waitFor({ timeout: WAIT_MS });
+        await expect(page.locator("main tbody tr").count()).resolves.toBe(100);
+        // By id in byte order: "ann" first, "user-099" last of the first page.
+        await expect(
+          page.locator("main tbody tr td:first-child code").first().innerText(),
+        ).resolves.toBe("ann");
+        await page.getByRole("link", { name: "Next", exact: true }).click();
+        await count.getByText("101–104", { exact: true }).waitFor({ timeout: WAIT_MS });
+        await page.getByText("user-103", { exact: true }).waitFor();
+        await page.getByRole("link", { name: "Previous", exact: true }).click();
+        await count.getByText("1–100", { exact: true }).waitFor({ timeout: WAIT_MS });
+
+        // The search runs on the server (any case).
+        await page.getByLabel("Search").fill("ANN");
+        await page.getByRole("button", { name: "Apply" }).click();
+        await count.getByText("1–1", { exact: true }).waitFor({ timeout: WAIT_MS });
+        const ann = page.locator("main tbody tr").first();
+        await ann.getByText("America/New_York", { exact: true }).waitFor();
+        await ann.getByText("http://127.0.0.1:9/ann-hook").waitFor();
+        await ann.getByText('{"secret":"[redacted]"}').waitFor();
+        await ann.getByText("Opted out of channels: slack").waitFor();
+        await ann.getByText("Opted out of categories: digest").waitFor();
+        await ann.getByText("Quiet 22:00–07:00").waitFor();
+        expect(await page.locator("main").innerText()).not.toContain("YW5uLXZlcnktc2VjcmV0");
+        await shot(page, "recipients");
+        await page.getByLabel("Search").fill("nobody");
+        await page.getByRole("button", { name: "Apply" }).click();
+        await page.getByText("No recipient id contains").waitFor({ timeout: WAIT_MS });
+
+        // A floating schedule: 09:00 in each recipient's own zone.
+        const { schedule } = await s.punctual.createSchedule({
+          dtstart: "2030-01-07T09:00:00",
+          floating: true,
+          rrule: "FREQ=DAILY",
+          recipients: ["ann", "user-001", "user-002", "user-003"],
+          reminders: [{ key: "r", channel: "test" }],
+        });
+        await page.goto(`${s.served.url}/ui/#/schedules/${schedule.id}`);
+        const zones = page.locator("#recipient-zones");
+        await zones.locator("tbody tr").nth(2).waitFor({ timeout: WAIT_MS });
+        await zones.getByText("4 recipients in 3 zones.", { exact: false }).waitFor();
+        // Most recipients first: Tokyo (user-001, user-003), then by name.
+        await expect(zones.locator("tbody tr td:first-child").allInnerTexts()).resolves.toEqual([
+          "Asia/Tokyo",
+          "America/New_York",
+          "Europe/Berlin",
+        ]);
+        await expect(zones.locator("tbody tr td:nth-child(2)").allInnerTexts()).resolves.toEqual([
+          "2",
+          "1",
+          "1",
+        ]);
+        // Each zone's own 09:00: three different instants.
+        const instants = await zones
+          .locator("tbody tr td:nth-child(3) time")
+          .evaluateAll((els) => els.map((el) => el.getAttribute("datetime")));
+        expect(instants).toEqual([
+          "2030-01-07T00:00:00.000Z",
+          "2030-01-07T14:00:00.000Z",
+          "2030-01-07T08:00:00.000Z",
+        ]);
+        for (const text of await zones.locator("tbody tr td:nth-child(3)").allInnerTexts()) {
+          expect(text).toMatch(/^07 Jan 2030, 09:00:00 /);
+        }
+        await shot(page, "schedule-recipient-zones");
+
+        // A schedule without recipients has no such section.
+        const { schedule: plain } = await s.punctual.createSchedule({
+          dtstart: "2030-01-07T09:00:00Z",
+          reminders: [{ key: "r", channel: "test" }],
+        });
+        await page.goto(`${s.served.url}/ui/#/schedules/${plain.id}`);
+        await page.getByRole("heading", { name: "Next occurrences" }).waitFor({ timeout: WAIT_MS });
+        await expect(page.locator("#recipient-zones").count()).resolves.toBe(0);
+        await page.close();
+      } finally {
         await s.close();
       }
     },

@@ -2,7 +2,7 @@
 // origin that served it, with the session cookie of /ui/login (or no key at all on a
 // server without one). Plain DOM, no framework, no build step, nothing loaded from
 // elsewhere. Routes live in the URL fragment: #/overview, #/schedules, #/schedules/<id>,
-// #/deliveries, #/deliveries/<id>, #/dead, #/import, #/limits.
+// #/deliveries, #/deliveries/<id>, #/dead, #/recipients, #/import, #/limits.
 
 const VIEWER_ZONE = Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC";
 const DELIVERY_STATES = [
@@ -22,6 +22,7 @@ const PAGES = [
   ["schedules", "Schedules"],
   ["deliveries", "Deliveries"],
   ["dead", "Dead letters & in doubt"],
+  ["recipients", "Recipients"],
   ["import", "Calendar import"],
   ["limits", "Rate limits & circuits"],
 ];
@@ -489,14 +490,15 @@ function totalText(total) {
 /**
  * One page of `path` with `query` (filters), the page's cursor from the hash parameter
  * `cursorParam`; answers the reply and the pager (count line with id `countId`, Previous /
- * Next links) to show with it. Two lists on one page each take their own `cursorParam`.
+ * Next links) to show with it. Two lists on one page each take their own `cursorParam`. `counted:
+ * false` asks no total (for a list whose API has none): the line then says "1–100".
  */
 async function serverPage(
   hashBase,
   path,
   query,
   params,
-  { cursorParam = "cursor", countId = "list-count" } = {},
+  { cursorParam = "cursor", countId = "list-count", counted = true } = {},
 ) {
   const filters = new URLSearchParams(query);
   const key = `${cursorParam} ${path}?${filters}`;
@@ -508,7 +510,8 @@ async function serverPage(
   pageTrails.set(key, trail);
   const ask = new URLSearchParams(filters);
   ask.set("limit", String(PAGE_SIZE));
-  ask.set("total", "true");
+  // A list without a count (the recipients) says which rows it shows, not of how many.
+  if (counted) ask.set("total", "true");
   if (cursor) ask.set("cursor", cursor);
   const reply = await api("GET", `${path}?${ask}`);
   const link = (to) => {
@@ -525,8 +528,10 @@ async function serverPage(
       "span",
       { id: countId },
       reply.items.length === 0
-        ? `0 of ${totalText(reply.total)}`
-        : `${(start + 1).toLocaleString("en-US")}–${(start + reply.items.length).toLocaleString("en-US")} of ${totalText(reply.total)}`,
+        ? counted
+          ? `0 of ${totalText(reply.total)}`
+          : "0"
+        : `${(start + 1).toLocaleString("en-US")}–${(start + reply.items.length).toLocaleString("en-US")}${counted ? ` of ${totalText(reply.total)}` : ""}`,
     ),
     " ",
     trail.length > 0
@@ -842,10 +847,353 @@ function renderNewSchedule() {
   show(form);
 }
 
+// --- explanation (OPS-16) ------------------------------------------------------------
+
+/** Entries asked for per explain page; "Show more" continues with the reply's cursor. */
+const EXPLAIN_PAGE = 500;
+const DAY_MS = 86_400_000;
+const EXPLAIN_VERDICT_CLASS = {
+  sent: "sent",
+  pending: "pending",
+  deferred: "retry",
+  skipped: "skipped",
+  failed: "dead",
+  in_doubt: "in_doubt",
+  cancelled: "cancelled",
+  not_planned: "not_planned",
+};
+
+/** A `datetime-local` value (the viewer's wall clock, to the minute) for an instant. */
+function localInputValue(ms) {
+  const d = new Date(ms - new Date(ms).getTimezoneOffset() * 60000);
+  return d.toISOString().slice(0, 16);
+}
+
+function verdictBadge(verdict) {
+  return h(
+    "span",
+    { class: `state state-${EXPLAIN_VERDICT_CLASS[verdict] ?? verdict}` },
+    verdict.replace("_", " "),
+  );
+}
+
+/** What an event says beyond its type and time, as plain text. */
+function eventDetail(e) {
+  const parts = [];
+  if (e.attempt !== undefined) parts.push(`attempt ${e.attempt}`);
+  if (e.outcome) parts.push(`outcome ${e.outcome}`);
+  if (e.status !== undefined) parts.push(`status ${e.status}`);
+  if (e.settled === false) parts.push("not settled (lease lost)");
+  if (e.reason) parts.push(`reason ${e.reason}`);
+  if (e.until) parts.push(`until ${formatIn(e.until, VIEWER_ZONE)}`);
+  if (e.leaseExpiresAt) parts.push(`lease until ${formatIn(e.leaseExpiresAt, VIEWER_ZONE)}`);
+  if (e.endedAt) parts.push(`ended ${formatIn(e.endedAt, VIEWER_ZONE)}`);
+  return parts.join(", ");
+}
+
+/** The timeline of one entry: one row per event, oldest first. */
+function eventsTable(events) {
+  if (events.length === 0) {
+    return h("p", { class: "muted" }, "No event recorded (no delivery row).");
+  }
+  return table(
+    ["Event", "When", "By", "Details", "Error"],
+    events.map((e) =>
+      h(
+        "tr",
+        {},
+        h("td", {}, e.type),
+        h("td", {}, when(e.at)),
+        h("td", {}, e.by ? h("code", {}, e.by) : "—"),
+        h("td", {}, eventDetail(e) || "—"),
+        h("td", {}, e.error ? h("code", {}, e.error.slice(0, 300)) : "—"),
+      ),
+    ),
+  );
+}
+
+/**
+ * Table rows for explain entries: one row per entry (occurrence, reminder, recipient,
+ * verdict, reason) with a button that shows or hides the row of its timeline below it.
+ */
+function explainRows(entries, zone) {
+  return entries.flatMap((e) => {
+    const cells = 6;
+    const detail = h(
+      "tr",
+      { class: "events", hidden: true },
+      h("td", { colspan: String(cells) }, eventsTable(e.events)),
+    );
+    const label = `Events of ${e.reminderKey}${e.recipientId ? ` for ${e.recipientId}` : ""} at ${e.occurrenceAt}`;
+    const toggle = h(
+      "button",
+      {
+        type: "button",
+        class: "secondary",
+        "aria-expanded": "false",
+        "aria-label": label,
+        onclick: () => {
+          detail.hidden = !detail.hidden;
+          toggle.setAttribute("aria-expanded", String(!detail.hidden));
+          toggle.textContent = `${detail.hidden ? "Show" : "Hide"} events (${e.events.length})`;
+        },
+      },
+      `Show events (${e.events.length})`,
+    );
+    return [
+      h(
+        "tr",
+        { class: "entry" },
+        h("td", {}, when(e.occurrenceAt, zone)),
+        h(
+          "td",
+          {},
+          e.reminderKey,
+          e.triggered ? h("div", { class: "muted" }, "triggered") : null,
+          h("div", { class: "muted" }, "due ", when(e.dueAt, zone)),
+        ),
+        h("td", {}, e.recipientId ?? "—"),
+        h(
+          "td",
+          {},
+          verdictBadge(e.verdict),
+          e.deliveryId !== null
+            ? h(
+                "div",
+                { class: "muted" },
+                h("a", { href: `#/deliveries/${e.deliveryId}` }, `#${e.deliveryId}`),
+              )
+            : null,
+        ),
+        h("td", {}, e.reason ? h("code", {}, e.reason) : "—"),
+        h("td", {}, toggle),
+      ),
+      detail,
+    ];
+  });
+}
+
+const EXPLAIN_HEADERS = ["Occurrence", "Reminder", "Recipient", "Verdict", "Reason", "Timeline"];
+
+/**
+ * The "Why did it (not) fire?" section of a schedule's page (OPS-16): a window on the due
+ * time the user picks (default the last 7 days and the next 7), the entries of
+ * `GET /v1/schedules/{id}/explain` for it, page by page.
+ */
+function explainSection(scheduleId, zone) {
+  const from = h("input", { type: "datetime-local", name: "from", required: true });
+  const to = h("input", { type: "datetime-local", name: "to", required: true });
+  const out = h("div", { id: "explain", "aria-live": "polite" });
+  const load = async () => {
+    const window = {
+      from: new Date(from.value).toISOString(),
+      to: new Date(to.value).toISOString(),
+    };
+    const body = h("tbody", {});
+    const count = h("span", { id: "explain-count" });
+    const more = h("p", {});
+    let shown = 0;
+    const page = async (cursor) => {
+      const q = new URLSearchParams({ ...window, limit: String(EXPLAIN_PAGE) });
+      if (cursor) q.set("cursor", cursor);
+      const reply = await api(
+        "GET",
+        `/v1/schedules/${encodeURIComponent(scheduleId)}/explain?${q}`,
+      );
+      body.append(...explainRows(reply.entries, zone));
+      shown += reply.entries.length;
+      count.textContent = `${shown.toLocaleString("en-US")} ${shown === 1 ? "entry" : "entries"}${reply.nextCursor ? " so far" : ""}, due `;
+      fill(
+        more,
+        reply.nextCursor
+          ? h(
+              "button",
+              {
+                type: "button",
+                class: "secondary",
+                onclick: (e) => act(e.target, null, () => page(reply.nextCursor)),
+              },
+              `Show ${EXPLAIN_PAGE} more`,
+            )
+          : null,
+      );
+      return reply;
+    };
+    const first = await page(null);
+    fill(
+      out,
+      h(
+        "p",
+        { class: "muted" },
+        count,
+        when(first.from),
+        " … ",
+        when(first.to),
+        first.complete ? "." : ". The stored rule no longer parses: only recorded rows are listed.",
+      ),
+      shown === 0
+        ? h("p", { class: "muted" }, "Nothing was due or expected in this window.")
+        : null,
+      h(
+        "div",
+        { class: "scroll" },
+        h(
+          "table",
+          { class: "explain" },
+          h(
+            "thead",
+            {},
+            h(
+              "tr",
+              {},
+              EXPLAIN_HEADERS.map((x) => h("th", { scope: "col" }, x)),
+            ),
+          ),
+          body,
+        ),
+      ),
+      more,
+    );
+  };
+  const form = h(
+    "form",
+    {
+      class: "filters",
+      onsubmit: async (event) => {
+        event.preventDefault();
+        await act(event.submitter, null, load);
+      },
+    },
+    field("Due from (your time)", from),
+    field("Due before (your time)", to),
+    h("button", { type: "submit" }, "Explain"),
+  );
+  const section = h(
+    "section",
+    { "aria-labelledby": "h-explain" },
+    h("h2", { id: "h-explain" }, "Why did it (not) fire?"),
+    h(
+      "p",
+      { class: "muted" },
+      "Every reminder the rule expects in the window, and every one recorded there, with what became of it and why. Show events opens its timeline.",
+    ),
+    form,
+    out,
+  );
+  // The default window is the server's: its own default starts 7 days before its now
+  // (which may differ from this browser's clock); the window shown runs 14 days from there.
+  api("GET", `/v1/schedules/${encodeURIComponent(scheduleId)}/explain?limit=1`)
+    .then((reply) => {
+      const start = Date.parse(reply.from);
+      from.value = localInputValue(start);
+      to.value = localInputValue(start + 14 * DAY_MS);
+      return load();
+    })
+    .catch((err) => fill(out, h("p", { class: "error" }, explain(err))));
+  return section;
+}
+
+/** The explanation of one delivery (`GET /v1/deliveries/{id}/explain`), as a section. */
+async function deliveryExplainSection(id) {
+  const reply = await api("GET", `/v1/deliveries/${encodeURIComponent(id)}/explain`).catch(
+    (err) => ({ error: explain(err) }),
+  );
+  const e = reply.entry;
+  return h(
+    "section",
+    { "aria-labelledby": "h-explain" },
+    h("h2", { id: "h-explain" }, "Why did it (not) fire?"),
+    reply.error
+      ? h("p", { class: "muted" }, reply.error)
+      : [
+          h(
+            "p",
+            { id: "explain-verdict" },
+            verdictBadge(e.verdict),
+            e.reason ? [" ", h("code", {}, e.reason)] : null,
+            e.recipientId ? ` for recipient ${e.recipientId}` : null,
+            e.triggered ? " (triggered by an operator)" : null,
+          ),
+          eventsTable(e.events),
+        ],
+  );
+}
+
+/** Most recipient zones whose next occurrence the schedule page computes (one preview each). */
+const MAX_ZONES_SHOWN = 50;
+
+/**
+ * API-11: a schedule's next occurrence per recipient zone, from
+ * `GET /v1/schedules/{id}/recipient-zones` and one `POST /v1/preview` per zone: a floating
+ * schedule's rule is read in each zone (the zone as `tzid`), another's in its own zone and
+ * shown in each. Null for a schedule without recipients.
+ */
+async function recipientZonesSection(s, afterIso) {
+  const zones = await api("GET", `/v1/schedules/${encodeURIComponent(s.id)}/recipient-zones`).catch(
+    () => null,
+  );
+  if (!zones || zones.recipients === 0) return null;
+  const shown = zones.zones.slice(0, MAX_ZONES_SHOWN);
+  const nexts = await Promise.all(
+    shown.map((z) =>
+      api("POST", "/v1/preview", {
+        dtstart: s.dtstart,
+        tzid: zones.floating ? z.tzid : s.tzid,
+        rrule: s.rrule,
+        rdate: s.rdate,
+        exdate: s.exdate,
+        endsAt: s.endsAt,
+        dst: s.dst,
+        after: afterIso,
+        count: 1,
+      }).then(
+        (occurrences) => ({ instant: occurrences[0]?.instant ?? null }),
+        (err) => ({ error: explain(err) }),
+      ),
+    ),
+  );
+  return h(
+    "section",
+    { id: "recipient-zones", "aria-labelledby": "h-recipient-zones" },
+    h("h2", { id: "h-recipient-zones" }, "Next occurrence per recipient zone"),
+    h(
+      "p",
+      { class: "muted" },
+      `${zones.recipients.toLocaleString("en-US")} recipients in ${zones.zones.length} zones. `,
+      zones.floating
+        ? "Floating: the start and rule are read in each recipient's own zone, so each zone has its own instant."
+        : `Not floating: every recipient gets the same instant (the rule is read in ${s.tzid}), shown here in each zone.`,
+      zones.zones.length > shown.length ? ` The ${shown.length} largest zones are shown.` : "",
+    ),
+    table(
+      [
+        "Recipient zone",
+        "Recipients",
+        "Next occurrence (in that zone)",
+        `In ${VIEWER_ZONE} (yours)`,
+      ],
+      shown.map((z, i) => {
+        const next = nexts[i];
+        return h(
+          "tr",
+          {},
+          h("td", {}, z.tzid),
+          h("td", { class: "num" }, z.recipients.toLocaleString("en-US")),
+          next.error
+            ? h("td", { colspan: "2", class: "muted" }, next.error)
+            : next.instant === null
+              ? h("td", { colspan: "2", class: "muted" }, "No occurrence after now.")
+              : [h("td", {}, when(next.instant, z.tzid)), h("td", {}, when(next.instant))],
+        );
+      }),
+    ),
+  );
+}
+
 async function renderSchedule(id) {
   const s = await api("GET", `/v1/schedules/${encodeURIComponent(id)}`);
   const nowIso = new Date().toISOString();
-  const [occurrences, deliveries] = await Promise.all([
+  const [occurrences, deliveries, zones] = await Promise.all([
     api("POST", "/v1/preview", {
       dtstart: s.dtstart,
       tzid: s.tzid,
@@ -858,6 +1206,7 @@ async function renderSchedule(id) {
       count: 10,
     }).catch((err) => ({ error: explain(err) })),
     api("GET", `/v1/deliveries?scheduleId=${encodeURIComponent(id)}&limit=1000`),
+    recipientZonesSection(s, nowIso),
   ]);
   const waiting = deliveries.items.filter((d) => ["pending", "retry", "claimed"].includes(d.state));
   const done = deliveries.items.filter((d) => !["pending", "retry", "claimed"].includes(d.state));
@@ -979,6 +1328,7 @@ async function renderSchedule(id) {
               h("tr", {}, h("td", {}, when(o.instant, s.tzid)), h("td", {}, when(o.instant))),
             ),
           ),
+    zones,
     h("h2", {}, "Reminders due (planned deliveries)"),
     waiting.length === 0
       ? h("p", { class: "muted" }, "None waiting.")
@@ -1000,6 +1350,7 @@ async function renderSchedule(id) {
     done.length === 0
       ? h("p", { class: "muted" }, "None yet.")
       : deliveryTable(done.slice(-50).reverse()),
+    explainSection(s.id, s.tzid),
     s.state === "cancelled" ? null : editForm,
   );
 }
@@ -1129,7 +1480,10 @@ function settleButtons(d, reload) {
 }
 
 async function renderDelivery(id) {
-  const d = await api("GET", `/v1/deliveries/${encodeURIComponent(id)}`);
+  const [d, why] = await Promise.all([
+    api("GET", `/v1/deliveries/${encodeURIComponent(id)}`),
+    deliveryExplainSection(id),
+  ]);
   const reload = () => renderDelivery(id);
   show(
     h("p", {}, h("a", { href: "#/deliveries" }, "← Deliveries")),
@@ -1162,23 +1516,28 @@ async function renderDelivery(id) {
       h("dd", {}, d.lastError ? h("code", {}, d.lastError) : "—"),
     ),
     settleButtons(d, reload),
-    h("h2", {}, "Attempt history"),
+    why,
+    h("h2", { id: "h-attempts" }, "Attempt history"),
     d.attempts.length === 0
       ? h("p", { class: "muted" }, "No attempt yet.")
-      : table(
-          ["#", "Worker", "Started", "Ended", "Outcome", "Status", "Message id", "Error"],
-          d.attempts.map((a) =>
-            h(
-              "tr",
-              {},
-              h("td", { class: "num" }, String(a.attempt)),
-              h("td", {}, h("code", {}, a.worker)),
-              h("td", {}, when(a.startedAt)),
-              h("td", {}, when(a.endedAt)),
-              h("td", {}, stateBadge(a.outcome)),
-              h("td", {}, a.status === null ? "—" : String(a.status)),
-              h("td", {}, a.messageId ?? "—"),
-              h("td", {}, a.error ? h("code", {}, a.error) : "—"),
+      : h(
+          "div",
+          { id: "attempts" },
+          table(
+            ["#", "Worker", "Started", "Ended", "Outcome", "Status", "Message id", "Error"],
+            d.attempts.map((a) =>
+              h(
+                "tr",
+                {},
+                h("td", { class: "num" }, String(a.attempt)),
+                h("td", {}, h("code", {}, a.worker)),
+                h("td", {}, when(a.startedAt)),
+                h("td", {}, when(a.endedAt)),
+                h("td", {}, stateBadge(a.outcome)),
+                h("td", {}, a.status === null ? "—" : String(a.status)),
+                h("td", {}, a.messageId ?? "—"),
+                h("td", {}, a.error ? h("code", {}, a.error) : "—"),
+              ),
             ),
           ),
         ),
@@ -1380,6 +1739,112 @@ async function renderDead(params) {
     h("h2", {}, "All that match a filter"),
     bulkForm,
     bulkResult,
+  );
+}
+
+// --- recipients (API-10) -------------------------------------------------------------
+
+/** A target as the API shows it (secrets already redacted there), compactly. */
+function targetText(target) {
+  const main = target.url ?? target.to ?? null;
+  const rest = Object.entries(target).filter(([k]) => k !== "url" && k !== "to");
+  return [
+    main === null ? null : h("code", {}, String(main)),
+    rest.length
+      ? h("div", { class: "muted" }, h("code", {}, JSON.stringify(Object.fromEntries(rest))))
+      : null,
+  ];
+}
+
+/** A recipient's opt-outs and quiet window, in words. */
+function preferencesText(p) {
+  const parts = [];
+  const channels = p?.optOut?.channels ?? [];
+  const categories = p?.optOut?.categories ?? [];
+  if (channels.length) parts.push(h("div", {}, `Opted out of channels: ${channels.join(", ")}`));
+  if (categories.length)
+    parts.push(h("div", {}, `Opted out of categories: ${categories.join(", ")}`));
+  const q = p?.quietHours;
+  if (q) {
+    parts.push(
+      h(
+        "div",
+        { class: "muted" },
+        `Quiet ${q.start}–${q.end}${q.days ? ` on ${q.days.join(" ")}` : ""}${q.tzid ? ` (${q.tzid})` : ""}`,
+      ),
+    );
+  }
+  return parts.length ? parts : h("span", { class: "muted" }, "none");
+}
+
+/** The Recipients page: the registry of `GET /v1/recipients`, searched and paged on the server. */
+async function renderRecipients(params) {
+  const q = params.get("q") ?? "";
+  const query = {};
+  // The search runs on the server: a case-insensitive substring of the id.
+  if (q) query.q = q;
+  const { reply, pager } = await serverPage("#/recipients", "/v1/recipients", query, params, {
+    counted: false,
+  });
+  const search = h("input", { type: "search", name: "q", value: q, placeholder: "recipient id" });
+  const form = h(
+    "form",
+    {
+      class: "filters",
+      role: "search",
+      onsubmit: (event) => {
+        event.preventDefault();
+        const next = new URLSearchParams();
+        if (search.value.trim()) next.set("q", search.value.trim());
+        location.hash = `#/recipients?${next}`;
+      },
+    },
+    field("Search", search),
+    h("button", { type: "submit" }, "Apply"),
+  );
+  show(
+    h("h1", {}, "Recipients"),
+    h(
+      "p",
+      { class: "muted" },
+      "The people schedules for recipients are sent to, each with a time zone, one target per channel (secrets hidden, as the API shows them) and opt-outs. Change them through the API or `punctual recipients`.",
+    ),
+    form,
+    pager,
+    reply.items.length === 0
+      ? h("p", { class: "muted" }, q ? `No recipient id contains “${q}”.` : "No recipient yet.")
+      : table(
+          ["Recipient", "Zone", "Targets", "Opt-outs and quiet hours", "Updated"],
+          reply.items.map((r) =>
+            h(
+              "tr",
+              {},
+              h(
+                "td",
+                {},
+                h("code", {}, r.id),
+                h("div", { class: "muted" }, `version ${r.version}`),
+              ),
+              h("td", {}, r.tzid),
+              h(
+                "td",
+                {},
+                Object.keys(r.targets).length === 0
+                  ? h("span", { class: "muted" }, "none")
+                  : h(
+                      "dl",
+                      { class: "targets" },
+                      Object.entries(r.targets).map(([channel, target]) => [
+                        h("dt", {}, channel),
+                        h("dd", {}, targetText(target)),
+                      ]),
+                    ),
+              ),
+              h("td", {}, preferencesText(r.preferences)),
+              h("td", {}, when(r.updatedAt)),
+            ),
+          ),
+        ),
   );
 }
 
@@ -1612,6 +2077,7 @@ async function route() {
     else if (page === "deliveries" && id) await renderDelivery(decodeURIComponent(id));
     else if (page === "deliveries") await renderDeliveries(params);
     else if (page === "dead") await renderDead(params);
+    else if (page === "recipients") await renderRecipients(params);
     else if (page === "import") renderImport();
     else if (page === "limits") await renderLimits();
     else show(h("h1", {}, "Not found"), h("p", {}, h("a", { href: "#/overview" }, "Overview")));

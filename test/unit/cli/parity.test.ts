@@ -16,6 +16,7 @@ import * as kinds from "../../../src/api/kinds.js";
 import * as operatorRoutes from "../../../src/api/operator-routes.js";
 import * as rateLimitRoutes from "../../../src/api/rate-limit-routes.js";
 import * as recipientRoutes from "../../../src/api/recipient-routes.js";
+import * as recipientZoneRoutes from "../../../src/api/recipient-zone-routes.js";
 import * as routes from "../../../src/api/routes.js";
 import * as webhookSecretRoutes from "../../../src/api/webhook-secret-routes.js";
 import {
@@ -39,6 +40,7 @@ function apiRoutes(): string[] {
     apiKeys,
     rateLimitRoutes,
     recipientRoutes,
+    recipientZoneRoutes,
     webhookSecretRoutes,
     explainRoutes,
   ]) {
@@ -100,6 +102,7 @@ const ROUTE_COMMANDS: Record<string, string> = {
   "GET /v1/recipients/{id}": "recipients show",
   "GET /v1/recipients": "recipients list",
   "DELETE /v1/recipients/{id}": "recipients remove",
+  "GET /v1/schedules/{id}/recipient-zones": "schedules zones",
   "POST /v1/recipients:bulk": "recipients import",
   "POST /v1/api-keys": "api-keys create",
   "GET /v1/api-keys": "api-keys list",

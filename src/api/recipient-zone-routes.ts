@@ -1,0 +1,61 @@
+/**
+ * `GET /v1/schedules/{id}/recipient-zones` (API-11): the zones of a schedule's recipients,
+ * counted, and whether it is floating. Scope `read` (API-2), like every GET.
+ */
+import { createRoute, type OpenAPIHono } from "@hono/zod-openapi";
+import { z } from "zod";
+import type { Punctual } from "../app/punctual.js";
+import type { RecipientZones } from "../app/recipient-zones.js";
+import { tenantOf } from "./auth.js";
+import { common, error, json, secured } from "./routes.js";
+import { scheduleIdParamSchema } from "./schemas.js";
+
+/** The reply (mirrors `RecipientZones`). */
+export const recipientZonesSchema = z
+  .object({
+    scheduleId: z.string(),
+    floating: z
+      .boolean()
+      .describe("DTSTART and the rule are read in each recipient's own zone (floating time)"),
+    recipients: z.number().int().describe("Recipients of the schedule; 0 without recipients"),
+    zones: z
+      .array(
+        z.object({
+          tzid: z.string().describe("IANA time zone"),
+          recipients: z.number().int().describe("Recipients of the schedule in this zone"),
+        }),
+      )
+      .describe("Most recipients first, then by zone; at most 1,000"),
+  })
+  .meta({ id: "RecipientZones" });
+
+type Equals<A, B> =
+  (<T>() => T extends A ? 1 : 2) extends <T>() => T extends B ? 1 : 2 ? true : false;
+type Assert<T extends true> = T;
+/** Compile-time proof that the schema and the contract agree. */
+export type RecipientZonesSchemaMatchesContract = Assert<
+  Equals<z.infer<typeof recipientZonesSchema>, RecipientZones>
+>;
+
+export const recipientZonesRoute = createRoute({
+  method: "get",
+  path: "/v1/schedules/{id}/recipient-zones",
+  tags: ["recipients"],
+  summary: "The time zones of a schedule's recipients, counted (API-11)",
+  description:
+    "Whether the schedule is floating, how many recipients it has, and their IANA zones with how many recipients each (most first). A schedule without recipients answers 0 and no zones. With `POST /v1/preview` per zone (the zone as `tzid` when floating) it gives the next occurrence per recipient zone.",
+  security: secured,
+  request: { params: scheduleIdParamSchema },
+  responses: {
+    200: json(recipientZonesSchema, "The zones"),
+    404: error("No such schedule"),
+    ...common,
+  },
+});
+
+/** Binds the route to `app`. Authentication and scopes are checked before. */
+export function registerRecipientZoneRoutes(app: OpenAPIHono, punctual: Punctual): void {
+  app.openapi(recipientZonesRoute, async (c) =>
+    c.json(await punctual.scheduleRecipientZones(c.req.valid("param").id, tenantOf(c)), 200),
+  );
+}
