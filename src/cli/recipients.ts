@@ -1,7 +1,8 @@
 /**
  * `punctual recipients set|show|list|remove|import` (API-10): the recipient registry of
  * the running server, through `/v1/recipients`. `import` reads NDJSON (`.ndjson`,
- * `.jsonl`) or a JSON array (`.json`); CSV is not read yet.
+ * `.jsonl`) or a JSON array (`.json`); CSV is not read yet. `unsubscribe` (API-14) applies
+ * a one-click unsubscribe link (its URL or token), as a mail provider would.
  */
 import { readFileSync } from "node:fs";
 import type { Command } from "commander";
@@ -168,6 +169,39 @@ export function addRecipientCommands(program: Command, kit: CommandKit): void {
 
   remoteOptions(
     group
+      .command("unsubscribe")
+      .description(
+        "Apply a one-click unsubscribe link of an e-mail (its List-Unsubscribe URL or token): the recipient opts out of the reminder's category, or of all e-mail.",
+      )
+      .argument("<link>", "the URL https://…/v1/unsubscribe/<token>, or the token"),
+  )
+    .addHelpText(
+      "after",
+      example([
+        "punctual recipients unsubscribe 'https://reminders.example.com/v1/unsubscribe/u1.…'",
+      ]),
+    )
+    .action(async (link: string, flags: RemoteFlags) => {
+      const token = unsubscribeToken(link);
+      const reply = await clientFor(flags).request<{
+        unsubscribed: true;
+        optedOut: { channel: string } | { category: string };
+      }>("POST", `/v1/unsubscribe/${encodeURIComponent(token)}`, {
+        rawBody: {
+          text: "List-Unsubscribe=One-Click",
+          contentType: "application/x-www-form-urlencoded",
+        },
+      });
+      const what = reply.body.optedOut;
+      io.out(
+        flags.json
+          ? jsonText(reply.body)
+          : `Unsubscribed from ${"category" in what ? `category ${what.category}` : `all ${what.channel}`}.\n`,
+      );
+    });
+
+  remoteOptions(
+    group
       .command("import")
       .description(
         "Create or replace many recipients from an NDJSON (.ndjson, .jsonl) or JSON array (.json) file, each row with its id; up to 10,000 rows a file.",
@@ -201,4 +235,22 @@ export function addRecipientCommands(program: Command, kit: CommandKit): void {
         throw new CliError(`${summary.errors} row(s) of ${file} were refused`, EXIT_FAILURE);
       }
     });
+}
+
+/**
+ * The token of a one-click unsubscribe link: the last path segment of a URL ending in
+ * `/v1/unsubscribe/<token>`, or the text itself when it is not such a URL.
+ * @throws CliError (usage) for an empty link.
+ */
+export function unsubscribeToken(link: string): string {
+  const text = link.trim();
+  const m = /\/v1\/unsubscribe\/([^/?#]+)\/?(?:[?#].*)?$/.exec(text);
+  const token = m ? decodeURIComponent(m[1]!) : text;
+  if (token === "" || token.includes("/")) {
+    throw new CliError(
+      "give the unsubscribe URL (…/v1/unsubscribe/<token>) or its token",
+      EXIT_USAGE,
+    );
+  }
+  return token;
 }

@@ -17,6 +17,7 @@ import * as operatorRoutes from "../../../src/api/operator-routes.js";
 import * as rateLimitRoutes from "../../../src/api/rate-limit-routes.js";
 import * as recipientRoutes from "../../../src/api/recipient-routes.js";
 import * as routes from "../../../src/api/routes.js";
+import * as unsubscribeRoutes from "../../../src/api/unsubscribe-routes.js";
 import * as webhookSecretRoutes from "../../../src/api/webhook-secret-routes.js";
 import {
   allNodes,
@@ -41,6 +42,7 @@ function apiRoutes(): string[] {
     recipientRoutes,
     webhookSecretRoutes,
     explainRoutes,
+    unsubscribeRoutes,
   ]) {
     for (const value of Object.values(mod)) {
       const r = value as { method?: unknown; path?: unknown; responses?: unknown };
@@ -100,6 +102,7 @@ const ROUTE_COMMANDS: Record<string, string> = {
   "GET /v1/recipients": "recipients list",
   "DELETE /v1/recipients/{id}": "recipients remove",
   "POST /v1/recipients:bulk": "recipients import",
+  "POST /v1/unsubscribe/{token}": "recipients unsubscribe",
   "POST /v1/api-keys": "api-keys create",
   "GET /v1/api-keys": "api-keys list",
   "DELETE /v1/api-keys/{id}": "api-keys revoke",
