@@ -676,6 +676,19 @@ export class Punctual {
   }
 
   /**
+   * API-12: one page of the recipients of schedule `id` (`limit`, `cursor`). See
+   * {@link audience.listScheduleRecipients}.
+   * @throws NotFoundError, ValidationError (a bad limit or cursor)
+   */
+  listScheduleRecipients(
+    id: string,
+    query: unknown = {},
+    ctx: CallContext = {},
+  ): Promise<{ items: audience.ScheduleRecipientView[]; nextCursor: string | null }> {
+    return audience.listScheduleRecipients(this.#app, id, query, ctx);
+  }
+
+  /**
    * API-10: creates or replaces many recipients: a JSON array of rows, or NDJSON text.
    * One result per row; a bad row does not stop the others. See
    * {@link recipients.bulkUpsertRecipients}.

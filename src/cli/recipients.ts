@@ -169,6 +169,67 @@ export function addRecipientCommands(program: Command, kit: CommandKit): void {
 
   remoteOptions(
     group
+      .command("of")
+      .description("List the recipients of a schedule, one page at a time.")
+      .argument("<schedule-id>")
+      .option("--limit <n>", "page size, 1–1000")
+      .option("--cursor <cursor>", "the previous page's nextCursor"),
+  ).action(async (scheduleId: string, flags: RemoteFlags & { limit?: string; cursor?: string }) => {
+    const page = await clientFor(flags).get<{
+      items: Array<{ id: string; addedAt: string }>;
+      nextCursor: string | null;
+    }>(`/v1/schedules/${encodeURIComponent(scheduleId)}/recipients`, {
+      limit: flags.limit,
+      cursor: flags.cursor,
+    });
+    if (flags.json) return io.out(jsonText(page));
+    io.out(
+      page.items.length
+        ? table(page.items, [
+            { header: "ID", cell: (r) => r.id },
+            { header: "ADDED", cell: (r) => r.addedAt },
+          ])
+        : "No recipients.\n",
+    );
+    if (page.nextCursor) io.out(`More: --cursor ${page.nextCursor}\n`);
+  });
+
+  remoteOptions(
+    group
+      .command("assign")
+      .description(
+        "Add recipients to a schedule for recipients and remove others, at most 10,000 ids together.",
+      )
+      .argument("<schedule-id>")
+      .option("--add <id>", "a recipient to add (repeatable)", collect)
+      .option("--remove <id>", "a recipient to remove (repeatable)", collect),
+  ).action(
+    async (scheduleId: string, flags: RemoteFlags & { add?: string[]; remove?: string[] }) => {
+      if (!flags.add?.length && !flags.remove?.length) {
+        throw new CliError("give --add and/or --remove", EXIT_USAGE);
+      }
+      const reply = await clientFor(flags).request<{
+        added: number;
+        removed: number;
+        cancelled: number;
+        recipients: number;
+      }>("PUT", `/v1/schedules/${encodeURIComponent(scheduleId)}/recipients`, {
+        body: {
+          ...(flags.add?.length ? { add: flags.add } : {}),
+          ...(flags.remove?.length ? { remove: flags.remove } : {}),
+        },
+      });
+      const r = reply.body;
+      io.out(
+        flags.json
+          ? jsonText(r)
+          : `${r.added} added, ${r.removed} removed (${r.cancelled} waiting deliveries cancelled); ${r.recipients} recipients now.\n`,
+      );
+    },
+  );
+
+  remoteOptions(
+    group
       .command("unsubscribe")
       .description(
         "Apply a one-click unsubscribe link of an e-mail (its List-Unsubscribe URL or token): the recipient opts out of the reminder's category, or of all e-mail.",

@@ -260,6 +260,7 @@ const PARAMS: Record<string, readonly unknown[]> = {
   // deliveries/recipients.ts
   PUT_AUDIENCE_SQL: [ID, false],
   AUDIENCE_OF_SQL: [ID],
+  LIST_SCHEDULE_RECIPIENTS_SQL: [ID, null, 100],
   MISSING_RECIPIENTS_SQL: ["default", ["r-1"]],
   ADD_MEMBERS_SQL: [null, ID, "default", [], null],
   REMOVE_MEMBERS_SQL: [null, ID, ["r-1"], null],

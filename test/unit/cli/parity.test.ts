@@ -103,6 +103,8 @@ const ROUTE_COMMANDS: Record<string, string> = {
   "DELETE /v1/recipients/{id}": "recipients remove",
   "POST /v1/recipients:bulk": "recipients import",
   "POST /v1/unsubscribe/{token}": "recipients unsubscribe",
+  "GET /v1/schedules/{id}/recipients": "recipients of",
+  "PUT /v1/schedules/{id}/recipients": "recipients assign",
   "POST /v1/api-keys": "api-keys create",
   "GET /v1/api-keys": "api-keys list",
   "DELETE /v1/api-keys/{id}": "api-keys revoke",
