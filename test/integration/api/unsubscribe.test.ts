@@ -43,7 +43,7 @@ afterEach(async () => {
 });
 
 /** punctual on the test engine with the e-mail channel to the sink, and its API. */
-async function start(publicUrl: string | undefined) {
+async function start(publicUrl: string | undefined, keyed = true) {
   handle = await openTestDatabase();
   const clock = new TestClock("2027-01-04T07:00:00Z");
   const { logger, lines } = memoryLogger("info");
@@ -52,7 +52,7 @@ async function start(publicUrl: string | undefined) {
     clock,
     logger,
     email: { smtpUrl: smtp.url, from: "reminders@example.com", allowedFrom: [] },
-    api: { apiKey: API_KEY },
+    ...(keyed ? { api: { apiKey: API_KEY } } : {}),
     ...(publicUrl !== undefined ? { publicUrl } : {}),
   });
   const app: PunctualApi = createApi(punctual);
@@ -240,5 +240,19 @@ describe("API-14 one-click unsubscribe", () => {
     const notes = lines.filter((l) => JSON.stringify(l).includes("PUNCTUAL_PUBLIC_URL"));
     expect(notes).toHaveLength(1);
     expect(p.unsubscribeUrl({ tenant: "default", recipientId: "ann", category: null })).toBeNull();
+  });
+
+  it("API-14: without an API key, a POST from another site still unsubscribes (the token is the credential), while other writes from it are refused", async () => {
+    const { punctual: p, app } = await start(PUBLIC_URL, false);
+    await p.putRecipient("ann", { tzid: "UTC", targets: { email: { to: "ann@example.com" } } });
+    const url = new URL(
+      p.unsubscribeUrl({ tenant: "default", recipientId: "ann", category: "digest" })!,
+    );
+    const crossSite = { origin: "https://mail.example.net", "sec-fetch-site": "cross-site" };
+    const res = await app.request(url.pathname, { method: "POST", headers: crossSite });
+    expect(res.status).toBe(200);
+    expect((await recipient(p, "ann")).preferences.optOut).toEqual({ categories: ["digest"] });
+    const other = await app.request("/v1/recipients/ann", { method: "DELETE", headers: crossSite });
+    expect(other.status).toBe(403);
   });
 });
