@@ -248,6 +248,41 @@ export const putScheduleRecipientsRoute = createRoute({
   },
 });
 
+const scheduleRecipientPageSchema = z
+  .object({
+    items: z.array(
+      z.object({
+        id: z.string().describe("Recipient id"),
+        addedAt: instantText.describe("When it joined the schedule"),
+      }),
+    ),
+    nextCursor: z.string().nullable().describe("Continues the list; null at the end"),
+  })
+  .meta({ id: "ScheduleRecipientPage" });
+
+export const listScheduleRecipientsRoute = createRoute({
+  method: "get",
+  path: "/v1/schedules/{id}/recipients",
+  tags: ["recipients"],
+  summary: "List the recipients of a schedule, one page at a time (API-12)",
+  description:
+    "By recipient id (byte order), `limit` per page (1–1000, default 100); pass the previous page's `nextCursor` as `cursor` for the next. A schedule without recipients lists none.",
+  security: secured,
+  request: {
+    params: z.object({ id: z.string().describe("Schedule id (UUID)") }),
+    query: z.object({
+      limit: z.string().optional().describe("Page size, 1–1000 (default 100)"),
+      cursor: z.string().optional().describe("The previous page's nextCursor"),
+    }),
+  },
+  responses: {
+    200: json(scheduleRecipientPageSchema, "One page"),
+    400: error("A bad limit or cursor"),
+    404: error("No such schedule in the caller's tenant"),
+    ...common,
+  },
+});
+
 /** Binds the recipient routes to `app`. Authentication and scopes are checked before. */
 export function registerRecipientRoutes(app: OpenAPIHono, punctual: Punctual): void {
   // A new object schema made here, after @hono/zod-openapi has extended zod: a schema
@@ -285,6 +320,17 @@ export function registerRecipientRoutes(app: OpenAPIHono, punctual: Punctual): v
       200,
     );
   });
+
+  app.openapi(listScheduleRecipientsRoute, async (c) =>
+    c.json(
+      await punctual.listScheduleRecipients(
+        c.req.valid("param").id,
+        c.req.valid("query"),
+        tenantOf(c),
+      ),
+      200,
+    ),
+  );
 
   app.openapi(bulkRecipientsRoute, async (c) => {
     const mediaType = mediaTypeOf(c.req.header("content-type"));

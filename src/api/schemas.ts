@@ -93,6 +93,17 @@ export const scheduleViewSchema = z
     dtstart: z.string(),
     dtstartLocal: z.string().nullable(),
     tzid: z.string(),
+    floating: z
+      .literal(true)
+      .optional()
+      .describe(
+        "API-11: a floating schedule for recipients (dtstart and rule read in each recipient's zone; tzid unused). Single reads only",
+      ),
+    recipientCount: z
+      .number()
+      .int()
+      .optional()
+      .describe("API-11: how many recipients a schedule for recipients has. Single reads only"),
     rrule: z.string().nullable(),
     rdate: z.array(z.string()),
     exdate: z.array(z.string()),

@@ -71,6 +71,7 @@ import {
   RECIPIENTS_BULK_PATH,
   registerRecipientRoutes,
 } from "./recipient-routes.js";
+import { registerUnsubscribeRoutes, UNSUBSCRIBE_PATH } from "./unsubscribe-routes.js";
 import { registerOverviewRoute } from "./overview.js";
 import { registerSessionRoutes, SessionStore } from "./session.js";
 import { requestSpans } from "./tracing.js";
@@ -433,7 +434,11 @@ export function createApi(punctual: Punctual, options: ApiOptions = {}): Punctua
     allowedHosts: config.api.allowedHosts,
   });
   if (hosts) app.use("*", hosts);
-  if (!keyed) app.use("*", crossSiteGuard());
+  if (!keyed) {
+    const guard = crossSiteGuard();
+    // API-14: a mail provider posts unsubscribe links from its own servers.
+    app.use("*", (c, next) => (UNSUBSCRIBE_PATH.test(c.req.path) ? next() : guard(c, next)));
+  }
   app.use("*", storableTextGuard);
   app.use("/v1/*", singleQueryValues);
 
@@ -470,7 +475,8 @@ export function createApi(punctual: Punctual, options: ApiOptions = {}): Punctua
     localToken: options.localToken,
     sessions,
   });
-  app.use("/v1/*", auth);
+  // API-14: an unsubscribe link's signed token is its credential; it needs no API key.
+  app.use("/v1/*", (c, next) => (UNSUBSCRIBE_PATH.test(c.req.path) ? next() : auth(c, next)));
   app.use("/metrics", auth);
   // OPS-13: without a key, /metrics answers only a peer on this machine (socket address).
   if (!keyed) app.use("/metrics", loopbackPeerGuard());
@@ -711,6 +717,7 @@ export function createApi(punctual: Punctual, options: ApiOptions = {}): Punctua
 
   registerRateLimitRoutes(app, punctual);
   registerRecipientRoutes(app, punctual);
+  registerUnsubscribeRoutes(app, punctual);
   registerWebhookSecretRoutes(app, punctual);
 
   app.openapi(webhookSecretRoute, (c) => c.json({ ...punctual.webhookSecret }, 200));

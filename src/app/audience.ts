@@ -6,12 +6,17 @@
  * `src/store/deliveries/recipients.ts`.
  */
 import { z } from "zod";
-import { MAX_SCHEDULE_RECIPIENTS, scheduleRecipientsSchema } from "../contracts/index.js";
+import {
+  MAX_SCHEDULE_RECIPIENTS,
+  pageLimitSchema,
+  scheduleRecipientsSchema,
+} from "../contracts/index.js";
 import { NotFoundError, ValidationError, type FieldIssue } from "../errors/index.js";
 import type { Queryable } from "../store/database.js";
 import {
   addMembers,
   audienceOf,
+  listScheduleRecipientRows,
   forgetRecipient,
   missingRecipients,
   putAudience,
@@ -19,6 +24,8 @@ import {
   replanMembers,
 } from "../store/deliveries/index.js";
 import { lockScheduleForEdit } from "../store/planning.js";
+import { scheduleById } from "../store/schedules.js";
+import { cursorPart, decodeCursor, encodeCursor, type CursorScope } from "./cursor.js";
 import { DEFAULT_TENANT, type AppContext, type CallContext } from "./context.js";
 import { parseInput } from "./input.js";
 
@@ -294,4 +301,57 @@ export async function forgetRecipientEverywhere(
   p: { now: Date | null; tenant: string; id: string },
 ): Promise<void> {
   await forgetRecipient(tx, p);
+}
+
+/** Query of `GET /v1/schedules/{id}/recipients`: `limit` (1–1000, default 100) and `cursor`. */
+export const listScheduleRecipientsQuerySchema = z
+  .object({
+    limit: pageLimitSchema(),
+    /** Opaque cursor from the previous page's `nextCursor`. */
+    cursor: z.string().max(1_000).optional(),
+  })
+  .strict();
+
+/** One recipient of a schedule, as the API lists it. */
+export interface ScheduleRecipientView {
+  /** The recipient's id in the registry. */
+  id: string;
+  /** When it joined the schedule, ISO 8601 UTC. */
+  addedAt: string;
+}
+
+/**
+ * API-12: the recipients of a schedule of the caller's tenant, by id (byte order), one
+ * keyset page of `limit` (default 100); `nextCursor` (null on the last page) continues it.
+ * A schedule without recipients has an empty list.
+ * @throws NotFoundError no such schedule for the tenant; ValidationError a bad `limit`
+ *   or a `cursor` of another list.
+ */
+export async function listScheduleRecipients(
+  app: AppContext,
+  id: string,
+  query: unknown = {},
+  ctx: CallContext = {},
+): Promise<{ items: ScheduleRecipientView[]; nextCursor: string | null }> {
+  const q = parseInput(listScheduleRecipientsQuerySchema, query);
+  if (!z.uuid().safeParse(id).success) throw new NotFoundError("schedule", id);
+  const row = await scheduleById(app.db, { tenant: ctx.tenant ?? DEFAULT_TENANT, id });
+  if (!row) throw new NotFoundError("schedule", id);
+  const scope: CursorScope = { list: "schedule-recipients", schedule: id };
+  let afterId: string | null = null;
+  if (q.cursor !== undefined) {
+    [afterId] = decodeCursor(q.cursor, scope, [cursorPart.text]) as [string];
+  }
+  // One row more than asked tells whether the list goes on.
+  const rows = await listScheduleRecipientRows(app.db, {
+    scheduleId: id,
+    afterId,
+    limit: q.limit + 1,
+  });
+  const page = rows.slice(0, q.limit);
+  const last = page.at(-1);
+  return {
+    items: page.map((r) => ({ id: r.id, addedAt: r.added_at.toISOString() })),
+    nextCursor: rows.length > q.limit && last ? encodeCursor([last.id], scope) : null,
+  };
 }

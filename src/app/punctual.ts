@@ -7,7 +7,7 @@
 import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
 import type { z } from "zod";
-import type { Channel } from "../channels/types.js";
+import type { Channel, ChannelDelivery } from "../channels/types.js";
 import {
   ChannelRegistry,
   createDiscordChannel,
@@ -73,6 +73,8 @@ import type { RecipientZones } from "./recipient-zones.js";
 import * as recipients from "./recipients.js";
 import * as circuits from "./circuits.js";
 import * as webhookSecrets from "./webhook-secrets.js";
+import * as unsubscribeOps from "./unsubscribe.js";
+import { sharedUnsubscribeSecret } from "./unsubscribe.js";
 import type { TenantWebhookSecretView } from "../contracts/webhook-secrets.js";
 import type { CircuitView, RateLimitView } from "../contracts/rate-limits.js";
 import type {
@@ -166,6 +168,8 @@ export class Punctual {
   /** The default webhook signing secret in use, and where it came from. */
   readonly webhookSecret: { secret: string; source: "configured" | "generated" };
   #closed = false;
+  /** API-14: the secret of one-click unsubscribe links. */
+  readonly #unsubscribeSecret: string;
   #closers: Array<() => Promise<void> | void> = [];
   /** What the operation modules work with. */
   readonly #app: AppContext;
@@ -185,9 +189,12 @@ export class Punctual {
     settings?: LiveSettings;
     closers: Array<() => Promise<void> | void>;
     webhookSecret: { secret: string; source: "configured" | "generated" };
+    /** API-14: the secret of unsubscribe links; default a random one of this process. */
+    unsubscribeSecret?: string;
     tasks?: readonly PunctualTaskDefinition[];
   }) {
     this.webhookSecret = parts.webhookSecret;
+    this.#unsubscribeSecret = parts.unsubscribeSecret ?? randomBytes(32).toString("base64url");
     this.config = parts.config;
     this.db = parts.db;
     this.clock = parts.clock;
@@ -612,6 +619,41 @@ export class Punctual {
     return recipients.putRecipient(this.#app, id, body, ctx);
   }
 
+  /**
+   * API-14: one-click unsubscribe (RFC 8058): records the opt-out a link's token stands for
+   * (its category, or all e-mail) in the recipient's preferences; idempotent. Needs no
+   * caller: the token is the credential.
+   * @throws NotFoundError for a forged, altered or expired token, or a recipient gone.
+   */
+  unsubscribe(token: string): ReturnType<typeof unsubscribeOps.unsubscribe> {
+    return unsubscribeOps.unsubscribe(this.#app, this.#unsubscribeSecret, token);
+  }
+
+  /** API-14: whether an unsubscribe token verifies and has not expired (reads nothing). */
+  unsubscribeTokenValid(token: string): boolean {
+    return (
+      unsubscribeOps.verifyUnsubscribeToken(this.#unsubscribeSecret, token, this.clock.now()) !==
+      null
+    );
+  }
+
+  /**
+   * API-14: the unsubscribe URL of a recipient's mail, as the e-mail channel puts it in
+   * `List-Unsubscribe`; null without `publicUrl`. For tests and tools that build links.
+   */
+  unsubscribeUrl(
+    claims: { tenant: string; recipientId: string; category: string | null },
+    nowMs: number = this.clock.now(),
+  ): string | null {
+    if (this.config.publicUrl === undefined) return null;
+    return unsubscribeOps.unsubscribeUrl(
+      this.config.publicUrl,
+      this.#unsubscribeSecret,
+      claims,
+      nowMs,
+    );
+  }
+
   /** API-10: one recipient of the caller's tenant. @throws NotFoundError */
   getRecipient(id: string, ctx: CallContext = {}): Promise<RecipientView> {
     return recipients.getRecipient(this.#app, id, ctx);
@@ -641,6 +683,19 @@ export class Punctual {
     ctx: CallContext = {},
   ): Promise<audience.RecipientsPageResult> {
     return audience.putScheduleRecipients(this.#app, id, body, ctx);
+  }
+
+  /**
+   * API-12: one page of the recipients of schedule `id` (`limit`, `cursor`). See
+   * {@link audience.listScheduleRecipients}.
+   * @throws NotFoundError, ValidationError (a bad limit or cursor)
+   */
+  listScheduleRecipients(
+    id: string,
+    query: unknown = {},
+    ctx: CallContext = {},
+  ): Promise<{ items: audience.ScheduleRecipientView[]; nextCursor: string | null }> {
+    return audience.listScheduleRecipients(this.#app, id, query, ctx);
   }
 
   /**
@@ -819,6 +874,8 @@ export async function createPunctual(options: PunctualOptions = {}): Promise<Pun
     await assertSchemaCurrent(db);
     if (db.engine === "postgres") await warnIfNotDurable(db, logger);
     const secret = config.webhookSecret ?? (await sharedWebhookSecret(db, logger));
+    // API-14: signs and verifies one-click unsubscribe links, alike in every process.
+    const unsubscribeSecret = await sharedUnsubscribeSecret(db, logger);
     // OPS-11: settings that reach the running process (retry policy, secret rotation).
     const settings = new LiveSettings(config.scheduler, {
       ...(config.webhookSecret ? { configured: config.webhookSecret } : {}),
@@ -856,7 +913,15 @@ export async function createPunctual(options: PunctualOptions = {}): Promise<Pun
         allowedFrom: config.email.allowedFrom,
         timeoutMs: config.scheduler.sendTimeoutMs,
         logger,
+        ...(config.publicUrl !== undefined
+          ? { unsubscribeUrl: listUnsubscribe(config.publicUrl, unsubscribeSecret) }
+          : {}),
       });
+      if (config.publicUrl === undefined) {
+        logger.info(
+          "PUNCTUAL_PUBLIC_URL is not set: e-mail to recipients carries no List-Unsubscribe header (one-click unsubscribe, RFC 8058)",
+        );
+      }
       closers.unshift(() => email.close());
       builtIn.push(email);
     }
@@ -878,6 +943,7 @@ export async function createPunctual(options: PunctualOptions = {}): Promise<Pun
       role: role ?? "library",
       closers,
       webhookSecret: { secret, source: config.webhookSecret ? "configured" : "generated" },
+      unsubscribeSecret,
     });
     if (reminderKinds?.length) await punctual.seedReminderKinds(reminderKinds);
     return punctual;
@@ -905,4 +971,27 @@ async function sharedWebhookSecret(db: Database, logger: Logger): Promise<string
     );
   }
   return value;
+}
+
+/**
+ * API-14: the e-mail channel's `unsubscribeUrl` — a signed link for a delivery to a
+ * recipient of a tenant: the reminder's category, or all e-mail without one.
+ */
+function listUnsubscribe(
+  publicUrl: string,
+  secret: string,
+): (delivery: ChannelDelivery, nowMs: number) => string | null {
+  return (delivery, nowMs) =>
+    delivery.recipient === undefined || delivery.tenant === undefined
+      ? null
+      : unsubscribeOps.unsubscribeUrl(
+          publicUrl,
+          secret,
+          {
+            tenant: delivery.tenant,
+            recipientId: delivery.recipient.id,
+            category: delivery.category ?? null,
+          },
+          nowMs,
+        );
 }

@@ -767,7 +767,18 @@ export async function getSchedule(
   const row = await scheduleById(app.db, { tenant: ctx.tenant ?? DEFAULT_TENANT, id });
   if (!row) throw new NotFoundError("schedule", id);
   const reminders = await remindersOfSchedules(app.db, { scheduleIds: [id] });
-  return toScheduleView(row, reminders, await finishedScheduleIds(app.db, [row]));
+  const view = toScheduleView(row, reminders, await finishedScheduleIds(app.db, [row]));
+  // API-11: a schedule for recipients says so, with how many it has.
+  const audience = await audienceOf(app.db, { scheduleId: id });
+  if (audience) {
+    view.recipientCount = Number(audience.recipients);
+    if (audience.floating) {
+      view.floating = true;
+      // Floating time has no zone of its own: the wall clock as given, no offset.
+      view.dtstartLocal = row.dtstart;
+    }
+  }
+  return view;
 }
 
 /**

@@ -111,6 +111,13 @@ export interface EmailChannelOptions {
   logger?: Logger;
   /** Current time, epoch ms, for the `Date` header when the scheduler gives none. */
   now?: () => number;
+  /**
+   * API-14: the one-click unsubscribe URL of a delivery (RFC 8058), or null for none.
+   * Called only for deliveries to a recipient (`delivery.recipient` set), with the send's
+   * time (epoch ms); a URL makes the message carry `List-Unsubscribe: <url>` (RFC 2369)
+   * and `List-Unsubscribe-Post: List-Unsubscribe=One-Click`. Absent: no such headers.
+   */
+  unsubscribeUrl?: (delivery: ChannelDelivery, nowMs: number) => string | null;
 }
 
 /** The e-mail channel. */
@@ -555,6 +562,11 @@ export function createEmailChannel(options: EmailChannelOptions): EmailChannel {
       ...own,
     };
     const m: RenderedMessage = await renderTemplate(template, delivery);
+    // API-14 (RFC 8058): one-click unsubscribe for mail to a recipient.
+    const unsubscribe =
+      delivery.recipient !== undefined && options.unsubscribeUrl
+        ? options.unsubscribeUrl(delivery, date.getTime())
+        : null;
     const composer = new MailComposer({
       from,
       to: asList(target.to) as string[],
@@ -570,6 +582,12 @@ export function createEmailChannel(options: EmailChannelOptions): EmailChannel {
         // RFC 3834: an automatic message; out-of-office replies should not answer it.
         "Auto-Submitted": "auto-generated",
         "X-Punctual-Delivery-Key": delivery.deliveryKey,
+        ...(unsubscribe !== null
+          ? {
+              "List-Unsubscribe": `<${unsubscribe}>`,
+              "List-Unsubscribe-Post": "List-Unsubscribe=One-Click",
+            }
+          : {}),
         // OPS-15: the trace id of this send's span (W3C traceparent's second field).
         ...(delivery.traceParent !== undefined
           ? { "X-Trace-Id": delivery.traceParent.split("-")[1] ?? "" }

@@ -47,6 +47,11 @@ export interface ChannelDelivery {
    */
   recipient?: { id: string; tzid: string; attributes: Record<string, unknown> };
   /**
+   * API-13: the reminder's category, when it has one and the delivery is for a recipient
+   * (what a one-click unsubscribe opts out of, API-14).
+   */
+  category?: string;
+  /**
    * The schedule's tenant (API-2), set by the scheduler: a channel with per-tenant rules
    * (e-mail's allowed senders) checks them again at send. Absent when a channel is called
    * directly: then only the rules for every tenant apply.

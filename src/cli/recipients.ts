@@ -1,7 +1,8 @@
 /**
  * `punctual recipients set|show|list|remove|import` (API-10): the recipient registry of
  * the running server, through `/v1/recipients`. `import` reads NDJSON (`.ndjson`,
- * `.jsonl`) or a JSON array (`.json`); CSV is not read yet.
+ * `.jsonl`) or a JSON array (`.json`); CSV is not read yet. `unsubscribe` (API-14) applies
+ * a one-click unsubscribe link (its URL or token), as a mail provider would.
  */
 import { readFileSync } from "node:fs";
 import type { Command } from "commander";
@@ -168,6 +169,100 @@ export function addRecipientCommands(program: Command, kit: CommandKit): void {
 
   remoteOptions(
     group
+      .command("of")
+      .description("List the recipients of a schedule, one page at a time.")
+      .argument("<schedule-id>")
+      .option("--limit <n>", "page size, 1–1000")
+      .option("--cursor <cursor>", "the previous page's nextCursor"),
+  ).action(async (scheduleId: string, flags: RemoteFlags & { limit?: string; cursor?: string }) => {
+    const page = await clientFor(flags).get<{
+      items: Array<{ id: string; addedAt: string }>;
+      nextCursor: string | null;
+    }>(`/v1/schedules/${encodeURIComponent(scheduleId)}/recipients`, {
+      limit: flags.limit,
+      cursor: flags.cursor,
+    });
+    if (flags.json) return io.out(jsonText(page));
+    io.out(
+      page.items.length
+        ? table(page.items, [
+            { header: "ID", cell: (r) => r.id },
+            { header: "ADDED", cell: (r) => r.addedAt },
+          ])
+        : "No recipients.\n",
+    );
+    if (page.nextCursor) io.out(`More: --cursor ${page.nextCursor}\n`);
+  });
+
+  remoteOptions(
+    group
+      .command("assign")
+      .description(
+        "Add recipients to a schedule for recipients and remove others, at most 10,000 ids together.",
+      )
+      .argument("<schedule-id>")
+      .option("--add <id>", "a recipient to add (repeatable)", collect)
+      .option("--remove <id>", "a recipient to remove (repeatable)", collect),
+  ).action(
+    async (scheduleId: string, flags: RemoteFlags & { add?: string[]; remove?: string[] }) => {
+      if (!flags.add?.length && !flags.remove?.length) {
+        throw new CliError("give --add and/or --remove", EXIT_USAGE);
+      }
+      const reply = await clientFor(flags).request<{
+        added: number;
+        removed: number;
+        cancelled: number;
+        recipients: number;
+      }>("PUT", `/v1/schedules/${encodeURIComponent(scheduleId)}/recipients`, {
+        body: {
+          ...(flags.add?.length ? { add: flags.add } : {}),
+          ...(flags.remove?.length ? { remove: flags.remove } : {}),
+        },
+      });
+      const r = reply.body;
+      io.out(
+        flags.json
+          ? jsonText(r)
+          : `${r.added} added, ${r.removed} removed (${r.cancelled} waiting deliveries cancelled); ${r.recipients} recipients now.\n`,
+      );
+    },
+  );
+
+  remoteOptions(
+    group
+      .command("unsubscribe")
+      .description(
+        "Apply a one-click unsubscribe link of an e-mail (its List-Unsubscribe URL or token): the recipient opts out of the reminder's category, or of all e-mail.",
+      )
+      .argument("<link>", "the URL https://…/v1/unsubscribe/<token>, or the token"),
+  )
+    .addHelpText(
+      "after",
+      example([
+        "punctual recipients unsubscribe 'https://reminders.example.com/v1/unsubscribe/u1.…'",
+      ]),
+    )
+    .action(async (link: string, flags: RemoteFlags) => {
+      const token = unsubscribeToken(link);
+      const reply = await clientFor(flags).request<{
+        unsubscribed: true;
+        optedOut: { channel: string } | { category: string };
+      }>("POST", `/v1/unsubscribe/${encodeURIComponent(token)}`, {
+        rawBody: {
+          text: "List-Unsubscribe=One-Click",
+          contentType: "application/x-www-form-urlencoded",
+        },
+      });
+      const what = reply.body.optedOut;
+      io.out(
+        flags.json
+          ? jsonText(reply.body)
+          : `Unsubscribed from ${"category" in what ? `category ${what.category}` : `all ${what.channel}`}.\n`,
+      );
+    });
+
+  remoteOptions(
+    group
       .command("import")
       .description(
         "Create or replace many recipients from an NDJSON (.ndjson, .jsonl) or JSON array (.json) file, each row with its id; up to 10,000 rows a file.",
@@ -201,4 +296,22 @@ export function addRecipientCommands(program: Command, kit: CommandKit): void {
         throw new CliError(`${summary.errors} row(s) of ${file} were refused`, EXIT_FAILURE);
       }
     });
+}
+
+/**
+ * The token of a one-click unsubscribe link: the last path segment of a URL ending in
+ * `/v1/unsubscribe/<token>`, or the text itself when it is not such a URL.
+ * @throws CliError (usage) for an empty link.
+ */
+export function unsubscribeToken(link: string): string {
+  const text = link.trim();
+  const m = /\/v1\/unsubscribe\/([^/?#]+)\/?(?:[?#].*)?$/.exec(text);
+  const token = m ? decodeURIComponent(m[1]!) : text;
+  if (token === "" || token.includes("/")) {
+    throw new CliError(
+      "give the unsubscribe URL (…/v1/unsubscribe/<token>) or its token",
+      EXIT_USAGE,
+    );
+  }
+  return token;
 }

@@ -84,6 +84,12 @@ export const ENV_VARS: ReadonlyArray<{ name: string; path: string; kind: Kind; h
     help: "domain of Message-IDs <deliveryKey@domain> (default the sender's domain)",
   },
   {
+    name: "PUNCTUAL_PUBLIC_URL",
+    path: "publicUrl",
+    kind: "string",
+    help: "public base URL of the API for one-click unsubscribe links in e-mail (unset: no List-Unsubscribe header)",
+  },
+  {
     name: "PUNCTUAL_HOST",
     path: "api.host",
     kind: "string",

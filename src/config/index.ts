@@ -161,6 +161,32 @@ export const configSchema = z
     metricsNamedLabels: z.boolean().default(false),
     /** Default webhook signing secret (`whsec_…`). */
     webhookSecret: z.string().min(1).optional(),
+    /**
+     * API-14: the public base URL of the API as recipients' mail clients reach it
+     * (`https://punctual.example.com`), for one-click unsubscribe links (RFC 8058). Unset:
+     * e-mail carries no `List-Unsubscribe` header. http(s), no query or fragment.
+     */
+    publicUrl: z
+      .string()
+      .min(1)
+      .refine(
+        (text) => {
+          try {
+            const url = new URL(text);
+            return (
+              (url.protocol === "https:" || url.protocol === "http:") &&
+              url.search === "" &&
+              url.hash === "" &&
+              url.username === "" &&
+              url.password === ""
+            );
+          } catch {
+            return false;
+          }
+        },
+        { message: "must be an http(s) URL without credentials, query or fragment" },
+      )
+      .optional(),
     /** Allow webhook targets in private, loopback and link-local ranges (CH-1). */
     allowPrivateTargets: z.boolean().default(false),
     /**

@@ -478,7 +478,15 @@ export interface ScheduleView {
    * schedule; null when the stored value cannot be read.
    */
   dtstartLocal: string | null;
+  /** The zone of `dtstart` and the rule; `UTC` (unused) on a floating schedule. */
   tzid: string;
+  /**
+   * API-11: present (true) on a floating schedule for recipients: `dtstart` and the rule
+   * are read in each recipient's own zone, not in `tzid`. Single reads only.
+   */
+  floating?: true;
+  /** API-11: how many recipients a schedule for recipients has; single reads only. */
+  recipientCount?: number;
   rrule: string | null;
   rdate: string[];
   exdate: string[];

@@ -271,6 +271,7 @@ export class Executor {
     // API-11 / API-13: a row for a recipient is judged now, against the registry as it is.
     let target = row.target;
     let recipient: ChannelDelivery["recipient"];
+    let category: string | null = null;
     let gateError: unknown = null;
     if (row.recipient_id != null && this.#d.recipients) {
       try {
@@ -284,6 +285,7 @@ export class Executor {
         }
         target = verdict.target;
         recipient = verdict.recipient;
+        category = verdict.category;
       } catch (err) {
         // Not sent to a target that could not be checked: a transient failure, retried.
         gateError = err;
@@ -316,6 +318,7 @@ export class Executor {
       tenant: row.tenant,
     };
     if (recipient) delivery.recipient = recipient;
+    if (category !== null) delivery.category = category;
     const traceParent = traceSendStarted(held);
     if (traceParent !== undefined) delivery.traceParent = traceParent;
     const timeoutMs = channel?.timeoutMs ?? o.sendTimeoutMs;

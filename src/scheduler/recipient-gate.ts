@@ -30,6 +30,8 @@ export type RecipientVerdict =
       recipient: { id: string; tzid: string; attributes: Record<string, unknown> };
       /** API-13: what the critical reminder goes past (`OPTED_OUT`), or null. */
       bypassed: "OPTED_OUT" | null;
+      /** API-13: the reminder's category, or null. */
+      category: string | null;
     }
   | { action: "skip"; reason: "NO_TARGET" | "OPTED_OUT" | "recipient_removed" };
 
@@ -65,6 +67,7 @@ export function judgeRecipient(
     target,
     recipient: { id: delivery.recipientId, tzid: row.tzid, attributes: row.attributes ?? {} },
     bypassed: optedOut ? "OPTED_OUT" : null,
+    category: row.category,
   };
 }
 

@@ -169,3 +169,45 @@ export async function deleteRecipient(
 ): Promise<boolean> {
   return (await execute(db, DELETE_RECIPIENT_SQL, [p.tenant, p.id])) > 0;
 }
+
+/**
+ * API-14: adds `$5` to the recipient's opt-out list `preferences.optOut.<$4>` (`channels`
+ * or `categories`), creating the object and list as needed; a recipient already opted out
+ * of it is left alone (same version). Returns the id when it changed the row.
+ * $1 now, $2 tenant, $3 id, $4 list name, $5 the name to add
+ */
+export const OPT_OUT_RECIPIENT_SQL = `
+update punctual_recipients as r
+set preferences = jsonb_set(
+      jsonb_set(r.preferences, '{optOut}', coalesce(r.preferences -> 'optOut', '{}'::jsonb), true),
+      array['optOut', $4::text],
+      coalesce(r.preferences #> array['optOut', $4::text], '[]'::jsonb) || to_jsonb($5::text),
+      true),
+    version = r.version + 1, updated_at = ${NOW}
+where r.tenant = $2 and r.id = $3
+  and not coalesce(r.preferences #> array['optOut', $4::text], '[]'::jsonb) @> to_jsonb(array[$5::text])
+returning r.id`;
+
+/** Result columns of {@link OPT_OUT_RECIPIENT_SQL}. */
+export const OPT_OUT_RECIPIENT_COLUMNS = columnsOf<{ id: string }>()(["id"]);
+
+/** API-14: runs {@link OPT_OUT_RECIPIENT_SQL}; true when it changed the recipient. */
+export async function optOutRecipient(
+  db: Queryable,
+  p: {
+    now: Date | null;
+    tenant: string;
+    id: string;
+    list: "channels" | "categories";
+    name: string;
+  },
+): Promise<boolean> {
+  const changed = await rows<{ id: string }>(db, OPT_OUT_RECIPIENT_SQL, [
+    p.now,
+    p.tenant,
+    p.id,
+    p.list,
+    p.name,
+  ]);
+  return changed.length > 0;
+}

@@ -256,9 +256,11 @@ const PARAMS: Record<string, readonly unknown[]> = {
   LIST_RECIPIENTS_SQL: ["default", null, null, 100],
   LIST_RECIPIENTS_DESC_SQL: ["default", "r", "z", 100],
   DELETE_RECIPIENT_SQL: ["default", "r-1"],
+  OPT_OUT_RECIPIENT_SQL: [null, "default", "r-1", "categories", "digest"],
   // deliveries/recipients.ts
   PUT_AUDIENCE_SQL: [ID, false],
   AUDIENCE_OF_SQL: [ID],
+  LIST_SCHEDULE_RECIPIENTS_SQL: [ID, null, 100],
   MISSING_RECIPIENTS_SQL: ["default", ["r-1"]],
   ADD_MEMBERS_SQL: [null, ID, "default", [], null],
   REMOVE_MEMBERS_SQL: [null, ID, ["r-1"], null],

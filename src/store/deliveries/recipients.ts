@@ -472,3 +472,39 @@ export async function recipientAtSend(
   ]);
   return row!;
 }
+
+/**
+ * API-12: one keyset page of a schedule's recipients by id (byte order, collation "C"):
+ * a range scan of the primary key (schedule_id, recipient_id).
+ * $1 schedule id, $2 the last id of the previous page or NULL from the start, $3 limit.
+ */
+export const LIST_SCHEDULE_RECIPIENTS_SQL = `
+select m.recipient_id as id, m.added_at
+from punctual_schedule_recipients m
+where m.schedule_id = $1 and ($2::text is null or m.recipient_id > $2::text)
+order by m.recipient_id
+limit $3`;
+
+/** One row of {@link LIST_SCHEDULE_RECIPIENTS_SQL}. */
+export interface ScheduleRecipientRow {
+  id: string;
+  added_at: Date;
+}
+
+/** Result columns of {@link LIST_SCHEDULE_RECIPIENTS_SQL}. */
+export const LIST_SCHEDULE_RECIPIENTS_COLUMNS = columnsOf<ScheduleRecipientRow>()([
+  "id",
+  "added_at",
+]);
+
+/** API-12: runs {@link LIST_SCHEDULE_RECIPIENTS_SQL}. */
+export function listScheduleRecipientRows(
+  db: Queryable,
+  p: { scheduleId: string; afterId: string | null; limit: number },
+): Promise<ScheduleRecipientRow[]> {
+  return rows<ScheduleRecipientRow>(db, LIST_SCHEDULE_RECIPIENTS_SQL, [
+    p.scheduleId,
+    p.afterId,
+    p.limit,
+  ]);
+}

@@ -18,6 +18,7 @@ import * as rateLimitRoutes from "../../../src/api/rate-limit-routes.js";
 import * as recipientRoutes from "../../../src/api/recipient-routes.js";
 import * as recipientZoneRoutes from "../../../src/api/recipient-zone-routes.js";
 import * as routes from "../../../src/api/routes.js";
+import * as unsubscribeRoutes from "../../../src/api/unsubscribe-routes.js";
 import * as webhookSecretRoutes from "../../../src/api/webhook-secret-routes.js";
 import {
   allNodes,
@@ -43,6 +44,7 @@ function apiRoutes(): string[] {
     recipientZoneRoutes,
     webhookSecretRoutes,
     explainRoutes,
+    unsubscribeRoutes,
   ]) {
     for (const value of Object.values(mod)) {
       const r = value as { method?: unknown; path?: unknown; responses?: unknown };
@@ -104,6 +106,9 @@ const ROUTE_COMMANDS: Record<string, string> = {
   "DELETE /v1/recipients/{id}": "recipients remove",
   "GET /v1/schedules/{id}/recipient-zones": "schedules zones",
   "POST /v1/recipients:bulk": "recipients import",
+  "POST /v1/unsubscribe/{token}": "recipients unsubscribe",
+  "GET /v1/schedules/{id}/recipients": "recipients of",
+  "PUT /v1/schedules/{id}/recipients": "recipients assign",
   "POST /v1/api-keys": "api-keys create",
   "GET /v1/api-keys": "api-keys list",
   "DELETE /v1/api-keys/{id}": "api-keys revoke",

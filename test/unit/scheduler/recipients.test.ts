@@ -24,6 +24,7 @@ describe("API-11 / API-13: the verdict at send", () => {
       target: { to: "ann@example.com" },
       recipient: { id: "ann", tzid: "Europe/Berlin", attributes: { name: "Ann" } },
       bypassed: null,
+      category: "digest",
     });
   });
 
