@@ -23,6 +23,7 @@ import { bodyLimit } from "hono/body-limit";
 import { ZodError, type z } from "zod";
 import { importCalendar, type ImportOptions, type ImportSummary } from "../app/import.js";
 import { slicedJson } from "./sliced-json.js";
+import { jsonBodyGuard } from "./body-guard.js";
 import type { Punctual } from "../app/punctual.js";
 import { VERSION } from "../app/punctual.js";
 import { NotFoundError, ValidationError, type FieldIssue } from "../errors/index.js";
@@ -470,6 +471,7 @@ export function createApi(punctual: Punctual, options: ApiOptions = {}): Punctua
     sessions,
   });
   app.use("/v1/*", auth);
+  app.use("/v1/*", jsonBodyGuard);
   app.use("/metrics", auth);
   // OPS-13: without a key, /metrics answers only a peer on this machine (socket address).
   if (!keyed) app.use("/metrics", loopbackPeerGuard());
