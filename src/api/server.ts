@@ -23,6 +23,7 @@ import { bodyLimit } from "hono/body-limit";
 import { ZodError, type z } from "zod";
 import { importCalendar, type ImportOptions, type ImportSummary } from "../app/import.js";
 import { slicedJson } from "./sliced-json.js";
+import { jsonBodyGuard } from "./body-guard.js";
 import type { Punctual } from "../app/punctual.js";
 import { VERSION } from "../app/punctual.js";
 import { NotFoundError, ValidationError, type FieldIssue } from "../errors/index.js";
@@ -477,6 +478,7 @@ export function createApi(punctual: Punctual, options: ApiOptions = {}): Punctua
   });
   // API-14: an unsubscribe link's signed token is its credential; it needs no API key.
   app.use("/v1/*", (c, next) => (UNSUBSCRIBE_PATH.test(c.req.path) ? next() : auth(c, next)));
+  app.use("/v1/*", jsonBodyGuard);
   app.use("/metrics", auth);
   // OPS-13: without a key, /metrics answers only a peer on this machine (socket address).
   if (!keyed) app.use("/metrics", loopbackPeerGuard());
@@ -814,14 +816,30 @@ function isValidAuthority(host: string): boolean {
 }
 
 /**
- * Listens on `host:port` (port 0 picks a free port).
+ * Listens on `host:port` (port 0 picks a free port). A client that has not sent a
+ * request's headers within `headersTimeoutMs` (default 10,000 ms), or the whole request
+ * within `requestTimeoutMs` (default 30,000 ms), gets 408 and its connection is closed
+ * (Node's `headersTimeout` / `requestTimeout`; its own default of 300 s let stalled
+ * bodies hold sockets for minutes).
  * @throws the listen error (EADDRINUSE, EACCES …).
  */
 export async function serveApi(
   app: { fetch: (request: Request) => Response | Promise<Response> },
-  options: { host: string; port: number },
+  options: { host: string; port: number; requestTimeoutMs?: number; headersTimeoutMs?: number },
 ): Promise<ServedApi> {
-  const server = createAdaptorServer({ fetch: app.fetch, hostname: options.host });
+  const requestTimeout = options.requestTimeoutMs ?? 30_000;
+  // Node requires headersTimeout ≤ requestTimeout.
+  const headersTimeout = Math.min(options.headersTimeoutMs ?? 10_000, requestTimeout);
+  const server = createAdaptorServer({
+    fetch: app.fetch,
+    hostname: options.host,
+    serverOptions: {
+      requestTimeout,
+      headersTimeout,
+      // How often Node looks for expired requests (its default, 30 s, outlasts them).
+      connectionsCheckingInterval: Math.max(50, Math.min(1_000, Math.floor(headersTimeout / 4))),
+    },
+  });
   guardHostHeader(server as HttpServer);
   await new Promise<void>((resolve, reject) => {
     const onError = (err: Error) => reject(err);

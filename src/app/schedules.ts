@@ -23,7 +23,12 @@ import {
   type UpdateScheduleInput,
 } from "../contracts/index.js";
 import { ConflictError, NotFoundError, ValidationError, type FieldIssue } from "../errors/index.js";
-import { sampleIdentity, sampleRender, validateTemplate } from "../channels/template.js";
+import {
+  sampleIdentity,
+  sampleRender,
+  TrialBudget,
+  validateTemplate,
+} from "../channels/template.js";
 import {
   applyOffset,
   dtstartOffsetConflict,
@@ -110,7 +115,7 @@ export interface CreateResult {
 export function validateSchedule(
   app: AppContext,
   input: unknown,
-  options: { warnPastDue?: boolean; tenant?: string; raw?: unknown } = {},
+  options: { warnPastDue?: boolean; tenant?: string; raw?: unknown; budget?: TrialBudget } = {},
 ): {
   value: ScheduleBody;
   warnings: string[];
@@ -123,7 +128,12 @@ export function validateSchedule(
   recurrence: Recurrence | null;
 } {
   // API-11: the recipient checks read the body as sent (zod fills tzid).
-  const checkOptions = { tenant: options.tenant, raw: options.raw ?? input };
+  // CH-6: one main-thread budget for the template tries of the whole request.
+  const checkOptions = {
+    tenant: options.tenant,
+    raw: options.raw ?? input,
+    budget: options.budget ?? new TrialBudget(),
+  };
   const parsed = createScheduleSchema.safeParse(input);
   if (!parsed.success) {
     const issues = issuesFromZod(parsed.error, "", input);
@@ -240,7 +250,7 @@ function salvageBody(
 function checkDefinition(
   app: AppContext,
   value: ScheduleBody,
-  options: { tenant?: string; raw: unknown },
+  options: { tenant?: string; raw: unknown; budget: TrialBudget },
   shaped: ShapedParts,
 ): {
   issues: FieldIssue[];
@@ -340,6 +350,7 @@ function checkDefinition(
           reminder.template,
           `${at}.template`,
           templateSample(app, value, reminder, first),
+          options.budget,
         );
       } catch (err) {
         if (err instanceof ValidationError) issues.push(...err.issues);
@@ -385,14 +396,15 @@ function templateSample(
 }
 
 /**
- * Tries on a render thread the templates {@link validateSchedule} could not try on the
- * event loop (those that are not light, CH-6).
+ * Tries on a render thread the templates {@link validateSchedule} did not try on the
+ * event loop (those that are not light, or past the request's budget, CH-6).
  * @throws ValidationError naming each template that fails or overruns.
  */
 async function sampleRenders(
   app: AppContext,
   value: ScheduleBody,
   first: Occurrence | null,
+  budget: TrialBudget,
 ): Promise<void> {
   if (!value.reminders.some((r) => r.template)) return;
   const issues: FieldIssue[] = [];
@@ -403,6 +415,7 @@ async function sampleRenders(
         reminder.template,
         `reminders.${i}.template`,
         templateSample(app, value, reminder, first),
+        budget,
       );
     } catch (err) {
       if (err instanceof ValidationError) issues.push(...err.issues);
@@ -429,8 +442,9 @@ async function validateWithKinds(
 ): Promise<ReturnType<typeof validateSchedule>> {
   const resolved = await resolveReminderKinds(app, input, tenant, db);
   if (resolved.issues.length === 0) {
-    const checked = validateSchedule(app, resolved.input, { ...options, tenant });
-    await sampleRenders(app, checked.value, checked.first);
+    const budget = new TrialBudget();
+    const checked = validateSchedule(app, resolved.input, { ...options, tenant, budget });
+    await sampleRenders(app, checked.value, checked.first, budget);
     return checked;
   }
   const refused = resolved.issues.map((i) => i.field.replace(/\.kind$/, "."));

@@ -26,12 +26,17 @@
  * Where a template renders (CH-6): a *light* template — text and at most
  * {@link MAX_LIGHT_OUTPUTS} `{{ value | filter … }}` outputs of a path or literal through
  * filters whose cost is linear in their input (`default`, `upcase`, `format_instant`, …),
- * no tags — renders on the calling thread: its cost is bounded by the payload's size, and
- * most templates are such. Any other template (loops, `assign`, `capture`, `sort`,
+ * at most one of them a filter that multiplies its input's length (`json`, `escape`,
+ * `url_encode`, …; a chain of them grows exponentially), no tags, and whose output is
+ * proven (from the size of its context) to be at most {@link MAX_LIGHT_CHARS}
+ * characters — renders on the calling thread: its cost is bounded, and most templates
+ * are such. At create, the tries on the calling thread of all templates of one request
+ * share a budget of {@link TRIAL_BUDGET_CHARS} proven characters; the others are tried
+ * on a render thread. Any other template (loops, `assign`, `capture`, `sort`,
  * `split`, ranges, …) renders on a worker thread under a hard deadline of
  * {@link RENDER_DEADLINE_MS} ms (`TEMPLATE_TIMEOUT` past it) with a capped heap
  * (template-pool.ts). Every rendered field is at most {@link MAX_RENDERED_CHARS}
- * characters (`TEMPLATE_TOO_LARGE`). All three failures are permanent: the delivery ends
+ * characters (`TEMPLATE_TOO_LARGE`, named in the error; refused at create too). All three failures are permanent: the delivery ends
  * `dead` with that reason.
  */
 import { randomBytes, randomUUID } from "node:crypto";
@@ -223,28 +228,121 @@ function parse(mode: Mode, source: string): Template[] {
 }
 
 /**
- * Whether parsed templates are light (see the module comment): text and outputs only, at
- * most {@link MAX_LIGHT_OUTPUTS} outputs, each of a path or literal (no parentheses, so no
- * range) through {@link LINEAR_FILTERS} only.
+ * Filters that may multiply the length of their input by a constant (`json` doubles every
+ * backslash and quote and writes a control character as six, `escape` writes `"` as six,
+ * `url_encode` writes one character as up to nine): one of them in an output is linear,
+ * a chain of them is exponential (22 `json` in a row turn ten quotes into gigabytes). A
+ * light output holds at most one.
  */
-function isLight(templates: Template[]): boolean {
+const GROWTH_FILTERS = new Set(["json", "escape", "escape_once", "url_encode", "newline_to_br"]);
+
+/** Most characters one growth filter (or the engine's own escape) writes per character read. */
+const GROWTH_FACTOR = 9;
+
+/** Filters whose output is short whatever their input (a number, a formatted instant). */
+const SHORT_FILTERS = new Set([
+  "size",
+  "plus",
+  "minus",
+  "round",
+  "format_instant",
+  "format_date",
+  "format_time",
+]);
+
+/** Longest output of a {@link SHORT_FILTERS} filter, characters (a generous bound). */
+const SHORT_OUTPUT_CHARS = 256;
+
+/** The engine's own output escape (HTML, Slack), appended by LiquidJS under this name. */
+const ENGINE_ESCAPE = "[object Function]";
+
+/**
+ * Most characters a light template may be proven to render: a light template renders on
+ * the calling thread, so its work must be bounded by a size we accept anyway.
+ */
+export const MAX_LIGHT_CHARS = MAX_RENDERED_CHARS;
+
+/**
+ * An upper bound of the characters parsed templates render when every path or literal
+ * is at most `unit` characters, or `Infinity` when they are not light (see the module
+ * comment): a tag, more than {@link MAX_LIGHT_OUTPUTS} outputs, a range, a filter not in
+ * {@link LINEAR_FILTERS}, or more than one {@link GROWTH_FILTERS} filter in one output.
+ * Each output is bounded filter by filter: a growth filter multiplies by
+ * {@link GROWTH_FACTOR}, `append`, `prepend`, `default`, `truncate` and `date` add a unit
+ * per argument, a short filter resets to {@link SHORT_OUTPUT_CHARS}.
+ */
+function lightBound(templates: Template[], unit: number): number {
   let outputs = 0;
+  let total = 0;
   for (const t of templates) {
-    if (t instanceof Tag) return false;
-    if (!(t instanceof Output)) continue;
-    if (++outputs > MAX_LIGHT_OUTPUTS) return false;
+    if (t instanceof Tag) return Infinity;
+    if (!(t instanceof Output)) {
+      const text = (t as unknown as { str?: unknown }).str;
+      total += typeof text === "string" ? text.length : unit;
+      continue;
+    }
+    if (++outputs > MAX_LIGHT_OUTPUTS) return Infinity;
     const token = (t as unknown as { token?: { content?: unknown } }).token;
-    if (typeof token?.content !== "string" || token.content.includes("(")) return false;
-    if (!t.value.filters.every((f) => LINEAR_FILTERS.has(f.name))) return false;
+    if (typeof token?.content !== "string" || token.content.includes("(")) return Infinity;
+    let chars = unit;
+    let growth = 0;
+    for (const f of t.value.filters) {
+      if (!LINEAR_FILTERS.has(f.name)) return Infinity;
+      if (GROWTH_FILTERS.has(f.name)) {
+        if (++growth > 1) return Infinity;
+        chars *= GROWTH_FACTOR;
+      } else if (f.name === ENGINE_ESCAPE) {
+        // HTML writes `"` as `&#34;`, Slack `&` as `&amp;`: five characters for one.
+        chars *= 5;
+      } else if (SHORT_FILTERS.has(f.name)) {
+        chars = SHORT_OUTPUT_CHARS;
+      } else {
+        // upcase may turn one character into three ("ß" is "SS", "ŉ" is "ʼN").
+        chars = chars * (f.name === "upcase" || f.name === "capitalize" ? 3 : 1);
+        chars += f.args.length * unit;
+      }
+    }
+    total += chars;
   }
-  return true;
+  return total;
 }
 
 /**
- * Whether a template must render on a render thread: some field is not light. A field
- * that does not parse counts as light (it fails at once wherever it renders).
+ * The unit of {@link lightBound} for a source against a context: no path or literal of
+ * the template renders longer than the context as JSON plus the source (and a few
+ * characters for `[object Object]`-like renderings).
  */
-export function needsRenderThread(template: ReminderTemplate, textEscape: TextEscape): boolean {
+function unitOf(source: string, contextChars: number): number {
+  return contextChars + source.length + 64;
+}
+
+/** Characters of a context as JSON, cached per context object. */
+const contextSizes = new WeakMap<object, number>();
+
+function contextChars(context: Record<string, unknown>): number {
+  let n = contextSizes.get(context);
+  if (n === undefined) {
+    try {
+      n = JSON.stringify(context).length;
+    } catch {
+      n = Infinity;
+    }
+    contextSizes.set(context, n);
+  }
+  return n;
+}
+
+/**
+ * The proven bound of the characters a template renders against `context` on the calling
+ * thread, summed over its fields, or `Infinity` when some field must render on a render
+ * thread. A field that does not parse counts 0 (it fails at once wherever it renders).
+ */
+function threadBound(
+  template: ReminderTemplate,
+  textEscape: TextEscape,
+  context: Record<string, unknown> | null,
+): number {
+  let total = 0;
   for (const name of TEMPLATE_FIELDS) {
     const source = template[name];
     if (typeof source !== "string") continue;
@@ -254,10 +352,45 @@ export function needsRenderThread(template: ReminderTemplate, textEscape: TextEs
     } catch {
       continue;
     }
-    if (!isLight(templates)) return true;
+    const unit = context === null ? 1 : unitOf(source, contextChars(context));
+    const bound = lightBound(templates, unit);
+    if (bound > MAX_LIGHT_CHARS) return Infinity;
+    total += bound;
   }
-  return false;
+  return total;
 }
+
+/**
+ * Whether a template must render on a render thread: some field is not light, or (given
+ * the render context) renders more than {@link MAX_LIGHT_CHARS} characters by the proven
+ * bound. A field that does not parse counts as light (it fails at once wherever it renders).
+ */
+export function needsRenderThread(
+  template: ReminderTemplate,
+  textEscape: TextEscape,
+  context: Record<string, unknown> | null = null,
+): boolean {
+  return threadBound(template, textEscape, context) === Infinity;
+}
+
+/**
+ * The main-thread budget of the create-time tries of one request (CH-6): the proven
+ * characters of every light template tried on the event loop count against it; a
+ * template past it is tried on a render thread instead (by {@link sampleRender}), so one
+ * request of many reminders cannot hold the loop longer than a small constant.
+ */
+export class TrialBudget {
+  /** Characters left, by the proven bound of each try. */
+  remaining: number;
+  /** Templates tried on the event loop (the others are tried on a render thread). */
+  readonly tried = new WeakSet<object>();
+  constructor(chars: number = TRIAL_BUDGET_CHARS) {
+    this.remaining = chars;
+  }
+}
+
+/** Default {@link TrialBudget} of one request, characters rendered on the event loop. */
+export const TRIAL_BUDGET_CHARS = 4 * MAX_LIGHT_CHARS;
 
 function modeOf(field: (typeof TEMPLATE_FIELDS)[number], textEscape: TextEscape): Mode {
   if (field === "html") return "html";
@@ -307,6 +440,27 @@ export function templateContext(delivery: ChannelDelivery): Record<string, unkno
 }
 
 /**
+ * The proven characters a create-time try renders on the event loop: each field in both
+ * text escapes (`Infinity` when some field must render on a render thread).
+ */
+function trialCost(template: ReminderTemplate, context: Record<string, unknown>): number {
+  return (
+    2 * Math.max(threadBound(template, "none", context), threadBound(template, "slack", context))
+  );
+}
+
+function isShortString(value: unknown): boolean {
+  return typeof value === "string" && value.length <= MAX_TEMPLATE_CHARS;
+}
+
+/** The error of a rendered field past {@link MAX_RENDERED_CHARS}, naming its code. */
+function tooLarge(chars: number): Error {
+  return new Error(
+    `TEMPLATE_TOO_LARGE: the rendered text has ${chars} characters, more than ${MAX_RENDERED_CHARS}`,
+  );
+}
+
+/**
  * Checks a reminder's `template` when a schedule is created or edited: an object with
  * only `subject`, `text` and `html`, each a string of at most {@link MAX_TEMPLATE_CHARS}
  * characters that parses, and renders against `sample` (the schedule's own payload and
@@ -316,7 +470,12 @@ export function templateContext(delivery: ChannelDelivery): Record<string, unkno
  * @throws ValidationError naming `<field>.<name>` and, for a template error, its line
  *   and column: `reminders.0.template.html: line 3, column 5: undefined filter: nope`.
  */
-export function validateTemplate(template: unknown, field: string, sample: ChannelDelivery): void {
+export function validateTemplate(
+  template: unknown,
+  field: string,
+  sample: ChannelDelivery,
+  budget: TrialBudget = new TrialBudget(),
+): void {
   if (template === undefined || template === null) return;
   const issues: FieldIssue[] = [];
   if (typeof template !== "object" || Array.isArray(template)) {
@@ -332,6 +491,17 @@ export function validateTemplate(template: unknown, field: string, sample: Chann
     }
   }
   const context = templateContext(sample);
+  // Tried here only when every field is light against this context and the request's
+  // budget holds the proven size of all of them; else sampleRender tries it on a thread.
+  let tryHere = false;
+  if (TEMPLATE_FIELDS.every((n) => t[n] === undefined || isShortString(t[n]))) {
+    const cost = trialCost(t as ReminderTemplate, context);
+    if (cost <= budget.remaining) {
+      budget.remaining -= cost;
+      budget.tried.add(t);
+      tryHere = true;
+    }
+  }
   for (const name of TEMPLATE_FIELDS) {
     const source = t[name];
     if (source === undefined) continue;
@@ -346,13 +516,15 @@ export function validateTemplate(template: unknown, field: string, sample: Chann
       });
       continue;
     }
-    // Parse (and try, when light) in every mode the field may render in; a template
-    // that is not light is tried on a render thread by sampleRender.
+    // Parse (and try, when within the budget) in every mode the field may render in;
+    // any other template is tried on a render thread by sampleRender.
     const modes: Mode[] = name === "text" ? ["none", "slack"] : [modeOf(name, "none")];
     try {
       for (const mode of modes) {
         const templates = parse(mode, source);
-        if (isLight(templates)) ENGINES[mode].renderSync(templates, context);
+        if (!tryHere) continue;
+        const text = String(ENGINES[mode].renderSync(templates, context));
+        if (text.length > MAX_RENDERED_CHARS) throw tooLarge(text.length);
       }
     } catch (err) {
       issues.push({ field: `${field}.${name}`, message: positioned(err) });
@@ -388,10 +560,9 @@ export function renderOnThisThread(
     }
     // Checked before any other pass over the text (a string's length costs nothing).
     if (text.length > MAX_RENDERED_CHARS) {
-      throw new PermanentError(
-        `template ${name}: the rendered text has ${text.length} characters, more than ${MAX_RENDERED_CHARS}`,
-        { code: "TEMPLATE_TOO_LARGE" },
-      );
+      throw new PermanentError(`template ${name}: ${tooLarge(text.length).message}`, {
+        code: "TEMPLATE_TOO_LARGE",
+      });
     }
     out[name] = name === "subject" ? text.replace(/\s*[\r\n]+\s*/g, " ").trim() : text;
   }
@@ -414,7 +585,7 @@ export async function renderTemplate(
 ): Promise<RenderedMessage> {
   const context = templateContext(delivery);
   const textEscape = options.textEscape ?? "none";
-  if (!needsRenderThread(template, textEscape)) {
+  if (!needsRenderThread(template, textEscape, context)) {
     return renderOnThisThread(template, context, textEscape);
   }
   return templateRenderPool().render({ template, context, textEscape });
@@ -431,12 +602,13 @@ export async function sampleRender(
   template: unknown,
   field: string,
   sample: ChannelDelivery,
+  budget: TrialBudget | null = null,
 ): Promise<void> {
   if (!template || typeof template !== "object" || Array.isArray(template)) return;
   const t = template as ReminderTemplate;
   const context = templateContext(sample);
   for (const textEscape of ["none", "slack"] as const) {
-    if (!needsRenderThread(t, textEscape)) continue;
+    if (budget ? budget.tried.has(t) : trialCost(t, context) <= TRIAL_BUDGET_CHARS) continue;
     try {
       await templateRenderPool().render({ template: t, context, textEscape });
     } catch (err) {

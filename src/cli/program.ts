@@ -226,7 +226,13 @@ export function buildProgram(io: Io): Command {
         "  PUNCTUAL_API_KEY                     bearer token required on /v1/* and /metrics (16+ characters)\n" +
         "  PUNCTUAL_WEBHOOK_SECRET              default webhook signing secret (whsec_…)\n" +
         "  PUNCTUAL_ALLOW_PRIVATE_TARGETS=true  allow webhook targets on private/loopback addresses\n" +
-        envHelp("api.allowedHosts", "email.", "scheduler.") +
+        envHelp(
+          "api.allowedHosts",
+          "api.requestTimeoutMs",
+          "api.headersTimeoutMs",
+          "email.",
+          "scheduler.",
+        ) +
         example([
           "punctual start",
           "PUNCTUAL_API_KEY=$(openssl rand -hex 24) punctual start --host 0.0.0.0 --port 8080",

@@ -254,7 +254,12 @@ export async function runStart(flags: StartFlags, io: Io, env = process.env): Pr
     if (!registerDashboard(app)) {
       punctual.logger.warn("the dashboard's files are missing from this build: /ui answers 503");
     }
-    served = await serveApi(app, { host: flags.host, port: flags.port });
+    served = await serveApi(app, {
+      host: flags.host,
+      port: flags.port,
+      requestTimeoutMs: punctual.config.api.requestTimeoutMs,
+      headersTimeoutMs: punctual.config.api.headersTimeoutMs,
+    });
   } catch (err) {
     await dropToken();
     await punctual.close(0);

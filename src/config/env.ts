@@ -109,6 +109,18 @@ export const ENV_VARS: ReadonlyArray<{ name: string; path: string; kind: Kind; h
     help: "extra Host names the API answers, comma-separated (name or name:port; * = any)",
   },
   {
+    name: "PUNCTUAL_REQUEST_TIMEOUT_MS",
+    path: "api.requestTimeoutMs",
+    kind: "int",
+    help: "most time a client may take to send a whole API request, ms (default 30000)",
+  },
+  {
+    name: "PUNCTUAL_HEADERS_TIMEOUT_MS",
+    path: "api.headersTimeoutMs",
+    kind: "int",
+    help: "most time a client may take to send an API request's headers, ms (default 10000)",
+  },
+  {
     name: "PUNCTUAL_LEASE_MS",
     path: "scheduler.leaseMs",
     kind: "int",

@@ -219,6 +219,13 @@ export const configSchema = z
         /** Largest request body, bytes. Default 1 MiB. */
         bodyLimitBytes: z.number().int().min(1_024).max(1_073_741_824).default(1_048_576),
         /**
+         * Most time a client may take to send a whole request (headers and body), ms;
+         * past it the connection is closed with 408. Default 30,000 (30 s).
+         */
+        requestTimeoutMs: z.number().int().min(100).max(3_600_000).default(30_000),
+        /** Most time a client may take to send a request's headers, ms. Default 10,000. */
+        headersTimeoutMs: z.number().int().min(100).max(3_600_000).default(10_000),
+        /**
          * Extra names the API answers in the `Host` header (API-7): `name` (any port) or
          * `name:port`; `*` turns the check off. Without an API key the listen address and
          * loopback names are always allowed and nothing else by default; with a key, no
@@ -236,7 +243,14 @@ export const configSchema = z
           .default([]),
       })
       .strict()
-      .default({ host: "127.0.0.1", port: 8080, bodyLimitBytes: 1_048_576, allowedHosts: [] }),
+      .default({
+        host: "127.0.0.1",
+        port: 8080,
+        bodyLimitBytes: 1_048_576,
+        requestTimeoutMs: 30_000,
+        headersTimeoutMs: 10_000,
+        allowedHosts: [],
+      }),
     scheduler: schedulerOptionsSchema.default(schedulerOptionsSchema.parse({})),
   })
   .strict();

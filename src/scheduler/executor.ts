@@ -36,7 +36,7 @@ import { decideOutcome, type SendResult } from "./outcome.js";
 import { targetHost, type Admission, type CircuitBreaker } from "./circuits.js";
 import type { QuietRetries } from "./quiet-retry.js";
 import type { RecipientGate } from "./recipient-gate.js";
-import { SendAbort } from "./send-abort.js";
+import { OwnAbortReason, SendAbort } from "./send-abort.js";
 import { traceSendEnded, traceSendStarted } from "./tracing.js";
 
 export interface ExecutorDeps {
@@ -193,12 +193,12 @@ export class Executor {
     const delay = HeldBook.leaseLeft(held, this.#d.clock.now()) - margin;
     const abort = held.abort;
     if (delay <= 0) {
-      abort.abort(new Error("lease about to end and not renewed: send aborted"));
+      abort.abort(new OwnAbortReason("lease about to end and not renewed: send aborted"));
       return;
     }
     held.watchdog = this.#d.clock.setTimer(delay, () => {
       held.watchdog = null;
-      abort.abort(new Error("lease about to end and not renewed: send aborted"));
+      abort.abort(new OwnAbortReason("lease about to end and not renewed: send aborted"));
     });
   }
 
@@ -397,9 +397,12 @@ export class Executor {
     // reclaimed) says more about this worker's stall than about the host, and must not
     // open a healthy host's circuit. No DB work for a host without trouble unless the send
     // failed; none at all without a host.
+    // Nor does a send this worker aborted itself (its lease running out with the
+    // database away, a lost lease, shutdown): the host did nothing wrong.
     const leaseHeld = HeldBook.leaseLeft(held, clock.now()) > 0;
+    const ownAbort = abort.aborted && abort.reason instanceof OwnAbortReason;
     const onApplied =
-      circuits && host !== null && leaseHeld
+      circuits && host !== null && leaseHeld && !ownAbort
         ? () => circuits.record(row.tenant, host, decision.outcome)
         : undefined;
     held.phase = "settling";
@@ -454,7 +457,7 @@ export class Executor {
   /** Aborts every send in flight (forced shutdown). */
   abortAll(reason: string): void {
     for (const held of this.#d.book.all()) {
-      if (held.phase === "sending") held.abort?.abort(new Error(reason));
+      if (held.phase === "sending") held.abort?.abort(new OwnAbortReason(reason));
     }
   }
 }

@@ -16,6 +16,7 @@ import type { Database } from "../store/database.js";
 import { renewLeases } from "../store/deliveries/index.js";
 import type { Executor } from "./executor.js";
 import { HeldBook } from "./held.js";
+import { OwnAbortReason } from "./send-abort.js";
 
 export interface LeaseKeeperDeps {
   db: Database;
@@ -129,7 +130,7 @@ export class LeaseKeeper {
         executor.unqueue(h);
         book.delete(h.row.id);
       } else {
-        h.abort?.abort(new Error("lease lost: another worker may own this delivery now"));
+        h.abort?.abort(new OwnAbortReason("lease lost: another worker may own this delivery now"));
       }
     }
   }

@@ -12,10 +12,22 @@
  * Shaped like `AbortController` (`signal`, `abort(reason)`), so code that holds either
  * calls it alike.
  */
+/**
+ * The reason of an abort this worker made for its own sake (its lease ran out or was
+ * lost, or it is shutting down), not the receiver's: a send stopped so says nothing about
+ * the host, and must not count toward its circuit (CH-7).
+ */
+export class OwnAbortReason extends Error {}
+
 export class SendAbort {
   #controller: AbortController | null = null;
   #aborted = false;
   #reason: unknown = undefined;
+
+  /** The first reason given to {@link abort} (undefined before); reads no signal. */
+  get reason(): unknown {
+    return this.#reason;
+  }
 
   /** Whether {@link abort} was called; reads no signal. */
   get aborted(): boolean {

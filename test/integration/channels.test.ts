@@ -269,6 +269,29 @@ describe("templates at create (CH-6)", () => {
     expect(schedule.reminders[0]!.template).toEqual(email.template);
   });
 
+  it("CH-6: a template certain to render more than 1,048,576 characters is refused at create with 400 naming the field (TEMPLATE_TOO_LARGE); nothing is stored", async () => {
+    t = await testPunctual({ start: T0, channels: [emailChannel()] });
+    const api = createApi(t.punctual);
+    const res = await api.request("/v1/schedules", {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify(
+        oneOff(
+          { ...email, template: { text: "{{ payload.s }}".repeat(20) } },
+          { payload: { s: "x".repeat(60_000) } },
+        ),
+      ),
+    });
+    expect(res.status).toBe(400);
+    expect(((await res.json()) as ErrorBody).error.issues).toEqual([
+      expect.objectContaining({
+        field: "reminders.0.template.text",
+        message: expect.stringMatching(/^TEMPLATE_TOO_LARGE: the rendered text has 1200000 /),
+      }),
+    ]);
+    expect(await deliveries(t.punctual)).toHaveLength(0);
+  });
+
   it("CH-6: the create-time try cannot be told from a send: a template that branches on the try's values is tried like any other", async () => {
     t = await testPunctual({ start: T0 });
     const tell = (test: string) =>

@@ -147,6 +147,52 @@ describe("delivery pipeline", () => {
     expect(await other.punctual.scheduler.recover()).toBe(1);
   });
 
+  it("CH-7: a send this worker aborted because its lease ran out (database away) does not count toward the host's circuit", async () => {
+    let faulty: ReturnType<typeof faultyDatabase> | null = null;
+    t = await testPunctual({
+      idempotent: false,
+      scheduler: {
+        concurrency: 1,
+        prefetch: 1,
+        leaseMs: 9_000,
+        leaseMarginMs: 1_000,
+        circuitFailures: 1,
+      },
+      wrapDb: (db) => (faulty = faultyDatabase(db)),
+    });
+    let aborted = 0;
+    t.channel.behaviour = (_d, ctx) =>
+      new Promise((_resolve, reject) => {
+        ctx.signal.addEventListener("abort", () => {
+          aborted++;
+          reject(ctx.signal.reason);
+        });
+      });
+    await t.punctual.createSchedule({
+      dtstart: T0,
+      tzid: "UTC",
+      reminders: [
+        {
+          key: "r",
+          offset: "PT0S",
+          channel: "test",
+          target: { url: "https://healthy.example/hook" },
+        },
+      ],
+    });
+    await t.punctual.scheduler.tick();
+    expect(t.channel.sends).toHaveLength(1);
+    faulty!.failWhen = (sql) => sql === RENEW_SQL;
+    t.clock.advance(7_999);
+    await t.punctual.scheduler.renewLeases();
+    t.clock.advance(1); // the watchdog aborts the send a margin before the lease ends
+    await t.punctual.scheduler.drain();
+    expect(aborted).toBe(1);
+    // The outcome was recorded (in doubt), but the host's circuit never heard of it.
+    expect(states(await deliveries(t.punctual))).toEqual({ in_doubt: 1 });
+    expect(await t.punctual.listCircuits()).toEqual([]);
+  });
+
   it("DEL-2/DEL-5: an outcome the database could not take for longer than the lease is kept and recorded once it is back, never left to recovery to send again", async () => {
     let faulty: ReturnType<typeof faultyDatabase> | null = null;
     t = await testPunctual({

@@ -13,7 +13,10 @@ import {
   renderOnThisThread,
   sampleIdentity,
   sampleRender,
+  validateTemplate as validateWithBudget,
   MAX_RENDERED_CHARS,
+  TrialBudget,
+  TRIAL_BUDGET_CHARS,
 } from "../../../src/channels/template.js";
 import { templateRenderPool } from "../../../src/channels/template-pool.js";
 
@@ -285,5 +288,88 @@ describe("templates (CH-6)", () => {
         message: "the render ran longer than 1000 ms and was stopped",
       },
     ]);
+  });
+
+  /** 22 `json` in a row: each doubles the backslashes, so ten quotes grow to gigabytes. */
+  const BOMB = `{{ payload.s${" | json".repeat(22)} }}`;
+  const quotes = { ...sample, payload: { s: '""""""""""' } };
+
+  it("CH-6: a chain of growth filters (json, escape, url_encode …) is not light; one such filter is", () => {
+    expect(needsRenderThread({ text: BOMB }, "none")).toBe(true);
+    expect(needsRenderThread({ text: "{{ payload.s | json | json }}" }, "none")).toBe(true);
+    expect(needsRenderThread({ text: "{{ payload.s | escape | url_encode }}" }, "none")).toBe(true);
+    expect(
+      needsRenderThread({ text: "{{ payload.s | json }} {{ payload.s | escape }}" }, "none"),
+    ).toBe(false);
+  });
+
+  it.skipIf(threadCpuMs() === null)(
+    "CH-6: the create-time tries of 50 reminders of a json chain cost this thread almost no CPU time; the chain is refused on a render thread",
+    async () => {
+      const budget = new TrialBudget();
+      const template = { text: BOMB, subject: BOMB, html: BOMB };
+      const before = threadCpuMs()!;
+      for (let i = 0; i < 50; i++) {
+        validateWithBudget({ ...template }, `reminders.${i}.template`, quotes, budget);
+      }
+      const spent = threadCpuMs()! - before;
+      // Rendered here, each try holds this thread ~0.1 s (15 s for the 50); not rendered
+      // here, the 50 parses of a cached template are a few ms.
+      expect(spent).toBeLessThan(250);
+      const issues = await sampleRender(template, "reminders.0.template", quotes, budget).then(
+        () => [],
+        (err: unknown) => (err as ValidationError).issues,
+      );
+      expect(issues).toHaveLength(1);
+      expect(issues[0]!.field).toMatch(/^reminders\.0\.template/);
+    },
+  );
+
+  it("CH-6: past the request's budget, light templates are tried on a render thread, not on the event loop", async () => {
+    // Each try's proven size (both escapes, Slack's ×5) is a fifth of the budget or so:
+    // a few fit, the rest wait.
+    const chars = Math.floor(TRIAL_BUDGET_CHARS / 100);
+    const big = { ...sample, payload: { s: "x".repeat(chars) } };
+    const budget = new TrialBudget();
+    const templates = Array.from({ length: 10 }, () => ({ text: "{{ payload.s | truncate: 5 }}" }));
+    for (const [i, t] of templates.entries()) validateWithBudget(t, `r.${i}`, big, budget);
+    const here = templates.filter((t) => budget.tried.has(t)).length;
+    expect(here).toBeGreaterThan(0);
+    expect(here).toBeLessThan(10);
+    expect(budget.remaining).toBeGreaterThanOrEqual(0);
+    // A template past the budget that fails is still refused, by its render-thread try.
+    const failing = { text: "{{ payload.s | truncate: 5 }}{{ payload.when | format_date }}" };
+    const after = { ...big, payload: { s: "x".repeat(chars), when: "not a date" } };
+    validateWithBudget(failing, "r.x", after, budget);
+    expect(budget.tried.has(failing)).toBe(false);
+    const issues = await sampleRender(failing, "r.x", after, budget).then(
+      () => [],
+      (err: unknown) => (err as ValidationError).issues,
+    );
+    expect(issues).toEqual([
+      { field: "r.x.text", message: expect.stringMatching(/not an instant/) },
+    ]);
+  });
+
+  it("CH-6: a template certain to render past the bound is refused at create, and fails at send as TEMPLATE_TOO_LARGE", async () => {
+    const big = { ...sample, payload: { s: "y".repeat(MAX_RENDERED_CHARS - 2) } };
+    const template = { text: "{{ payload.s }}{{ payload.s }}{{ payload.s }}" };
+    const budget = new TrialBudget();
+    validateWithBudget(template, "reminders.0.template", big, budget);
+    const issues = await sampleRender(template, "reminders.0.template", big, budget).then(
+      () => [],
+      (err: unknown) => (err as ValidationError).issues,
+    );
+    expect(issues).toEqual([
+      {
+        field: "reminders.0.template.text",
+        message: `TEMPLATE_TOO_LARGE: the rendered text has ${3 * (MAX_RENDERED_CHARS - 2)} characters, more than ${MAX_RENDERED_CHARS}`,
+      },
+    ]);
+    // Without a request budget (a kind's template), the same try is made.
+    await expect(sampleRender(template, "template", big)).rejects.toBeInstanceOf(ValidationError);
+    const outcome = await renderTemplate(template, big).catch((e: unknown) => e);
+    expect(outcome).toMatchObject({ code: "TEMPLATE_TOO_LARGE" });
+    expect((outcome as Error).message).toMatch(/^template text: TEMPLATE_TOO_LARGE: /);
   });
 });

@@ -1,0 +1,111 @@
+/**
+ * Request bodies that would be stored other than as sent (API-7): a JSON body must be
+ * well-formed UTF-8 (RFC 8259 §8.1), and every number in it must be one JavaScript can
+ * hold. Without this guard, `TextDecoder` turns each invalid byte sequence into U+FFFD
+ * and `JSON.parse` turns `1e999999` into `Infinity`, which is stored as `null`: both
+ * silently change what the client sent.
+ */
+import { isUtf8 } from "node:buffer";
+import type { MiddlewareHandler } from "hono";
+import { ValidationError } from "../errors/index.js";
+
+/** Content types whose bodies are text in UTF-8: JSON, `+json` and NDJSON. */
+const JSON_TYPE = /^application\/(?:[\w.+-]+\+)?(?:json|x-ndjson)\s*(?:;|$)/i;
+
+/**
+ * The offset of the first byte of `bytes` that is not part of a well-formed UTF-8
+ * sequence (RFC 3629 §4: no overlong forms, no surrogates, nothing past U+10FFFF), or
+ * -1 when all of it is well-formed.
+ */
+export function invalidUtf8Offset(bytes: Uint8Array): number {
+  let i = 0;
+  while (i < bytes.length) {
+    const b = bytes[i] as number;
+    if (b < 0x80) {
+      i++;
+      continue;
+    }
+    let need: number;
+    let min: number;
+    let max = 0xbf;
+    if (b >= 0xc2 && b <= 0xdf) {
+      need = 1;
+      min = 0x80;
+    } else if (b >= 0xe0 && b <= 0xef) {
+      need = 2;
+      min = b === 0xe0 ? 0xa0 : 0x80;
+      if (b === 0xed) max = 0x9f; // no UTF-16 surrogates
+    } else if (b >= 0xf0 && b <= 0xf4) {
+      need = 3;
+      min = b === 0xf0 ? 0x90 : 0x80;
+      if (b === 0xf4) max = 0x8f; // nothing past U+10FFFF
+    } else {
+      return i;
+    }
+    for (let k = 1; k <= need; k++) {
+      const c = bytes[i + k];
+      const lo = k === 1 ? min : 0x80;
+      const hi = k === 1 ? max : 0xbf;
+      if (c === undefined || c < lo || c > hi) return i;
+    }
+    i += need + 1;
+  }
+  return -1;
+}
+
+/** The dotted path of the first number in `value` that is not finite, or null. */
+export function nonFiniteNumberPath(value: unknown, path: string[] = []): string | null {
+  if (typeof value === "number") return Number.isFinite(value) ? null : path.join(".") || "body";
+  if (value === null || typeof value !== "object") return null;
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) {
+      const found = nonFiniteNumberPath(value[i], [...path, String(i)]);
+      if (found !== null) return found;
+    }
+    return null;
+  }
+  for (const [key, v] of Object.entries(value as Record<string, unknown>)) {
+    const found = nonFiniteNumberPath(v, [...path, key]);
+    if (found !== null) return found;
+  }
+  return null;
+}
+
+/**
+ * API-7: refuses with 400 a JSON (or NDJSON) body that is not well-formed UTF-8
+ * (`body: is not valid UTF-8 at byte N`), and a JSON body holding a number too large to
+ * represent (`payload: … overflows`), naming the field; nothing is read further. A body
+ * that does not parse is left to the route (its own 400). The parsed body is handed on,
+ * so the route does not parse it again.
+ * @throws ValidationError as above.
+ */
+export const jsonBodyGuard: MiddlewareHandler = async (c, next) => {
+  const type = c.req.header("content-type");
+  if (c.req.method === "GET" || c.req.method === "HEAD" || !type || !JSON_TYPE.test(type)) {
+    return next();
+  }
+  const bytes = new Uint8Array(await c.req.arrayBuffer());
+  if (!isUtf8(bytes)) {
+    throw new ValidationError({
+      field: "body",
+      message: `is not valid UTF-8 at byte ${invalidUtf8Offset(bytes)}`,
+    });
+  }
+  if (/x-ndjson/i.test(type)) return next();
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(new TextDecoder().decode(bytes));
+  } catch {
+    return next();
+  }
+  const field = nonFiniteNumberPath(parsed);
+  if (field !== null) {
+    throw new ValidationError({
+      field,
+      message: "is a number too large to represent (it overflows to Infinity)",
+    });
+  }
+  // Hono's request reads its body once and serves later reads from this cache.
+  (c.req.bodyCache as { json?: Promise<unknown> }).json = Promise.resolve(parsed);
+  await next();
+};
