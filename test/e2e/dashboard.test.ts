@@ -746,6 +746,8 @@ describe.skipIf(skipReason !== null)("dashboard in Chromium", () => {
           reminders: [{ key: "r", channel: "test" }],
         });
         await page.goto(`${s.served.url}/ui/#/schedules/${plain.id}`);
+        // The same page changes only its hash: wait for the previous schedule's view to go.
+        await page.locator("#recipient-zones").waitFor({ state: "detached", timeout: WAIT_MS });
         await page.getByRole("heading", { name: "Next occurrences" }).waitFor({ timeout: WAIT_MS });
         await expect(page.locator("#recipient-zones").count()).resolves.toBe(0);
         await page.close();
