@@ -1,11 +1,13 @@
 /**
  * What several benchmarks share: PostgreSQL for the ones that fill one database of their
- * own (explain, lists, recipients), a channel that sends nothing, and command-line and
- * timing helpers.
+ * own (explain, lists, recipients), a channel that sends nothing, the parameters of the
+ * planner's delivery insert for the ones that plan rows by hand (claim-plan, layout), and
+ * command-line and timing helpers.
  *
  * The server: DATABASE_URL (a server the benchmark may fill: it creates and drops its own
  * database there), else a throwaway cluster from scripts/pg-cluster.mjs.
  */
+import { randomUUID } from "node:crypto";
 import pg from "pg";
 import {
   createPunctual,
@@ -86,6 +88,30 @@ export async function benchDatabase(
       cluster?.stop();
     },
   };
+}
+
+/**
+ * The parameters of `INSERT_DELIVERIES_SQL` (src/store/deliveries/planning.ts) for one
+ * pending delivery per instant of `at`, as the planner writes them: reminder `r` of
+ * `scheduleId` on channel `log`, a fresh delivery key each, retried on a lost lease, at
+ * most 5 attempts, not deferred, no recipient, not bypassing quiet hours. $1 (the
+ * planning run's `now`) is null: the statement's own clock.
+ */
+export function plannedDeliveries(scheduleId: string, at: readonly Date[]): unknown[] {
+  return [
+    null,
+    at.map(() => `dk_${randomUUID()}`),
+    at.map(() => scheduleId),
+    at.map(() => "r"),
+    at,
+    at,
+    at.map(() => "log"),
+    at.map(() => "retry"),
+    at.map(() => 5),
+    at.map(() => null),
+    at.map(() => null),
+    at.map(() => null),
+  ];
 }
 
 /**
