@@ -16,6 +16,7 @@
  */
 import { cpus, loadavg, totalmem } from "node:os";
 import { encodeCursor, type CursorScope } from "../src/app/cursor.js";
+import { LIST_ERROR_MAX_CHARS } from "../src/contracts/index.js";
 import {
   LIST_DELIVERIES_DESC_SQL,
   LIST_DELIVERIES_SQL,
@@ -157,7 +158,18 @@ async function indexesOf(c: Case, cursor: string | undefined): Promise<string> {
         )
       : await db.query(
           `explain (format json) ${desc ? LIST_DELIVERIES_DESC_SQL : LIST_DELIVERIES_SQL}`,
-          ["default", null, c.query.state ?? null, key?.[0] ?? null, LIMIT, null, null, null, null],
+          [
+            "default",
+            null,
+            c.query.state ?? null,
+            key?.[0] ?? null,
+            LIMIT,
+            null,
+            null,
+            null,
+            null,
+            LIST_ERROR_MAX_CHARS,
+          ],
         );
   const names = new Set<string>();
   const walk = (node: Record<string, unknown>) => {
