@@ -28,6 +28,7 @@ import { SELECT_STALE_SQL } from "../src/store/planning.js";
 import { SET_SCHEDULE_STATE_SQL } from "../src/store/schedules.js";
 // @ts-expect-error -- a plain .mjs helper without types
 import { findPgBin, startCluster } from "../scripts/pg-cluster.mjs";
+import { plannedDeliveries } from "./lib/harness.js";
 
 const DUE = Number(process.env.BENCH_DUE ?? 20_000);
 const PAUSED = Number(process.env.BENCH_PAUSED ?? 50_000);
@@ -125,20 +126,7 @@ async function deliveries(db: Queryable, scheduleId: string, n: number, dueAt: n
   for (let i = 0; i < n; i += 5_000) {
     const size = Math.min(5_000, n - i);
     const at = Array.from({ length: size }, (_, j) => new Date(dueAt + i + j));
-    await db.query(INSERT_DELIVERIES_SQL, [
-      null,
-      at.map(() => `dk_${randomUUID()}`),
-      at.map(() => scheduleId),
-      at.map(() => "r"),
-      at,
-      at,
-      at.map(() => "log"),
-      at.map(() => "retry"),
-      at.map(() => 5),
-      at.map(() => null),
-      at.map(() => null),
-      at.map(() => null),
-    ]);
+    await db.query(INSERT_DELIVERIES_SQL, plannedDeliveries(scheduleId, at));
   }
 }
 

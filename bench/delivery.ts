@@ -32,6 +32,7 @@ import {
 } from "./lib/systems.js";
 // @ts-expect-error -- a plain .mjs helper without types
 import { findPgBin, startCluster } from "../scripts/pg-cluster.mjs";
+import { noopChannel } from "./lib/harness.js";
 
 const { values: flags } = parseArgs({
   options: {
@@ -612,18 +613,10 @@ async function stored(total: number): Promise<StoredResult> {
 // 5. PGlite burst (punctual in this process, in memory).
 
 async function pgliteBurst(concurrency: number): Promise<BurstResult> {
-  const channel: Channel = {
-    name: "noop",
-    idempotent: true,
-    validateTarget() {},
-    async send() {
-      return {};
-    },
-  };
   const p = await createPunctual({
     dataDir: null,
     logLevel: "silent",
-    channels: [channel],
+    channels: [noopChannel],
     scheduler: punctualOptions(concurrency),
   });
   try {

@@ -15,63 +15,18 @@
  * `punctual_bench_explain` there), else a throwaway cluster from scripts/pg-cluster.mjs.
  */
 import { cpus, loadavg, totalmem } from "node:os";
-import pg from "pg";
-import { createPunctual, type Channel } from "../src/index.js";
 import { EXPLAIN_DELIVERIES_SQL } from "../src/store/explain.js";
-// @ts-expect-error -- a plain .mjs helper without types
-import { findPgBin, startCluster } from "../scripts/pg-cluster.mjs";
+import { benchDatabase, flag, hasFlag, median, ms } from "./lib/harness.js";
 
-const argv = process.argv.slice(2);
-const flag = (name: string): string | undefined => {
-  const i = argv.indexOf(`--${name}`);
-  return i >= 0 ? argv[i + 1] : argv.find((a) => a.startsWith(`--${name}=`))?.split("=")[1];
-};
-const quick = argv.includes("--quick");
+const quick = hasFlag("quick");
 const DELIVERIES = Number(flag("deliveries") ?? (quick ? 200_000 : 2_000_000));
 const SCHEDULES = Math.max(1, Math.round(DELIVERIES / 100));
 const REPEAT = Number(flag("repeat") ?? (quick ? 5 : 15));
 const FROM = "2028-01-01T00:00:00Z";
 const TO = "2029-01-01T00:00:00Z";
 
-let url = process.env.DATABASE_URL;
-let cluster: { url: string; stop(): void } | null = null;
-if (!url) {
-  if (!findPgBin()) {
-    console.error("PostgreSQL: no DATABASE_URL and no PostgreSQL server binaries; giving up");
-    process.exit(1);
-  }
-  cluster = (await startCluster({})) as { url: string; stop(): void };
-  url = cluster.url;
-}
-const admin = new pg.Client({ connectionString: url });
-await admin.connect();
-await admin.query("drop database if exists punctual_bench_explain");
-await admin.query("create database punctual_bench_explain");
-const dbUrl = new URL(url);
-dbUrl.pathname = "/punctual_bench_explain";
+const { p, db, close } = await benchDatabase("punctual_bench_explain");
 
-const noop: Channel = {
-  name: "noop",
-  idempotent: true,
-  validateTarget() {},
-  async send() {
-    return {};
-  },
-};
-const p = await createPunctual({
-  databaseUrl: dbUrl.toString(),
-  logLevel: "silent",
-  channels: [noop],
-  migrate: true,
-});
-const db = new pg.Client({ connectionString: dbUrl.toString() });
-await db.connect();
-
-const ms = (t0: bigint) => Number(process.hrtime.bigint() - t0) / 1e6;
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
-};
 const p90 = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.ceil(xs.length * 0.9) - 1]!;
 
 // --- seed --------------------------------------------------------------------------------
@@ -212,8 +167,4 @@ console.log(
 );
 console.log(`| ${pages} pages of 1,000 | ${median(paged).toFixed(1)} | ${p90(paged).toFixed(1)} |`);
 
-await db.end();
-await p.close(0);
-await admin.query("drop database if exists punctual_bench_explain");
-await admin.end();
-cluster?.stop();
+await close();

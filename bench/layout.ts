@@ -30,7 +30,6 @@
  * In the queue layouts the ledger row is written twice in its life (planned insert, settle)
  * and the sending attempt is kept on it by the settle, as today.
  */
-import { randomUUID } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { performance } from "node:perf_hooks";
 import pg from "pg";
@@ -44,6 +43,7 @@ import {
 } from "../src/store/deliveries/index.js";
 // @ts-expect-error -- a plain .mjs helper without types
 import { findPgBin, startCluster } from "../scripts/pg-cluster.mjs";
+import { plannedDeliveries } from "./lib/harness.js";
 
 const QUICK = process.argv.includes("--quick");
 const DUE = Number(process.env.BENCH_DUE ?? (QUICK ? 2_000 : 20_000));
@@ -281,18 +281,7 @@ async function run(admin: pg.Client, base: string, layout: Layout): Promise<Reco
       const { rows: mark } = await c.query<{ id: string | null }>(
         "select max(id) as id from punctual_deliveries",
       );
-      await c.query(INSERT_DELIVERIES_SQL, [
-        null,
-        at.map(() => `dk_${randomUUID()}`),
-        at.map(() => scheduleId),
-        at.map(() => "r"),
-        at,
-        at,
-        at.map(() => "log"),
-        at.map(() => "retry"),
-        at.map(() => 5),
-        at.map(() => null),
-      ]);
+      await c.query(INSERT_DELIVERIES_SQL, plannedDeliveries(scheduleId, at));
       if (!wide) await c.query(QUEUE_INSERT_SQL, [mark[0]!.id ?? 0]);
       await c.query("commit");
     }

@@ -15,24 +15,17 @@
  * `punctual_bench_lists` there), else a throwaway cluster from scripts/pg-cluster.mjs.
  */
 import { cpus, loadavg, totalmem } from "node:os";
-import pg from "pg";
-import { createPunctual, type Channel } from "../src/index.js";
 import { encodeCursor, type CursorScope } from "../src/app/cursor.js";
+import { LIST_ERROR_MAX_CHARS } from "../src/contracts/index.js";
 import {
   LIST_DELIVERIES_DESC_SQL,
   LIST_DELIVERIES_SQL,
   LIST_SCHEDULES_DESC_SQL,
   LIST_SCHEDULES_SQL,
 } from "../src/store/schedules.js";
-// @ts-expect-error -- a plain .mjs helper without types
-import { findPgBin, startCluster } from "../scripts/pg-cluster.mjs";
+import { benchDatabase, flag, hasFlag, median, ms } from "./lib/harness.js";
 
-const argv = process.argv.slice(2);
-const flag = (name: string): string | undefined => {
-  const i = argv.indexOf(`--${name}`);
-  return i >= 0 ? argv[i + 1] : argv.find((a) => a.startsWith(`--${name}=`))?.split("=")[1];
-};
-const quick = argv.includes("--quick");
+const quick = hasFlag("quick");
 const SCHEDULES = Number(flag("schedules") ?? (quick ? 20_000 : 1_000_000));
 const DELIVERIES = Number(flag("deliveries") ?? (quick ? 200_000 : 10_000_000));
 const REPEAT = Number(flag("repeat") ?? 15);
@@ -50,45 +43,7 @@ const SEARCHES = [
 ];
 const PAGE = 1_000;
 
-let url = process.env.DATABASE_URL;
-let cluster: { url: string; stop(): void } | null = null;
-if (!url) {
-  if (!findPgBin()) {
-    console.error("PostgreSQL: no DATABASE_URL and no PostgreSQL server binaries; giving up");
-    process.exit(1);
-  }
-  cluster = (await startCluster({})) as { url: string; stop(): void };
-  url = cluster.url;
-}
-const admin = new pg.Client({ connectionString: url });
-await admin.connect();
-await admin.query("drop database if exists punctual_bench_lists");
-await admin.query("create database punctual_bench_lists");
-const dbUrl = new URL(url);
-dbUrl.pathname = "/punctual_bench_lists";
-
-const noop: Channel = {
-  name: "noop",
-  idempotent: true,
-  validateTarget() {},
-  async send() {
-    return {};
-  },
-};
-const p = await createPunctual({
-  databaseUrl: dbUrl.toString(),
-  logLevel: "silent",
-  channels: [noop],
-  migrate: true,
-});
-const db = new pg.Client({ connectionString: dbUrl.toString() });
-await db.connect();
-
-const ms = (t0: bigint) => Number(process.hrtime.bigint() - t0) / 1e6;
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
-};
+const { p, db, close } = await benchDatabase("punctual_bench_lists");
 
 // --- seed --------------------------------------------------------------------------------
 
@@ -203,7 +158,18 @@ async function indexesOf(c: Case, cursor: string | undefined): Promise<string> {
         )
       : await db.query(
           `explain (format json) ${desc ? LIST_DELIVERIES_DESC_SQL : LIST_DELIVERIES_SQL}`,
-          ["default", null, c.query.state ?? null, key?.[0] ?? null, LIMIT, null, null, null, null],
+          [
+            "default",
+            null,
+            c.query.state ?? null,
+            key?.[0] ?? null,
+            LIMIT,
+            null,
+            null,
+            null,
+            null,
+            LIST_ERROR_MAX_CHARS,
+          ],
         );
   const names = new Set<string>();
   const walk = (node: Record<string, unknown>) => {
@@ -341,8 +307,4 @@ console.log("\n| first page with total=true | median ms | total |");
 console.log("|---|---:|---|");
 for (const r of totals) console.log(`| ${r.name} | ${r.median.toFixed(1)} | ${r.total} |`);
 
-await db.end();
-await p.close(0);
-await admin.query("drop database if exists punctual_bench_lists");
-await admin.end();
-cluster?.stop();
+await close();

@@ -16,16 +16,8 @@
  * `punctual_bench_recipients` there), else a throwaway cluster from scripts/pg-cluster.mjs.
  */
 import { cpus, loadavg } from "node:os";
-import pg from "pg";
-import { createPunctual, type Channel } from "../src/index.js";
-// @ts-expect-error -- a plain .mjs helper without types
-import { findPgBin, startCluster } from "../scripts/pg-cluster.mjs";
+import { benchDatabase, flag, ms } from "./lib/harness.js";
 
-const argv = process.argv.slice(2);
-const flag = (name: string): string | undefined => {
-  const i = argv.indexOf(`--${name}`);
-  return i >= 0 ? argv[i + 1] : argv.find((a) => a.startsWith(`--${name}=`))?.split("=")[1];
-};
 const RECIPIENTS = Number(flag("recipients") ?? 100_000);
 const PAGE = 10_000;
 const ZONES = [
@@ -39,42 +31,10 @@ const ZONES = [
   "UTC",
 ];
 
-let url = process.env.DATABASE_URL;
-let cluster: { url: string; stop(): void } | null = null;
-if (!url) {
-  if (!findPgBin()) {
-    console.error("PostgreSQL: no DATABASE_URL and no PostgreSQL server binaries; giving up");
-    process.exit(1);
-  }
-  cluster = (await startCluster({})) as { url: string; stop(): void };
-  url = cluster.url;
-}
-const admin = new pg.Client({ connectionString: url });
-await admin.connect();
-await admin.query("drop database if exists punctual_bench_recipients");
-await admin.query("create database punctual_bench_recipients");
-const dbUrl = new URL(url);
-dbUrl.pathname = "/punctual_bench_recipients";
-
-const noop: Channel = {
-  name: "noop",
-  idempotent: true,
-  validateTarget() {},
-  async send() {
-    return {};
-  },
-};
-const p = await createPunctual({
-  databaseUrl: dbUrl.toString(),
-  logLevel: "silent",
-  channels: [noop],
-  migrate: true,
+const { p, db, close } = await benchDatabase("punctual_bench_recipients", {
   // The first day is planned whole: due times up to two days ahead.
   scheduler: { planAheadMs: 2 * 86_400_000 },
 });
-const db = new pg.Client({ connectionString: dbUrl.toString() });
-await db.connect();
-const ms = (t0: bigint) => Number(process.hrtime.bigint() - t0) / 1e6;
 
 // --- seed --------------------------------------------------------------------------------
 const t0 = process.hrtime.bigint();
@@ -161,8 +121,4 @@ console.log(
   ),
 );
 
-await p.close(0);
-await db.end();
-await admin.query("drop database if exists punctual_bench_recipients");
-await admin.end();
-cluster?.stop();
+await close();
