@@ -53,20 +53,42 @@ export function invalidUtf8Offset(bytes: Uint8Array): number {
   return -1;
 }
 
-/** The dotted path of the first number in `value` that is not finite, or null. */
-export function nonFiniteNumberPath(value: unknown, path: string[] = []): string | null {
-  if (typeof value === "number") return Number.isFinite(value) ? null : path.join(".") || "body";
-  if (value === null || typeof value !== "object") return null;
-  if (Array.isArray(value)) {
-    for (let i = 0; i < value.length; i++) {
-      const found = nonFiniteNumberPath(value[i], [...path, String(i)]);
-      if (found !== null) return found;
+/**
+ * The dotted path of the first number in `value` that is not finite, or null. Walks with
+ * an explicit stack (no recursion, no path copies), so a body nested thousands deep is
+ * walked in linear time and cannot overflow the call stack; its depth is the route's to
+ * refuse (API-1).
+ */
+export function nonFiniteNumberPath(value: unknown): string | null {
+  // Each entry: the value, and the index of its parent entry with the key that led to it.
+  const nodes: Array<{ value: unknown; parent: number; key: string }> = [
+    { value, parent: -1, key: "" },
+  ];
+  const pending: number[] = [0];
+  while (pending.length > 0) {
+    const at = pending.pop() as number;
+    const node = nodes[at] as { value: unknown; parent: number; key: string };
+    const v = node.value;
+    if (typeof v === "number") {
+      if (Number.isFinite(v)) continue;
+      const keys: string[] = [];
+      for (let i = at; i > 0; i = (nodes[i] as { parent: number }).parent) {
+        keys.push((nodes[i] as { key: string }).key);
+      }
+      return keys.reverse().join(".") || "body";
     }
-    return null;
-  }
-  for (const [key, v] of Object.entries(value as Record<string, unknown>)) {
-    const found = nonFiniteNumberPath(v, [...path, key]);
-    if (found !== null) return found;
+    if (v === null || typeof v !== "object") continue;
+    // Children pushed in reverse, so the first number in document order is found first.
+    const entries: Array<[string, unknown]> = Array.isArray(v)
+      ? v.map((item, i): [string, unknown] => [String(i), item])
+      : Object.entries(v as Record<string, unknown>);
+    for (let i = entries.length - 1; i >= 0; i--) {
+      const [key, child] = entries[i] as [string, unknown];
+      if (typeof child === "number" || (child !== null && typeof child === "object")) {
+        nodes.push({ value: child, parent: at, key });
+        pending.push(nodes.length - 1);
+      }
+    }
   }
   return null;
 }
