@@ -88,6 +88,15 @@ const samples: Record<string, () => string[]> = {
   "recipients list": () => [],
   "recipients remove": () => ["u-1"],
   "recipients import": () => [join(dir, "recipients.ndjson")],
+  "recipients of": () => [ID],
+  "recipients assign": () => [ID, "--add", "u-1"],
+  "recipients unsubscribe": () => ["dG9rZW4"],
+  "schedules explain": () => [ID, "--from", "2027-01-01T00:00:00Z", "--to", "2027-01-08T00:00:00Z"],
+  "schedules zones": () => [ID],
+  "deliveries explain": () => ["1"],
+  "tenant-secret show": () => [],
+  "tenant-secret rotate": () => [],
+  "tenant-secret remove": () => [],
 };
 
 const schedule = {
@@ -117,7 +126,16 @@ function recorder(): string[] {
     const body =
       path === `/v1/schedules/${ID}`
         ? { ...schedule, realigned: { deleted: 0, moved: 0, created: 1 } }
-        : { ok: true, items: [], status: "ready", secret: "whsec_x", source: "env", count: 0 };
+        : {
+            ok: true,
+            items: [],
+            entries: [],
+            nextCursor: null,
+            status: "ready",
+            secret: "whsec_x",
+            source: "env",
+            count: 0,
+          };
     return Promise.resolve(
       new Response(JSON.stringify(body), {
         status: 200,
