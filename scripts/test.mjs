@@ -9,9 +9,13 @@
 //      PostgreSQL binaries the stage is reported as NOT run.
 // Extra arguments go to every vitest run (`npm test -- test/unit/x.test.ts` filters).
 // PUNCTUAL_TEST_ENGINES=pglite (or postgres) limits the database stages to one engine.
+// PUNCTUAL_TEST_LANES=2 (CI sets it) runs the PGlite stage beside the unit and PostgreSQL
+// stages instead of after them: much of the suite waits on processes, sockets and fsync,
+// so two lanes shorten the run on a 2-core machine. Each stage's output is then kept and
+// printed whole when the stage ends, so the two lanes' lines do not interleave.
 // Ends with one line `tests: N passed, N failed, N skipped`; exits non-zero if a stage failed.
 import { spawn } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { createWriteStream, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -25,13 +29,15 @@ const engines = (process.env.PUNCTUAL_TEST_ENGINES ?? "pglite,postgres")
   .map((e) => e.trim())
   .filter(Boolean);
 const reportDir = mkdtempSync(join(tmpdir(), "punctual-test-report-"));
+const lanes = process.env.PUNCTUAL_TEST_LANES === "2" ? 2 : 1;
 
 /** @type {{ name: string; engine: string; passed: number; failed: number; skipped: number; seconds: number; ok: boolean; note?: string }[]} */
 const results = [];
 /** Lines printed before the total: stages that did not run, and why. */
 const notRun = [];
 let cluster = null;
-let child = null;
+/** The vitest processes running now (one per lane). */
+const children = new Set();
 let interrupted = false;
 
 function stopClusterOnce() {
@@ -49,8 +55,8 @@ function stopClusterOnce() {
 function onSignal(signal) {
   interrupted = true;
   // Pass it on (vitest cancels the run); the cluster is stopped once vitest has exited.
-  if (child) child.kill(signal);
-  if (!child) {
+  for (const c of children) c.kill(signal);
+  if (children.size === 0) {
     stopClusterOnce();
     process.exit(130);
   }
@@ -82,10 +88,16 @@ function readCounts(file) {
   };
 }
 
-/** Runs one vitest invocation as a stage and records its counts. */
-async function runStage(name, engineLabel, projects, env, filters = []) {
-  banner(`${name} — ${engineLabel}`);
-  const reportFile = join(reportDir, `${results.length}.json`);
+/**
+ * Runs one vitest invocation as a stage and records its counts. With `capture`, the
+ * stage's output goes to a file that is printed whole when the stage ends (two lanes).
+ */
+async function runStage(name, engineLabel, projects, env, filters = [], capture = false) {
+  const title = `${name} — ${engineLabel}`;
+  const reportFile = join(
+    reportDir,
+    `${results.length}-${Math.random().toString(36).slice(2)}.json`,
+  );
   const args = [
     vitestBin,
     "run",
@@ -97,19 +109,36 @@ async function runStage(name, engineLabel, projects, env, filters = []) {
     ...(extraArgs.length > 0 ? extraArgs : filters),
   ];
   const started = Date.now();
+  const logFile = capture ? `${reportFile}.log` : null;
+  if (capture) console.log(`started: ${title} (its output follows when it ends)`);
+  else banner(title);
   const code = await new Promise((resolveCode) => {
-    child = spawn(process.execPath, args, {
+    const out = logFile ? createWriteStream(logFile) : null;
+    const child = spawn(process.execPath, args, {
       cwd: root,
-      env,
-      stdio: ["ignore", "inherit", "inherit"],
+      // A captured stage keeps its colours when the terminal has them.
+      env: capture && process.stdout.isTTY ? { ...env, FORCE_COLOR: "1" } : env,
+      stdio: ["ignore", capture ? "pipe" : "inherit", capture ? "pipe" : "inherit"],
     });
+    children.add(child);
+    child.stdout?.pipe(out, { end: false });
+    child.stderr?.pipe(out, { end: false });
     child.on("error", (err) => {
       console.error(`could not run vitest: ${err.message}`);
+      children.delete(child);
       resolveCode(1);
     });
-    child.on("exit", (exitCode, signal) => resolveCode(exitCode ?? (signal ? 1 : 0)));
+    child.on("close", (exitCode, signal) => {
+      children.delete(child);
+      const done = () => resolveCode(exitCode ?? (signal ? 1 : 0));
+      if (out) out.end(done);
+      else done();
+    });
   });
-  child = null;
+  if (logFile) {
+    banner(title);
+    process.stdout.write(readFileSync(logFile, "utf8"));
+  }
   const seconds = (Date.now() - started) / 1000;
   let counts = { passed: 0, failed: 0, skipped: 0 };
   let note;
@@ -142,41 +171,45 @@ function describeUrl(url) {
   }
 }
 
-async function main() {
-  // 1. unit, with the host time zone pinned to UTC; then the time-zone-sensitive suites
-  //    (recurrence, iCalendar) again under two other host zones (REC-2: results never
-  //    depend on the host's TZ).
-  await runStage("unit", "no database, TZ=UTC", ["unit"], { ...baseEnv(), TZ: "UTC" });
-  if (interrupted) return;
-  if (extraArgs.length === 0) {
-    for (const tz of ["America/New_York", "Asia/Kolkata"]) {
-      await runStage(
-        "unit (time zones)",
-        `no database, TZ=${tz}`,
-        ["unit"],
-        { ...baseEnv(), TZ: tz },
-        ["test/unit/recurrence", "test/unit/ical"],
-      );
-      if (interrupted) return;
-    }
-  }
-
-  // 2. integration on PGlite
-  if (engines.includes("pglite")) {
-    const env = { ...baseEnv(), PUNCTUAL_TEST_ENGINE: "pglite" };
-    delete env.DATABASE_URL;
+/** 1. unit, with the host time zone pinned to UTC; then the time-zone-sensitive suites
+ *  (recurrence, iCalendar) again under two other host zones (REC-2: results never
+ *  depend on the host's TZ). */
+async function unitStages(capture) {
+  await runStage("unit", "no database, TZ=UTC", ["unit"], { ...baseEnv(), TZ: "UTC" }, [], capture);
+  if (interrupted || extraArgs.length > 0) return;
+  for (const tz of ["America/New_York", "Asia/Kolkata"]) {
     await runStage(
-      "integration + package",
-      "engine PGlite (embedded, in memory)",
-      ["integration", "package"],
-      env,
+      "unit (time zones)",
+      `no database, TZ=${tz}`,
+      ["unit"],
+      { ...baseEnv(), TZ: tz },
+      ["test/unit/recurrence", "test/unit/ical"],
+      capture,
     );
-  } else {
-    notRun.push("PGlite suite NOT run: PUNCTUAL_TEST_ENGINES excludes pglite");
+    if (interrupted) return;
   }
-  if (interrupted) return;
+}
 
-  // 3. integration + concurrency on PostgreSQL
+/** 2. integration on PGlite. */
+async function pgliteStage(capture) {
+  if (!engines.includes("pglite")) {
+    notRun.push("PGlite suite NOT run: PUNCTUAL_TEST_ENGINES excludes pglite");
+    return;
+  }
+  const env = { ...baseEnv(), PUNCTUAL_TEST_ENGINE: "pglite" };
+  delete env.DATABASE_URL;
+  await runStage(
+    "integration + package",
+    "engine PGlite (embedded, in memory)",
+    ["integration", "package"],
+    env,
+    [],
+    capture,
+  );
+}
+
+/** 3. integration + concurrency on PostgreSQL. */
+async function postgresStage(capture) {
   if (!engines.includes("postgres")) {
     notRun.push("PostgreSQL suite NOT run: PUNCTUAL_TEST_ENGINES excludes postgres");
     return;
@@ -217,7 +250,32 @@ async function main() {
   }
   if (interrupted) return;
   const env = { ...baseEnv(), PUNCTUAL_TEST_ENGINE: "postgres", DATABASE_URL: url };
-  await runStage("integration + concurrency", label, ["integration", "concurrency"], env);
+  await runStage(
+    "integration + concurrency",
+    label,
+    ["integration", "concurrency"],
+    env,
+    [],
+    capture,
+  );
+}
+
+async function main() {
+  if (lanes === 1) {
+    await unitStages(false);
+    if (!interrupted) await pgliteStage(false);
+    if (!interrupted) await postgresStage(false);
+    return;
+  }
+  // Two lanes: PGlite (the longest stage) beside unit then PostgreSQL.
+  banner("two lanes: PGlite integration beside unit, then PostgreSQL (PUNCTUAL_TEST_LANES=2)");
+  await Promise.all([
+    pgliteStage(true),
+    (async () => {
+      await unitStages(true);
+      if (!interrupted) await postgresStage(true);
+    })(),
+  ]);
 }
 
 try {
