@@ -190,8 +190,11 @@ async function unitStages(capture) {
   }
 }
 
-/** 2. integration on PGlite. */
-async function pgliteStage(capture) {
+/**
+ * 2. integration on PGlite; with `withPackage`, also the packed-package test (which is
+ * engine-independent; with two lanes it runs in the other, shorter lane).
+ */
+async function pgliteStage(capture, withPackage = true) {
   if (!engines.includes("pglite")) {
     notRun.push("PGlite suite NOT run: PUNCTUAL_TEST_ENGINES excludes pglite");
     return;
@@ -199,9 +202,23 @@ async function pgliteStage(capture) {
   const env = { ...baseEnv(), PUNCTUAL_TEST_ENGINE: "pglite" };
   delete env.DATABASE_URL;
   await runStage(
-    "integration + package",
+    withPackage ? "integration + package" : "integration",
     "engine PGlite (embedded, in memory)",
-    ["integration", "package"],
+    withPackage ? ["integration", "package"] : ["integration"],
+    env,
+    [],
+    capture,
+  );
+}
+
+/** The packed-package test alone (two lanes). */
+async function packageStage(capture) {
+  const env = { ...baseEnv(), PUNCTUAL_TEST_ENGINE: "pglite" };
+  delete env.DATABASE_URL;
+  await runStage(
+    "package",
+    "the packed tarball in an empty project",
+    ["package"],
     env,
     [],
     capture,
@@ -268,11 +285,14 @@ async function main() {
     return;
   }
   // Two lanes: PGlite (the longest stage) beside unit then PostgreSQL.
-  banner("two lanes: PGlite integration beside unit, then PostgreSQL (PUNCTUAL_TEST_LANES=2)");
+  banner(
+    "two lanes: PGlite integration beside unit, package, then PostgreSQL (PUNCTUAL_TEST_LANES=2)",
+  );
   await Promise.all([
-    pgliteStage(true),
+    pgliteStage(true, false),
     (async () => {
       await unitStages(true);
+      if (!interrupted && engines.includes("pglite")) await packageStage(true);
       if (!interrupted) await postgresStage(true);
     })(),
   ]);
