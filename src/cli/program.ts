@@ -7,7 +7,7 @@ import { VERSION } from "../app/punctual.js";
 import {
   DELIVERY_STATE_VALUES,
   isInstantInRange,
-  SCHEDULE_STATE_VALUES,
+  SCHEDULE_VIEW_STATE_VALUES,
 } from "../contracts/index.js";
 import { MAX_PREVIEW_COUNT } from "../recurrence/index.js";
 import { ENV_VARS } from "../config/env.js";
@@ -652,7 +652,12 @@ export function buildProgram(io: Io): Command {
     schedules
       .command("list")
       .description("List schedules, oldest first.")
-      .addOption(new Option("--state <state>", "only this state").choices(SCHEDULE_STATE_VALUES))
+      .addOption(
+        new Option(
+          "--state <state>",
+          "only this state (`active` leaves out finished one-offs; `finished`: nothing left to send)",
+        ).choices(SCHEDULE_VIEW_STATE_VALUES),
+      )
       .option(
         "--source <name>",
         "only this source's (an import's calendar name, an upsert's system)",

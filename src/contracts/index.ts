@@ -426,8 +426,8 @@ export type ReminderInput = z.output<typeof reminderInputSchema>;
 export const SCHEDULE_STATE_VALUES = SCHEDULE_STATES;
 /**
  * States a schedule view shows: the stored ones, and `finished` for an `active` schedule
- * with no occurrence left to plan and every delivery final (shown, not stored: the
- * `state` filter of lists takes the stored states, and `active` includes finished ones).
+ * with no occurrence left to plan and every delivery final (shown, not stored; the
+ * `state` filter of lists takes these values too: `active` leaves out finished ones).
  */
 export const SCHEDULE_VIEW_STATE_VALUES = [...SCHEDULE_STATES, "finished"] as const;
 export const DELIVERY_STATE_VALUES = DELIVERY_STATES;
@@ -662,7 +662,8 @@ export const listDeliveriesQuerySchema = z
 /** `GET /v1/schedules` query. */
 export const listSchedulesQuerySchema = z
   .object({
-    state: z.enum(SCHEDULE_STATE_VALUES).optional(),
+    /** `active` leaves out the finished ones; `finished` is the active ones with nothing left. */
+    state: z.enum(SCHEDULE_VIEW_STATE_VALUES).optional(),
     /** API-3: only the schedules of this source (an import's calendar name, an upsert's system). */
     source: z.string().min(1).max(200).optional(),
     /** API-3: a case-insensitive substring of the title or the external id. */

@@ -219,6 +219,23 @@ function containsPatternSql(q: string): string {
 }
 
 /**
+ * API-3: an `active` row of `punctual_schedules` (not aliased) that views show as
+ * `finished`: nothing left to plan (a one-off, or a series whose plan is complete), a
+ * delivery for each of a one-off's reminders, and none of its deliveries waiting or in
+ * flight. The same rule as {@link finishedScheduleIds}, for the list's `state` filter.
+ */
+const FINISHED_SQL = `((not punctual_schedules.recurring or punctual_schedules.plan_complete)
+  and not exists (select 1 from punctual_deliveries d
+                  where d.schedule_id = punctual_schedules.id
+                    and d.state in ('pending', 'claimed', 'retry', 'paused'))
+  and (punctual_schedules.recurring or not exists (
+         select 1 from punctual_reminders r
+         where r.schedule_id = punctual_schedules.id
+           and not exists (select 1 from punctual_deliveries d
+                           where d.schedule_id = punctual_schedules.id
+                             and d.reminder_key = r.key))))`;
+
+/**
  * API-3: the filter of a schedule list, one home for the list and its count: tenant,
  * state or NULL, source or NULL, search text or NULL (a case-insensitive substring of the
  * title or the external id, matched as plain text). The arguments are placeholders.
@@ -229,7 +246,11 @@ function containsPatternSql(q: string): string {
  * to look up and always walk.
  */
 function scheduleFilterSql(n: { tenant: string; state: string; source: string; q: string }) {
-  return `tenant = ${n.tenant} and (${n.state}::text is null or state = ${n.state})
+  return `tenant = ${n.tenant}
+  and (${n.state}::text is null
+       or (${n.state} not in ('active', 'finished') and state = ${n.state})
+       or (${n.state} = 'active' and state = 'active' and not ${FINISHED_SQL})
+       or (${n.state} = 'finished' and state = 'active' and ${FINISHED_SQL}))
   and (${n.source}::text is null or source = ${n.source})
   and (${n.q}::text is null
        or lower(title) like ${containsPatternSql(n.q)}

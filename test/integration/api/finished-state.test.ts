@@ -1,7 +1,7 @@
 /**
  * A schedule whose deliveries are all final shows `state: "finished"` (API-1, API-3):
  * a one-off once sent, in the API's show and list and the CLI; not while a delivery still
- * waits, and not for a series with occurrences left.
+ * waits, and not for a series with occurrences left; the list's `state` filter agrees.
  */
 import { afterEach, describe, expect, it } from "vitest";
 import { createApi } from "../../../src/api/server.js";
@@ -41,11 +41,23 @@ describe("API-1 finished schedules", () => {
       [one.schedule.id]: "finished",
       [series.schedule.id]: "active",
     });
-    // Stored as active: the list's state filter finds it there.
-    const active = (await (await api.request("/v1/schedules?state=active")).json()) as {
-      items: ScheduleView[];
+    // The list's state filter speaks the view's states: `active` leaves the finished
+    // one-off out, `finished` finds it (and the CLI's --state takes both).
+    const ids = async (state: string) =>
+      (
+        (await (await api.request(`/v1/schedules?state=${state}&total=true`)).json()) as {
+          items: ScheduleView[];
+          total?: number;
+        }
+      ).items.map((s) => s.id);
+    expect(await ids("active")).toEqual([series.schedule.id]);
+    expect(await ids("finished")).toEqual([one.schedule.id]);
+    const counted = (await (
+      await api.request("/v1/schedules?state=finished&total=true")
+    ).json()) as {
+      total: { value: number; exact: boolean };
     };
-    expect(active.items.map((s) => s.id)).toContain(one.schedule.id);
+    expect(counted.total).toEqual({ value: 1, exact: true });
   });
 
   it("API-1: a one-off due beyond the planning horizon, or with a reminder not planned yet, reads active", async () => {
