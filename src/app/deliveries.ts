@@ -150,7 +150,7 @@ export async function redriveDelivery(
     throw new ConflictError(
       current.state === "dead" || current.state === "in_doubt"
         ? `delivery ${id} cannot be redriven: its schedule is cancelled or its reminder "${current.reminderKey}" was removed`
-        : `delivery ${id} is ${current.state}; only dead or in_doubt deliveries can be redriven`,
+        : `delivery ${id} is in state "${current.state}"; only dead or in_doubt deliveries can be redriven`,
     );
   }
   app.wake();
@@ -186,7 +186,7 @@ export async function resolveDelivery(
   if (!row) {
     const current = await getDelivery(app, id, ctx);
     throw new ConflictError(
-      `delivery ${id} is ${current.state}; only in_doubt deliveries and open dead letters can be resolved`,
+      `delivery ${id} is in state "${current.state}"; only in_doubt deliveries and open dead letters can be resolved`,
     );
   }
   return toDeliveryView(row);

@@ -148,7 +148,7 @@ export async function triggerSchedule(
   // extra send now, so it may run there too.
   if (schedule.state !== "active" && schedule.state !== "finished") {
     throw new ConflictError(
-      `schedule ${id} is ${schedule.state}; only an active schedule can be triggered`,
+      `schedule ${id} is in state "${schedule.state}"; only an active schedule can be triggered`,
     );
   }
   const inserted = await app.db.transaction((tx) =>
@@ -162,7 +162,7 @@ export async function triggerSchedule(
     }
     const now = await getSchedule(app, id, { tenant });
     throw new ConflictError(
-      `schedule ${id} is ${now.state}; only an active schedule can be triggered`,
+      `schedule ${id} is in state "${now.state}"; only an active schedule can be triggered`,
     );
   }
   app.wake();
@@ -216,7 +216,9 @@ export async function backfillSchedule(
   checkId(id);
   const schedule = await getSchedule(app, id, { tenant });
   if (schedule.state === "cancelled" || schedule.state === "invalid") {
-    throw new ConflictError(`schedule ${id} is ${schedule.state}; it cannot be backfilled`);
+    throw new ConflictError(
+      `schedule ${id} is in state "${schedule.state}"; it cannot be backfilled`,
+    );
   }
   const fromMs = Date.parse(q.from);
   const toMs = Date.parse(q.to);

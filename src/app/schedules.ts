@@ -940,7 +940,9 @@ async function transition(
     to,
   });
   if (!changed)
-    throw new ConflictError(`schedule ${id} is ${current.state}; cannot move it to ${to}`);
+    throw new ConflictError(
+      `schedule ${id} is in state "${current.state}"; cannot move it to ${to}`,
+    );
   if (to === "active") app.wake();
   return getSchedule(app, id, ctx);
 }
