@@ -183,8 +183,8 @@ const statements: Array<{ label: string; sql: string; params: unknown[] }> = [
     params: ["default", scheduleId, FROM, TO, null, null, null, 10_001],
   },
   {
-    label: "attempts statement (one page's rows)",
-    sql: explainStore.EXPLAIN_ATTEMPTS_SQL,
+    label: "attempts and actions statement (one page's rows)",
+    sql: explainStore.EXPLAIN_HISTORY_SQL,
     params: [pageIds],
   },
 ];
