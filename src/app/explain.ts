@@ -421,6 +421,13 @@ function notPlannedEntry(pair: ExpectedPair, c: NotPlannedContext): ExplainEntry
 const iso = (ms: number) => new Date(ms).toISOString();
 
 /**
+ * `by` of every `planned` event: the process that planned a row is not recorded (planning
+ * is a set-based insert by whichever process holds the plan turn, or the request that
+ * created or edited the schedule), so the event says so rather than leaving `by` out.
+ */
+export const PLANNER_UNKNOWN = "unknown";
+
+/**
  * The verdict of a delivery row at `nowMs` and its reason code:
  * `sent`; `pending` (on time, or being sent: `sending`); `deferred` (held by quiet hours
  * `QUIET_HOURS`, an open circuit of its target host `CIRCUIT_OPEN` (CH-7), an empty
@@ -508,6 +515,8 @@ function rowEntry(
     {
       type: "planned",
       at: iso(row.created_ms),
+      // Planning does not record its process (see PLANNER_UNKNOWN).
+      by: PLANNER_UNKNOWN,
       ...(row.triggered ? { reason: "triggered" } : {}),
     },
   ];

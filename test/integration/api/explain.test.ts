@@ -91,6 +91,8 @@ describe("explain (OPS-16)", () => {
     expect(typeof failed.events[1]!.by).toBe("string");
     const sent = paused.entries[1]!;
     expect(sent.events.map((e) => e.type)).toEqual(["planned", "attempt", "sent"]);
+    // Planning does not record its process: the event says so.
+    expect(sent.events[0]).toEqual({ type: "planned", at: expect.any(String), by: "unknown" });
 
     // Resumed two days late: the misfire policy (skip) skips what it missed as stale;
     // the next day is not planned yet (the horizon is an hour ahead).
