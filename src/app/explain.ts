@@ -418,7 +418,41 @@ function notPlannedEntry(pair: ExpectedPair, c: NotPlannedContext): ExplainEntry
   };
 }
 
-const iso = (ms: number) => new Date(ms).toISOString();
+/** Two-digit and three-digit zero-padded numbers, for {@link iso}. */
+const PAD2 = Array.from({ length: 100 }, (_, i) => String(i).padStart(2, "0"));
+const PAD3 = Array.from({ length: 1000 }, (_, i) => String(i).padStart(3, "0"));
+/** Years 0000–9999 (the range `toISOString` writes with four digits), epoch ms. */
+const ISO_MIN_MS = -62_167_219_200_000;
+const ISO_MAX_MS = 253_402_300_799_999;
+/** UTC day (days since the epoch) → its `YYYY-MM-DDT`, for {@link iso}; cleared when large. */
+const isoDays = new Map<number, string>();
+const ISO_DAYS_MAX = 4_096;
+
+/**
+ * `new Date(ms).toISOString()` (ISO 8601 UTC, `YYYY-MM-DDTHH:mm:ss.sssZ`), with the date
+ * part of each UTC day written once (up to {@link ISO_DAYS_MAX} days kept): a page of
+ * 10,000 entries writes about 60,000 instants on a few hundred days, and building a
+ * `Date` for each was the largest part of the explanation's own time (docs/benchmarks.md). Outside years
+ * 0000–9999 it is `toISOString` itself.
+ * @param ms epoch milliseconds, an integer.
+ */
+export function iso(ms: number): string {
+  if (ms < ISO_MIN_MS || ms > ISO_MAX_MS) return new Date(ms).toISOString();
+  const day = Math.floor(ms / DAY_MS);
+  let prefix = isoDays.get(day);
+  if (prefix === undefined) {
+    if (isoDays.size >= ISO_DAYS_MAX) isoDays.clear();
+    prefix = new Date(day * DAY_MS).toISOString().slice(0, 11);
+    isoDays.set(day, prefix);
+  }
+  let rest = ms - day * DAY_MS;
+  const h = Math.floor(rest / 3_600_000);
+  rest -= h * 3_600_000;
+  const m = Math.floor(rest / 60_000);
+  rest -= m * 60_000;
+  const sec = Math.floor(rest / 1000);
+  return `${prefix}${PAD2[h]}:${PAD2[m]}:${PAD2[sec]}.${PAD3[rest - sec * 1000]}Z`;
+}
 
 /**
  * `by` of every `planned` event: the process that planned a row is not recorded (planning
@@ -509,7 +543,7 @@ function rowEntry(
   nowMs: number,
   holds: Holds,
 ): ExplainEntry {
-  const attempts = history.filter((h) => h.kind === "attempt");
+  const attempts = history.length === 0 ? history : history.filter((h) => h.kind === "attempt");
   const { verdict, reason, until } = rowVerdict(row, attempts.at(-1), nowMs, holds);
   const events: ExplainEvent[] = [
     {

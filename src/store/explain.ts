@@ -4,7 +4,7 @@
  * page of rows. Read-only; scoped by tenant (API-2): a schedule of another tenant yields
  * nothing.
  */
-import type { Queryable } from "./database.js";
+import type { Database, Queryable } from "./database.js";
 import { NOW } from "./deliveries/sql.js";
 import { TOKENS_NOW } from "./rate-limits.js";
 import { columnsOf, rows } from "./statement.js";
@@ -83,6 +83,11 @@ const EXPLAIN_SELECT = [
   "exists (select 1 from punctual_triggers t where t.delivery_id = d.id) as triggered",
 ].join(",\n       ");
 
+/** The columns of `punctual_deliveries` that {@link EXPLAIN_SELECT} reads, on alias `d`. */
+const EXPLAIN_SOURCE_COLUMNS = [
+  ...new Set([...EXPLAIN_SELECT.matchAll(/\bd\.([a-z_]+)/g)].map((m) => `d.${m[1]}`)),
+].join(", ");
+
 /** Result columns of {@link EXPLAIN_DELIVERIES_SQL} and {@link EXPLAIN_DELIVERY_SQL}. */
 export const EXPLAIN_DELIVERIES_COLUMNS = columnsOf<ExplainDeliveryRow>()([
   "id",
@@ -121,24 +126,43 @@ export const EXPLAIN_DELIVERIES_COLUMNS = columnsOf<ExplainDeliveryRow>()([
  * One range read whatever the table's size: the schedule's rows are found by
  * `punctual_deliveries_schedule` (schedule_id, state) and sorted; a schedule holds at most
  * the rows its plan and retention keep, so the sort is bounded (docs/benchmarks.md shows
- * the plan beside 10M other rows). Only the columns an explanation reads are returned.
+ * the plan beside 10M other rows). Only the columns an explanation reads are returned,
+ * converted for the page's rows only (outside the limit: the inner read costs what a
+ * plain read does, so the planner keeps its plan).
  * $1 tenant, $2 schedule id, $3 due from, $4 due to, $5 occurrence after, $6 reminder key
  * after, $7 id after, $8 limit.
  */
 export const EXPLAIN_DELIVERIES_SQL = `
 select ${EXPLAIN_SELECT}
-from punctual_deliveries d join punctual_schedules s on s.id = d.schedule_id
-where s.tenant = $1 and d.schedule_id = $2::uuid
-  and d.due_at >= $3::timestamptz and d.due_at < $4::timestamptz
-  and ($5::timestamptz is null
-       or (date_trunc('milliseconds', d.occurrence_at), d.reminder_key collate "C", d.id)
-          > ($5::timestamptz, $6::text collate "C", $7::bigint))
-order by date_trunc('milliseconds', d.occurrence_at), d.reminder_key collate "C", d.id
-limit $8`;
+from (
+  select ${EXPLAIN_SOURCE_COLUMNS}
+  from punctual_deliveries d
+  where d.schedule_id = $2::uuid
+    and exists (select 1 from punctual_schedules s where s.id = $2::uuid and s.tenant = $1)
+    and d.due_at >= $3::timestamptz and d.due_at < $4::timestamptz
+    and ($5::timestamptz is null
+         or (date_trunc('milliseconds', d.occurrence_at), d.reminder_key collate "C", d.id)
+            > ($5::timestamptz, $6::text collate "C", $7::bigint))
+  order by date_trunc('milliseconds', d.occurrence_at), d.reminder_key collate "C", d.id
+  limit $8
+) d
+order by date_trunc('milliseconds', d.occurrence_at), d.reminder_key collate "C", d.id`;
 
-/** Runs {@link EXPLAIN_DELIVERIES_SQL}. */
+/**
+ * OPS-16: keeps {@link EXPLAIN_DELIVERIES_SQL} in one process, set in its transaction. A
+ * schedule's rows are a few thousand; the planner's estimate for a bitmap read of them
+ * is high enough that it planned a parallel sort (two workers, a gather merge), which
+ * took 350–460 ms where the same plan in one process took 145–160 ms (10M rows stored,
+ * load ≈ 11; docs/benchmarks.md).
+ */
+export const EXPLAIN_SERIAL_SQL = "set local max_parallel_workers_per_gather = 0";
+
+/**
+ * Runs {@link EXPLAIN_DELIVERIES_SQL} in a transaction of its own, after
+ * {@link EXPLAIN_SERIAL_SQL}.
+ */
 export function explainDeliveryRows(
-  db: Queryable,
+  db: Database,
   p: {
     tenant: string;
     scheduleId: string;
@@ -148,16 +172,19 @@ export function explainDeliveryRows(
     limit: number;
   },
 ): Promise<ExplainDeliveryRow[]> {
-  return rows<ExplainDeliveryRow>(db, EXPLAIN_DELIVERIES_SQL, [
-    p.tenant,
-    p.scheduleId,
-    p.dueFrom,
-    p.dueTo,
-    p.after?.occurrenceAt ?? null,
-    p.after?.reminderKey ?? null,
-    p.after?.id ?? null,
-    p.limit,
-  ]);
+  return db.transaction(async (tx) => {
+    await tx.query(EXPLAIN_SERIAL_SQL);
+    return rows<ExplainDeliveryRow>(tx, EXPLAIN_DELIVERIES_SQL, [
+      p.tenant,
+      p.scheduleId,
+      p.dueFrom,
+      p.dueTo,
+      p.after?.occurrenceAt ?? null,
+      p.after?.reminderKey ?? null,
+      p.after?.id ?? null,
+      p.limit,
+    ]);
+  });
 }
 
 /**
@@ -211,26 +238,31 @@ export interface ExplainHistoryRow {
 /**
  * OPS-16 / DEL-14 / DEL-12: the recorded attempts (`punctual_attempts`; the sending attempt
  * kept on the delivery row is read with the row, {@link ExplainDeliveryRow.sent_by}) and
- * operator actions of many deliveries, in one statement: by delivery, attempts in the
- * order recorded, then actions oldest first. Both are read by their `(delivery_id, …)`
- * index. $1 delivery ids (bigint[]).
+ * operator actions of many deliveries, in one statement: by delivery in the order of
+ * `$1`, attempts in the order recorded, then actions oldest first. Each delivery is one
+ * probe of each table's `(delivery_id, …)` index (a lateral join per id), so the cost
+ * follows the page, never the tables' size: a plain `delivery_id = any($1)` over a page of
+ * 8,784 ids was planned as a scan of every attempt (docs/benchmarks.md).
+ * $1 delivery ids (bigint[]).
  */
 export const EXPLAIN_HISTORY_SQL = `
-select kind, delivery_id, at_ms, ended_ms, by, attempt, what, settled, status, error, outcome
-from (
+select h.kind, h.delivery_id, h.at_ms, h.ended_ms, h.by, h.attempt, h.what, h.settled,
+       h.status, h.error, h.outcome
+from unnest($1::bigint[]) with ordinality as u(id, n)
+cross join lateral (
   select 'attempt' as kind, a.delivery_id,
          round(date_part('epoch', date_trunc('milliseconds', a.started_at)) * 1000) as at_ms,
          round(date_part('epoch', date_trunc('milliseconds', a.ended_at)) * 1000) as ended_ms,
          a.worker as by, a.attempt, a.outcome as what, a.settled, a.status, a.error,
          null::text as outcome, 0 as part, a.id as seq
-  from punctual_attempts a where a.delivery_id = any($1::bigint[])
+  from punctual_attempts a where a.delivery_id = u.id
   union all
   select 'action', x.delivery_id,
          round(date_part('epoch', date_trunc('milliseconds', x.at)) * 1000), null,
          x.actor, null, x.action, null, null, null, x.outcome, 1, x.id
-  from punctual_delivery_actions x where x.delivery_id = any($1::bigint[])
+  from punctual_delivery_actions x where x.delivery_id = u.id
 ) h
-order by delivery_id, part, seq`;
+order by u.n, h.part, h.seq`;
 
 /** Result columns of {@link EXPLAIN_HISTORY_SQL}. */
 export const EXPLAIN_HISTORY_COLUMNS = columnsOf<ExplainHistoryRow>()([
