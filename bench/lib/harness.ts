@@ -42,15 +42,25 @@ export interface BenchDatabase {
  * Creates (dropping it first if it is left from an earlier run) the database `name` on
  * DATABASE_URL's server, else on a throwaway cluster, and opens punctual and a client on it.
  * Exits the process (status 1) when there is neither DATABASE_URL nor a PostgreSQL server
- * installed.
+ * installed. With `keep` the database is reused when it exists and left in place (only
+ * useful with DATABASE_URL: a throwaway cluster is removed on close either way); `existed`
+ * then says whether it was found.
  *
  * @param name the database's name, an SQL identifier (e.g. `punctual_bench_lists`).
- * @param options punctual's scheduler settings, if the benchmark needs others than the defaults.
+ * @param options punctual's scheduler settings, if the benchmark needs others than the
+ *   defaults, and `keep`.
  */
 export async function benchDatabase(
   name: string,
-  options: Pick<PunctualOptions, "scheduler"> = {},
-): Promise<BenchDatabase> {
+  options: Pick<PunctualOptions, "scheduler"> & {
+    /**
+     * Keep the database: use it as found when it exists (no drop, no fresh create) and
+     * leave it in place on close, so a later run can measure the same seeded data.
+     */
+    keep?: boolean;
+  } = {},
+): Promise<BenchDatabase & { existed: boolean }> {
+  const { keep = false, ...punctualOptions } = options;
   let url = process.env.DATABASE_URL;
   let cluster: { url: string; stop(): void } | null = null;
   if (!url) {
@@ -63,8 +73,12 @@ export async function benchDatabase(
   }
   const admin = new pg.Client({ connectionString: url });
   await admin.connect();
-  await admin.query(`drop database if exists ${name}`);
-  await admin.query(`create database ${name}`);
+  const existed =
+    (await admin.query("select 1 from pg_database where datname = $1", [name])).rowCount! > 0;
+  if (!keep || !existed) {
+    await admin.query(`drop database if exists ${name}`);
+    await admin.query(`create database ${name}`);
+  }
   const dbUrl = new URL(url);
   dbUrl.pathname = `/${name}`;
 
@@ -73,17 +87,18 @@ export async function benchDatabase(
     logLevel: "silent",
     channels: [noopChannel],
     migrate: true,
-    ...options,
+    ...punctualOptions,
   });
   const db = new pg.Client({ connectionString: dbUrl.toString() });
   await db.connect();
   return {
     p,
     db,
+    existed: keep && existed,
     async close() {
       await db.end();
       await p.close(0);
-      await admin.query(`drop database if exists ${name}`);
+      if (!keep) await admin.query(`drop database if exists ${name}`);
       await admin.end();
       cluster?.stop();
     },

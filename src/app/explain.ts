@@ -26,18 +26,18 @@ import {
 } from "../contracts/explain.js";
 import { NotFoundError, ValidationError } from "../errors/index.js";
 import { applyOffset, parseOffset, type Occurrence, type Recurrence } from "../recurrence/index.js";
+import { targetHost } from "../scheduler/circuits.js";
 import {
-  explainActions,
-  explainAttempts,
   explainDeliveryRow,
   explainDeliveryRows,
-  type DeliveryActionRow,
+  explainHistory,
+  explainHolds,
   type ExplainDeliveryRow,
+  type ExplainHistoryRow,
 } from "../store/explain.js";
 import {
   remindersOfSchedules,
   scheduleById,
-  type AttemptRow,
   type ReminderRow,
   type ScheduleRow,
 } from "../store/schedules.js";
@@ -147,9 +147,7 @@ export async function explainSchedule(
   while (items.length < limit && (i < expected.length || j < stored.length)) {
     const pair = expected[i];
     const row = stored[j];
-    const rowKey: EntryKey | null = row
-      ? [row.occurrence_at.getTime(), row.reminder_key, Number(row.id)]
-      : null;
+    const rowKey: EntryKey | null = row ? [row.occurrence_ms, row.reminder_key, row.id] : null;
     if (pair && rowKey && pair.occurrenceMs === rowKey[0] && pair.reminderKey === rowKey[1]) {
       items.push({ key: rowKey, row: row!, pair });
       i++;
@@ -166,13 +164,12 @@ export async function explainSchedule(
     }
   }
   const more = i < expected.length || j < stored.length;
-  const rowIds = items.flatMap((it) => (it.row ? [Number(it.row.id)] : []));
-  const [attempts, actions] = await Promise.all([
-    explainAttempts(app.db, { deliveryIds: rowIds }),
-    explainActions(app.db, { deliveryIds: rowIds }),
+  const pageRows = items.flatMap((it) => (it.row ? [it.row] : []));
+  const [history, holds] = await Promise.all([
+    explainHistory(app.db, { deliveryIds: pageRows.map((r) => r.id) }),
+    holdsOf(app, tenant, pageRows, reminders, nowMs),
   ]);
-  const attemptsBy = groupBy(attempts, (a) => Number(a.delivery_id));
-  const actionsBy = groupBy(actions, (a) => Number(a.delivery_id));
+  const historyBy = groupBy(history, (h) => h.delivery_id);
   const context: NotPlannedContext = {
     schedule,
     recurrence,
@@ -180,12 +177,7 @@ export async function explainSchedule(
   };
   const entries = items.map((it) =>
     it.row
-      ? rowEntry(
-          it.row,
-          attemptsBy.get(Number(it.row.id)) ?? [],
-          actionsBy.get(Number(it.row.id)) ?? [],
-          nowMs,
-        )
+      ? rowEntry(it.row, historyBy.get(it.row.id) ?? [], nowMs, holds)
       : notPlannedEntry(it.pair!, context),
   );
   // RECIPIENTS (issue 23): when schedules carry recipients, an expected pair becomes one
@@ -217,14 +209,13 @@ export async function explainDelivery(
   if (!Number.isSafeInteger(id) || id < 0) throw new NotFoundError("delivery", String(id));
   const row = await explainDeliveryRow(app.db, { tenant, id });
   if (!row) throw new NotFoundError("delivery", String(id));
-  const [attempts, actions] = await Promise.all([
-    explainAttempts(app.db, { deliveryIds: [id] }),
-    explainActions(app.db, { deliveryIds: [id] }),
+  const nowMs = app.clock.now();
+  const reminders = await remindersOfSchedules(app.db, { scheduleIds: [row.schedule_id] });
+  const [history, holds] = await Promise.all([
+    explainHistory(app.db, { deliveryIds: [id] }),
+    holdsOf(app, tenant, [row], reminders, nowMs),
   ]);
-  return {
-    scheduleId: row.schedule_id,
-    entry: rowEntry(row, attempts, actions, app.clock.now()),
-  };
+  return { scheduleId: row.schedule_id, entry: rowEntry(row, history, nowMs, holds) };
 }
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -241,6 +232,72 @@ function groupBy<T>(list: readonly T[], key: (t: T) => number): Map<number, T[]>
     else out.set(k, [t]);
   }
   return out;
+}
+
+/**
+ * What holds a page's waiting rows back now (CH-7, DEL-13): the open circuits of the
+ * reminders' target hosts, by reminder key, and the empty buckets of the rows' limiters.
+ * Read only when some row is waiting past its due time (or was pushed back): nothing to
+ * read for a history of sent rows.
+ */
+async function holdsOf(
+  app: AppContext,
+  tenant: string,
+  page: readonly ExplainDeliveryRow[],
+  reminders: readonly ReminderRow[],
+  nowMs: number,
+): Promise<Holds> {
+  const waiting = page.filter((r) => isHeldCandidate(r, nowMs));
+  if (waiting.length === 0) return NO_HOLDS;
+  const hostOf = new Map<string, string>();
+  for (const r of reminders) {
+    const host = targetHost(r.target);
+    if (host !== null) hostOf.set(r.key, host);
+  }
+  const hosts = new Set<string>();
+  const limiters = new Set<string>();
+  for (const r of waiting) {
+    const host = hostOf.get(r.reminder_key);
+    if (host !== undefined) hosts.add(host);
+    if (r.limiter !== null) limiters.add(r.limiter);
+  }
+  const found = await explainHolds(app.db, {
+    now: app.clock.sqlNow(),
+    tenant,
+    hosts: [...hosts],
+    limiters: [...limiters],
+  });
+  const circuits = new Map<string, number>();
+  const limits = new Map<string, number>();
+  for (const h of found) (h.kind === "circuit" ? circuits : limits).set(h.name, h.until_ms);
+  return {
+    circuitUntil: (row) => {
+      const host = hostOf.get(row.reminder_key);
+      return host === undefined ? undefined : circuits.get(host);
+    },
+    limitUntil: (row) => (row.limiter === null ? undefined : limits.get(row.limiter)),
+  };
+}
+
+/** What holds a waiting row back, as {@link holdsOf} read it: until when (epoch ms), if anything. */
+interface Holds {
+  circuitUntil(row: ExplainDeliveryRow): number | undefined;
+  limitUntil(row: ExplainDeliveryRow): number | undefined;
+}
+
+const NO_HOLDS: Holds = { circuitUntil: () => undefined, limitUntil: () => undefined };
+
+/**
+ * A row that something other than its own time may hold: a `pending` row past its run
+ * time and not yet claimed, or given back with a later run time than its due time (an
+ * open circuit's next probe, CH-7); any `retry` row (an open circuit gives it back with its
+ * run time at the next probe). A row deferred by quiet hours has its own reason.
+ */
+function isHeldCandidate(row: ExplainDeliveryRow, nowMs: number): boolean {
+  if (row.state === "retry") return true;
+  if (row.state !== "pending") return false;
+  if (row.deferred_until_ms !== null && row.deferred_until_ms > nowMs) return false;
+  return row.run_ms <= nowMs || row.run_ms > row.due_ms;
 }
 
 /** The rule fields of a stored schedule row, as {@link parseStoredRule} reads them. */
@@ -361,20 +418,64 @@ function notPlannedEntry(pair: ExpectedPair, c: NotPlannedContext): ExplainEntry
   };
 }
 
-const iso = (d: Date) => d.toISOString();
+/** Two-digit and three-digit zero-padded numbers, for {@link iso}. */
+const PAD2 = Array.from({ length: 100 }, (_, i) => String(i).padStart(2, "0"));
+const PAD3 = Array.from({ length: 1000 }, (_, i) => String(i).padStart(3, "0"));
+/** Years 0000–9999 (the range `toISOString` writes with four digits), epoch ms. */
+const ISO_MIN_MS = -62_167_219_200_000;
+const ISO_MAX_MS = 253_402_300_799_999;
+/** UTC day (days since the epoch) → its `YYYY-MM-DDT`, for {@link iso}; cleared when large. */
+const isoDays = new Map<number, string>();
+const ISO_DAYS_MAX = 4_096;
+
+/**
+ * `new Date(ms).toISOString()` (ISO 8601 UTC, `YYYY-MM-DDTHH:mm:ss.sssZ`), with the date
+ * part of each UTC day written once (up to {@link ISO_DAYS_MAX} days kept): a page of
+ * 10,000 entries writes about 60,000 instants on a few hundred days, and building a
+ * `Date` for each was the largest part of the explanation's own time (docs/benchmarks.md). Outside years
+ * 0000–9999 it is `toISOString` itself.
+ * @param ms epoch milliseconds, an integer.
+ */
+export function iso(ms: number): string {
+  if (ms < ISO_MIN_MS || ms > ISO_MAX_MS) return new Date(ms).toISOString();
+  const day = Math.floor(ms / DAY_MS);
+  let prefix = isoDays.get(day);
+  if (prefix === undefined) {
+    if (isoDays.size >= ISO_DAYS_MAX) isoDays.clear();
+    prefix = new Date(day * DAY_MS).toISOString().slice(0, 11);
+    isoDays.set(day, prefix);
+  }
+  let rest = ms - day * DAY_MS;
+  const h = Math.floor(rest / 3_600_000);
+  rest -= h * 3_600_000;
+  const m = Math.floor(rest / 60_000);
+  rest -= m * 60_000;
+  const sec = Math.floor(rest / 1000);
+  return `${prefix}${PAD2[h]}:${PAD2[m]}:${PAD2[sec]}.${PAD3[rest - sec * 1000]}Z`;
+}
+
+/**
+ * `by` of every `planned` event: the process that planned a row is not recorded (planning
+ * is a set-based insert by whichever process holds the plan turn, or the request that
+ * created or edited the schedule), so the event says so rather than leaving `by` out.
+ */
+export const PLANNER_UNKNOWN = "unknown";
 
 /**
  * The verdict of a delivery row at `nowMs` and its reason code:
  * `sent`; `pending` (on time, or being sent: `sending`); `deferred` (held by quiet hours
- * `QUIET_HOURS`, a Retry-After reply `RETRY_AFTER`, a retry backoff `RETRY`, a paused
- * schedule `PAUSED`); `skipped`, `failed` (`dead`), `in_doubt`, `cancelled` with the
- * row's reason.
+ * `QUIET_HOURS`, an open circuit of its target host `CIRCUIT_OPEN` (CH-7), an empty
+ * rate-limit bucket `RATE_LIMITED` (DEL-13), a Retry-After reply `RETRY_AFTER`, a retry
+ * backoff `RETRY`, a paused schedule `PAUSED`); `skipped`, `failed` (`dead`),
+ * `in_doubt`, `cancelled` with the row's reason. `holds` says what holds a waiting row
+ * back now; with `until`, the instant it is held to.
  */
 export function rowVerdict(
   row: ExplainDeliveryRow,
-  lastAttempt: AttemptRow | undefined,
+  lastAttempt: ExplainHistoryRow | undefined,
   nowMs: number,
-): { verdict: ExplainVerdict; reason: string | null } {
+  holds: Holds = NO_HOLDS,
+): { verdict: ExplainVerdict; reason: string | null; until?: number } {
   switch (row.state) {
     case "sent":
       return { verdict: "sent", reason: row.reason };
@@ -382,16 +483,42 @@ export function rowVerdict(
       return { verdict: "pending", reason: "sending" };
     case "paused":
       return { verdict: "deferred", reason: "PAUSED" };
-    case "pending":
-      if (row.deferred_until && row.deferred_until.getTime() > nowMs) {
-        return { verdict: "deferred", reason: row.deferred_reason };
+    case "pending": {
+      if (row.deferred_until_ms !== null && row.deferred_until_ms > nowMs) {
+        return { verdict: "deferred", reason: row.deferred_reason, until: row.deferred_until_ms };
+      }
+      if (isHeldCandidate(row, nowMs)) {
+        const circuit = holds.circuitUntil(row);
+        if (circuit !== undefined) {
+          return {
+            verdict: "deferred",
+            reason: "CIRCUIT_OPEN",
+            until: Math.max(circuit, row.run_ms),
+          };
+        }
+        const limit = holds.limitUntil(row);
+        if (limit !== undefined)
+          return { verdict: "deferred", reason: "RATE_LIMITED", until: limit };
       }
       return { verdict: "pending", reason: null };
-    case "retry":
+    }
+    case "retry": {
+      const circuit = holds.circuitUntil(row);
+      if (circuit !== undefined) {
+        return {
+          verdict: "deferred",
+          reason: "CIRCUIT_OPEN",
+          until: Math.max(circuit, row.run_ms),
+        };
+      }
+      const limit = row.run_ms <= nowMs ? holds.limitUntil(row) : undefined;
+      if (limit !== undefined) return { verdict: "deferred", reason: "RATE_LIMITED", until: limit };
       return {
         verdict: "deferred",
-        reason: lastAttempt?.outcome === "rate_limited" ? "RETRY_AFTER" : "RETRY",
+        reason: lastAttempt?.what === "rate_limited" ? "RETRY_AFTER" : "RETRY",
+        until: row.run_ms,
       };
+    }
     case "skipped":
       return { verdict: "skipped", reason: row.reason };
     case "dead":
@@ -405,49 +532,71 @@ export function rowVerdict(
   }
 }
 
-/** The entry of a delivery row: its verdict and timeline (oldest first). */
+/**
+ * The entry of a delivery row: its verdict and timeline (oldest first). `history` holds
+ * its recorded attempts, then its operator actions (src/store/explain.ts); the sending
+ * attempt kept on a sent row is read from the row.
+ */
 function rowEntry(
   row: ExplainDeliveryRow,
-  attempts: readonly AttemptRow[],
-  actions: readonly DeliveryActionRow[],
+  history: readonly ExplainHistoryRow[],
   nowMs: number,
+  holds: Holds,
 ): ExplainEntry {
-  const { verdict, reason } = rowVerdict(row, attempts.at(-1), nowMs);
+  const attempts = history.length === 0 ? history : history.filter((h) => h.kind === "attempt");
+  const { verdict, reason, until } = rowVerdict(row, attempts.at(-1), nowMs, holds);
   const events: ExplainEvent[] = [
     {
       type: "planned",
-      at: iso(row.created_at),
+      at: iso(row.created_ms),
+      // Planning does not record its process (see PLANNER_UNKNOWN).
+      by: PLANNER_UNKNOWN,
       ...(row.triggered ? { reason: "triggered" } : {}),
     },
   ];
-  if (row.deferred_until && row.deferred_reason) {
+  if (row.deferred_until_ms !== null && row.deferred_reason) {
     events.push({
       type: "deferred",
-      at: iso(row.due_at),
-      until: iso(row.deferred_until),
+      at: iso(row.due_ms),
+      until: iso(row.deferred_until_ms),
       reason: row.deferred_reason,
     });
   }
   // Operator actions first: at the same instant, a redrive comes before the try it causes.
-  for (const a of actions) {
+  for (const h of history) {
+    if (h.kind !== "action") continue;
     events.push({
-      type: a.action === "resolve" ? "resolve" : "redrive",
-      at: iso(a.at),
-      by: a.actor,
-      ...(a.outcome === null ? {} : { reason: a.outcome }),
+      type: h.what === "resolve" ? "resolve" : "redrive",
+      at: iso(h.at_ms),
+      by: h.by,
+      ...(h.outcome === null ? {} : { reason: h.outcome }),
     });
   }
   for (const a of attempts) {
     events.push({
       type: "attempt",
-      at: iso(a.started_at),
-      by: a.worker,
-      attempt: a.attempt,
-      endedAt: iso(a.ended_at),
-      outcome: a.outcome,
-      settled: a.settled,
+      at: iso(a.at_ms),
+      by: a.by,
+      attempt: a.attempt!,
+      endedAt: iso(a.ended_ms!),
+      outcome: a.what,
+      settled: a.settled!,
       ...(a.status === null ? {} : { status: a.status }),
       ...(a.error === null ? {} : { error: a.error }),
+    });
+  }
+  // DEL-14: the sending attempt kept on the row (after the recorded ones, like the view
+  // `punctual_delivery_attempts`).
+  if (row.sent_by !== null && row.send_started_ms !== null && row.sent_ms !== null) {
+    events.push({
+      type: "attempt",
+      at: iso(row.send_started_ms),
+      by: row.sent_by,
+      attempt: row.attempt,
+      endedAt: iso(row.sent_ms),
+      outcome: "sent",
+      settled: true,
+      ...(row.send_status === null ? {} : { status: row.send_status }),
     });
   }
   const last = attempts.at(-1);
@@ -455,46 +604,59 @@ function rowEntry(
     case "claimed":
       events.push({
         type: "claimed",
-        at: iso(row.claimed_at!),
+        at: iso(row.claimed_ms!),
         by: row.lease_owner!,
         attempt: row.attempt,
-        leaseExpiresAt: iso(row.lease_expires_at!),
+        leaseExpiresAt: iso(row.lease_expires_ms!),
       });
       break;
     case "retry":
       events.push({
         type: "deferred",
-        at: iso(last ? last.ended_at : row.updated_at),
-        until: iso(row.run_at),
+        at: iso(last ? last.ended_ms! : row.updated_ms),
+        until: iso(until ?? row.run_ms),
         reason: reason ?? "RETRY",
       });
+      break;
+    case "pending":
+      if ((reason === "CIRCUIT_OPEN" || reason === "RATE_LIMITED") && until !== undefined) {
+        events.push({
+          type: "deferred",
+          // Given back by an open circuit: when it was; held by a bucket: since it was due.
+          at: iso(row.run_ms > row.due_ms ? row.updated_ms : row.run_ms),
+          until: iso(until),
+          reason,
+        });
+      }
       break;
     case "sent":
       events.push({
         type: "sent",
-        at: iso(row.sent_at!),
+        at: iso(row.sent_ms!),
         ...(row.sent_by === null ? {} : { by: row.sent_by }),
       });
       break;
     case "skipped":
     case "in_doubt":
     case "cancelled":
-      events.push({ type: row.state, at: iso(row.finished_at!), reason: row.reason ?? "" });
+      events.push({ type: row.state, at: iso(row.finished_ms!), reason: row.reason ?? "" });
       break;
     case "dead":
-      events.push({ type: "failed", at: iso(row.finished_at!), reason: row.reason ?? "" });
+      events.push({ type: "failed", at: iso(row.finished_ms!), reason: row.reason ?? "" });
       break;
     default:
       break;
   }
+  // ISO 8601 UTC strings of years 0000–9999 sort as their instants; a stable sort keeps
+  // the order above for events at the same instant.
   events.sort((a, b) => (a.at < b.at ? -1 : a.at > b.at ? 1 : 0));
   return {
-    occurrenceAt: iso(row.occurrence_at),
+    occurrenceAt: iso(row.occurrence_ms),
     reminderKey: row.reminder_key,
-    dueAt: iso(row.due_at),
+    dueAt: iso(row.due_ms),
     verdict,
     reason,
-    deliveryId: Number(row.id),
+    deliveryId: row.id,
     triggered: row.triggered,
     events,
   };

@@ -176,14 +176,25 @@ export async function schedulesPurge(
   );
 }
 
+/** Flags of {@link schedulesUpsert}. */
+export type UpsertFlags = RemoteFlags & {
+  file: string;
+  /** DEL-18: the body's `debounce.windowMs`. */
+  debounceWindowMs?: number;
+  /** DEL-18: the body's `debounce.maxDelayMs`; default six windows. */
+  debounceMaxDelayMs?: number;
+};
+
 /**
- * `schedules upsert <source> <external-id> --file body.json [--debounce ms
- * [--debounce-max-delay ms]]` (API-9, DEL-18).
+ * `schedules upsert|put <source> <external-id> --file body.json [--debounce-window-ms ms
+ * [--debounce-max-delay-ms ms]]` (API-9, DEL-18).
+ * @throws CliError an unreadable or non-JSON file; `--debounce-max-delay-ms` without
+ *   `--debounce-window-ms`.
  */
 export async function schedulesUpsert(
   source: string,
   externalId: string,
-  flags: RemoteFlags & { file: string; debounce?: number; debounceMaxDelay?: number },
+  flags: UpsertFlags,
   io: Io,
 ): Promise<void> {
   let body: unknown;
@@ -197,16 +208,16 @@ export async function schedulesUpsert(
       EXIT_FAILURE,
     );
   }
-  if (flags.debounceMaxDelay !== undefined && flags.debounce === undefined) {
-    throw new CliError("--debounce-max-delay needs --debounce.", EXIT_FAILURE);
+  if (flags.debounceMaxDelayMs !== undefined && flags.debounceWindowMs === undefined) {
+    throw new CliError("--debounce-max-delay-ms needs --debounce-window-ms.", EXIT_FAILURE);
   }
-  if (flags.debounce !== undefined && typeof body === "object" && body !== null) {
+  if (flags.debounceWindowMs !== undefined && typeof body === "object" && body !== null) {
     // DEL-18: the flags set the body's `debounce`.
     body = {
       ...body,
       debounce: {
-        windowMs: flags.debounce,
-        maxDelayMs: flags.debounceMaxDelay ?? flags.debounce * 6,
+        windowMs: flags.debounceWindowMs,
+        maxDelayMs: flags.debounceMaxDelayMs ?? flags.debounceWindowMs * 6,
       },
     };
   }

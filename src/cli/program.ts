@@ -34,6 +34,7 @@ import {
   schedulesTrigger,
   schedulesUpsert,
   type BulkFlags,
+  type UpsertFlags,
 } from "./operator.js";
 import {
   deliveriesAct,
@@ -960,20 +961,21 @@ function addScheduleOperatorCommands(schedules: Command, io: Io): void {
   remoteOptions(
     schedules
       .command("upsert")
+      .alias("put")
       .description(
-        "Create or update the schedule with your own id (source and external id) from a JSON body.",
+        "Create or update the schedule with your own id (source and external id) from a JSON body (PUT /v1/schedules/by-external-id/…; alias: put).",
       )
       .argument("<source>", "your system's name for the records")
       .argument("<external-id>", "your id of the record")
       .requiredOption("--file <path>", "the schedule as JSON, as for a create (- reads stdin)")
       .option(
-        "--debounce <ms>",
-        "debounce a one-off: each upsert moves its due time to now + this window, ms",
+        "--debounce-window-ms <ms>",
+        "debounce a one-off (DEL-18): each upsert moves its due time to now + this window, ms",
         integer(100, 86_400_000),
       )
       .option(
-        "--debounce-max-delay <ms>",
-        "with --debounce: never later than the burst's first upsert + this, ms (default: 6 × the window)",
+        "--debounce-max-delay-ms <ms>",
+        "with --debounce-window-ms: never later than the burst's first upsert + this, ms (default: 6 × the window)",
         integer(100, 604_800_000),
       ),
   )
@@ -981,14 +983,10 @@ function addScheduleOperatorCommands(schedules: Command, io: Io): void {
       "after",
       example([
         "punctual schedules upsert crm meeting-7 --file meeting-7.json",
-        "punctual schedules upsert crm ticket-7 --file notify.json --debounce 10000 --debounce-max-delay 60000",
+        "punctual schedules put crm ticket-7 --file notify.json --debounce-window-ms 10000 --debounce-max-delay-ms 60000",
       ]),
     )
-    .action(
-      (
-        source: string,
-        externalId: string,
-        flags: RemoteFlags & { file: string; debounce?: number; debounceMaxDelay?: number },
-      ) => schedulesUpsert(source, externalId, flags, io),
+    .action((source: string, externalId: string, flags: UpsertFlags) =>
+      schedulesUpsert(source, externalId, flags, io),
     );
 }

@@ -12,8 +12,10 @@ import { pageLimitSchema } from "./index.js";
  * What became of one expected or recorded delivery:
  * - `sent`: the channel took it (or an operator resolved it as sent);
  * - `pending`: waiting for its due time, or being sent now;
- * - `deferred`: past its due time and held for a known reason (quiet hours, a rate limit,
- *   an open circuit, a Retry-After reply, a paused schedule) or waiting to retry;
+ * - `deferred`: past its due time and held for a known reason (quiet hours `QUIET_HOURS`,
+ *   an empty rate-limit bucket `RATE_LIMITED`, an open circuit of its target host
+ *   `CIRCUIT_OPEN`, a Retry-After reply `RETRY_AFTER`, a paused schedule `PAUSED`) or
+ *   waiting to retry (`RETRY`);
  * - `skipped`: will never be sent, by a rule (a `stale` misfire, the expiry, …);
  * - `failed`: dead after its attempts (or a permanent error);
  * - `in_doubt`: the lease was lost mid-send and the channel cannot say whether it arrived;
@@ -76,7 +78,7 @@ export interface ExplainEvent {
   /**
    * Who: the scheduler process (instance id) that claimed or tried it, or the operator
    * (`api-key:<id>`, `session:<…>`, `local`) of a redrive or resolve. Planning does not
-   * record its process: absent on `planned`.
+   * record its process: `unknown` on `planned`.
    */
   by?: string;
   /** `attempt`: its number (the fencing token, DEL-2). */
@@ -93,7 +95,7 @@ export interface ExplainEvent {
   error?: string;
   /** `claimed`: when the lease runs out, ISO 8601 UTC. */
   leaseExpiresAt?: string;
-  /** `deferred`: until when, ISO 8601 UTC. */
+  /** `deferred`: until when, ISO 8601 UTC (an open circuit's next probe, a bucket's next token, …). */
   until?: string;
   /** `deferred`, `skipped`, `failed`, `in_doubt`, `cancelled`, `resolve`: the stable reason code. */
   reason?: string;

@@ -4,75 +4,165 @@
  * page of rows. Read-only; scoped by tenant (API-2): a schedule of another tenant yields
  * nothing.
  */
-import type { Queryable } from "./database.js";
-import type { AttemptRow, DeliveryRow } from "./schedules.js";
+import type { Database, Queryable } from "./database.js";
 import { NOW } from "./deliveries/sql.js";
+import { TOKENS_NOW } from "./rate-limits.js";
 import { columnsOf, rows } from "./statement.js";
 
-/** The columns of a delivery row an explanation reads (OPS-16): fewer to fetch and parse. */
-const EXPLAIN_ROW_KEYS = [
-  "id",
-  "schedule_id",
-  "reminder_key",
-  "occurrence_at",
-  "due_at",
-  "run_at",
-  "state",
-  "attempt",
-  "lease_owner",
-  "lease_expires_at",
-  "claimed_at",
-  "sent_at",
-  "sent_by",
-  "finished_at",
-  "reason",
-  "deferred_until",
-  "deferred_reason",
-  "created_at",
-  "updated_at",
-] as const satisfies ReadonlyArray<keyof DeliveryRow>;
-
-/** A delivery row of an explanation, with whether an operator triggered it (API-9). */
-export interface ExplainDeliveryRow extends Pick<DeliveryRow, (typeof EXPLAIN_ROW_KEYS)[number]> {
+/**
+ * A delivery row as an explanation reads it (OPS-16): only the columns it shows, and every
+ * instant as epoch milliseconds (truncated to the millisecond, like a `Date`), so a page
+ * of 10,000 rows is read without parsing 100,000 timestamps.
+ */
+export interface ExplainDeliveryRow {
+  id: number;
+  schedule_id: string;
+  reminder_key: string;
+  /** API-11: the recipient the delivery is for, or null. */
+  recipient_id: string | null;
+  occurrence_ms: number;
+  due_ms: number;
+  /** When the row is next eligible (due time, a retry's time, an open circuit's next probe). */
+  run_ms: number;
+  state: string;
+  attempt: number;
+  lease_owner: string | null;
+  lease_expires_ms: number | null;
+  claimed_ms: number | null;
+  sent_ms: number | null;
+  /** DEL-14: the sending attempt kept on the row (migration 0007): its worker, or null. */
+  sent_by: string | null;
+  send_started_ms: number | null;
+  send_status: number | null;
+  send_message_id: string | null;
+  finished_ms: number | null;
+  reason: string | null;
+  deferred_until_ms: number | null;
+  deferred_reason: string | null;
+  /** DEL-13: the row's limiter, `tenant/key`, or null (not limited). */
+  limiter: string | null;
+  created_ms: number;
+  updated_ms: number;
   /** True when `punctual_triggers` records it (an extra send, not an occurrence of the rule). */
   triggered: boolean;
 }
 
-/** The select list of {@link EXPLAIN_ROW_KEYS} on alias `d`. */
-const EXPLAIN_SELECT = EXPLAIN_ROW_KEYS.map((k) => `d.${k}`).join(", ");
+/** `column` of alias `d` as epoch ms, truncated to the millisecond (as a `Date` holds it). */
+const epochMs = (column: string, as: string) =>
+  `round(date_part('epoch', date_trunc('milliseconds', d.${column})) * 1000) as ${as}`;
+
+/**
+ * The select list of an {@link ExplainDeliveryRow} on alias `d`. The one place that reads
+ * the deliveries table's columns for an explanation (with the two statements below).
+ */
+const EXPLAIN_SELECT = [
+  "d.id",
+  "d.schedule_id",
+  "d.reminder_key",
+  "d.recipient_id",
+  epochMs("occurrence_at", "occurrence_ms"),
+  epochMs("due_at", "due_ms"),
+  epochMs("run_at", "run_ms"),
+  "d.state",
+  "d.attempt",
+  "d.lease_owner",
+  epochMs("lease_expires_at", "lease_expires_ms"),
+  epochMs("claimed_at", "claimed_ms"),
+  epochMs("sent_at", "sent_ms"),
+  "d.sent_by",
+  epochMs("send_started_at", "send_started_ms"),
+  "d.send_status",
+  "d.send_message_id",
+  epochMs("finished_at", "finished_ms"),
+  "d.reason",
+  epochMs("deferred_until", "deferred_until_ms"),
+  "d.deferred_reason",
+  "d.limiter",
+  epochMs("created_at", "created_ms"),
+  epochMs("updated_at", "updated_ms"),
+  "exists (select 1 from punctual_triggers t where t.delivery_id = d.id) as triggered",
+].join(",\n       ");
+
+/** The columns of `punctual_deliveries` that {@link EXPLAIN_SELECT} reads, on alias `d`. */
+const EXPLAIN_SOURCE_COLUMNS = [
+  ...new Set([...EXPLAIN_SELECT.matchAll(/\bd\.([a-z_]+)/g)].map((m) => `d.${m[1]}`)),
+].join(", ");
+
+/** Result columns of {@link EXPLAIN_DELIVERIES_SQL} and {@link EXPLAIN_DELIVERY_SQL}. */
+export const EXPLAIN_DELIVERIES_COLUMNS = columnsOf<ExplainDeliveryRow>()([
+  "id",
+  "schedule_id",
+  "reminder_key",
+  "recipient_id",
+  "occurrence_ms",
+  "due_ms",
+  "run_ms",
+  "state",
+  "attempt",
+  "lease_owner",
+  "lease_expires_ms",
+  "claimed_ms",
+  "sent_ms",
+  "sent_by",
+  "send_started_ms",
+  "send_status",
+  "send_message_id",
+  "finished_ms",
+  "reason",
+  "deferred_until_ms",
+  "deferred_reason",
+  "limiter",
+  "created_ms",
+  "updated_ms",
+  "triggered",
+]);
 
 /**
  * OPS-16: one keyset page of the delivery rows of a schedule of the tenant due in
  * `[$3, $4)`, past the cursor `($5, $6, $7)` in the order (occurrence_at to the
  * millisecond, reminder_key by code point, id) — the order src/app/explain.ts merges the
- * rule's expected occurrences in — at most `$8` rows. `$5` NULL: from the start. The rows
- * of one schedule are found by `punctual_deliveries_schedule` (schedule_id, state) and
- * sorted: a schedule holds at most its window's rows (≤ 366 days), so the sort is bounded
- * (see docs/benchmarks.md). Only the columns an explanation reads are returned.
+ * rule's expected occurrences in — at most `$8` rows. `$5` NULL: from the start.
+ *
+ * One range read whatever the table's size: the schedule's rows are found by
+ * `punctual_deliveries_schedule` (schedule_id, state) and sorted; a schedule holds at most
+ * the rows its plan and retention keep, so the sort is bounded (docs/benchmarks.md shows
+ * the plan beside 10M other rows). Only the columns an explanation reads are returned,
+ * converted for the page's rows only (outside the limit: the inner read costs what a
+ * plain read does, so the planner keeps its plan).
  * $1 tenant, $2 schedule id, $3 due from, $4 due to, $5 occurrence after, $6 reminder key
  * after, $7 id after, $8 limit.
  */
 export const EXPLAIN_DELIVERIES_SQL = `
-select ${EXPLAIN_SELECT},
-       exists (select 1 from punctual_triggers t where t.delivery_id = d.id) as triggered
-from punctual_deliveries d join punctual_schedules s on s.id = d.schedule_id
-where s.tenant = $1 and d.schedule_id = $2::uuid
-  and d.due_at >= $3::timestamptz and d.due_at < $4::timestamptz
-  and ($5::timestamptz is null
-       or (date_trunc('milliseconds', d.occurrence_at), d.reminder_key collate "C", d.id)
-          > ($5::timestamptz, $6::text collate "C", $7::bigint))
-order by date_trunc('milliseconds', d.occurrence_at), d.reminder_key collate "C", d.id
-limit $8`;
+select ${EXPLAIN_SELECT}
+from (
+  select ${EXPLAIN_SOURCE_COLUMNS}
+  from punctual_deliveries d
+  where d.schedule_id = $2::uuid
+    and exists (select 1 from punctual_schedules s where s.id = $2::uuid and s.tenant = $1)
+    and d.due_at >= $3::timestamptz and d.due_at < $4::timestamptz
+    and ($5::timestamptz is null
+         or (date_trunc('milliseconds', d.occurrence_at), d.reminder_key collate "C", d.id)
+            > ($5::timestamptz, $6::text collate "C", $7::bigint))
+  order by date_trunc('milliseconds', d.occurrence_at), d.reminder_key collate "C", d.id
+  limit $8
+) d
+order by date_trunc('milliseconds', d.occurrence_at), d.reminder_key collate "C", d.id`;
 
-/** Result columns of {@link EXPLAIN_DELIVERIES_SQL}. */
-export const EXPLAIN_DELIVERIES_COLUMNS = columnsOf<ExplainDeliveryRow>()([
-  ...EXPLAIN_ROW_KEYS,
-  "triggered",
-]);
+/**
+ * OPS-16: keeps {@link EXPLAIN_DELIVERIES_SQL} in one process, set in its transaction. A
+ * schedule's rows are a few thousand; the planner's estimate for a bitmap read of them
+ * is high enough that it planned a parallel sort (two workers, a gather merge), which
+ * took 350–460 ms where the same plan in one process took 145–160 ms (10M rows stored,
+ * load ≈ 11; docs/benchmarks.md).
+ */
+export const EXPLAIN_SERIAL_SQL = "set local max_parallel_workers_per_gather = 0";
 
-/** Runs {@link EXPLAIN_DELIVERIES_SQL}. */
+/**
+ * Runs {@link EXPLAIN_DELIVERIES_SQL} in a transaction of its own, after
+ * {@link EXPLAIN_SERIAL_SQL}.
+ */
 export function explainDeliveryRows(
-  db: Queryable,
+  db: Database,
   p: {
     tenant: string;
     scheduleId: string;
@@ -82,16 +172,19 @@ export function explainDeliveryRows(
     limit: number;
   },
 ): Promise<ExplainDeliveryRow[]> {
-  return rows<ExplainDeliveryRow>(db, EXPLAIN_DELIVERIES_SQL, [
-    p.tenant,
-    p.scheduleId,
-    p.dueFrom,
-    p.dueTo,
-    p.after?.occurrenceAt ?? null,
-    p.after?.reminderKey ?? null,
-    p.after?.id ?? null,
-    p.limit,
-  ]);
+  return db.transaction(async (tx) => {
+    await tx.query(EXPLAIN_SERIAL_SQL);
+    return rows<ExplainDeliveryRow>(tx, EXPLAIN_DELIVERIES_SQL, [
+      p.tenant,
+      p.scheduleId,
+      p.dueFrom,
+      p.dueTo,
+      p.after?.occurrenceAt ?? null,
+      p.after?.reminderKey ?? null,
+      p.after?.id ?? null,
+      p.limit,
+    ]);
+  });
 }
 
 /**
@@ -99,8 +192,7 @@ export function explainDeliveryRows(
  * $1 tenant, $2 delivery id.
  */
 export const EXPLAIN_DELIVERY_SQL = `
-select ${EXPLAIN_SELECT},
-       exists (select 1 from punctual_triggers t where t.delivery_id = d.id) as triggered
+select ${EXPLAIN_SELECT}
 from punctual_deliveries d join punctual_schedules s on s.id = d.schedule_id
 where s.tenant = $1 and d.id = $2`;
 
@@ -117,77 +209,127 @@ export async function explainDeliveryRow(
 }
 
 /**
- * OPS-16 / DEL-14: the attempts of many deliveries (view `punctual_delivery_attempts`,
- * migration 0007: the recorded attempts, then the sending attempt kept on the row), by
- * delivery and in the order they were recorded. $1 delivery ids (bigint[]).
+ * One recorded event of a delivery an explanation adds to its timeline: a try
+ * (`kind` `attempt`, a row of `punctual_attempts`) or an operator's redrive or resolve
+ * (`kind` `action`, a row of `punctual_delivery_actions`, migration 0042). Instants are
+ * epoch ms. Fields of the other kind are null.
  */
-export const EXPLAIN_ATTEMPTS_SQL = `
-select id, delivery_id, attempt, worker, started_at, ended_at, outcome, settled, status,
-       message_id, error
-from punctual_delivery_attempts where delivery_id = any($1::bigint[])
-order by delivery_id, id nulls last`;
-
-/** Result columns of {@link EXPLAIN_ATTEMPTS_SQL}. */
-export const EXPLAIN_ATTEMPTS_COLUMNS = columnsOf<AttemptRow>()([
-  "id",
-  "delivery_id",
-  "attempt",
-  "worker",
-  "started_at",
-  "ended_at",
-  "outcome",
-  "settled",
-  "status",
-  "message_id",
-  "error",
-]);
-
-/** Runs {@link EXPLAIN_ATTEMPTS_SQL}. */
-export function explainAttempts(
-  db: Queryable,
-  p: { deliveryIds: readonly number[] },
-): Promise<AttemptRow[]> {
-  if (p.deliveryIds.length === 0) return Promise.resolve([]);
-  return rows<AttemptRow>(db, EXPLAIN_ATTEMPTS_SQL, [p.deliveryIds]);
-}
-
-/** An operator's action on a delivery (migration 0042). */
-export interface DeliveryActionRow {
+export interface ExplainHistoryRow {
+  kind: "attempt" | "action";
   delivery_id: number;
-  /** `redrive` or `resolve`. */
-  action: string;
-  /** Of a resolve: `sent` or `dead`; null for a redrive. */
+  /** attempt: its start; action: when it was done. */
+  at_ms: number;
+  /** attempt: its end. */
+  ended_ms: number | null;
+  /** attempt: the worker (instance id); action: who (`api-key:<id>`, `operator`, …). */
+  by: string;
+  /** attempt: its number (the fencing token, DEL-2). */
+  attempt: number | null;
+  /** attempt: `sent`, `transient`, …; action: `redrive` or `resolve`. */
+  what: string;
+  /** attempt: false when the settle found the lease lost. */
+  settled: boolean | null;
+  status: number | null;
+  error: string | null;
+  /** action: the outcome of a resolve (`sent`, `dead`). */
   outcome: string | null;
-  /** Who: `api-key:<id>`, `operator`, `library`. */
-  actor: string;
-  at: Date;
 }
 
 /**
- * OPS-16 / DEL-12: the recorded operator actions of many deliveries, oldest first.
+ * OPS-16 / DEL-14 / DEL-12: the recorded attempts (`punctual_attempts`; the sending attempt
+ * kept on the delivery row is read with the row, {@link ExplainDeliveryRow.sent_by}) and
+ * operator actions of many deliveries, in one statement: by delivery in the order of
+ * `$1`, attempts in the order recorded, then actions oldest first. Each delivery is one
+ * probe of each table's `(delivery_id, …)` index (a lateral join per id), so the cost
+ * follows the page, never the tables' size: a plain `delivery_id = any($1)` over a page of
+ * 8,784 ids was planned as a scan of every attempt (docs/benchmarks.md).
  * $1 delivery ids (bigint[]).
  */
-export const EXPLAIN_ACTIONS_SQL = `
-select delivery_id, action, outcome, actor, at
-from punctual_delivery_actions where delivery_id = any($1::bigint[])
-order by delivery_id, id`;
+export const EXPLAIN_HISTORY_SQL = `
+select h.kind, h.delivery_id, h.at_ms, h.ended_ms, h.by, h.attempt, h.what, h.settled,
+       h.status, h.error, h.outcome
+from unnest($1::bigint[]) with ordinality as u(id, n)
+cross join lateral (
+  select 'attempt' as kind, a.delivery_id,
+         round(date_part('epoch', date_trunc('milliseconds', a.started_at)) * 1000) as at_ms,
+         round(date_part('epoch', date_trunc('milliseconds', a.ended_at)) * 1000) as ended_ms,
+         a.worker as by, a.attempt, a.outcome as what, a.settled, a.status, a.error,
+         null::text as outcome, 0 as part, a.id as seq
+  from punctual_attempts a where a.delivery_id = u.id
+  union all
+  select 'action', x.delivery_id,
+         round(date_part('epoch', date_trunc('milliseconds', x.at)) * 1000), null,
+         x.actor, null, x.action, null, null, null, x.outcome, 1, x.id
+  from punctual_delivery_actions x where x.delivery_id = u.id
+) h
+order by u.n, h.part, h.seq`;
 
-/** Result columns of {@link EXPLAIN_ACTIONS_SQL}. */
-export const EXPLAIN_ACTIONS_COLUMNS = columnsOf<DeliveryActionRow>()([
+/** Result columns of {@link EXPLAIN_HISTORY_SQL}. */
+export const EXPLAIN_HISTORY_COLUMNS = columnsOf<ExplainHistoryRow>()([
+  "kind",
   "delivery_id",
-  "action",
+  "at_ms",
+  "ended_ms",
+  "by",
+  "attempt",
+  "what",
+  "settled",
+  "status",
+  "error",
   "outcome",
-  "actor",
-  "at",
 ]);
 
-/** Runs {@link EXPLAIN_ACTIONS_SQL}. */
-export function explainActions(
+/** Runs {@link EXPLAIN_HISTORY_SQL}. */
+export function explainHistory(
   db: Queryable,
   p: { deliveryIds: readonly number[] },
-): Promise<DeliveryActionRow[]> {
+): Promise<ExplainHistoryRow[]> {
   if (p.deliveryIds.length === 0) return Promise.resolve([]);
-  return rows<DeliveryActionRow>(db, EXPLAIN_ACTIONS_SQL, [p.deliveryIds]);
+  return rows<ExplainHistoryRow>(db, EXPLAIN_HISTORY_SQL, [p.deliveryIds]);
+}
+
+/**
+ * What holds a tenant's waiting deliveries back now (OPS-16): a circuit of a target host
+ * that is not closed (CH-7; `until` its next probe) or a rate-limit bucket without a whole
+ * token (DEL-13; `until` the instant its next token accrues).
+ */
+export interface ExplainHoldRow {
+  kind: "circuit" | "limit";
+  /** The host (`circuit`) or the limiter `tenant/key` (`limit`). */
+  name: string;
+  until_ms: number;
+}
+
+/**
+ * OPS-16: {@link ExplainHoldRow}s of tenant `$2` among hosts `$3` (text[]) and limiters
+ * `$4` (text[], `tenant/key`). Both read a primary key; neither reads a delivery row.
+ * The next token of a bucket: `tokens` is as of `refilled_at` (in the future while the
+ * bucket owes paced tokens, src/store/rate-limits.ts), so it accrues `(1 − tokens now) /
+ * rate` seconds after the later of now and `refilled_at`. $1 now (NULL: the database clock).
+ */
+export const EXPLAIN_HOLDS_SQL = `
+select 'circuit' as kind, c.host as name,
+       round(date_part('epoch', date_trunc('milliseconds', c.retry_at)) * 1000) as until_ms
+from punctual_tenant_circuits c
+where c.tenant = $2 and c.host = any($3::text[]) and c.state <> 'closed'
+union all
+select 'limit', l.tenant || '/' || l.key,
+       round(date_part('epoch', date_trunc('milliseconds',
+         greatest(${NOW}, l.refilled_at)
+           + make_interval(secs => (1 - ${TOKENS_NOW("l")}) / l.rate_per_second))) * 1000)
+from punctual_rate_limits l
+where l.tenant = $2 and l.tenant || '/' || l.key = any($4::text[]) and ${TOKENS_NOW("l")} < 1`;
+
+/** Result columns of {@link EXPLAIN_HOLDS_SQL}. */
+export const EXPLAIN_HOLDS_COLUMNS = columnsOf<ExplainHoldRow>()(["kind", "name", "until_ms"]);
+
+/** Runs {@link EXPLAIN_HOLDS_SQL}; nothing to read when there are neither hosts nor limiters. */
+export function explainHolds(
+  db: Queryable,
+  p: { now: Date | null; tenant: string; hosts: readonly string[]; limiters: readonly string[] },
+): Promise<ExplainHoldRow[]> {
+  if (p.hosts.length === 0 && p.limiters.length === 0) return Promise.resolve([]);
+  return rows<ExplainHoldRow>(db, EXPLAIN_HOLDS_SQL, [p.now, p.tenant, p.hosts, p.limiters]);
 }
 
 /**

@@ -41,8 +41,11 @@ import {
 import { ADMISSION_PREDICATE, NOW } from "./deliveries/sql.js";
 import { columnsOf, execute, firstRow, rows } from "./statement.js";
 
-/** The tokens of bucket `l` now: refilled since `refilled_at`, capped at the burst. */
-const TOKENS_NOW = (l: string) => `least(${l}.burst::double precision,
+/**
+ * The tokens of bucket `l` now (`$1`, NULL: the database clock): refilled since
+ * `refilled_at`, capped at the burst.
+ */
+export const TOKENS_NOW = (l: string) => `least(${l}.burst::double precision,
   ${l}.tokens + greatest(0, extract(epoch from (${NOW} - ${l}.refilled_at))) * ${l}.rate_per_second)`;
 
 /** A limit as stored, with its tokens now. */

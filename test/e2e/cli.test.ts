@@ -282,6 +282,58 @@ describe("API-3 start, schedules, deliveries, shutdown", () => {
       expect(bad.stderr).toContain("tzid");
     });
 
+    it("DEL-18 API-3: schedules put --debounce-window-ms sets the one-off's due time to now + the window; on a recurring body it exits 1 naming debounce and the rule", async () => {
+      const oneOff = join(dir, "debounced.json");
+      writeFileSync(
+        oneOff,
+        JSON.stringify({
+          dtstart: "2030-03-01T09:00:00Z",
+          reminders: [{ key: "r", channel: "log" }],
+        }),
+      );
+      const args = (file: string) => [
+        "schedules",
+        "put",
+        "crm-e2e",
+        "ticket-1",
+        "--file",
+        file,
+        "--debounce-window-ms",
+        "600000",
+        "--debounce-max-delay-ms",
+        "3600000",
+        "--url",
+        url,
+        "--json",
+      ];
+      const before = Date.now();
+      const put = await cli(args(oneOff));
+      const after = Date.now();
+      expect(put.code).toBe(0);
+      const view = JSON.parse(put.stdout) as { id: string; dtstart: string; changed: boolean };
+      // The server set the due time (its clock, within this call): the body's dtstart is ignored.
+      const due = Date.parse(view.dtstart);
+      expect(due).toBeGreaterThanOrEqual(Math.floor(before / 1000) * 1000 + 600_000);
+      expect(due).toBeLessThanOrEqual(after + 600_000);
+
+      const recurring = join(dir, "debounced-recurring.json");
+      writeFileSync(
+        recurring,
+        JSON.stringify({
+          dtstart: "2030-03-01T09:00:00Z",
+          rrule: "FREQ=DAILY",
+          reminders: [{ key: "r", channel: "log" }],
+        }),
+      );
+      const refused = await cli(args(recurring));
+      expect(refused.code).toBe(1);
+      expect(refused.stderr).toContain("debounce");
+      expect(refused.stderr).toContain("FREQ=DAILY");
+      // Nothing stored by the refused call: the one-off is unchanged.
+      const shown = await cli(["schedules", "show", view.id, "--url", url, "--json"]);
+      expect((JSON.parse(shown.stdout) as { rrule: string | null }).rrule).toBeNull();
+    });
+
     it("API-3: a reminder due now is planned by the server and shown by deliveries list", async () => {
       // A reminder due now is planned by the server's own loop: poll the API until its
       // delivery shows (an outcome, not a timer), then list it once through the CLI.

@@ -245,8 +245,9 @@ const PARAMS: Record<string, readonly unknown[]> = {
   // explain.ts
   EXPLAIN_DELIVERIES_SQL: ["default", ID, new Date(0), new Date(0), new Date(0), "k", 0, 10],
   EXPLAIN_DELIVERY_SQL: ["default", 1],
-  EXPLAIN_ATTEMPTS_SQL: [[1]],
-  EXPLAIN_ACTIONS_SQL: [[1]],
+  EXPLAIN_HISTORY_SQL: [[1]],
+  EXPLAIN_SERIAL_SQL: [],
+  EXPLAIN_HOLDS_SQL: [null, "default", ["host"], ["default/key"]],
   RECORD_DELIVERY_ACTIONS_SQL: [null, null, "redrive", null, "operator"],
   DEBOUNCE_STATE_SQL: [ID],
   START_DEBOUNCE_BURST_SQL: [ID, new Date(0)],

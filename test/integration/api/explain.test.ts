@@ -8,12 +8,16 @@ import { createApi } from "../../../src/api/server.js";
 import type { ExplainEntry, ScheduleExplanation } from "../../../src/contracts/explain.js";
 import { PermanentError } from "../../../src/errors/index.js";
 import { testPunctual, tickAndDrain, type TestPunctual } from "../../support/punctual.js";
+import { startReceiver, type Receiver } from "../../unit/channels/receiver.js";
 
 let t: TestPunctual | null = null;
+let receiver: Receiver | null = null;
 
 afterEach(async () => {
   await t?.close();
   t = null;
+  await receiver?.close();
+  receiver = null;
 });
 
 /** A daily series at 08:00 UTC from 2027-01-04, two reminders (at the time, 10 minutes before). */
@@ -87,6 +91,8 @@ describe("explain (OPS-16)", () => {
     expect(typeof failed.events[1]!.by).toBe("string");
     const sent = paused.entries[1]!;
     expect(sent.events.map((e) => e.type)).toEqual(["planned", "attempt", "sent"]);
+    // Planning does not record its process: the event says so.
+    expect(sent.events[0]).toEqual({ type: "planned", at: expect.any(String), by: "unknown" });
 
     // Resumed two days late: the misfire policy (skip) skips what it missed as stale;
     // the next day is not planned yet (the horizon is an hour ahead).
@@ -233,5 +239,128 @@ describe("explain (OPS-16)", () => {
     );
     expect(edge.status).toBe(200);
     expect((await api.request(`/v1/schedules/${crypto.randomUUID()}/explain`)).status).toBe(404);
+  });
+
+  it("OPS-16: not planned while the schedule is invalid (with its reason) or cancelled", async () => {
+    t = await testPunctual({ start: "2027-01-04T07:00:00Z" });
+    const api = createApi(t.punctual);
+    const { schedule } = await t.punctual.createSchedule(daily);
+    const window = "from=2027-01-05T00:00:00Z&to=2027-01-06T00:00:00Z";
+    // Corrupt the stored rule behind the API's back; the next planning pass quarantines it.
+    await t.punctual.db.query(
+      "update punctual_schedules set rrule = 'FREQ=FORTNIGHTLY', planned_until = null where id = $1",
+      [schedule.id],
+    );
+    await tickAndDrain(t.punctual);
+    const invalid = await explain(api, schedule.id, window);
+    expect(invalid.state).toBe("invalid");
+    // Its rule no longer parses: only recorded rows can be listed, none here.
+    expect(invalid).toMatchObject({ complete: false, entries: [] });
+    const reason = (await t.punctual.getSchedule(schedule.id)).invalidReason!;
+    expect(reason).toMatch(/FREQ/);
+
+    // A rule that still parses, stored on a quarantined schedule: each entry names the reason.
+    await t.punctual.db.query("update punctual_schedules set rrule = $2 where id = $1", [
+      schedule.id,
+      daily.rrule,
+    ]);
+    const named = await explain(api, schedule.id, window);
+    expect(named.entries.map(brief)).toEqual([
+      `01-05T07:50 early not_planned schedule_invalid: ${reason}`,
+      `01-05T08:00 now not_planned schedule_invalid: ${reason}`,
+    ]);
+
+    const other = await t.punctual.createSchedule(daily);
+    await t.punctual.cancelSchedule(other.schedule.id);
+    const cancelled = await explain(api, other.schedule.id, window);
+    expect(cancelled.entries.map(brief)).toEqual([
+      "01-05T07:50 early not_planned schedule_cancelled",
+      "01-05T08:00 now not_planned schedule_cancelled",
+    ]);
+  });
+
+  it("OPS-16 / DEL-13: a delivery held by an empty rate-limit bucket is deferred RATE_LIMITED until its next token", async () => {
+    t = await testPunctual({ start: "2027-01-04T08:00:00Z" });
+    const api = createApi(t.punctual);
+    // One token, then one more every 1,000 s.
+    await t.punctual.setRateLimit("slow", { ratePerSecond: 0.001, burst: 1 });
+    const { schedule } = await t.punctual.createSchedule({
+      dtstart: "2027-01-04T08:00:00Z",
+      tzid: "UTC",
+      reminders: ["a", "b", "c"].map((key) => ({
+        key,
+        offset: "PT0S",
+        channel: "test",
+        rateLimitKey: "slow",
+      })),
+    });
+    await tickAndDrain(t.punctual);
+    expect(t.channel.sends).toHaveLength(1);
+    const body = await explain(
+      api,
+      schedule.id,
+      "from=2027-01-04T07:00:00Z&to=2027-01-04T09:00:00Z",
+    );
+    expect(body.entries.map((e) => `${e.verdict} ${e.reason}`).sort()).toEqual([
+      "deferred RATE_LIMITED",
+      "deferred RATE_LIMITED",
+      "sent null",
+    ]);
+    const held = body.entries.find((e) => e.verdict === "deferred")!;
+    expect(held.events.at(-1)).toMatchObject({
+      type: "deferred",
+      reason: "RATE_LIMITED",
+      at: "2027-01-04T08:00:00.000Z",
+      until: "2027-01-04T08:16:40.000Z",
+    });
+    // The same entry for the one delivery.
+    const one = await api.request(`/v1/deliveries/${held.deliveryId}/explain`);
+    expect(((await one.json()) as { entry: ExplainEntry }).entry).toEqual(held);
+  });
+
+  it("OPS-16 / CH-7: a delivery held back by its host's open circuit is deferred CIRCUIT_OPEN until the next probe", async () => {
+    receiver = await startReceiver();
+    const rx = receiver;
+    rx.respond = (_req, res) => res.writeHead(503).end();
+    t = await testPunctual({
+      start: "2027-01-04T08:00:00Z",
+      scheduler: { circuitFailures: 1, circuitBackoffMs: 60_000, backoffBaseMs: 1_000 },
+    });
+    const api = createApi(t.punctual);
+    const hook = (dtstart: string) =>
+      t!.punctual.createSchedule({
+        dtstart,
+        tzid: "UTC",
+        reminders: [
+          {
+            key: "w",
+            offset: "PT0S",
+            channel: "webhook",
+            target: { url: rx.url },
+            maxAttempts: 10,
+          },
+        ],
+      });
+    const first = await hook("2027-01-04T08:00:00Z");
+    const second = await hook("2027-01-04T08:00:20Z");
+    // The first fails: the circuit opens until 08:01:00.
+    await tickAndDrain(t.punctual);
+    expect(rx.requests).toHaveLength(1);
+    // The second falls due and the first's retry too: the circuit gives both back unsent.
+    t.clock.set("2027-01-04T08:00:30Z");
+    await tickAndDrain(t.punctual);
+    expect(rx.requests).toHaveLength(1);
+    const window = "from=2027-01-04T07:00:00Z&to=2027-01-04T09:00:00Z";
+    const [fresh] = (await explain(api, second.schedule.id, window)).entries;
+    expect(fresh).toMatchObject({ verdict: "deferred", reason: "CIRCUIT_OPEN" });
+    expect(fresh!.events.at(-1)).toMatchObject({
+      type: "deferred",
+      reason: "CIRCUIT_OPEN",
+      until: "2027-01-04T08:01:00.000Z",
+    });
+    const [retried] = (await explain(api, first.schedule.id, window)).entries;
+    expect(retried).toMatchObject({ verdict: "deferred", reason: "CIRCUIT_OPEN" });
+    expect(retried!.events.map((e) => e.type)).toEqual(["planned", "attempt", "deferred"]);
+    expect(retried!.events.at(-1)).toMatchObject({ until: "2027-01-04T08:01:00.000Z" });
   });
 });

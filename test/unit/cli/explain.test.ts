@@ -137,14 +137,14 @@ describe("punctual schedules explain (OPS-16)", () => {
   });
 });
 
-describe("punctual schedules upsert --debounce (DEL-18)", () => {
-  it("DEL-18: the flags set the body's debounce; the delay cap defaults to six windows", async () => {
+describe("punctual schedules put --debounce-window-ms (DEL-18)", () => {
+  it("DEL-18: the flags set the body's debounce; the delay cap defaults to six windows; put is upsert", async () => {
     const dir = mkdtempSync(join(tmpdir(), "punctual-debounce-"));
     try {
       const file = join(dir, "body.json");
       writeFileSync(file, JSON.stringify({ reminders: [{ key: "now", channel: "log" }] }));
       const sent = recorder([{ id: ID, version: 1, state: "active", changed: true }]);
-      await run("schedules", "upsert", "crm", "t-7", "--file", file, "--debounce", "10000");
+      await run("schedules", "put", "crm", "t-7", "--file", file, "--debounce-window-ms", "10000");
       expect(sent[0]).toMatchObject({
         method: "PUT",
         url: "http://127.0.0.1:9/v1/schedules/by-external-id/crm/t-7",
@@ -160,12 +160,20 @@ describe("punctual schedules upsert --debounce (DEL-18)", () => {
         "t-7",
         "--file",
         file,
-        "--debounce",
+        "--debounce-window-ms",
         "10000",
-        "--debounce-max-delay",
+        "--debounce-max-delay-ms",
         "30000",
       );
       expect(sent[1]!.body).toMatchObject({ debounce: { windowMs: 10_000, maxDelayMs: 30_000 } });
+      // The cap alone is refused before any request; so is a window out of range.
+      await expect(
+        run("schedules", "put", "crm", "t-7", "--file", file, "--debounce-max-delay-ms", "30000"),
+      ).rejects.toThrow(/--debounce-max-delay-ms needs --debounce-window-ms/);
+      await expect(
+        run("schedules", "put", "crm", "t-7", "--file", file, "--debounce-window-ms", "5"),
+      ).rejects.toThrow(/--debounce-window-ms/);
+      expect(sent).toHaveLength(2);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

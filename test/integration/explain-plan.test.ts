@@ -1,0 +1,85 @@
+/**
+ * OPS-16: the explanation's reads follow the page, not the stored history. The attempts
+ * and actions of a page of 1,000 deliveries are read by one index probe per delivery,
+ * never by a scan of the attempts table, after ANALYZE and with the page holding every
+ * attempt of the table (a plain `delivery_id = any($1)` was planned as a scan of every
+ * attempt); the rows of one schedule among 20,000 others by its index. On the engine of
+ * this run.
+ */
+import { beforeAll, describe, expect, it } from "vitest";
+import {
+  EXPLAIN_DELIVERIES_SQL,
+  EXPLAIN_HISTORY_SQL,
+  explainHistory,
+} from "../../src/store/explain.js";
+import { engineName, useTestDatabase } from "../support/db.js";
+import { explain, nodes, outline, tableScans } from "../support/plans.js";
+import { instants, insertSchedule, NOW, plan } from "../support/rows.js";
+
+const engine = engineName();
+const PAGE = 1_000;
+
+describe(`explain's reads on ${engine} (OPS-16)`, () => {
+  const t = useTestDatabase();
+  let scheduleId = "";
+  let ids: number[] = [];
+
+  beforeAll(async () => {
+    const { db } = t();
+    scheduleId = await insertSchedule(db, { recurring: true });
+    await plan(db, scheduleId, instants(PAGE, NOW.getTime() - PAGE * 60_000, 60_000));
+    const other = await insertSchedule(db, { recurring: true });
+    await plan(db, other, instants(20_000, NOW.getTime() - 20_000 * 60_000, 60_000));
+    // Two attempts for every delivery of the page.
+    await db.query(
+      `insert into punctual_attempts (delivery_id, attempt, worker, started_at, ended_at, outcome)
+       select d.id, k, 'w', d.due_at, d.due_at + interval '1 s', 'transient'
+       from punctual_deliveries d, generate_series(1, 2) k
+       where d.schedule_id = $1`,
+      [scheduleId],
+    );
+    for (const table of ["punctual_deliveries", "punctual_attempts", "punctual_delivery_actions"]) {
+      await db.query(`analyze ${table}`);
+    }
+    ids = (
+      await db.query<{ id: number }>(
+        "select id from punctual_deliveries where schedule_id = $1 order by id",
+        [scheduleId],
+      )
+    ).rows.map((r) => Number(r.id));
+  });
+
+  it("OPS-16: a page's attempts and actions are one index probe per delivery, in the page's order", async () => {
+    const { db } = t();
+    const tree = await explain(db, EXPLAIN_HISTORY_SQL, [ids], "analyze");
+    expect(tableScans(tree, "punctual_attempts"), outline(tree)).toEqual([]);
+    const probes = nodes(tree).filter((n) => n["Index Name"] === "punctual_attempts_delivery");
+    expect(probes.length, outline(tree)).toBeGreaterThan(0);
+    // Only the page's attempts are read: two per delivery.
+    expect(probes.reduce((sum, n) => sum + n["Actual Rows"]! * n["Actual Loops"]!, 0)).toBe(
+      2 * PAGE,
+    );
+    const history = await explainHistory(db, { deliveryIds: [ids[1]!, ids[0]!] });
+    expect(history.map((h) => `${h.delivery_id} ${h.attempt}`)).toEqual([
+      `${ids[1]} 1`,
+      `${ids[1]} 2`,
+      `${ids[0]} 1`,
+      `${ids[0]} 2`,
+    ]);
+  });
+
+  it("OPS-16: a schedule's rows are read by its index, not by a scan of every delivery", async () => {
+    const { db } = t();
+    const tree = await explain(db, EXPLAIN_DELIVERIES_SQL, [
+      "default",
+      scheduleId,
+      new Date(NOW.getTime() - 2 * PAGE * 60_000),
+      NOW,
+      null,
+      null,
+      null,
+      10_001,
+    ]);
+    expect(tableScans(tree, "punctual_deliveries"), outline(tree)).toEqual([]);
+  });
+});
