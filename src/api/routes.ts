@@ -22,9 +22,11 @@ import {
   deliveryViewSchema,
   dryRunResultSchema,
   errorBodySchema,
+  importIdParamSchema,
   importListSchema,
   importQuerySchema,
   importSummarySchema,
+  importViewSchema,
   instanceListSchema,
   livenessSchema,
   previewInputSchema,
@@ -285,7 +287,8 @@ export const importRoute = createRoute({
     "Re-importing the same file under the same `source` changes nothing; an edited file updates the changed schedules (their waiting deliveries realigned) and cancels the schedules of events gone from it. " +
     "An event that cannot be imported is listed in `skipped` with its UID, line and reason, and the rest imports; a body that is not iCalendar is refused (400, field `file`). " +
     "This route accepts bodies up to the import limit (20 MiB, or `api.bodyLimitBytes` when larger) instead of `api.bodyLimitBytes`. " +
-    "With `dryRun=true` nothing is stored and the reply lists every delivery whose occurrence falls in [from, to), planned as the scheduler would with its clock at `from`.",
+    "With `dryRun=true` nothing is stored and the reply lists every delivery whose occurrence falls in [from, to), planned as the scheduler would with its clock at `from`. " +
+    "With `async=true` (or the header `Prefer: respond-async`) the reply is 202 at once, the import's record with `Location: /v1/imports/{id}`; the import goes on after the request, and `GET /v1/imports/{id}` shows its progress per chunk and, at the end, `succeeded` or `failed` with the error (a file that is not iCalendar included).",
   security: secured,
   request: {
     query: importQuerySchema,
@@ -300,8 +303,14 @@ export const importRoute = createRoute({
       z.union([importSummarySchema, dryRunResultSchema]),
       "What the import did (`ImportSummary`), or with `dryRun=true` the deliveries it would plan (`ImportDryRun`)",
     ),
+    202: {
+      description:
+        "`async=true`: the import started; its record (`ImportView`, status `running`), to follow at `Location`",
+      headers: z.object({ location: z.string().describe("`/v1/imports/{id}`") }),
+      content: { "application/json": { schema: importViewSchema } },
+    },
     400: error(
-      "Bad parameter (`source`, `remind.N`, `tzid`, `target`, `from`, `to` …) or a body that is not iCalendar or breaks a limit (field `file`)",
+      "Bad parameter (`source`, `remind.N`, `tzid`, `target`, `from`, `to`, `async` …) or a body that is not iCalendar or breaks a limit (field `file`)",
     ),
     413: error("Body larger than the import limit"),
     415: error("Body sent with another Content-Type"),
@@ -321,6 +330,23 @@ export const listImportsRoute = createRoute({
   responses: {
     200: json(importListSchema, "A page of imports"),
     400: error("Bad query parameter, or a `cursor` of another order or filter set"),
+    ...common,
+  },
+});
+
+export const getImportRoute = createRoute({
+  method: "get",
+  path: "/v1/imports/{id}",
+  tags: ["imports"],
+  summary: "Read one calendar import: its status and progress per chunk (API-5, OPS-12)",
+  description:
+    "`status` is `running`, `succeeded` or `failed` (with `error`); `progress` counts the chunks committed and the changes written of their totals, the counts what was written so far; `details` holds the skipped events, the warning texts and the zones once the file is read. " +
+    "A running import whose process died is `failed` (`abandoned: …`) once its lease (60 s) expires.",
+  security: secured,
+  request: { params: importIdParamSchema },
+  responses: {
+    200: json(importViewSchema, "The import"),
+    404: error("No such import"),
     ...common,
   },
 });
