@@ -40,6 +40,7 @@ import {
   deliveriesList,
   deliveriesShow,
   healthcheckHttp,
+  importShow,
   importsList,
   instancesList,
   schedulesAdd,
@@ -399,7 +400,13 @@ export function buildProgram(io: Io): Command {
   remoteOptions(
     program
       .command("imports")
-      .description("List the calendar imports written (what each did), by id.")
+      .argument(
+        "[id]",
+        "show this import: its status, progress per chunk, skipped events and warnings",
+      )
+      .description(
+        "List the calendar imports (status and what each did), by id; with an ID, show that one.",
+      )
       .option("--source <name>", "only this calendar's")
       .option("--from <instant>", "only those written at or after this ISO 8601 instant")
       .option("--to <instant>", "only those written before this ISO 8601 instant")
@@ -410,10 +417,17 @@ export function buildProgram(io: Io): Command {
   )
     .addHelpText(
       "after",
-      example(["punctual imports --source team --order desc", "punctual imports --all --json"]),
+      example([
+        "punctual imports --source team --order desc",
+        "punctual imports --all --json",
+        "punctual imports 7",
+      ]),
     )
-    .action((flags: RemoteFlags & PageFlags & { source?: string; from?: string; to?: string }) =>
-      importsList(flags, io),
+    .action(
+      (
+        id: string | undefined,
+        flags: RemoteFlags & PageFlags & { source?: string; from?: string; to?: string },
+      ) => (id === undefined ? importsList(flags, io) : importShow(id, flags, io)),
     );
 
   remoteOptions(
