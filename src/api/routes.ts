@@ -21,7 +21,6 @@ import {
   deliveryListSchema,
   deliveryViewSchema,
   dryRunResultSchema,
-  errorBodySchema,
   importIdParamSchema,
   importListSchema,
   importQuerySchema,
@@ -43,34 +42,8 @@ import {
 import { cancelQuerySchema, purgeResultSchema } from "./operator-routes.js";
 import { scheduleReadSchema } from "./missed-schemas.js";
 
-/** A JSON response of `schema`. */
-export const json = <T extends z.ZodType>(schema: T, description: string) => ({
-  description,
-  content: { "application/json": { schema } },
-});
-
-/** An error response (`{ error: { code, message, issues? } }`). */
-export const error = (description: string) => json(errorBodySchema, description);
-
-/** The bearer-token security requirement. */
-export const secured = [{ bearerAuth: [] }];
-
-/** Errors any authenticated route can return. */
-export const common = {
-  401: error(
-    "Missing or wrong bearer token (when an API key is configured, or a key that is unknown or revoked)",
-  ),
-  403: error(
-    "Refused by the web-safety checks (API-7): a Host that is not allowed (HOST_NOT_ALLOWED) or, without an API key, a write from another site (CROSS_SITE_REQUEST); or a key whose scopes do not allow the route (INSUFFICIENT_SCOPE, API-2)",
-  ),
-  500: error("Internal error"),
-};
-
-/** A required JSON request body of `schema`. */
-export const body = <T extends z.ZodType>(schema: T) => ({
-  required: true,
-  content: { "application/json": { schema } },
-});
+export { body, common, error, json, secured } from "./route-parts.js";
+import { body, common, error, json, secured } from "./route-parts.js";
 
 export const createScheduleRoute = createRoute({
   method: "post",
