@@ -156,6 +156,20 @@ function orderOption(help: string): Option {
   return new Option("--order <order>", help).choices(["asc", "desc"]);
 }
 
+/**
+ * {@link remoteOptions} of a list read in keyset pages (API-3): `--order` (`orderHelp`),
+ * `--limit` (1–1000, default 100), `--cursor` and `--all`.
+ */
+function pagedRemoteOptions(cmd: Command, orderHelp: string): Command {
+  return remoteOptions(
+    cmd
+      .addOption(orderOption(orderHelp))
+      .option("--limit <n>", "page size (1–1000)", integer(1, 1_000), 100)
+      .option("--cursor <cursor>", CURSOR_HELP)
+      .option("--all", ALL_HELP),
+  );
+}
+
 function remoteOptions(cmd: Command): Command {
   return cmd
     .addOption(
@@ -371,7 +385,7 @@ export function buildProgram(io: Io): Command {
     .addHelpText("after", example(["punctual status", "punctual status --json"]))
     .action((flags: RemoteFlags) => status(flags, io));
 
-  remoteOptions(
+  pagedRemoteOptions(
     program
       .command("instances")
       .description(
@@ -383,11 +397,8 @@ export function buildProgram(io: Io): Command {
           "stopped",
         ]),
       )
-      .option("--role <role>", "only this role (start, worker)")
-      .addOption(orderOption("asc (oldest start first, the default) or desc"))
-      .option("--limit <n>", "page size (1–1000)", integer(1, 1_000), 100)
-      .option("--cursor <cursor>", CURSOR_HELP)
-      .option("--all", ALL_HELP),
+      .option("--role <role>", "only this role (start, worker)"),
+    "asc (oldest start first, the default) or desc",
   )
     .addHelpText(
       "after",
@@ -397,7 +408,7 @@ export function buildProgram(io: Io): Command {
       instancesList(flags, io),
     );
 
-  remoteOptions(
+  pagedRemoteOptions(
     program
       .command("imports")
       .argument(
@@ -409,11 +420,8 @@ export function buildProgram(io: Io): Command {
       )
       .option("--source <name>", "only this calendar's")
       .option("--from <instant>", "only those written at or after this ISO 8601 instant")
-      .option("--to <instant>", "only those written before this ISO 8601 instant")
-      .addOption(orderOption("asc (oldest first, the default) or desc"))
-      .option("--limit <n>", "page size (1–1000)", integer(1, 1_000), 100)
-      .option("--cursor <cursor>", CURSOR_HELP)
-      .option("--all", ALL_HELP),
+      .option("--to <instant>", "only those written before this ISO 8601 instant"),
+    "asc (oldest first, the default) or desc",
   )
     .addHelpText(
       "after",
@@ -662,7 +670,7 @@ export function buildProgram(io: Io): Command {
     .action((flags: AddFlags) => schedulesAdd(flags, io));
   addPolicyOptions(scheduleAdd);
 
-  remoteOptions(
+  pagedRemoteOptions(
     schedules
       .command("list")
       .description("List schedules, oldest first.")
@@ -671,11 +679,8 @@ export function buildProgram(io: Io): Command {
         "--source <name>",
         "only this source's (an import's calendar name, an upsert's system)",
       )
-      .option("--search <text>", "only titles or external ids containing this (any case)")
-      .addOption(orderOption("asc (oldest first, the default) or desc"))
-      .option("--limit <n>", "page size (1–1000)", integer(1, 1_000), 100)
-      .option("--cursor <cursor>", CURSOR_HELP)
-      .option("--all", ALL_HELP),
+      .option("--search <text>", "only titles or external ids containing this (any case)"),
+    "asc (oldest first, the default) or desc",
   )
     .addHelpText(
       "after",
@@ -859,16 +864,13 @@ export function buildProgram(io: Io): Command {
       apiKeysCreate(flags, io),
     );
 
-  remoteOptions(
+  pagedRemoteOptions(
     apiKeys
       .command("list")
       .description("List keys (never the keys themselves): a tenant key sees its own tenant's.")
       .option("--tenant <name>", "only this tenant's keys (operator's key)")
-      .option("--revoked", "include revoked keys", false)
-      .addOption(orderOption("asc (oldest first, the default) or desc"))
-      .option("--limit <n>", "page size (1–1000)", integer(1, 1_000), 100)
-      .option("--cursor <cursor>", CURSOR_HELP)
-      .option("--all", ALL_HELP),
+      .option("--revoked", "include revoked keys", false),
+    "asc (oldest first, the default) or desc",
   )
     .addHelpText(
       "after",
