@@ -14,11 +14,7 @@ import {
   triggerInputSchema,
   upsertScheduleSchema,
 } from "../contracts/operator.js";
-import {
-  deliveryViewSchema,
-  scheduleIdParamSchema,
-  scheduleViewSchema,
-} from "./schemas.js";
+import { deliveryViewSchema, scheduleIdParamSchema, scheduleViewSchema } from "./schemas.js";
 import { body, common, error, json, secured } from "./route-parts.js";
 
 /** `POST /v1/schedules/{id}/trigger` reply. */
