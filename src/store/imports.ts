@@ -5,40 +5,35 @@
  * asynchronous import's refused file: a `failed` row). `$1` is "now"
  * where present (NULL: the database clock).
  */
+import type { ImportRunView, ImportView } from "../contracts/index.js";
 import type { Queryable } from "./database.js";
 import { msAfterNow, NOW } from "./deliveries/sql.js";
 import { columnsOf, execute, firstRow, rows } from "./statement.js";
 
 /** Status of an import: `running` until it succeeds or fails (API-5). */
-export type ImportStatus = "running" | "succeeded" | "failed";
+export type ImportStatus = ImportRunView["status"];
 
 /**
  * The lists an import's summary holds once the file is read (column `details`, jsonb):
  * skipped events, warning texts, the calendar's zone and the zone floating times were read
- * in.
+ * in — as `GET /v1/imports/{id}` shows them.
  */
-export interface ImportDetails {
-  skipped: { uid: string | null; line: number | null; reason: string }[];
-  warnings: string[];
-  calendarTzid: string | null;
-  floatingTzid: string;
-}
+export type ImportDetails = NonNullable<ImportView["details"]>;
+
+/** The counts of an import, named as its view names them. */
+type ImportTallies = Pick<
+  ImportRunView,
+  "events" | "created" | "updated" | "unchanged" | "cancelled" | "skipped" | "warnings"
+>;
 
 /** A row of `punctual_imports` (migrations 0027, 0047). */
-export interface ImportRow {
+export interface ImportRow extends ImportTallies {
   id: number | string;
   tenant: string;
   source: string;
   status: ImportStatus;
   started_at: Date | null;
   imported_at: Date;
-  events: number;
-  created: number;
-  updated: number;
-  unchanged: number;
-  cancelled: number;
-  skipped: number;
-  warnings: number;
   chunks_done: number;
   chunks_total: number;
   changes_done: number;
