@@ -8,7 +8,7 @@ import { z } from "zod";
 import type { Punctual } from "../app/punctual.js";
 import { tenantOf } from "./auth.js";
 import { reminderKindBodySchema, type ReminderKindView } from "../contracts/kinds.js";
-import { errorBodySchema } from "./schemas.js";
+import { common, error, json, secured } from "./route-parts.js";
 
 const instantText = z.string().describe("ISO 8601 instant in UTC, e.g. 2027-01-04T08:00:00.000Z");
 
@@ -37,18 +37,6 @@ export const reminderKindViewSchema = z
 const kindKeyParamSchema = z.object({
   key: z.string().min(1).max(64).describe("Kind key: 1–64 letters, digits, _ . : -"),
 });
-
-const json = <T extends z.ZodType>(schema: T, description: string) => ({
-  description,
-  content: { "application/json": { schema } },
-});
-const error = (description: string) => json(errorBodySchema, description);
-const secured = [{ bearerAuth: [] }];
-const common = {
-  401: error("Missing or wrong bearer token (when an API key is configured)"),
-  403: error("Refused by the web-safety checks (API-7)"),
-  500: error("Internal error"),
-};
 
 export const listReminderKindsRoute = createRoute({
   method: "get",

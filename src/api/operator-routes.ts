@@ -14,28 +14,8 @@ import {
   triggerInputSchema,
   upsertScheduleSchema,
 } from "../contracts/operator.js";
-import {
-  deliveryViewSchema,
-  errorBodySchema,
-  scheduleIdParamSchema,
-  scheduleViewSchema,
-} from "./schemas.js";
-
-const json = <T extends z.ZodType>(schema: T, description: string) => ({
-  description,
-  content: { "application/json": { schema } },
-});
-const error = (description: string) => json(errorBodySchema, description);
-const secured = [{ bearerAuth: [] }];
-const common = {
-  401: error("Missing or wrong bearer token (when an API key is configured)"),
-  403: error("Refused by the web-safety checks (API-7)"),
-  500: error("Internal error"),
-};
-const body = <T extends z.ZodType>(schema: T, required = true) => ({
-  required,
-  content: { "application/json": { schema } },
-});
+import { deliveryViewSchema, scheduleIdParamSchema, scheduleViewSchema } from "./schemas.js";
+import { body, common, error, json, secured } from "./route-parts.js";
 
 /** `POST /v1/schedules/{id}/trigger` reply. */
 export const triggerResultSchema = z

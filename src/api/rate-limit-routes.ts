@@ -9,19 +9,7 @@ import type { Punctual } from "../app/punctual.js";
 import { tenantOf } from "./auth.js";
 import { rateLimitInputSchema } from "../contracts/rate-limits.js";
 import { circuitViewSchema, rateLimitViewSchema } from "./rate-limit-schemas.js";
-import { errorBodySchema } from "./schemas.js";
-
-const json = <T extends z.ZodType>(schema: T, description: string) => ({
-  description,
-  content: { "application/json": { schema } },
-});
-const error = (description: string) => json(errorBodySchema, description);
-const secured = [{ bearerAuth: [] }];
-const common = {
-  401: error("Missing or wrong bearer token (when an API key is configured)"),
-  403: error("Refused by the web-safety checks (API-7)"),
-  500: error("Internal error"),
-};
+import { common, error, json, secured } from "./route-parts.js";
 
 const keyParamSchema = z.object({
   key: z

@@ -21,10 +21,11 @@ import {
   deliveryListSchema,
   deliveryViewSchema,
   dryRunResultSchema,
-  errorBodySchema,
+  importIdParamSchema,
   importListSchema,
   importQuerySchema,
   importSummarySchema,
+  importViewSchema,
   instanceListSchema,
   livenessSchema,
   previewInputSchema,
@@ -41,34 +42,8 @@ import {
 import { cancelQuerySchema, purgeResultSchema } from "./operator-routes.js";
 import { scheduleReadSchema } from "./missed-schemas.js";
 
-/** A JSON response of `schema`. */
-export const json = <T extends z.ZodType>(schema: T, description: string) => ({
-  description,
-  content: { "application/json": { schema } },
-});
-
-/** An error response (`{ error: { code, message, issues? } }`). */
-export const error = (description: string) => json(errorBodySchema, description);
-
-/** The bearer-token security requirement. */
-export const secured = [{ bearerAuth: [] }];
-
-/** Errors any authenticated route can return. */
-export const common = {
-  401: error(
-    "Missing or wrong bearer token (when an API key is configured, or a key that is unknown or revoked)",
-  ),
-  403: error(
-    "Refused by the web-safety checks (API-7): a Host that is not allowed (HOST_NOT_ALLOWED) or, without an API key, a write from another site (CROSS_SITE_REQUEST); or a key whose scopes do not allow the route (INSUFFICIENT_SCOPE, API-2)",
-  ),
-  500: error("Internal error"),
-};
-
-/** A required JSON request body of `schema`. */
-export const body = <T extends z.ZodType>(schema: T) => ({
-  required: true,
-  content: { "application/json": { schema } },
-});
+export { body, common, error, json, secured } from "./route-parts.js";
+import { body, common, error, json, secured } from "./route-parts.js";
 
 export const createScheduleRoute = createRoute({
   method: "post",
@@ -285,7 +260,8 @@ export const importRoute = createRoute({
     "Re-importing the same file under the same `source` changes nothing; an edited file updates the changed schedules (their waiting deliveries realigned) and cancels the schedules of events gone from it. " +
     "An event that cannot be imported is listed in `skipped` with its UID, line and reason, and the rest imports; a body that is not iCalendar is refused (400, field `file`). " +
     "This route accepts bodies up to the import limit (20 MiB, or `api.bodyLimitBytes` when larger) instead of `api.bodyLimitBytes`. " +
-    "With `dryRun=true` nothing is stored and the reply lists every delivery whose occurrence falls in [from, to), planned as the scheduler would with its clock at `from`.",
+    "With `dryRun=true` nothing is stored and the reply lists every delivery whose occurrence falls in [from, to), planned as the scheduler would with its clock at `from`. " +
+    "With `async=true` (or the header `Prefer: respond-async`) the reply is 202 at once, the import's record with `Location: /v1/imports/{id}`; the import goes on after the request, and `GET /v1/imports/{id}` shows its progress per chunk and, at the end, `succeeded` or `failed` with the error (a file that is not iCalendar included).",
   security: secured,
   request: {
     query: importQuerySchema,
@@ -300,8 +276,14 @@ export const importRoute = createRoute({
       z.union([importSummarySchema, dryRunResultSchema]),
       "What the import did (`ImportSummary`), or with `dryRun=true` the deliveries it would plan (`ImportDryRun`)",
     ),
+    202: {
+      description:
+        "`async=true`: the import started; its record (`ImportView`, status `running`), to follow at `Location`",
+      headers: z.object({ location: z.string().describe("`/v1/imports/{id}`") }),
+      content: { "application/json": { schema: importViewSchema } },
+    },
     400: error(
-      "Bad parameter (`source`, `remind.N`, `tzid`, `target`, `from`, `to` …) or a body that is not iCalendar or breaks a limit (field `file`)",
+      "Bad parameter (`source`, `remind.N`, `tzid`, `target`, `from`, `to`, `async` …) or a body that is not iCalendar or breaks a limit (field `file`)",
     ),
     413: error("Body larger than the import limit"),
     415: error("Body sent with another Content-Type"),
@@ -321,6 +303,23 @@ export const listImportsRoute = createRoute({
   responses: {
     200: json(importListSchema, "A page of imports"),
     400: error("Bad query parameter, or a `cursor` of another order or filter set"),
+    ...common,
+  },
+});
+
+export const getImportRoute = createRoute({
+  method: "get",
+  path: "/v1/imports/{id}",
+  tags: ["imports"],
+  summary: "Read one calendar import: its status and progress per chunk (API-5, OPS-12)",
+  description:
+    "`status` is `running`, `succeeded` or `failed` (with `error`); `progress` counts the chunks committed and the changes written of their totals, the counts what was written so far; `details` holds the skipped events, the warning texts and the zones once the file is read. " +
+    "A running import whose process died is `failed` (`abandoned: …`) once its lease (60 s) expires.",
+  security: secured,
+  request: { params: importIdParamSchema },
+  responses: {
+    200: json(importViewSchema, "The import"),
+    404: error("No such import"),
     ...common,
   },
 });

@@ -21,6 +21,7 @@ import {
   type AttemptView,
   type DeliveryView,
   type ErrorBody,
+  type ImportView,
   type ReminderView,
   type ScheduleView,
 } from "../contracts/index.js";
@@ -324,6 +325,11 @@ export const scheduleIdParamSchema = z.object({
   id: z.string().min(1).max(64).describe("Schedule id (UUID)"),
 });
 
+/** Path parameter `{id}` of an import. */
+export const importIdParamSchema = z.object({
+  id: z.string().min(1).max(20).describe("Import id (positive integer)"),
+});
+
 /** Path parameter `{id}` of a delivery. */
 export const deliveryIdParamSchema = z.object({
   id: z.string().min(1).max(20).describe("Delivery id (positive integer)"),
@@ -387,7 +393,14 @@ export const importRunSchema = z
   .object({
     id: z.number().int(),
     source: z.string(),
-    importedAt: z.string().describe("When its writes finished"),
+    status: z.enum(["running", "succeeded", "failed"]),
+    startedAt: z
+      .string()
+      .nullable()
+      .describe("When it started; null for imports recorded before their start was"),
+    importedAt: z
+      .string()
+      .describe("When it ended (its writes finished, or it failed); while running, its start"),
     events: z.number().int().describe("Events read from the file, overrides included"),
     created: z.number().int(),
     updated: z.number().int(),
@@ -395,6 +408,20 @@ export const importRunSchema = z
     cancelled: z.number().int(),
     skipped: z.number().int(),
     warnings: z.number().int(),
+    progress: z
+      .object({
+        chunksDone: z.number().int(),
+        chunksTotal: z.number().int(),
+        changesDone: z.number().int(),
+        changesTotal: z.number().int(),
+      })
+      .describe(
+        "Chunks committed of how many, changes (creates, updates, cancels) written of how many; 0 until the events are compared with what is stored",
+      ),
+    error: z
+      .string()
+      .nullable()
+      .describe("Why a failed import failed (`abandoned: …` when its process died)"),
   })
   .meta({ id: "ImportRun" });
 
@@ -498,6 +525,11 @@ export const importQuerySchema = z
     dryRun: booleanText
       .optional()
       .describe("`true` stores nothing and answers the deliveries the import would plan"),
+    async: booleanText
+      .optional()
+      .describe(
+        "`true` answers 202 at once with the import's record and `Location: /v1/imports/{id}`; follow its progress there (as `Prefer: respond-async` does)",
+      ),
     from: instantQuery
       .optional()
       .describe("Dry run: start of the window, inclusive (default: now)"),
@@ -545,6 +577,21 @@ export const importSummarySchema = z
   })
   .meta({ id: "ImportSummary" });
 
+/** `GET /v1/imports/{id}` reply, and the 202 of an asynchronous `POST /v1/imports` (API-5). */
+export const importViewSchema = importRunSchema
+  .extend({
+    details: z
+      .object({
+        skipped: z.array(skippedEventSchema),
+        warnings: z.array(z.string()),
+        calendarTzid: z.string().nullable(),
+        floatingTzid: z.string(),
+      })
+      .nullable()
+      .describe("The skipped events, warning texts and zones, once the file is read"),
+  })
+  .meta({ id: "ImportView" });
+
 /** One delivery of a dry run, as the scheduler would plan it. */
 export const dryRunDeliverySchema = z
   .object({
@@ -582,4 +629,5 @@ export type ImportQuery = z.output<typeof importQuerySchema>;
 export type ImportSchemasMatch = [
   Assert<Equals<z.infer<typeof importSummarySchema>, ImportSummary>>,
   Assert<Equals<z.infer<typeof dryRunDeliverySchema>, DryRunDelivery>>,
+  Assert<Equals<z.infer<typeof importViewSchema>, ImportView>>,
 ];

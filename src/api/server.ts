@@ -46,6 +46,7 @@ import {
   IMPORT_MEDIA_TYPES,
   importRoute,
   listDeliveriesRoute,
+  getImportRoute,
   listImportsRoute,
   listInstancesRoute,
   listSchedulesRoute,
@@ -138,6 +139,13 @@ function ifMatchVersion(header: string | undefined): number | undefined {
 function deliveryId(text: string): number {
   const id = /^[1-9]\d{0,15}$/.test(text) ? Number(text) : NaN;
   if (!Number.isSafeInteger(id)) throw new NotFoundError("delivery", text);
+  return id;
+}
+
+/** `{id}` of an import: a positive integer, else no such import (API-5). */
+function importId(text: string): number {
+  const id = /^[1-9]\d{0,15}$/.test(text) ? Number(text) : NaN;
+  if (!Number.isSafeInteger(id)) throw new NotFoundError("import", text);
   return id;
 }
 
@@ -591,6 +599,10 @@ export function createApi(punctual: Punctual, options: ApiOptions = {}): Punctua
     c.json(await punctual.listImports(c.req.valid("query"), tenantOf(c)), 200),
   );
 
+  app.openapi(getImportRoute, async (c) =>
+    c.json(await punctual.getImport(importId(c.req.valid("param").id), tenantOf(c)), 200),
+  );
+
   app.openapi(listDeliveriesRoute, async (c) =>
     c.json(await punctual.listDeliveries(c.req.valid("query"), tenantOf(c)), 200),
   );
@@ -631,7 +643,33 @@ export function createApi(punctual: Punctual, options: ApiOptions = {}): Punctua
       }
       const query = c.req.valid("query");
       const { dryRun, ...options } = importOptions(punctual, query, importLimitBytes);
+      // RFC 7240: `Prefer: respond-async` asks for what `async=true` does.
+      const respondAsync =
+        query.async === "true" ||
+        (query.async === undefined &&
+          /(^|[,\s])respond-async\s*($|[,;])/i.test(c.req.header("prefer") ?? ""));
+      if (respondAsync && dryRun) {
+        throw new ValidationError({
+          field: "async",
+          message: "is not for dryRun=true: a dry run stores nothing and answers at once",
+          value: "true",
+        });
+      }
       const text = decodeBody(await c.req.arrayBuffer(), contentType);
+      // OPS-12: the calendar is read on a worker thread.
+      const readCalendar: ImportOptions["readCalendar"] = (t, o) =>
+        offloadPool().run("parseCalendar", { text: t, options: o });
+      if (respondAsync) {
+        const started = await punctual.startImport(text, {
+          ...options,
+          tenant: tenantOf(c).tenant,
+          readCalendar,
+        });
+        return c.json(started, 202, {
+          location: `${IMPORTS_PATH}/${started.id}`,
+          "preference-applied": "respond-async",
+        });
+      }
       if (dryRun) {
         const fromMs = query.from === undefined ? punctual.clock.now() : Date.parse(query.from);
         const toMs =
@@ -663,8 +701,7 @@ export function createApi(punctual: Punctual, options: ApiOptions = {}): Punctua
       const summary = await importCalendar(punctual, text, {
         ...options,
         tenant,
-        // OPS-12: the calendar is read on a worker thread.
-        readCalendar: (t, o) => offloadPool().run("parseCalendar", { text: t, options: o }),
+        readCalendar,
       });
       log.info(
         {

@@ -8,19 +8,7 @@ import { z } from "zod";
 import type { Punctual } from "../app/punctual.js";
 import { rotateTenantWebhookSecretSchema } from "../contracts/webhook-secrets.js";
 import { tenantOf } from "./auth.js";
-import { errorBodySchema } from "./schemas.js";
-
-const json = <T extends z.ZodType>(schema: T, description: string) => ({
-  description,
-  content: { "application/json": { schema } },
-});
-const error = (description: string) => json(errorBodySchema, description);
-const secured = [{ bearerAuth: [] }];
-const common = {
-  401: error("Missing or wrong bearer token (when an API key is configured)"),
-  403: error("Refused by the web-safety checks (API-7), or the key lacks the admin scope"),
-  500: error("Internal error"),
-};
+import { common, error, json, secured } from "./route-parts.js";
 
 const tenantSecretViewSchema = z
   .object({

@@ -53,12 +53,13 @@ import type { LockTakeOver } from "../store/lock.js";
 import { openPglite } from "../store/pglite.js";
 import { openPostgres } from "../store/postgres.js";
 import * as apiKeys from "./api-keys.js";
-import { channelMap, type AppContext, type CallContext } from "./context.js";
+import { channelMap, DEFAULT_TENANT, type AppContext, type CallContext } from "./context.js";
 import * as deliveries from "./deliveries.js";
 import * as explain from "./explain.js";
 import * as health from "./health.js";
-import { listImports } from "./imports.js";
-import { runImport, type ImportOptions, type ImportSummary } from "./import/index.js";
+import { getImport, listImports } from "./imports.js";
+import { runImport, startImport, type ImportOptions, type ImportSummary } from "./import/index.js";
+import { abandonExpiredImports } from "../store/imports.js";
 import * as kinds from "./kinds.js";
 import type { Health } from "./health.js";
 import * as schedules from "./schedules.js";
@@ -82,7 +83,7 @@ import type {
   RecipientPage,
   RecipientView,
 } from "../contracts/recipients.js";
-import type { ImportRunView } from "../contracts/index.js";
+import type { ImportRunView, ImportView } from "../contracts/index.js";
 
 export { DEFAULT_TENANT, type CallContext } from "./context.js";
 export type { Health } from "./health.js";
@@ -171,6 +172,8 @@ export class Punctual {
   /** API-14: the secret of one-click unsubscribe links. */
   readonly #unsubscribeSecret: string;
   #closers: Array<() => Promise<void> | void> = [];
+  /** API-5: the asynchronous imports running in this process; `close` waits for them. */
+  readonly #imports = new Set<Promise<void>>();
   /** What the operation modules work with. */
   readonly #app: AppContext;
   /** Handles on schedules (API-4): `schedules.get(id).describe()`, `.trigger()`, … */
@@ -248,6 +251,8 @@ export class Punctual {
 
   /** Starts the scheduler loop. */
   async start(): Promise<void> {
+    // API-5: the imports a dead process left running are marked failed, not left running.
+    await abandonExpiredImports(this.db, this.#app.now());
     await this.scheduler.start();
     this.tasks.start();
   }
@@ -299,6 +304,8 @@ export class Punctual {
     if (this.#closed) return;
     this.#closed = true;
     await this.tasks.stop(graceMs);
+    // An asynchronous import stops after its current chunk, recorded as failed.
+    await Promise.allSettled([...this.#imports]);
     await this.scheduler.stop(graceMs);
     for (const close of this.#closers) await close();
   }
@@ -420,6 +427,51 @@ export class Punctual {
    */
   importCalendar(text: string, options: ImportOptions): Promise<ImportSummary> {
     return runImport(this.#app, text, options);
+  }
+
+  /**
+   * API-5: starts an import that outlives the call: its record (`running`) is made at
+   * once and answered; the file is read and written in the background, chunk by chunk
+   * ({@link getImport} follows it). A file that is not iCalendar, a database error or
+   * {@link close} (after the current chunk) ends it `failed` with the error; if this
+   * process dies, its lease expires and the next reader or start marks it failed.
+   * @throws ValidationError field `chunkSize` when it is not a positive integer.
+   */
+  async startImport(text: string, options: ImportOptions): Promise<ImportView> {
+    if (this.#closed) throw new PunctualError("CLOSED", "punctual is closed");
+    const tenant = options.tenant ?? DEFAULT_TENANT;
+    const record = await startImport(this.#app, tenant, options.source);
+    const run = runImport(this.#app, text, {
+      ...options,
+      record,
+      onChunk: async (p) => {
+        await options.onChunk?.(p);
+        if (this.#closed) {
+          throw new PunctualError(
+            "CLOSED",
+            "interrupted: the server stopped before the import finished; import the file again",
+          );
+        }
+      },
+    }).then(
+      (summary) =>
+        this.logger.info(
+          { importId: record.id, source: summary.source, created: summary.created },
+          "calendar imported",
+        ),
+      (err: unknown) => this.logger.warn({ err, importId: record.id }, "calendar import failed"),
+    );
+    this.#imports.add(run);
+    void run.finally(() => this.#imports.delete(run));
+    return getImport(this.#app, record.id, { tenant });
+  }
+
+  /**
+   * API-5: one import with its progress per chunk and, once read, its lists.
+   * @throws NotFoundError no such import of the tenant of `ctx`.
+   */
+  getImport(id: number, ctx: CallContext = {}): Promise<ImportView> {
+    return getImport(this.#app, id, ctx);
   }
 
   /**

@@ -1,7 +1,9 @@
 /**
  * `punctual import FILE.ics` (API-5): a calendar's events become schedules on the running
- * server (`POST /v1/imports`), or with `--dry-run` the deliveries they would produce are
- * computed here, touching nothing and needing no server.
+ * server (`POST /v1/imports`, asynchronous: its progress per chunk is read from
+ * `GET /v1/imports/{id}` and shown on stderr, a bar on a terminal, plain lines otherwise),
+ * or with `--dry-run` the deliveries they would produce are computed here, touching
+ * nothing and needing no server. `--json` waits for the one synchronous reply.
  *
  * Output contract of `--dry-run --json`: stdout holds exactly the array
  * `[{ uid, recurrenceId, occurrenceAt, dueAt, reminderKey }]` sorted by `dueAt` then
@@ -15,6 +17,7 @@ import { readFile } from "node:fs/promises";
 import { basename, extname } from "node:path";
 import { readCalendarSource } from "../app/calendar-task.js";
 import { dryRunImport, type ImportSummary } from "../app/import.js";
+import type { ImportView } from "../contracts/index.js";
 import { ValidationError, type FieldIssue } from "../errors/index.js";
 import { parseCalendar, type DryRunDelivery, type SkippedEvent } from "../ical/index.js";
 import { ApiError, CliError, EXIT_FAILURE } from "./errors.js";
@@ -52,6 +55,8 @@ export interface ImportEnv {
   errIsTTY: boolean;
   /** Current time, ms (the default `--from`). */
   now: () => number;
+  /** How often an import's progress is read, ms; default {@link IMPORT_POLL_MS}. */
+  pollMs?: number;
 }
 
 /** `--source` default: the file's name without its extension (`work.ics` → `work`). */
@@ -263,28 +268,131 @@ export async function runImport(
   }
   if (events >= PROGRESS_MIN_EVENTS) io.err(`importing ${events} events into ${flags.url}…\n`);
 
-  let summary: ImportSummary;
+  const client = clientFor(flags);
+  const query = {
+    source,
+    remind: flags.remind,
+    ...(flags.useAlarms ? { useAlarms: "true" } : {}),
+    channel: flags.channel,
+    target: flags.target,
+    tzid: flags.tzid,
+    // Without --json the server answers at once and the writing is followed per chunk;
+    // --json keeps its one reply, the whole summary with every schedule.
+    ...(flags.json ? {} : { async: "true" }),
+  };
+  let reply: { body: ImportSummary | ImportView };
   try {
-    const reply = await clientFor(flags).request<ImportSummary>("POST", "/v1/imports", {
+    reply = await client.request<ImportSummary | ImportView>("POST", "/v1/imports", {
       rawBody: { text, contentType: "text/calendar; charset=utf-8" },
-      query: {
-        source,
-        remind: flags.remind,
-        ...(flags.useAlarms ? { useAlarms: "true" } : {}),
-        channel: flags.channel,
-        target: flags.target,
-        tzid: flags.tzid,
-      },
+      query,
       timeoutMs: IMPORT_TIMEOUT_MS,
     });
-    summary = reply.body;
   } catch (err) {
     if (err instanceof ApiError && err.body.error.issues?.length) {
       throw refusal(file, err.body.error.issues, `${err.status} ${err.body.error.code}`);
     }
     throw err;
   }
-  io.out(flags.json ? jsonText(summary) : summaryText(file, summary, flags));
+  if (flags.json) {
+    io.out(jsonText(reply.body));
+    return;
+  }
+  const view = await followImport(
+    (id) => client.get<ImportView>(`/v1/imports/${id}`),
+    reply.body as ImportView,
+    chunkProgress(io, `importing ${basename(file)}`, env.errIsTTY),
+    env.pollMs ?? IMPORT_POLL_MS,
+  );
+  if (view.status === "failed") {
+    throw new CliError(`import ${view.id} of ${file} failed: ${view.error ?? "no reason given"}`);
+  }
+  io.out(summaryText(file, summaryOfView(view), flags));
+}
+
+/** How often `punctual import` reads an import's progress, ms. */
+export const IMPORT_POLL_MS = 200;
+
+/**
+ * Reads an asynchronous import (`GET /v1/imports/{id}`) every `pollMs` until it is no
+ * longer running, showing each new state; answers the last one.
+ */
+export async function followImport(
+  read: (id: number) => Promise<ImportView>,
+  started: ImportView,
+  progress: { show: (view: ImportView) => void; finish: () => void },
+  pollMs: number,
+): Promise<ImportView> {
+  let view = started;
+  try {
+    for (;;) {
+      progress.show(view);
+      if (view.status !== "running") return view;
+      await new Promise((resolve) => setTimeout(resolve, pollMs));
+      view = await read(view.id);
+    }
+  } finally {
+    progress.finish();
+  }
+}
+
+/** The one line of an import's progress: chunks, changes and the counts so far. */
+export function progressLine(v: ImportView): string {
+  const p = v.progress;
+  return (
+    `chunk ${p.chunksDone}/${p.chunksTotal}: ${p.changesDone}/${p.changesTotal} changes written ` +
+    `(${v.created} created, ${v.updated} updated, ${v.cancelled} cancelled)`
+  );
+}
+
+/**
+ * The progress of an import's writing, per chunk (OPS-12): on a terminal a bar redrawn in
+ * place; otherwise one plain line per chunk seen. Nothing before the events are compared
+ * (no chunk known yet) or for an import with nothing to write.
+ */
+export function chunkProgress(
+  io: Io,
+  label: string,
+  errIsTTY: boolean,
+): { show: (view: ImportView) => void; finish: () => void } {
+  const WIDTH = 24;
+  let shown = -1;
+  let drawn = false;
+  return {
+    show(v) {
+      const p = v.progress;
+      if (p.chunksTotal === 0 || p.chunksDone === shown) return;
+      shown = p.chunksDone;
+      if (errIsTTY) {
+        const filled = Math.round((p.chunksDone / p.chunksTotal) * WIDTH);
+        io.err(
+          `\r\x1b[K${label} [${"#".repeat(filled)}${"-".repeat(WIDTH - filled)}] ${progressLine(v)}`,
+        );
+        drawn = true;
+      } else {
+        io.err(`${progressLine(v)}\n`);
+      }
+    },
+    finish() {
+      if (drawn) io.err("\n");
+      drawn = false;
+    },
+  };
+}
+
+/** The summary a finished import's record holds, as {@link summaryText} prints it. */
+function summaryOfView(v: ImportView): ImportSummary {
+  return {
+    source: v.source,
+    created: v.created,
+    updated: v.updated,
+    unchanged: v.unchanged,
+    cancelled: v.cancelled,
+    skipped: v.details?.skipped ?? [],
+    warnings: v.details?.warnings ?? [],
+    calendarTzid: v.details?.calendarTzid ?? null,
+    floatingTzid: v.details?.floatingTzid ?? "UTC",
+    schedules: [],
+  };
 }
 
 /** `--dry-run`: computed here with the scheduler's planning code; nothing is stored. */

@@ -13,7 +13,7 @@ import type {
 } from "../contracts/explain.js";
 import { jsonText } from "./format.js";
 import { clientFor, type RemoteFlags } from "./remote.js";
-import type { Io } from "./run.js";
+import type { CommandHelpers, Io } from "./run.js";
 
 /** Flags of `schedules explain`. */
 export interface ExplainFlags extends RemoteFlags {
@@ -105,10 +105,7 @@ export function entryText(e: ExplainEntry, prefix = ""): string {
 export function addDeliveryExplainCommand(
   deliveries: Command,
   io: Io,
-  helpers: {
-    remoteOptions: (c: Command) => Command;
-    example: (lines: string[]) => string;
-  },
+  helpers: CommandHelpers,
 ): void {
   helpers
     .remoteOptions(
@@ -122,14 +119,7 @@ export function addDeliveryExplainCommand(
 }
 
 /** Adds `schedules explain` to the `schedules` command. */
-export function addExplainCommand(
-  schedules: Command,
-  io: Io,
-  helpers: {
-    remoteOptions: (c: Command) => Command;
-    example: (lines: string[]) => string;
-  },
-): void {
+export function addExplainCommand(schedules: Command, io: Io, helpers: CommandHelpers): void {
   helpers
     .remoteOptions(
       schedules

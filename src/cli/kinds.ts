@@ -8,7 +8,7 @@ import type { ReminderKindView } from "../contracts/kinds.js";
 import { CliError, EXIT_FAILURE } from "./errors.js";
 import { jsonText, keyValues, table, type Column } from "./format.js";
 import { clientFor, type RemoteFlags } from "./remote.js";
-import type { Io } from "./run.js";
+import type { CommandHelpers, Io } from "./run.js";
 
 /** Flags of `kinds set`. */
 export interface KindSetFlags extends RemoteFlags {
@@ -65,11 +65,7 @@ async function put(flags: RemoteFlags, key: string, body: unknown): Promise<Remi
  * Adds the `kinds` commands to `program`. `remoteOptions` adds `--url` and `--json`;
  * `example` formats the help's examples (both from program.ts).
  */
-export function addKindsCommands(
-  program: Command,
-  io: Io,
-  helpers: { remoteOptions: (cmd: Command) => Command; example: (lines: string[]) => string },
-): void {
+export function addKindsCommands(program: Command, io: Io, helpers: CommandHelpers): void {
   const { remoteOptions, example } = helpers;
   const kinds = program
     .command("kinds")

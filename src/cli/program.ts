@@ -41,6 +41,7 @@ import {
   deliveriesList,
   deliveriesShow,
   healthcheckHttp,
+  importShow,
   importsList,
   instancesList,
   schedulesAdd,
@@ -154,6 +155,20 @@ const ALL_HELP = "every page, following the cursor to the end (with --json: JSON
 /** `--order asc|desc` of a paged list, with `help` saying which is the default (API-3). */
 function orderOption(help: string): Option {
   return new Option("--order <order>", help).choices(["asc", "desc"]);
+}
+
+/**
+ * {@link remoteOptions} of a list read in keyset pages (API-3): `--order` (`orderHelp`),
+ * `--limit` (1–1000, default 100), `--cursor` and `--all`.
+ */
+function pagedRemoteOptions(cmd: Command, orderHelp: string): Command {
+  return remoteOptions(
+    cmd
+      .addOption(orderOption(orderHelp))
+      .option("--limit <n>", "page size (1–1000)", integer(1, 1_000), 100)
+      .option("--cursor <cursor>", CURSOR_HELP)
+      .option("--all", ALL_HELP),
+  );
 }
 
 function remoteOptions(cmd: Command): Command {
@@ -371,7 +386,7 @@ export function buildProgram(io: Io): Command {
     .addHelpText("after", example(["punctual status", "punctual status --json"]))
     .action((flags: RemoteFlags) => status(flags, io));
 
-  remoteOptions(
+  pagedRemoteOptions(
     program
       .command("instances")
       .description(
@@ -383,11 +398,8 @@ export function buildProgram(io: Io): Command {
           "stopped",
         ]),
       )
-      .option("--role <role>", "only this role (start, worker)")
-      .addOption(orderOption("asc (oldest start first, the default) or desc"))
-      .option("--limit <n>", "page size (1–1000)", integer(1, 1_000), 100)
-      .option("--cursor <cursor>", CURSOR_HELP)
-      .option("--all", ALL_HELP),
+      .option("--role <role>", "only this role (start, worker)"),
+    "asc (oldest start first, the default) or desc",
   )
     .addHelpText(
       "after",
@@ -397,24 +409,34 @@ export function buildProgram(io: Io): Command {
       instancesList(flags, io),
     );
 
-  remoteOptions(
+  pagedRemoteOptions(
     program
       .command("imports")
-      .description("List the calendar imports written (what each did), by id.")
+      .argument(
+        "[id]",
+        "show this import: its status, progress per chunk, skipped events and warnings",
+      )
+      .description(
+        "List the calendar imports (status and what each did), by id; with an ID, show that one.",
+      )
       .option("--source <name>", "only this calendar's")
       .option("--from <instant>", "only those written at or after this ISO 8601 instant")
-      .option("--to <instant>", "only those written before this ISO 8601 instant")
-      .addOption(orderOption("asc (oldest first, the default) or desc"))
-      .option("--limit <n>", "page size (1–1000)", integer(1, 1_000), 100)
-      .option("--cursor <cursor>", CURSOR_HELP)
-      .option("--all", ALL_HELP),
+      .option("--to <instant>", "only those written before this ISO 8601 instant"),
+    "asc (oldest first, the default) or desc",
   )
     .addHelpText(
       "after",
-      example(["punctual imports --source team --order desc", "punctual imports --all --json"]),
+      example([
+        "punctual imports --source team --order desc",
+        "punctual imports --all --json",
+        "punctual imports 7",
+      ]),
     )
-    .action((flags: RemoteFlags & PageFlags & { source?: string; from?: string; to?: string }) =>
-      importsList(flags, io),
+    .action(
+      (
+        id: string | undefined,
+        flags: RemoteFlags & PageFlags & { source?: string; from?: string; to?: string },
+      ) => (id === undefined ? importsList(flags, io) : importShow(id, flags, io)),
     );
 
   remoteOptions(
@@ -649,7 +671,7 @@ export function buildProgram(io: Io): Command {
     .action((flags: AddFlags) => schedulesAdd(flags, io));
   addPolicyOptions(scheduleAdd);
 
-  remoteOptions(
+  pagedRemoteOptions(
     schedules
       .command("list")
       .description("List schedules, oldest first.")
@@ -663,11 +685,8 @@ export function buildProgram(io: Io): Command {
         "--source <name>",
         "only this source's (an import's calendar name, an upsert's system)",
       )
-      .option("--search <text>", "only titles or external ids containing this (any case)")
-      .addOption(orderOption("asc (oldest first, the default) or desc"))
-      .option("--limit <n>", "page size (1–1000)", integer(1, 1_000), 100)
-      .option("--cursor <cursor>", CURSOR_HELP)
-      .option("--all", ALL_HELP),
+      .option("--search <text>", "only titles or external ids containing this (any case)"),
+    "asc (oldest first, the default) or desc",
   )
     .addHelpText(
       "after",
@@ -851,16 +870,13 @@ export function buildProgram(io: Io): Command {
       apiKeysCreate(flags, io),
     );
 
-  remoteOptions(
+  pagedRemoteOptions(
     apiKeys
       .command("list")
       .description("List keys (never the keys themselves): a tenant key sees its own tenant's.")
       .option("--tenant <name>", "only this tenant's keys (operator's key)")
-      .option("--revoked", "include revoked keys", false)
-      .addOption(orderOption("asc (oldest first, the default) or desc"))
-      .option("--limit <n>", "page size (1–1000)", integer(1, 1_000), 100)
-      .option("--cursor <cursor>", CURSOR_HELP)
-      .option("--all", ALL_HELP),
+      .option("--revoked", "include revoked keys", false),
+    "asc (oldest first, the default) or desc",
   )
     .addHelpText(
       "after",

@@ -6,7 +6,7 @@ import type { Command } from "commander";
 import type { RecipientZones } from "../app/recipient-zones.js";
 import { jsonText } from "./format.js";
 import { clientFor, type RemoteFlags } from "./remote.js";
-import type { Io } from "./run.js";
+import type { CommandHelpers, Io } from "./run.js";
 
 /** The readable form: a headline, then one line per zone (count, zone). */
 export function recipientZonesText(z: RecipientZones): string {
@@ -23,10 +23,7 @@ export function recipientZonesText(z: RecipientZones): string {
 export function addRecipientZonesCommand(
   schedules: Command,
   io: Io,
-  helpers: {
-    remoteOptions: (c: Command) => Command;
-    example: (lines: string[]) => string;
-  },
+  helpers: CommandHelpers,
 ): void {
   helpers
     .remoteOptions(

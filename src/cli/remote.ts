@@ -6,6 +6,7 @@
 import { resolve } from "node:path";
 import type {
   ImportRunView,
+  ImportView,
   AttemptView,
   CreateScheduleInput,
   DeliveryView,
@@ -435,6 +436,7 @@ export async function importsList(
     [
       { header: "ID", cell: (i) => i.id },
       { header: "SOURCE", cell: (i) => i.source },
+      { header: "STATUS", cell: (i) => i.status },
       { header: "IMPORTED", cell: (i) => i.importedAt },
       { header: "EVENTS", cell: (i) => i.events },
       { header: "CREATED", cell: (i) => i.created },
@@ -444,6 +446,29 @@ export async function importsList(
       { header: "SKIPPED", cell: (i) => i.skipped },
     ],
   );
+}
+
+/**
+ * `imports ID`: one import, its status and progress per chunk, and once read its skipped
+ * events and warnings (API-5).
+ */
+export async function importShow(id: string, flags: RemoteFlags, io: Io): Promise<void> {
+  const v = await clientFor(flags).get<ImportView>(`/v1/imports/${encodeURIComponent(id)}`);
+  if (flags.json) return io.out(jsonText(v));
+  const p = v.progress;
+  let text =
+    `import ${v.id} of source "${v.source}": ${v.status}` +
+    (v.error === null ? "" : ` (${v.error})`) +
+    `\n  started ${v.startedAt ?? "-"}, ${v.status === "running" ? "running" : `ended ${v.importedAt}`}\n` +
+    `  ${v.events} events read; chunk ${p.chunksDone}/${p.chunksTotal}, ` +
+    `${p.changesDone}/${p.changesTotal} changes written\n` +
+    `  ${v.created} created, ${v.updated} updated, ${v.unchanged} unchanged, ` +
+    `${v.cancelled} cancelled, ${v.skipped} skipped, ${v.warnings} warnings\n`;
+  for (const e of v.details?.skipped ?? []) {
+    text += `  skipped ${e.uid ?? "(no UID)"} (line ${e.line ?? "?"}): ${e.reason}\n`;
+  }
+  for (const w of v.details?.warnings ?? []) text += `  warning: ${w}\n`;
+  io.out(text);
 }
 
 /** `schedules show <id>`. */

@@ -3,6 +3,7 @@
  * (scheduler only), `migrate`, and the database form of `healthcheck` (OPS-4).
  */
 import { hostname } from "node:os";
+import type { Command } from "commander";
 import { lookup } from "node:dns/promises";
 import { createServer, isIP } from "node:net";
 import { createProbeApi } from "../api/probes.js";
@@ -26,6 +27,15 @@ import { jsonText, table } from "./format.js";
 export interface Io {
   out: (text: string) => void;
   err: (text: string) => void;
+}
+
+/**
+ * What a module that adds commands to the program takes from it: the flags every remote
+ * command has (`--url`, `--json`, the environment help) and the examples' help text.
+ */
+export interface CommandHelpers {
+  remoteOptions: (cmd: Command) => Command;
+  example: (lines: string[]) => string;
 }
 
 /** Options shared by `start`, `worker` and `migrate`. */

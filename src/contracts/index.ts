@@ -694,13 +694,20 @@ export const listImportsQuerySchema = z
   })
   .strict();
 
-/** One written calendar import, as `GET /v1/imports` lists it (API-5). */
+/**
+ * One calendar import, as `GET /v1/imports` lists it (API-5): `running` from the moment its
+ * file was read (an asynchronous import: from its request) with its progress, then
+ * `succeeded` or `failed`. The counts are those written so far.
+ */
 export interface ImportRunView {
   id: number;
   source: string;
-  /** When its writes finished, ISO 8601. */
+  status: "running" | "succeeded" | "failed";
+  /** When it started, ISO 8601; null for imports recorded before progress was. */
+  startedAt: string | null;
+  /** When it ended (its writes finished, or it failed), ISO 8601; while running, its start. */
   importedAt: string;
-  /** Events read from the file (overrides included). */
+  /** Events read from the file (overrides included); 0 until read. */
   events: number;
   created: number;
   updated: number;
@@ -708,6 +715,26 @@ export interface ImportRunView {
   cancelled: number;
   skipped: number;
   warnings: number;
+  /**
+   * Per chunk (OPS-12): chunks committed of how many, changes (creates, updates, cancels)
+   * written of how many. All 0 until the events are compared with what is stored.
+   */
+  progress: { chunksDone: number; chunksTotal: number; changesDone: number; changesTotal: number };
+  /** Why a failed import failed (`abandoned: …` when its process died); else null. */
+  error: string | null;
+}
+
+/**
+ * One import with its lists, as `GET /v1/imports/{id}` answers it (API-5): the skipped
+ * events, the warning texts and the zones, once the file is read (else null).
+ */
+export interface ImportView extends ImportRunView {
+  details: {
+    skipped: { uid: string | null; line: number | null; reason: string }[];
+    warnings: string[];
+    calendarTzid: string | null;
+    floatingTzid: string;
+  } | null;
 }
 
 /** `GET /v1/instances` query (API-3, OPS-3). */

@@ -59,6 +59,7 @@ export const SPLIT_PATHS: Partial<Record<OffloadKind, ReadonlyArray<readonly [st
     ["parsed", "events"],
     ["work", "walks"],
     ["work", "searches"],
+    ["work", "rules"],
   ],
   dryRun: [["result", "deliveries"]],
 };

@@ -22,6 +22,7 @@ import {
   parseRuleText,
   SECONDLY,
   YEARLY,
+  type RuleParseOptions,
   type RuleSpec,
 } from "./rule.js";
 import type {
@@ -77,14 +78,31 @@ interface CountWalk {
   reachedWall: number;
   found: number;
 }
-/** Recent COUNT walks by series (least recently used first), at most 256 and 1M instants. */
+/** Most series whose COUNT walk is kept (process-wide, least recently used dropped). */
+export const MAX_KEPT_WALKS = 256;
+/** Most instants the kept COUNT walks hold together (about 8 MB). */
+export const MAX_KEPT_WALK_INSTANTS = 1_000_000;
+/** Most feasibility searches kept (process-wide, least recently used dropped). */
+export const MAX_KEPT_SEARCHES = 1024;
+
+/**
+ * Recent COUNT walks by series (least recently used first), at most {@link MAX_KEPT_WALKS}
+ * and {@link MAX_KEPT_WALK_INSTANTS} instants. Process-wide on purpose: a walk depends on
+ * the rule alone (steps, no clock), so every scheduler of the process may share it; the
+ * bounds keep what they share small.
+ */
 const countWalks = new Map<string, CountWalk>();
 let countWalkInstants = 0;
 
 function rememberCountWalk(key: string, walked: CountWalk): void {
+  const replaced = countWalks.get(key);
+  if (replaced !== undefined) {
+    countWalks.delete(key);
+    countWalkInstants -= replaced.instants.length;
+  }
   countWalks.set(key, walked);
   countWalkInstants += walked.instants.length;
-  while (countWalks.size > 256 || countWalkInstants > 1_000_000) {
+  while (countWalks.size > MAX_KEPT_WALKS || countWalkInstants > MAX_KEPT_WALK_INSTANTS) {
     const [oldest, value] = countWalks.entries().next().value as [string, CountWalk];
     countWalks.delete(oldest);
     countWalkInstants -= value.instants.length;
@@ -96,7 +114,10 @@ interface Feasibility {
   yields: boolean | null;
   reachedWall: number;
 }
-/** Recent feasibility searches by series (least recently used first), at most 1024. */
+/**
+ * Recent feasibility searches by series (least recently used first), at most
+ * {@link MAX_KEPT_SEARCHES}; process-wide like {@link countWalks}.
+ */
 const searches = new Map<string, Feasibility>();
 
 /**
@@ -109,12 +130,73 @@ const searches = new Map<string, Feasibility>();
 export interface RuleWork {
   walks: Array<[key: string, walk: CountWalk]>;
   searches: Array<[key: string, search: Feasibility]>;
+  /**
+   * The RRULE texts read, each with what reading it gave ({@link RuleParse}), keyed by
+   * {@link ruleParseKey}: a borrower builds the same rule from it without reading the
+   * text again (REC-3: a create's rule is read once, on the worker thread).
+   */
+  rules?: Array<[key: string, parse: RuleParse]>;
+}
+
+/** What reading one RRULE text gave: the rule and the warnings the reading added. */
+export interface RuleParse {
+  spec: RuleSpec;
+  warnings: string[];
+}
+
+/** The key of a rule reading: the text and what its reading depends on. */
+function ruleParseKey(text: string, lenient: boolean, dateOnly: boolean): string {
+  return `${lenient ? "L" : "S"}${dateOnly ? "D" : "T"}${text}`;
+}
+
+/**
+ * Reads RRULE text ({@link parseRuleText}), or takes the reading a lent {@link RuleWork}
+ * holds for the same text and posture; records the reading while {@link recordRuleWork}
+ * runs. Its warnings are added to `opts.warnings` either way.
+ */
+function readRuleText(text: string, opts: RuleParseOptions): RuleSpec {
+  const key = ruleParseKey(text, opts.lenient, opts.dateOnly);
+  for (const work of lent) {
+    const known = work.rules.get(key);
+    if (known !== undefined) {
+      opts.warnings.push(...known.warnings);
+      return known.spec;
+    }
+  }
+  const before = opts.warnings.length;
+  const spec = parseRuleText(text, opts);
+  recording?.rules?.push([key, { spec, warnings: opts.warnings.slice(before) }]);
+  return spec;
+}
+
+/**
+ * How many entries the process-wide caches of rule work hold (OPS-12), for tests and
+ * diagnostics. Every one is bounded: COUNT walks at most {@link MAX_KEPT_WALKS} series
+ * and {@link MAX_KEPT_WALK_INSTANTS} instants, feasibility searches at most
+ * {@link MAX_KEPT_SEARCHES}; lent work lives only until its borrower releases it.
+ */
+export function ruleCacheSizes(): {
+  walks: number;
+  walkInstants: number;
+  searches: number;
+  lent: number;
+} {
+  return {
+    walks: countWalks.size,
+    walkInstants: countWalkInstants,
+    searches: searches.size,
+    lent: lent.length,
+  };
 }
 
 /** Most COUNT-walk instants one {@link recordRuleWork} keeps (about 16 MB). */
 const MAX_RECORDED_INSTANTS = 2_000_000;
 let recording: (RuleWork & { instants: number }) | null = null;
-const lent: Array<{ walks: Map<string, CountWalk>; searches: Map<string, Feasibility> }> = [];
+const lent: Array<{
+  walks: Map<string, CountWalk>;
+  searches: Map<string, Feasibility>;
+  rules: Map<string, RuleParse>;
+}> = [];
 
 function recordWalk(key: string, walk: CountWalk): void {
   if (recording === null || recording.instants + walk.instants.length > MAX_RECORDED_INSTANTS)
@@ -147,13 +229,19 @@ function lentSearch(key: string): Feasibility | undefined {
  */
 export function recordRuleWork<T>(run: () => T): { work: RuleWork; value?: T; error?: unknown } {
   const previous = recording;
-  const rec = { walks: [], searches: [], instants: 0 };
+  const rec: RuleWork & { instants: number; rules: Array<[string, RuleParse]> } = {
+    walks: [],
+    searches: [],
+    rules: [],
+    instants: 0,
+  };
   recording = rec;
+  const work = (): RuleWork => ({ walks: rec.walks, searches: rec.searches, rules: rec.rules });
   try {
     const value = run();
-    return { work: { walks: rec.walks, searches: rec.searches }, value };
+    return { work: work(), value };
   } catch (error) {
-    return { work: { walks: rec.walks, searches: rec.searches }, error };
+    return { work: work(), error };
   } finally {
     recording = previous;
   }
@@ -166,8 +254,13 @@ export function recordRuleWork<T>(run: () => T): { work: RuleWork; value?: T; er
  * the work is the same whoever computes it.
  */
 export function lendRuleWork(work: RuleWork): () => void {
-  if (work.walks.length + work.searches.length === 0) return () => {};
-  const entry = { walks: new Map(work.walks), searches: new Map(work.searches) };
+  const rules = work.rules ?? [];
+  if (work.walks.length + work.searches.length + rules.length === 0) return () => {};
+  const entry = {
+    walks: new Map(work.walks),
+    searches: new Map(work.searches),
+    rules: new Map(rules),
+  };
   lent.push(entry);
   return () => {
     const i = lent.indexOf(entry);
@@ -568,7 +661,7 @@ class RecurrenceImpl implements Recurrence {
     const result = found ?? this.searchFirst(rule);
     searches.delete(key);
     searches.set(key, result);
-    if (searches.size > 1024) searches.delete(searches.keys().next().value as string);
+    if (searches.size > MAX_KEPT_SEARCHES) searches.delete(searches.keys().next().value as string);
     recording?.searches.push([key, result]);
     return result;
   }
@@ -869,7 +962,7 @@ function build(input: RecurrenceInput, mode: Mode): Recurrence {
     invalid("rrule", "must be a string", input.rrule);
   }
   if (typeof input.rrule === "string" && input.rrule.trim() !== "") {
-    rule = parseRuleText(input.rrule, { lenient: mode.lenient, dateOnly, warnings: mode.warnings });
+    rule = readRuleText(input.rrule, { lenient: mode.lenient, dateOnly, warnings: mode.warnings });
     rruleText = input.rrule.trim().replace(/^RRULE:/i, "");
     for (const u of rule.until) {
       const untilIsDate = u.kind === "date";

@@ -422,7 +422,9 @@ describe.skipIf(skipReason !== null)("dashboard in Chromium", () => {
   );
 
   it(
-    title("API-5: a calendar uploaded in the browser is previewed (dry run) and then imported"),
+    title(
+      "API-5: a calendar uploaded in the browser is previewed (dry run), then imported with its progress per chunk",
+    ),
     async () => {
       const s = await serve();
       try {
@@ -459,6 +461,10 @@ describe.skipIf(skipReason !== null)("dashboard in Chromium", () => {
         await shot(page, "import-preview");
         await page.getByRole("button", { name: "Confirm import" }).click();
         await page.locator("#import-summary").getByText("1 created").waitFor({ timeout: WAIT_MS });
+        // API-5: the import ran after the request, followed per chunk.
+        expect(await page.locator("#import-progress-text").innerText()).toContain(
+          "Chunk 1 of 1: 1 of 1 changes written (1 created",
+        );
         const schedules = (await s.punctual.listSchedules({})).items;
         expect(schedules.map((x) => x.source)).toEqual(["team"]);
         await page.getByRole("link", { name: "See its schedules" }).click();

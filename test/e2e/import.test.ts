@@ -241,6 +241,24 @@ function futureCalendar(withReview: boolean, weekday: "MO" | "TU"): string {
   ].join("\r\n");
 }
 
+/** A calendar of `n` one-off events a year ahead, UIDs `big-N@punctual.test`. */
+function manyEvents(n: number): string {
+  const year = new Date().getUTCFullYear() + 1;
+  const lines = ["BEGIN:VCALENDAR", "VERSION:2.0", "PRODID:-//punctual//big//EN"];
+  for (let i = 0; i < n; i++) {
+    lines.push(
+      "BEGIN:VEVENT",
+      `UID:big-${i}@punctual.test`,
+      "DTSTAMP:20270101T000000Z",
+      `DTSTART:${year}03${String((i % 28) + 1).padStart(2, "0")}T${String(8 + (i % 10)).padStart(2, "0")}0000Z`,
+      `SUMMARY:Event ${i}`,
+      "END:VEVENT",
+    );
+  }
+  lines.push("END:VCALENDAR", "");
+  return lines.join("\r\n");
+}
+
 describe("API-5 punctual import through the running server", () => {
   let server: ReturnType<typeof spawnCli> | null = null;
 
@@ -248,7 +266,7 @@ describe("API-5 punctual import through the running server", () => {
     if (server && server.exitCode === null) server.kill("SIGKILL");
   });
 
-  it("API-5 DEL-9 DEL-10: import, re-import (no-op), then an edited file (updated, cancelled)", async () => {
+  it("API-5 DEL-9 DEL-10: import (progress per chunk), re-import (no-op), then an edited file (updated, cancelled)", async () => {
     server = spawnCli([
       "start",
       "--port",
@@ -282,9 +300,44 @@ describe("API-5 punctual import through the running server", () => {
     );
     expect(first.stdout).toMatch(/read in UTC \(default; choose another with --tzid\)/);
 
+    // Not a terminal: the writing is followed per chunk, one plain line each.
+    expect(first.stderr).toContain(
+      "chunk 1/1: 2/2 changes written (2 created, 0 updated, 0 cancelled)",
+    );
+
     const again = await cli(["import", file, ...options]);
     expect(again.code).toBe(0);
     expect(again.stdout).toMatch(/0 created, 0 updated, 2 unchanged, 0 cancelled/);
+    // Nothing to write: no chunk.
+    expect(again.stderr).not.toContain("chunk");
+
+    // A larger calendar: chunks of 25 on the embedded engine, the last line its total.
+    const big = join(tmp, "big.ics");
+    writeFileSync(big, manyEvents(60));
+    const bigRun = await cli(["import", big, ...options]);
+    expect(bigRun.code, bigRun.stderr).toBe(0);
+    expect(bigRun.stdout).toMatch(/as source "big": 60 created, 0 updated/);
+    const lines = bigRun.stderr.split("\n").filter((l) => l.startsWith("chunk "));
+    expect(lines.at(-1)).toBe(
+      "chunk 3/3: 60/60 changes written (60 created, 0 updated, 0 cancelled)",
+    );
+    // Each line a chunk seen once, in order.
+    const done = lines.map((l) => Number(/^chunk (\d+)\//.exec(l)?.[1]));
+    expect([...done].sort((a, b) => a - b)).toEqual(done);
+    expect(new Set(done).size).toBe(done.length);
+
+    // The import's record: `imports ID`.
+    const list = await cli(["imports", "--source", "big", "--json", "--url", url]);
+    const [record] = (JSON.parse(list.stdout) as { items: Array<{ id: number }> }).items;
+    const shown = await cli(["imports", String(record!.id), "--json", "--url", url]);
+    expect(JSON.parse(shown.stdout)).toMatchObject({
+      status: "succeeded",
+      events: 60,
+      created: 60,
+      progress: { chunksDone: 3, chunksTotal: 3, changesDone: 60, changesTotal: 60 },
+    });
+    const text = await cli(["imports", String(record!.id), "--url", url]);
+    expect(text.stdout).toContain(`import ${record!.id} of source "big": succeeded`);
 
     writeFileSync(file, futureCalendar(false, "TU"));
     const edited = await cli(["import", file, ...options, "--json"]);

@@ -2,7 +2,7 @@
  * Calendar import as a service (API-5): read, compare with what the source stored, write
  * the changes in chunks under the source's import lock. See `service.ts`.
  */
-export { runImport } from "./service.js";
+export { runImport, startImport, type ImportHandle } from "./service.js";
 export { planImport, withExpiry, type ImportChange, type ImportPlan } from "./plan.js";
 export { applyChanges, IMPORT_BATCH } from "./apply.js";
 export {

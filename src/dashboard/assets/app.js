@@ -1881,13 +1881,36 @@ function renderImport() {
     if (useAlarms.checked) q.set("useAlarms", "true");
     if (target.value.trim()) q.set("target", target.value.trim());
     if (tzid.value.trim()) q.set("tzid", tzid.value.trim());
-    if (dryRun) q.set("dryRun", "true");
+    // The import itself runs after the request; its progress is read per chunk.
+    q.set(dryRun ? "dryRun" : "async", "true");
     return q;
   };
   const send = async (dryRun) => {
     const chosen = file.files?.[0];
     if (!chosen) throw new Error("Choose an .ics file first.");
     return api("POST", `/v1/imports?${query(dryRun)}`, await chosen.text(), "text/calendar");
+  };
+  /** Shows an asynchronous import's progress until it ends; answers its last state. */
+  const bar = h("progress", { id: "import-progress", max: "1", value: "0" });
+  const line = h("p", { id: "import-progress-text", class: "muted" }, "Reading the file…");
+  const follow = async (started) => {
+    fill(out, h("h2", {}, "Importing"), bar, line);
+    let s = started;
+    for (;;) {
+      const p = s.progress;
+      if (p.chunksTotal > 0) {
+        bar.max = String(p.chunksTotal);
+        bar.value = String(p.chunksDone);
+        line.textContent =
+          `Chunk ${p.chunksDone} of ${p.chunksTotal}: ${p.changesDone} of ${p.changesTotal} changes written ` +
+          `(${s.created} created, ${s.updated} updated, ${s.cancelled} cancelled; ${s.events} events read).`;
+      } else if (s.events > 0) {
+        line.textContent = `${s.events} events read; comparing with the stored schedules…`;
+      }
+      if (s.status !== "running") return s;
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      s = await api("GET", `/v1/imports/${s.id}`);
+    }
   };
   const form = h(
     "form",
@@ -1902,15 +1925,25 @@ function renderImport() {
               type: "button",
               onclick: (e) =>
                 act(e.target, null, async () => {
-                  const s = await send(false);
+                  const s = await follow(await send(false));
+                  if (s.status === "failed") throw new Error(`The import failed: ${s.error}`);
                   fill(
                     out,
                     h("h2", {}, "Imported"),
+                    bar,
+                    line,
                     h(
                       "p",
                       { id: "import-summary" },
-                      `Source ${s.source}: ${s.created} created, ${s.updated} updated, ${s.unchanged} unchanged, ${s.cancelled} cancelled, ${s.skipped.length} skipped.`,
+                      `Source ${s.source}: ${s.created} created, ${s.updated} updated, ${s.unchanged} unchanged, ${s.cancelled} cancelled, ${s.skipped} skipped.`,
                     ),
+                    s.details?.warnings.length
+                      ? h(
+                          "ul",
+                          {},
+                          s.details.warnings.map((w) => h("li", {}, w)),
+                        )
+                      : null,
                     h(
                       "p",
                       {},

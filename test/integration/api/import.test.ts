@@ -521,13 +521,29 @@ describe("API-5 refusals: strict with people, lenient with files", () => {
     expect(withKey.status).toBe(200);
   });
 
-  it("API-1: the OpenAPI document describes POST /v1/imports", async () => {
+  it("API-1: the OpenAPI document describes POST /v1/imports and GET /v1/imports/{id}", async () => {
     const doc = (await (await app.request("/openapi.json")).json()) as {
-      paths: Record<string, Record<string, { parameters: Array<{ name: string }> }>>;
+      paths: Record<
+        string,
+        Record<string, { parameters: Array<{ name: string }>; responses: Record<string, unknown> }>
+      >;
     };
     const op = doc.paths["/v1/imports"]?.post;
     expect(op?.parameters.map((p) => p.name).sort()).toEqual(
-      ["channel", "dryRun", "from", "remind", "source", "target", "to", "tzid", "useAlarms"].sort(),
+      [
+        "async",
+        "channel",
+        "dryRun",
+        "from",
+        "remind",
+        "source",
+        "target",
+        "to",
+        "tzid",
+        "useAlarms",
+      ].sort(),
     );
+    expect(Object.keys(op?.responses ?? {})).toContain("202");
+    expect(Object.keys(doc.paths["/v1/imports/{id}"]?.get?.responses ?? {})).toContain("200");
   });
 });

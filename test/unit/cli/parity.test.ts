@@ -85,6 +85,7 @@ const ROUTE_COMMANDS: Record<string, string> = {
   "GET /v1/status": "status",
   "GET /v1/instances": "instances",
   "GET /v1/imports": "imports",
+  "GET /v1/imports/{id}": "imports",
   "GET /healthz": "healthcheck",
   "GET /readyz": "healthcheck",
   "GET /metrics": "metrics",
