@@ -986,7 +986,7 @@ function addScheduleOperatorCommands(schedules: Command, io: Io): void {
       .requiredOption("--file <path>", "the schedule as JSON, as for a create (- reads stdin)")
       .option(
         "--debounce-window-ms <ms>",
-        "debounce a one-off (DEL-18): each upsert moves its due time to now + this window, ms",
+        "debounce a one-off: each upsert moves its due time to now + this window, ms",
         integer(100, 86_400_000),
       )
       .option(
