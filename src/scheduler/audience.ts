@@ -19,7 +19,7 @@
  * batch of {@link MEMBER_BATCH} memberships per transaction, the event loop given a turn
  * every {@link SLICE_MS} of work (bench/recipients.ts, docs/benchmarks.md).
  */
-import { deliveryKey } from "../domain/index.js";
+import { deliveryKey, floatingDeliveryKey } from "../domain/index.js";
 import { parseRule, type QuietHours } from "../recurrence/index.js";
 import type { Recurrence } from "../recurrence/types.js";
 import type { Queryable } from "../store/database.js";
@@ -138,7 +138,10 @@ export async function planMembers(
         const { deferredUntil, bypassed } = recipientDeferral(reminder, quiet, d.dueAt.getTime());
         planned.push({
           ...d,
-          key: deliveryKey(first.id, d.reminderKey, d.occurrenceAt, member.recipient_id),
+          // DEL-9: a floating occurrence is its local date-time, whatever the zone.
+          key: first.floating
+            ? floatingDeliveryKey(first.id, d.reminderKey, d.occurrenceLocal!, member.recipient_id)
+            : deliveryKey(first.id, d.reminderKey, d.occurrenceAt, member.recipient_id),
           deferredUntil,
           recipientId: member.recipient_id,
           bypassed,
