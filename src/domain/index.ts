@@ -157,7 +157,9 @@ export function floatingDeliveryKey(
   recipientId: string,
 ): string {
   const hash = createHash("sha256")
-    .update(`${scheduleId}\u0000${reminderKey}\u0000floating:${occurrenceLocal}\u0000${recipientId}`)
+    .update(
+      `${scheduleId}\u0000${reminderKey}\u0000floating:${occurrenceLocal}\u0000${recipientId}`,
+    )
     .digest("hex");
   return `dk_${hash.slice(0, 32)}`;
 }

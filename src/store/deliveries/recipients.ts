@@ -26,6 +26,21 @@ insert into punctual_schedule_audiences (schedule_id, floating)
 select s.id, $2 from punctual_schedules s where s.id = $1
 on conflict (schedule_id) do update set floating = excluded.floating`;
 
+/** API-11: which of the schedules `$1` (uuid[]) are floating. */
+export const FLOATING_OF_SQL = `
+select a.schedule_id as id from punctual_schedule_audiences a
+where a.schedule_id = any($1::uuid[]) and a.floating`;
+
+/** API-11: runs {@link FLOATING_OF_SQL}. @returns the ids of the floating schedules. */
+export async function floatingOf(
+  db: Queryable,
+  p: { scheduleIds: readonly string[] },
+): Promise<Set<string>> {
+  if (p.scheduleIds.length === 0) return new Set();
+  const out = await rows<{ id: string }>(db, FLOATING_OF_SQL, [p.scheduleIds]);
+  return new Set(out.map((r) => r.id));
+}
+
 /** The audience of a schedule: whether it has one and is floating. $1 schedule id. */
 export const AUDIENCE_OF_SQL = `
 select a.floating,
