@@ -79,7 +79,9 @@ describe("API-11 / API-12 in the HTTP API", () => {
     const created = (await made.json()) as ScheduleView;
     const floating = { tzid: null, floating: true, dtstartLocal: "2027-01-05T09:00:00" };
     expect(created).toMatchObject(floating);
-    const read = (await (await send("GET", `/v1/schedules/${created.id}`)).json()) as ScheduleView;
+    const read = (await (
+      await send("GET", `/v1/schedules/${created.id}`, undefined)
+    ).json()) as ScheduleView;
     expect(read).toMatchObject(floating);
     const list = (await (await send("GET", "/v1/schedules?limit=1000", undefined)).json()) as {
       items: ScheduleView[];
