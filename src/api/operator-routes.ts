@@ -22,7 +22,16 @@ export const triggerResultSchema = z
   .object({
     triggerId: z.string().describe("The Idempotency-Key sent, or a new UUID"),
     created: z.boolean().describe("False on a replay of a trigger id: nothing new was created"),
-    deliveries: z.array(deliveryViewSchema),
+    deliveries: z
+      .array(deliveryViewSchema)
+      .describe(
+        "One per reminder; for a schedule for recipients one per (reminder, recipient), the first 100 by id",
+      ),
+    total: z
+      .number()
+      .int()
+      .optional()
+      .describe("API-11: a schedule for recipients: how many deliveries the trigger made in all"),
   })
   .meta({ id: "TriggerResult" });
 
@@ -39,6 +48,10 @@ export const backfillResultSchema = z
         reminderKey: z.string(),
         occurrenceAt: z.string(),
         dueAt: z.string(),
+        recipientId: z
+          .string()
+          .optional()
+          .describe("API-11: the recipient of the delivery (a schedule for recipients)"),
         existing: z.enum(DELIVERY_STATE_VALUES).nullable(),
       }),
     ),

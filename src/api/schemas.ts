@@ -93,12 +93,15 @@ export const scheduleViewSchema = z
     invalidReason: z.string().nullable(),
     dtstart: z.string(),
     dtstartLocal: z.string().nullable(),
-    tzid: z.string(),
+    tzid: z
+      .string()
+      .nullable()
+      .describe("IANA zone of dtstart and the rule; null on a floating schedule (API-11)"),
     floating: z
       .literal(true)
       .optional()
       .describe(
-        "API-11: a floating schedule for recipients (dtstart and rule read in each recipient's zone; tzid unused). Single reads only",
+        "API-11: a floating schedule for recipients (dtstart and rule read in each recipient's zone; tzid null)",
       ),
     recipientCount: z
       .number()

@@ -27,6 +27,11 @@ import { deliveryKey } from "../domain/index.js";
 import { ConflictError, NotFoundError, ValidationError } from "../errors/index.js";
 import { applyOffset } from "../recurrence/index.js";
 import { parseStoredRule } from "./stored-rule.js";
+import {
+  backfillRowsForRecipients,
+  insertBackfillForRecipients,
+  triggerForRecipients,
+} from "./recipient-operator.js";
 import type { RealignReport } from "../scheduler/realign.js";
 import { lostLeasePolicy, planLocked } from "../scheduler/plan.js";
 import {
@@ -36,6 +41,7 @@ import {
   scheduleByExternalId,
 } from "../store/operator.js";
 import {
+  audienceOf,
   bulkRedrive,
   bulkResolve,
   insertBackfill,
@@ -87,8 +93,13 @@ export interface TriggerResult {
   triggerId: string;
   /** False when this trigger id had already been used (a replay): nothing new was created. */
   created: boolean;
-  /** One delivery per reminder triggered, due now. */
+  /**
+   * One delivery per reminder triggered, due now; for a schedule for recipients one per
+   * (reminder, recipient), the first 100 by id (`TRIGGER_REPLY_LIMIT`).
+   */
   deliveries: DeliveryView[];
+  /** API-11: a schedule for recipients: how many deliveries the trigger made in all. */
+  total?: number;
 }
 
 function checkId(id: string): void {
@@ -130,6 +141,23 @@ export async function triggerSchedule(
       message: `not a reminder of schedule ${id}; its reminders: ${schedule.reminders.map((r) => r.key).join(", ")}`,
       value: q.reminderKey,
     });
+  }
+  // API-11: a schedule for recipients is triggered per recipient.
+  if (await audienceOf(app.db, { scheduleId: id })) {
+    const made = await triggerForRecipients(app, {
+      tenant,
+      scheduleId: id,
+      state: schedule.state,
+      triggerId,
+      reminders,
+    });
+    if (made.created) app.wake();
+    return {
+      triggerId,
+      created: made.created,
+      deliveries: made.rows.map(toDeliveryView),
+      total: made.total,
+    };
   }
   const planned = reminders.map((r) => ({
     key: triggerDeliveryKey(id, r.key, triggerId),
@@ -175,6 +203,8 @@ export interface BackfillItem {
   reminderKey: string;
   occurrenceAt: string;
   dueAt: string;
+  /** API-11: the recipient of the delivery (a schedule for recipients only). */
+  recipientId?: string;
   /** The state of the delivery that already exists for it, or null: none (created, or would be). */
   existing: DeliveryView["state"] | null;
 }
@@ -248,6 +278,7 @@ export async function backfillSchedule(
       value: q.from,
     });
   }
+  const audience = await audienceOf(app.db, { scheduleId: id });
   const parsed = parseStoredRule(schedule);
   if (!parsed.ok) throw new ConflictError(`schedule ${id}: its rule does not parse`);
   const recurrence = parsed.recurrence;
@@ -268,9 +299,27 @@ export async function backfillSchedule(
       value: q.to,
     });
   const perReminder = Math.floor(MAX_BACKFILL_DELIVERIES / reminders.length);
-  const scanned = recurrence.scan(fromMs, toMs, perReminder + 1);
+  // API-11: a schedule for recipients is backfilled per recipient (each in its own zone
+  // when floating), keyed as planning keys them; the limit counts every recipient's rows.
+  const forRecipients = audience
+    ? await backfillRowsForRecipients(app.db, {
+        scheduleId: id,
+        schedule,
+        floating: audience.floating,
+        reminders,
+        fromMs,
+        toMs,
+        max: MAX_BACKFILL_DELIVERIES,
+      })
+    : undefined;
+  if (forRecipients === null) throw tooMany();
+  const scanned = forRecipients
+    ? { occurrences: [], truncated: false }
+    : recurrence.scan(fromMs, toMs, perReminder + 1);
   if (scanned.occurrences.length > perReminder || scanned.truncated) throw tooMany();
-  const planned: BackfillDelivery[] = [];
+  const planned: Array<BackfillDelivery & { recipientId?: string }> = (forRecipients ?? []).map(
+    (r) => ({ ...r, onLostLease: "" }),
+  );
   for (const occurrence of scanned.occurrences) {
     const occurrenceAt = new Date(occurrence.instant);
     for (const r of reminders) {
@@ -310,6 +359,7 @@ export async function backfillSchedule(
     created = await app.db.transaction(async (tx) => {
       let n = 0;
       for (let i = 0; i < missing.length; i += BACKFILL_CHUNK) {
+        if (forRecipients) break;
         const rows = await insertBackfill(tx, {
           now: app.now(),
           tenant,
@@ -317,6 +367,15 @@ export async function backfillSchedule(
           deliveries: missing.slice(i, i + BACKFILL_CHUNK),
         });
         n += rows.length;
+      }
+      if (forRecipients) {
+        const keys = new Set(missing.map((m) => m.key));
+        n += await insertBackfillForRecipients(app, tx, {
+          tenant,
+          scheduleId: id,
+          reminders,
+          rows: forRecipients.filter((r) => keys.has(r.key)),
+        });
       }
       return n;
     });
@@ -336,6 +395,7 @@ export async function backfillSchedule(
       reminderKey: p.reminderKey,
       occurrenceAt: p.occurrenceAt.toISOString(),
       dueAt: p.dueAt.toISOString(),
+      ...(p.recipientId !== undefined ? { recipientId: p.recipientId } : {}),
       existing: existingRows.get(p.key)?.state ?? null,
     })),
   };

@@ -89,7 +89,7 @@ import {
   editAudience,
   type AudienceEditReport,
 } from "./audience.js";
-import { audienceOf } from "../store/deliveries/index.js";
+import { audienceOf, floatingOf } from "../store/deliveries/index.js";
 
 /** API-12: an audience edit as the edit's realign report (cancelled rows count as deleted). */
 function audienceRealigned(r: AudienceEditReport): RealignReport {
@@ -509,7 +509,8 @@ export async function createSchedule(
       );
     }
     const reminders = await remindersOfSchedules(tx, { scheduleIds: [row.id] });
-    return toScheduleView(row, reminders);
+    const view = toScheduleView(row, reminders);
+    return value.floating === true ? asFloating(view) : view;
   });
   if (result) {
     app.wake();
@@ -579,7 +580,8 @@ export async function updateSchedule(
       });
     }
     // Reminder targets are stored unredacted: read them back (under the lock) for validation.
-    const stored = bodyOfStored(current, storedReminders);
+    // (`current` is the row's own view: its tzid is the stored one, `UTC` when floating.)
+    const stored = bodyOfStored({ ...current, tzid: current.tzid ?? "UTC" }, storedReminders);
     // DEL-11: the reminders as sent (a kind fills the fields they leave out, not zod's defaults).
     // A target sent back as a read showed it (secrets redacted) keeps the stored one.
     const rawReminders = keepRedactedTargets(
@@ -609,8 +611,9 @@ export async function updateSchedule(
       !("recipients" in sent || "floating" in sent) &&
       unchanged(app, stored, value)
     ) {
+      const view = toScheduleView(locked, storedReminders);
       return {
-        schedule: toScheduleView(locked, storedReminders),
+        schedule: audience?.floating ? asFloating(view) : view,
         realigned: { deleted: 0, moved: 0, created: 0 },
       };
     }
@@ -638,7 +641,9 @@ export async function updateSchedule(
     // The version this edit wrote (its ETag), not whatever a later edit made of it.
     const row = await scheduleById(tx, { tenant, id });
     const reminders = await remindersOfSchedules(tx, { scheduleIds: [id] });
-    return { schedule: toScheduleView(row!, reminders), realigned };
+    const view = toScheduleView(row!, reminders);
+    const floating = audience !== null && (value.floating ?? audience.floating);
+    return { schedule: floating ? asFloating(view) : view, realigned };
   });
   app.wake();
   return { ...result, warnings };
@@ -771,6 +776,18 @@ export async function createSchedulesBulk(
   return ids;
 }
 
+/**
+ * API-11: the view of a floating schedule says so: `floating: true`, `tzid` null (it has
+ * no zone of its own: `dtstart` and the rule are read in each recipient's, RFC 5545
+ * §3.3.5), and `dtstartLocal` the wall clock as given, without an offset.
+ */
+export function asFloating<V extends ScheduleView>(view: V): V {
+  view.floating = true;
+  view.tzid = null;
+  view.dtstartLocal = view.dtstart;
+  return view;
+}
+
 /** @throws NotFoundError */
 export async function getSchedule(
   app: AppContext,
@@ -786,11 +803,7 @@ export async function getSchedule(
   const audience = await audienceOf(app.db, { scheduleId: id });
   if (audience) {
     view.recipientCount = Number(audience.recipients);
-    if (audience.floating) {
-      view.floating = true;
-      // Floating time has no zone of its own: the wall clock as given, no offset.
-      view.dtstartLocal = row.dtstart;
-    }
+    if (audience.floating) asFloating(view);
   }
   return view;
 }
@@ -852,9 +865,11 @@ export async function listSchedules(
       fieldMaxBytes: LIST_FIELD_MAX_BYTES,
     });
     const finished = await finishedScheduleIds(app.db, rows);
+    const floating = await floatingOf(app.db, { scheduleIds: rows.map((r) => r.id) });
     let full = false;
     for (const r of rows) {
       const view = toScheduleView(r, reminders, finished);
+      if (floating.has(r.id)) asFloating(view);
       const size = jsonBytes(view) + 1;
       if (items.length > 0 && bytes + size > LIST_PAGE_MAX_BYTES) {
         full = true;
@@ -917,10 +932,9 @@ export async function cancelSchedule(
     app.metrics.outcomes.inc({ channel, outcome: "cancelled" }, Number(n));
   }
   const reminders = await remindersOfSchedules(app.db, { scheduleIds: [id] });
-  return {
-    ...toScheduleView(row, reminders),
-    cancelledDeliveries: Number(row.cancelled_deliveries),
-  };
+  const view = toScheduleView(row, reminders);
+  if ((await floatingOf(app.db, { scheduleIds: [id] })).has(id)) asFloating(view);
+  return { ...view, cancelledDeliveries: Number(row.cancelled_deliveries) };
 }
 
 async function transition(

@@ -14,8 +14,10 @@ export type StoredRule = Pick<
 
 /**
  * Parses a schedule's stored rule leniently (RFC 5545 §3.3.10 as planning reads it).
- * Never throws: the result says whether it parsed.
+ * Never throws: the result says whether it parsed. A floating schedule (API-11: `tzid`
+ * null) is read in UTC here; its recipients' occurrences are read in their own zones by
+ * the callers that plan for them.
  */
 export function parseStoredRule(schedule: StoredRule): ReturnType<typeof parseRule> {
-  return parseRule(ruleInputOfBody(schedule));
+  return parseRule(ruleInputOfBody({ ...schedule, tzid: schedule.tzid ?? "UTC" }));
 }

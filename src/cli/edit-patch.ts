@@ -166,7 +166,7 @@ function editedReminders(flags: EditPatchFlags, current: ScheduleView): Reminder
     flags.quietTz !== undefined ||
     flags.quietDays !== undefined ||
     flags.priority !== undefined;
-  if (policyGiven) list = list.map((r) => withPolicy(r, flags, current.tzid));
+  if (policyGiven) list = list.map((r) => withPolicy(r, flags, current.tzid ?? "UTC"));
   if (list.length === 0) {
     throw new CliError(
       "An edit cannot remove every reminder; cancel the schedule instead (`punctual schedules cancel`).",

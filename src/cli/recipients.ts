@@ -1,10 +1,9 @@
 /**
  * `punctual recipients set|show|list|remove|import` (API-10): the recipient registry of
- * the running server, through `/v1/recipients`. `import` reads NDJSON (`.ndjson`,
- * `.jsonl`) or a JSON array (`.json`); CSV is not read yet. `unsubscribe` (API-14) applies
+ * the running server, through `/v1/recipients`. `import` reads CSV, NDJSON (`.ndjson`,
+ * `.jsonl`) or a JSON array (`.json`), see ./recipient-import.ts. `unsubscribe` (API-14) applies
  * a one-click unsubscribe link (its URL or token), as a mail provider would.
  */
-import { readFileSync } from "node:fs";
 import type { Command } from "commander";
 import type {
   BulkRecipientsSummary,
@@ -13,6 +12,7 @@ import type {
 } from "../contracts/recipients.js";
 import { CliError, EXIT_FAILURE, EXIT_USAGE } from "./errors.js";
 import { jsonText, keyValues, table, type Column } from "./format.js";
+import { importItems } from "./recipient-import.js";
 import { clientFor, type RemoteFlags } from "./remote.js";
 import type { CommandKit } from "./rate-limits.js";
 
@@ -65,16 +65,6 @@ export function recipientBodyFromFlags(flags: RecipientSetFlags): Record<string,
     ...(attributes !== undefined ? { attributes } : {}),
     ...(Object.keys(optOut).length ? { preferences: { optOut } } : {}),
   };
-}
-
-/** The body and media type `recipients import FILE` sends. */
-export function importBody(file: string, text: string): { text: string; contentType: string } {
-  if (/\.(ndjson|jsonl)$/i.test(file)) return { text, contentType: "application/x-ndjson" };
-  if (/\.json$/i.test(file)) return { text, contentType: "application/json" };
-  throw new CliError(
-    `${file}: give an NDJSON (.ndjson, .jsonl) or JSON array (.json) file; CSV is not read yet`,
-    EXIT_USAGE,
-  );
 }
 
 /** Adds `recipients set|show|list|remove|import` to `program`. */
@@ -265,35 +255,93 @@ export function addRecipientCommands(program: Command, kit: CommandKit): void {
     group
       .command("import")
       .description(
-        "Create or replace many recipients from an NDJSON (.ndjson, .jsonl) or JSON array (.json) file, each row with its id; up to 10,000 rows a file.",
+        "Create or replace many recipients from a CSV (.csv), NDJSON (.ndjson, .jsonl) or JSON array (.json) file, each row with its id; read as a stream and sent 10,000 rows a request. CSV columns: id, tzid, targets.<channel>.<field>, attributes.<name>, preferences (JSON), preferences.optOut.channels and preferences.optOut.categories (values separated by ;). Refused rows are named by their line in the file.",
       )
       .argument("<file>", "rows file"),
   )
-    .addHelpText("after", example(["punctual recipients import people.ndjson"]))
+    .addHelpText(
+      "after",
+      example([
+        "punctual recipients import people.csv   # id,tzid,targets.email.to,attributes.plan,preferences.optOut.categories",
+        "punctual recipients import people.ndjson",
+      ]),
+    )
     .action(async (file: string, flags: RemoteFlags) => {
-      let text: string;
+      const client = clientFor(flags);
+      const total = { created: 0, updated: 0, errors: 0 };
+      const refused: Array<{
+        line: number;
+        id: string | null;
+        column: string | null;
+        message: string;
+      }> = [];
+      const results: Array<BulkRecipientsSummary["results"][number] & { line: number }> = [];
       try {
-        text = readFileSync(file, "utf8");
+        for await (const item of importItems(file)) {
+          if ("error" in item) {
+            total.errors++;
+            refused.push(item.error);
+            results.push({
+              index: -1,
+              line: item.error.line,
+              id: item.error.id,
+              status: "error",
+              error: {
+                code: "VALIDATION_FAILED",
+                message: item.error.message,
+                ...(item.error.column
+                  ? { issues: [{ field: item.error.column, message: item.error.message }] }
+                  : {}),
+              },
+            });
+            continue;
+          }
+          const { chunk } = item;
+          const summary = (
+            await client.request<BulkRecipientsSummary>("POST", "/v1/recipients:bulk", {
+              rawBody: { text: chunk.text, contentType: chunk.contentType },
+              timeoutMs: 300_000,
+            })
+          ).body;
+          total.created += summary.created;
+          total.updated += summary.updated;
+          total.errors += summary.errors;
+          for (const r of summary.results) {
+            const line = chunk.lines[r.index] ?? r.index + 1;
+            results.push({ ...r, line });
+            if (r.status === "error") {
+              const issue = r.error?.issues?.[0];
+              refused.push({
+                line,
+                id: r.id,
+                column: issue?.field ?? null,
+                message: issue ? issue.message : (r.error?.message ?? "refused"),
+              });
+            }
+          }
+        }
       } catch (err) {
-        throw new CliError(`Cannot read ${file}: ${(err as Error).message}`, EXIT_FAILURE);
+        if (err instanceof CliError) throw err;
+        const code = (err as NodeJS.ErrnoException).code;
+        if (code === "ENOENT" || code === "EACCES" || code === "EISDIR") {
+          throw new CliError(`Cannot read ${file}: ${(err as Error).message}`, EXIT_FAILURE);
+        }
+        if (typeof code === "string" && code.startsWith("CSV_")) {
+          throw new CliError(`${file}: ${(err as Error).message}`, EXIT_USAGE);
+        }
+        throw err;
       }
-      const summary = (
-        await clientFor(flags).request<BulkRecipientsSummary>("POST", "/v1/recipients:bulk", {
-          rawBody: importBody(file, text),
-          timeoutMs: 300_000,
-        })
-      ).body;
-      if (flags.json) io.out(jsonText(summary));
+      if (flags.json) io.out(jsonText({ ...total, results }));
       else {
-        io.out(
-          `${summary.created} created, ${summary.updated} updated, ${summary.errors} refused.\n`,
-        );
-        for (const r of summary.results.filter((x) => x.status === "error")) {
-          io.out(`row ${r.index}${r.id ? ` (${r.id})` : ""}: ${r.error?.message ?? "refused"}\n`);
+        io.out(`${total.created} created, ${total.updated} updated, ${total.errors} refused.\n`);
+        for (const r of refused.sort((a, b) => a.line - b.line)) {
+          io.out(
+            `line ${r.line}${r.id ? ` (${r.id})` : ""}${r.column ? `, column ${r.column}` : ""}: ${r.message}\n`,
+          );
         }
       }
-      if (summary.errors > 0) {
-        throw new CliError(`${summary.errors} row(s) of ${file} were refused`, EXIT_FAILURE);
+      if (total.errors > 0) {
+        throw new CliError(`${total.errors} row(s) of ${file} were refused`, EXIT_FAILURE);
       }
     });
 }

@@ -478,11 +478,14 @@ export interface ScheduleView {
    * schedule; null when the stored value cannot be read.
    */
   dtstartLocal: string | null;
-  /** The zone of `dtstart` and the rule; `UTC` (unused) on a floating schedule. */
-  tzid: string;
+  /**
+   * The zone of `dtstart` and the rule; null on a floating schedule (API-11), which has
+   * no zone of its own.
+   */
+  tzid: string | null;
   /**
    * API-11: present (true) on a floating schedule for recipients: `dtstart` and the rule
-   * are read in each recipient's own zone, not in `tzid`. Single reads only.
+   * are read in each recipient's own zone (RFC 5545 §3.3.5), and `tzid` is null.
    */
   floating?: true;
   /** API-11: how many recipients a schedule for recipients has; single reads only. */

@@ -135,6 +135,36 @@ export function deliveryKey(
 }
 
 /**
+ * API-11 / DEL-9: the delivery key of an occurrence of a **floating** schedule for one
+ * recipient. A floating occurrence is a local date-time read in the recipient's zone
+ * (RFC 5545 §3.3.5), so the key hashes that local date-time, not the instant: the same
+ * occurrence ("2027-01-04 at 09:00") of the same reminder for the same recipient is one
+ * delivery whatever zone the recipient is in when it is planned. A zone change then moves
+ * a waiting delivery (same key, new instant) and never plans a second one for an
+ * occurrence already sent or in flight in the old zone. `dk_` + 32 hex characters of
+ * SHA-256 over the schedule id, reminder key, `floating:` + local date-time and the
+ * recipient id; it never equals a key of {@link deliveryKey} (whose third part is an
+ * instant ending in `Z`).
+ *
+ * @param occurrenceLocal the occurrence's wall-clock time in the zone it was planned in,
+ *   `YYYY-MM-DDTHH:mm:ss` (or `YYYY-MM-DD` for a date-only schedule), after the DST
+ *   policy (REC-2): a spring-forward gap shifted to 03:30 is `…T03:30:00`.
+ */
+export function floatingDeliveryKey(
+  scheduleId: string,
+  reminderKey: string,
+  occurrenceLocal: string,
+  recipientId: string,
+): string {
+  const hash = createHash("sha256")
+    .update(
+      `${scheduleId}\u0000${reminderKey}\u0000floating:${occurrenceLocal}\u0000${recipientId}`,
+    )
+    .digest("hex");
+  return `dk_${hash.slice(0, 32)}`;
+}
+
+/**
  * Retry delay after the `failures`-th failure (DEL-4): min(base · 2^(failures−1), cap),
  * then full jitter in [delay/2, delay]. `random` is injectable for tests.
  *

@@ -19,19 +19,19 @@
  * batch of {@link MEMBER_BATCH} memberships per transaction, the event loop given a turn
  * every {@link SLICE_MS} of work (bench/recipients.ts, docs/benchmarks.md).
  */
-import { deliveryKey } from "../domain/index.js";
+import { deliveryKey, floatingDeliveryKey } from "../domain/index.js";
 import { parseRule, type QuietHours } from "../recurrence/index.js";
-import type { Recurrence } from "../recurrence/types.js";
 import type { Queryable } from "../store/database.js";
 import {
   advanceMembers,
+  insertRecipientDeliveries,
   lockMembersToPlan,
-  type DeliveryToInsert,
   type MemberPlanRow,
+  type RecipientDeliveryToInsert,
 } from "../store/deliveries/index.js";
 import { remindersOf, type PlanReminderRow } from "../store/planning.js";
 import { ruleInputOfRow } from "../definition/index.js";
-import { insertDeliveries, planSchedule, type PlanDeps } from "./plan.js";
+import { lostLeasePolicy, planSchedule, type PlanDeps, type PlannedDelivery } from "./plan.js";
 import { quietDeferral } from "./quiet-hours.js";
 
 /** Memberships planned per transaction (OPS-12: bounds one pass's statements and its stretch). */
@@ -72,10 +72,30 @@ export function recipientDeferral(
 }
 
 /** The recipient's quiet window in full: its zone is the recipient's unless it names one. */
-function quietOf(row: MemberPlanRow): QuietHours | null {
+export function quietOf(
+  row: Pick<MemberPlanRow, "recipient_quiet_hours" | "recipient_tzid">,
+): QuietHours | null {
   const q = row.recipient_quiet_hours;
   if (!q || typeof q !== "object") return null;
   return { ...q, tzid: q.tzid ?? row.recipient_tzid };
+}
+
+/** Rows per insert statement (OPS-12: embedded, a statement runs on this thread). */
+const INSERT_CHUNK = 1_000;
+
+/**
+ * API-11: the delivery key of a recipient's delivery: a floating occurrence is its local
+ * date-time (DEL-9: one delivery whatever the recipient's zone), any other its instant.
+ */
+export function memberDeliveryKey(
+  scheduleId: string,
+  floating: boolean,
+  d: Pick<PlannedDelivery, "reminderKey" | "occurrenceAt" | "occurrenceLocal">,
+  recipientId: string,
+): string {
+  return floating
+    ? floatingDeliveryKey(scheduleId, d.reminderKey, d.occurrenceLocal!, recipientId)
+    : deliveryKey(scheduleId, d.reminderKey, d.occurrenceAt, recipientId);
 }
 
 /**
@@ -89,17 +109,20 @@ export async function planMembers(
 ): Promise<number> {
   if (members.length === 0) return 0;
   const reminders = await remindersOf(tx, { scheduleIds: [...new Set(members.map((m) => m.id))] });
-  const byGroup = new Map<string, MemberPlanRow[]>();
+  // Schedule → zone/watermark group → its memberships.
+  const bySchedule = new Map<string, Map<string, MemberPlanRow[]>>();
   for (const m of members) {
     const zone = m.floating ? m.recipient_tzid : m.tzid;
-    const key = `${m.id}\u0000${zone}\u0000${m.planned_until?.getTime() ?? "new"}`;
-    let group = byGroup.get(key);
-    if (!group) byGroup.set(key, (group = []));
+    const key = `${zone}\u0000${m.planned_until?.getTime() ?? "new"}`;
+    let groups = bySchedule.get(m.id);
+    if (!groups) bySchedule.set(m.id, (groups = new Map()));
+    let group = groups.get(key);
+    if (!group) groups.set(key, (group = []));
     group.push(m);
   }
-  const planned: DeliveryToInsert[] = [];
   const marks: Array<{ scheduleId: string; recipientId: string; until: Date }> = [];
-  const parsed = new Map<string, Recurrence | null>();
+  const now = deps.clock.sqlNow();
+  let inserted = 0;
   let sliceStart = performance.now();
   const turn = async () => {
     if (performance.now() - sliceStart >= SLICE_MS) {
@@ -107,47 +130,79 @@ export async function planMembers(
       sliceStart = performance.now();
     }
   };
-  for (const group of byGroup.values()) {
-    await turn();
-    const first = group[0]!;
-    const zone = first.floating ? first.recipient_tzid : first.tzid;
-    const schedule = { ...first, tzid: zone };
-    const ruleKey = `${first.id}\u0000${zone}`;
-    if (!parsed.has(ruleKey)) {
-      const rule = parseRule(ruleInputOfRow(schedule));
+  for (const [scheduleId, groups] of bySchedule) {
+    const ofSchedule = reminders.filter((r) => r.schedule_id === scheduleId);
+    const parsed = new Map<string, ReturnType<typeof parseRule>>();
+    const reminderIndex = new Map(ofSchedule.map((r, i) => [r.key, i]));
+    const withPolicy = ofSchedule.map((r) => ({
+      key: r.key,
+      onLostLease: lostLeasePolicy(r, deps.channels.get(r.channel)),
+    }));
+    const tenant = groups.values().next().value![0]!.tenant;
+    let rows: RecipientDeliveryToInsert[] = [];
+    const flush = async () => {
+      if (rows.length === 0) return;
+      const chunk = rows;
+      rows = [];
+      inserted += (
+        await insertRecipientDeliveries(tx, {
+          now,
+          tenant,
+          scheduleId,
+          mode: "plan",
+          reminders: withPolicy,
+          rows: chunk,
+        })
+      ).inserted;
+    };
+    for (const group of groups.values()) {
+      await turn();
+      const first = group[0]!;
+      const zone = first.floating ? first.recipient_tzid : first.tzid;
+      const schedule = { ...first, tzid: zone };
+      const known = parsed.get(zone);
+      const rule = known ?? parseRule(ruleInputOfRow(schedule));
+      parsed.set(zone, rule);
       if (!rule.ok) {
+        if (known) continue;
         deps.logger.error(
-          { scheduleId: first.id, tzid: zone, reason: rule.error.message },
+          { scheduleId, tzid: zone, reason: rule.error.message },
           "schedule for recipients does not parse in this zone: its recipients there are not planned",
         );
         deps.metrics.sweepFailures.inc({ sweep: "plan" });
+        continue;
       }
-      parsed.set(ruleKey, rule.ok ? rule.recurrence : null);
-    }
-    const recurrence = parsed.get(ruleKey);
-    if (!recurrence) continue;
-    const ofSchedule = reminders.filter((r) => r.schedule_id === first.id);
-    const plan = planSchedule(schedule, recurrence, ofSchedule, deps.channels, deps.options);
-    const until = plan.complete ? PLANNED_FOREVER : new Date(plan.plannedUntil);
-    const reminderOf = new Map(ofSchedule.map((r) => [r.key, r]));
-    for (const member of group) {
-      await turn();
-      const quiet = quietOf(member);
-      for (const d of plan.deliveries) {
-        const reminder = reminderOf.get(d.reminderKey)!;
-        const { deferredUntil, bypassed } = recipientDeferral(reminder, quiet, d.dueAt.getTime());
-        planned.push({
-          ...d,
-          key: deliveryKey(first.id, d.reminderKey, d.occurrenceAt, member.recipient_id),
-          deferredUntil,
-          recipientId: member.recipient_id,
-          bypassed,
-        });
+      const plan = planSchedule(schedule, rule.recurrence, ofSchedule, deps.channels, deps.options);
+      const until = plan.complete ? PLANNED_FOREVER : new Date(plan.plannedUntil);
+      const planned = plan.deliveries.map((d) => ({
+        d,
+        reminder: reminderIndex.get(d.reminderKey)!,
+        row: ofSchedule[reminderIndex.get(d.reminderKey)!]!,
+      }));
+      for (const member of group) {
+        await turn();
+        const quiet = quietOf(member);
+        for (const { d, reminder, row } of planned) {
+          const { deferredUntil, bypassed } =
+            quiet === null && row.quiet_hours == null
+              ? { deferredUntil: d.deferredUntil ?? null, bypassed: null }
+              : recipientDeferral(row, quiet, d.dueAt.getTime());
+          rows.push({
+            key: memberDeliveryKey(scheduleId, first.floating, d, member.recipient_id),
+            reminder,
+            recipientId: member.recipient_id,
+            occurrenceAt: d.occurrenceAt,
+            dueAt: d.dueAt,
+            deferredUntil,
+            bypassed,
+          });
+        }
+        marks.push({ scheduleId, recipientId: member.recipient_id, until });
+        if (rows.length >= INSERT_CHUNK) await flush();
       }
-      marks.push({ scheduleId: first.id, recipientId: member.recipient_id, until });
     }
+    await flush();
   }
-  const inserted = await insertDeliveries(tx, deps.clock.sqlNow(), planned);
   if (marks.length > 0) await advanceMembers(tx, { marks });
   return inserted;
 }

@@ -117,8 +117,15 @@ function logRepairs(
   );
 }
 
-/** A delivery the planner wants to exist: the row {@link insertPlannedDeliveries} inserts. */
-export type PlannedDelivery = DeliveryToInsert;
+/**
+ * A delivery the planner wants to exist: the row {@link insertPlannedDeliveries} inserts,
+ * with the occurrence's local wall-clock time in the zone it was expanded in (API-11: a
+ * floating schedule keys its recipients' deliveries by it, `floatingDeliveryKey`).
+ */
+export type PlannedDelivery = DeliveryToInsert & {
+  /** `Occurrence.local`: `YYYY-MM-DDTHH:mm:ss`, or `YYYY-MM-DD` when date-only. */
+  occurrenceLocal?: string;
+};
 
 /** Result of planning one schedule over a window. */
 export interface SchedulePlan {
@@ -235,6 +242,7 @@ export function planSchedule(
         scheduleId: schedule.id,
         reminderKey: reminder.key,
         occurrenceAt,
+        occurrenceLocal: occurrence.local,
         dueAt: new Date(due),
         channel: reminder.channel,
         onLostLease: policy,

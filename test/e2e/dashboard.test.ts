@@ -744,6 +744,13 @@ describe.skipIf(skipReason !== null)("dashboard in Chromium", () => {
         for (const text of await zones.locator("tbody tr td:nth-child(3)").allInnerTexts()) {
           expect(text).toMatch(/^07 Jan 2030, 09:00:00 /);
         }
+        // API-11: a floating schedule has no zone of its own (tzid null): the page says so,
+        // and its next occurrences are the per-zone ones above.
+        await page.getByText("in each recipient's own zone (floating)").waitFor();
+        await page
+          .getByText("Floating: see the next occurrence per recipient zone below.")
+          .waitFor();
+        expect(await page.locator("main").innerText()).not.toMatch(/T09:00:00 (null|UTC)/);
         await shot(page, "schedule-recipient-zones");
 
         // A schedule without recipients has no such section.

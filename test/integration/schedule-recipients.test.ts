@@ -251,7 +251,7 @@ describe("API-13: preferences at send", () => {
 });
 
 describe("API-12: changes realign", () => {
-  it("API-12: a recipient's zone change moves their future deliveries; sent ones stay", async () => {
+  it("API-12, DEL-9: a recipient's zone change moves their future deliveries; sent ones stay", async () => {
     t = await testPunctual({ start: "2027-01-04T00:00:00Z", scheduler: { planAheadMs: 3 * DAY } });
     const { punctual, channel, clock } = t;
     await punctual.putRecipient("ann", { tzid: "Europe/Berlin", targets: { test: {} } });
@@ -274,12 +274,72 @@ describe("API-12: changes realign", () => {
     await punctual.putRecipient("ann", { tzid: "America/New_York", targets: { test: {} } });
     await tickAndDrain(punctual);
     expect(await dueOf(t, "ann", "sent")).toEqual(["2027-01-04T08:00:00.000Z"]);
-    // 09:00 in New York (EST, −05:00) from now on: today's 14:00Z too, as it is still ahead.
+    // 09:00 in New York (EST, −05:00) from now on; today's was sent in Berlin already.
     expect(await dueOf(t, "ann", "pending")).toEqual([
-      "2027-01-04T14:00:00.000Z",
       "2027-01-05T14:00:00.000Z",
       "2027-01-06T14:00:00.000Z",
     ]);
+  });
+
+  it("DEL-9: sent at 09:00 in Tokyo, moved to New York the same day: nothing more for that day, on any tick", async () => {
+    t = await testPunctual({ start: "2027-01-03T12:00:00Z", scheduler: { planAheadMs: 2 * DAY } });
+    const { punctual, channel, clock } = t;
+    await punctual.putRecipient("kei", { tzid: "Asia/Tokyo", targets: { test: {} } });
+    await punctual.createSchedule({
+      dtstart: "2027-01-04T09:00:00",
+      floating: true,
+      rrule: "FREQ=DAILY;COUNT=2",
+      recipients: ["kei"],
+      reminders: [{ key: "r", channel: "test" }],
+    });
+    await tickAndDrain(punctual);
+    // 2027-01-04 09:00 in Tokyo (+09:00) is 00:00Z: sent.
+    clock.set("2027-01-04T00:00:00Z");
+    await tickAndDrain(punctual);
+    expect(await dueOf(t, "kei", "sent")).toEqual(["2027-01-04T00:00:00.000Z"]);
+    // The same day, 01:00Z: 09:00 of 2027-01-04 in New York (14:00Z) is still ahead.
+    clock.set("2027-01-04T01:00:00Z");
+    await punctual.putRecipient("kei", { tzid: "America/New_York", targets: { test: {} } });
+    for (const at of ["2027-01-04T01:00:00Z", "2027-01-04T14:00:00Z", "2027-01-04T20:00:00Z"]) {
+      clock.set(at);
+      await tickAndDrain(punctual);
+    }
+    // One send for 2027-01-04 (in Tokyo); 2027-01-05 is at 09:00 in New York.
+    expect(channel.sends).toHaveLength(1);
+    const rows = (await deliveries(punctual)).filter((d) => d.recipientId === "kei");
+    expect(rows.map((d) => [d.dueAt, d.state]).sort()).toEqual([
+      ["2027-01-04T00:00:00.000Z", "sent"],
+      ["2027-01-05T14:00:00.000Z", "pending"],
+    ]);
+  });
+
+  it("DEL-9: moved to New York before Tokyo's 09:00 was sent: that day's delivery moves (same key), still one", async () => {
+    t = await testPunctual({ start: "2027-01-03T12:00:00Z", scheduler: { planAheadMs: 2 * DAY } });
+    const { punctual, channel, clock } = t;
+    await punctual.putRecipient("kei", { tzid: "Asia/Tokyo", targets: { test: {} } });
+    await punctual.createSchedule({
+      dtstart: "2027-01-04T09:00:00",
+      floating: true,
+      rrule: "FREQ=DAILY;COUNT=1",
+      recipients: ["kei"],
+      reminders: [{ key: "r", channel: "test" }],
+    });
+    await tickAndDrain(punctual);
+    const [before] = (await deliveries(punctual)).filter((d) => d.recipientId === "kei");
+    expect(before).toMatchObject({ dueAt: "2027-01-04T00:00:00.000Z", state: "pending" });
+    clock.set("2027-01-03T20:00:00Z");
+    await punctual.putRecipient("kei", { tzid: "America/New_York", targets: { test: {} } });
+    await tickAndDrain(punctual);
+    const moved = (await deliveries(punctual)).filter((d) => d.recipientId === "kei");
+    expect(moved.map((d) => [d.deliveryKey, d.dueAt, d.state])).toEqual([
+      [before!.deliveryKey, "2027-01-04T14:00:00.000Z", "pending"],
+    ]);
+    for (const at of ["2027-01-04T00:00:00Z", "2027-01-04T14:00:00Z"]) {
+      clock.set(at);
+      await tickAndDrain(punctual);
+    }
+    expect(channel.sends).toHaveLength(1);
+    expect(await dueOf(t, "kei", "sent")).toEqual(["2027-01-04T14:00:00.000Z"]);
   });
 
   it("API-12: an edit of a schedule for recipients replans their future; recipients in the patch replace the list", async () => {

@@ -277,6 +277,19 @@ const PARAMS: Record<string, readonly unknown[]> = {
   RECIPIENT_AT_SEND_SQL: ["default", "r-1", ID, "r"],
   SKIP_CLAIMED_SQL: [null, "owner", 1, 1, "NO_TARGET"],
   RECORD_BYPASS_SQL: [null, "owner", 1, 1, "OPTED_OUT"],
+  FLOATING_OF_SQL: [[ID]],
+  MEMBERS_TO_PLAN_PAGE_SQL: [ID, null, 100],
+  TRIGGERED_DELIVERIES_SQL: [ID, "t-1", 100],
+  INSERT_RECIPIENT_DELIVERIES_SQL: [
+    null,
+    "default",
+    ID,
+    "plan",
+    ["r"],
+    ["retry"],
+    null,
+    ...nulls(7),
+  ],
   // pglite.ts
   PGLITE_SESSION_SQL: [],
 };

@@ -470,7 +470,7 @@ async function renderOverview() {
 function ruleText(s) {
   if (s.rrule) return s.rrule;
   if (s.rdate.length) return `${s.rdate.length} dates`;
-  return `once at ${s.dtstartLocal ?? s.dtstart} ${s.tzid}`;
+  return `once at ${s.dtstartLocal ?? s.dtstart} ${s.floating ? "(floating)" : s.tzid}`;
 }
 
 // --- server-side pages (API-3) -------------------------------------------------------
@@ -625,7 +625,8 @@ async function renderSchedules(params) {
             s.externalId ? h("div", { class: "muted" }, s.externalId) : null,
           ),
           h("td", {}, h("code", {}, ruleText(s))),
-          h("td", {}, s.tzid),
+          // API-11: a floating schedule has no zone of its own (tzid null).
+          h("td", {}, s.floating ? h("span", { class: "muted" }, "each recipient's") : s.tzid),
           h("td", { class: "num" }, String(s.reminders.length)),
         ),
       ),
@@ -1193,18 +1194,23 @@ async function recipientZonesSection(s, afterIso) {
 async function renderSchedule(id) {
   const s = await api("GET", `/v1/schedules/${encodeURIComponent(id)}`);
   const nowIso = new Date().toISOString();
+  // API-11: a floating schedule has no zone of its own (tzid null): its occurrences are
+  // shown per recipient zone (recipientZonesSection), its deliveries in UTC and yours.
+  const zone = s.floating ? "UTC" : s.tzid;
   const [occurrences, deliveries, zones] = await Promise.all([
-    api("POST", "/v1/preview", {
-      dtstart: s.dtstart,
-      tzid: s.tzid,
-      rrule: s.rrule,
-      rdate: s.rdate,
-      exdate: s.exdate,
-      endsAt: s.endsAt,
-      dst: s.dst,
-      after: nowIso,
-      count: 10,
-    }).catch((err) => ({ error: explain(err) })),
+    s.floating
+      ? Promise.resolve({ floating: true })
+      : api("POST", "/v1/preview", {
+          dtstart: s.dtstart,
+          tzid: s.tzid,
+          rrule: s.rrule,
+          rdate: s.rdate,
+          exdate: s.exdate,
+          endsAt: s.endsAt,
+          dst: s.dst,
+          after: nowIso,
+          count: 10,
+        }).catch((err) => ({ error: explain(err) })),
     api("GET", `/v1/deliveries?scheduleId=${encodeURIComponent(id)}&limit=1000`),
     recipientZonesSection(s, nowIso),
   ]);
@@ -1230,7 +1236,7 @@ async function renderSchedule(id) {
   );
   const editable = {
     dtstart: s.dtstart,
-    tzid: s.tzid,
+    ...(s.floating ? {} : { tzid: s.tzid }),
     rrule: s.rrule,
     endsAt: s.endsAt,
     payload: s.payload,
@@ -1272,7 +1278,10 @@ async function renderSchedule(id) {
     field("Changes", edit),
     h("p", {}, h("button", { type: "submit" }, "Save")),
   );
-  const zoneHeads = [`In ${s.tzid} (schedule)`, `In ${VIEWER_ZONE} (yours)`];
+  const zoneHeads = [
+    s.floating ? "In UTC (floating schedule)" : `In ${zone} (schedule)`,
+    `In ${VIEWER_ZONE} (yours)`,
+  ];
   show(
     h("p", {}, h("a", { href: "#/schedules" }, "← Schedules")),
     h("h1", {}, s.title ?? "Schedule", " ", h("code", {}, s.id)),
@@ -1290,7 +1299,7 @@ async function renderSchedule(id) {
         "dd",
         {},
         h("code", {}, s.dtstartLocal ?? s.dtstart),
-        ` ${s.tzid}`,
+        s.floating ? " in each recipient's own zone (floating)" : ` ${s.tzid}`,
         s.dtstartLocal && s.dtstartLocal !== s.dtstart ? ` (given as ${s.dtstart})` : "",
       ),
       h("dt", {}, "Rule"),
@@ -1318,16 +1327,18 @@ async function renderSchedule(id) {
       ),
     ),
     h("h2", {}, "Next occurrences"),
-    occurrences.error
-      ? h("p", { class: "muted" }, occurrences.error)
-      : occurrences.length === 0
-        ? h("p", { class: "muted" }, "No occurrence after now.")
-        : table(
-            zoneHeads,
-            occurrences.map((o) =>
-              h("tr", {}, h("td", {}, when(o.instant, s.tzid)), h("td", {}, when(o.instant))),
+    occurrences.floating
+      ? h("p", { class: "muted" }, "Floating: see the next occurrence per recipient zone below.")
+      : occurrences.error
+        ? h("p", { class: "muted" }, occurrences.error)
+        : occurrences.length === 0
+          ? h("p", { class: "muted" }, "No occurrence after now.")
+          : table(
+              zoneHeads,
+              occurrences.map((o) =>
+                h("tr", {}, h("td", {}, when(o.instant, zone)), h("td", {}, when(o.instant))),
+              ),
             ),
-          ),
     zones,
     h("h2", {}, "Reminders due (planned deliveries)"),
     waiting.length === 0
@@ -1341,7 +1352,7 @@ async function renderSchedule(id) {
               h("td", {}, h("a", { href: `#/deliveries/${d.id}` }, `#${d.id}`)),
               h("td", {}, d.reminderKey),
               h("td", {}, stateBadge(d.state)),
-              h("td", {}, when(d.dueAt, s.tzid)),
+              h("td", {}, when(d.dueAt, zone)),
               h("td", {}, when(d.dueAt)),
             ),
           ),
@@ -1350,7 +1361,7 @@ async function renderSchedule(id) {
     done.length === 0
       ? h("p", { class: "muted" }, "None yet.")
       : deliveryTable(done.slice(-50).reverse()),
-    explainSection(s.id, s.tzid),
+    explainSection(s.id, zone),
     s.state === "cancelled" ? null : editForm,
   );
 }

@@ -14,6 +14,7 @@
 import type { QuietHours } from "../../recurrence/index.js";
 import type { Queryable } from "../database.js";
 import type { PlanScheduleRow } from "../planning.js";
+import { DELIVERY_ROW_KEYS, type DeliveryRow } from "../schedules.js";
 import { columnsOf, execute, firstRow, rows } from "../statement.js";
 import { heldBy, NOW } from "./sql.js";
 
@@ -25,6 +26,24 @@ export const PUT_AUDIENCE_SQL = `
 insert into punctual_schedule_audiences (schedule_id, floating)
 select s.id, $2 from punctual_schedules s where s.id = $1
 on conflict (schedule_id) do update set floating = excluded.floating`;
+
+/** API-11: which of the schedules `$1` (uuid[]) are floating. */
+export const FLOATING_OF_SQL = `
+select a.schedule_id as id from punctual_schedule_audiences a
+where a.schedule_id = any($1::uuid[]) and a.floating`;
+
+/** Result columns of {@link FLOATING_OF_SQL}. */
+export const FLOATING_OF_COLUMNS = columnsOf<{ id: string }>()(["id"]);
+
+/** API-11: runs {@link FLOATING_OF_SQL}. @returns the ids of the floating schedules. */
+export async function floatingOf(
+  db: Queryable,
+  p: { scheduleIds: readonly string[] },
+): Promise<Set<string>> {
+  if (p.scheduleIds.length === 0) return new Set();
+  const out = await rows<{ id: string }>(db, FLOATING_OF_SQL, [p.scheduleIds]);
+  return new Set(out.map((r) => r.id));
+}
 
 /** The audience of a schedule: whether it has one and is floating. $1 schedule id. */
 export const AUDIENCE_OF_SQL = `
@@ -181,6 +200,8 @@ export const REPLAN_MEMBERS_COLUMNS = columnsOf<ReplannedRow>()(["replanned", "c
 
 /** A membership the per-recipient planner reads: its schedule, its recipient's zone. */
 export type MemberPlanRow = PlanScheduleRow & {
+  /** The schedule's (and the membership's) tenant. */
+  tenant: string;
   recipient_id: string;
   /** The recipient's IANA zone. */
   recipient_tzid: string;
@@ -211,6 +232,7 @@ export const LOCK_MEMBERS_TO_PLAN_COLUMNS = columnsOf<MemberPlanRow>()([
   "created_at",
   "trace_parent",
   "db_now",
+  "tenant",
   "recipient_id",
   "recipient_tzid",
   "recipient_quiet_hours",
@@ -230,7 +252,7 @@ export const LOCK_MEMBERS_TO_PLAN_COLUMNS = columnsOf<MemberPlanRow>()([
 export const LOCK_MEMBERS_TO_PLAN_SQL = `
 select s.id, s.version, s.dtstart, s.tzid, s.rrule, s.rdate, s.exdate, s.recurring, s.ends_at,
        s.expires_at, s.dst_gap, s.dst_overlap, s.grace_ms, s.perpetual, m.planned_until,
-       s.cap_logged_at, s.created_at, s.trace_parent, ${NOW} as db_now,
+       s.cap_logged_at, s.created_at, s.trace_parent, ${NOW} as db_now, m.tenant,
        m.recipient_id, r.tzid as recipient_tzid,
        r.preferences -> 'quietHours' as recipient_quiet_hours, a.floating
 from punctual_schedule_recipients m
@@ -323,6 +345,231 @@ set bypassed = case when d.bypassed is null then $5::text
                     else d.bypassed || ',' || $5::text end,
     updated_at = ${NOW}
 where d.id = $3 and d.attempt = $4 and ${heldBy("$2")}`;
+
+/**
+ * API-11 / API-9: the one statement that inserts delivery rows for recipients, for one
+ * schedule: the planner's rows (`plan`), a trigger's (`trigger`: due now, recorded in
+ * `punctual_triggers` so an edit's realign leaves them, no grace) and a backfill's
+ * (`backfill`: past occurrences, `late`, run now, no grace limit when past). A row that
+ * exists (same delivery key) is left as it is (ON CONFLICT DO NOTHING), so every mode is
+ * idempotent and a sent occurrence is never inserted twice.
+ *
+ * Shape (OPS-12): the schedule is read once (a scalar join), each reminder once (a hash
+ * join over `$5`–`$7`, the few reminders of the call with their lost-lease policy); per
+ * row only what differs — key, reminder index, recipient, occurrence, due time, deferral,
+ * bypass — travels as parallel arrays. Like planning's own insert (DEL-3, DEL-13, DEL-15):
+ * held (`paused`) unless the schedule is active, its expiry, `stale_at` from the grace
+ * (counted from a deferral), reason `QUIET_HOURS` on a deferred row, the limiter
+ * `tenant/key` of the reminder's `rate_limit_key` or channel; nothing for a cancelled
+ * schedule (nor, for a trigger, one that is not active) or a reminder that no longer
+ * exists.
+ *
+ * $1 now, $2 tenant, $3 schedule id, $4 mode, $5 reminder keys text[], $6 their lost-lease
+ * policies text[], $7 trigger id (mode `trigger`), then per row: $8 keys text[],
+ * $9 reminder index int[] (1-based into $5), $10 recipient ids text[], $11 occurrence
+ * instants timestamptz[], $12 due instants timestamptz[], $13 deferrals timestamptz[]
+ * (NULL: none), $14 bypassed text[] (NULL: nothing). Returns `inserted` and `ids` (the
+ * first {@link INSERTED_IDS_RETURNED} new ids, ascending).
+ */
+export const INSERT_RECIPIENT_DELIVERIES_SQL = `
+with rem as (
+  select x.key, x.on_lost_lease, x.ord
+  from unnest($5::text[], $6::text[]) with ordinality as x(key, on_lost_lease, ord)
+),
+inserted as (
+  insert into punctual_deliveries
+    (delivery_key, schedule_id, reminder_key, occurrence_at, due_at, run_at, channel,
+     on_lost_lease, max_attempts, state, expires_at, stale_at, late, created_at, updated_at,
+     deferred_until, deferred_reason, limiter, recipient_id, bypassed)
+  select u.key, s.id, r.key, u.occurrence_at, u.due_at,
+         case when $4::text = 'plan' then coalesce(u.deferred_until, u.due_at)
+              else greatest(coalesce(u.deferred_until, u.due_at), ${NOW}) end,
+         r.channel, rem.on_lost_lease, r.max_attempts,
+         case when s.state = 'active' then 'pending' else 'paused' end, s.expires_at,
+         case when $4::text = 'trigger' or not s.recurring then null
+              when $4::text = 'backfill' and u.due_at < ${NOW} then null
+              else coalesce(u.deferred_until, u.due_at)
+                   + make_interval(secs => s.grace_ms::double precision / 1000) end,
+         $4::text = 'backfill' and u.due_at < ${NOW}, ${NOW}, ${NOW}, u.deferred_until,
+         case when u.deferred_until is not null then 'QUIET_HOURS' end,
+         s.tenant || '/' || coalesce(r.rate_limit_key, r.channel), u.recipient_id, u.bypassed
+  from unnest($8::text[], $9::int[], $10::text[], $11::timestamptz[], $12::timestamptz[],
+              $13::timestamptz[], $14::text[])
+    as u(key, ord, recipient_id, occurrence_at, due_at, deferred_until, bypassed)
+  join rem on rem.ord = u.ord
+  join punctual_schedules s on s.tenant = $2 and s.id = $3 and s.state <> 'cancelled'
+    and ($4::text <> 'trigger' or s.state = 'active')
+  join punctual_reminders r on r.schedule_id = s.id and r.key = rem.key
+  on conflict do nothing
+  returning id, schedule_id
+),
+recorded as (
+  insert into punctual_triggers (delivery_id, schedule_id, trigger_id, created_at)
+  select i.id, i.schedule_id, $7, ${NOW} from inserted i where $4::text = 'trigger'
+  returning delivery_id
+)
+select (select count(*) from inserted) as inserted,
+       array(select id from inserted order by id limit 100) as ids,
+       (select count(*) from recorded) as recorded`;
+
+/** Most new ids {@link INSERT_RECIPIENT_DELIVERIES_SQL} returns. */
+export const INSERTED_IDS_RETURNED = 100;
+
+/** What {@link INSERT_RECIPIENT_DELIVERIES_SQL} inserted. */
+export interface InsertedRecipientRow {
+  inserted: number;
+  ids: Array<number | string>;
+  recorded: number;
+}
+
+/** Result columns of {@link INSERT_RECIPIENT_DELIVERIES_SQL}. */
+export const INSERT_RECIPIENT_DELIVERIES_COLUMNS = columnsOf<InsertedRecipientRow>()([
+  "inserted",
+  "ids",
+  "recorded",
+]);
+
+/** One row for {@link insertRecipientDeliveries}. */
+export interface RecipientDeliveryToInsert {
+  key: string;
+  /** 0-based index into the call's `reminders`. */
+  reminder: number;
+  recipientId: string;
+  occurrenceAt: Date;
+  dueAt: Date;
+  /** DEL-15: the end of the quiet window the row waits for; null: none. */
+  deferredUntil: Date | null;
+  /** API-13: what a critical reminder went past (`QUIET_HOURS`); null: nothing. */
+  bypassed: string | null;
+}
+
+/**
+ * API-11 / API-9: runs {@link INSERT_RECIPIENT_DELIVERIES_SQL} — every insert of delivery
+ * rows for recipients goes through here (the caller chunks: OPS-12).
+ * @returns how many rows were created and the first new ids.
+ */
+export async function insertRecipientDeliveries(
+  tx: Queryable,
+  p: {
+    now: Date | null;
+    tenant: string;
+    scheduleId: string;
+    mode: "plan" | "trigger" | "backfill";
+    /** The reminders the rows refer to (by index), each with its lost-lease policy. */
+    reminders: ReadonlyArray<{ key: string; onLostLease: string }>;
+    /** Mode `trigger`: the trigger id recorded for each row. */
+    triggerId?: string;
+    rows: readonly RecipientDeliveryToInsert[];
+  },
+): Promise<{ inserted: number; ids: number[] }> {
+  if (p.rows.length === 0) return { inserted: 0, ids: [] };
+  const n = p.rows.length;
+  const keys = new Array<string>(n);
+  const ords = new Array<number>(n);
+  const recipients = new Array<string>(n);
+  const occurrences = new Array<Date>(n);
+  const dues = new Array<Date>(n);
+  const deferrals = new Array<Date | null>(n);
+  const bypassed = new Array<string | null>(n);
+  for (let i = 0; i < n; i++) {
+    const r = p.rows[i]!;
+    keys[i] = r.key;
+    ords[i] = r.reminder + 1;
+    recipients[i] = r.recipientId;
+    occurrences[i] = r.occurrenceAt;
+    dues[i] = r.dueAt;
+    deferrals[i] = r.deferredUntil;
+    bypassed[i] = r.bypassed;
+  }
+  const row = await firstRow<InsertedRecipientRow>(tx, INSERT_RECIPIENT_DELIVERIES_SQL, [
+    p.now,
+    p.tenant,
+    p.scheduleId,
+    p.mode,
+    p.reminders.map((r) => r.key),
+    p.reminders.map((r) => r.onLostLease),
+    p.triggerId ?? null,
+    keys,
+    ords,
+    recipients,
+    occurrences,
+    dues,
+    deferrals,
+    bypassed,
+  ]);
+  return {
+    inserted: Number(row?.inserted ?? 0),
+    ids: (row?.ids ?? []).map(Number),
+  };
+}
+
+/**
+ * API-9 / API-11: one keyset page of a schedule's recipients by id with what a trigger or
+ * backfill plans with: the recipient's zone and own quiet window.
+ * $1 schedule id, $2 the last id of the previous page or NULL, $3 limit.
+ */
+export const MEMBERS_TO_PLAN_PAGE_SQL = `
+select m.recipient_id, r.tzid as recipient_tzid,
+       r.preferences -> 'quietHours' as recipient_quiet_hours
+from punctual_schedule_recipients m
+join punctual_recipients r on r.tenant = m.tenant and r.id = m.recipient_id
+where m.schedule_id = $1 and ($2::text is null or m.recipient_id > $2::text)
+order by m.recipient_id
+limit $3`;
+
+/** One row of {@link MEMBERS_TO_PLAN_PAGE_SQL}. */
+export type MemberToPlanRow = Pick<
+  MemberPlanRow,
+  "recipient_id" | "recipient_tzid" | "recipient_quiet_hours"
+>;
+
+/** Result columns of {@link MEMBERS_TO_PLAN_PAGE_SQL}. */
+export const MEMBERS_TO_PLAN_PAGE_COLUMNS = columnsOf<MemberToPlanRow>()([
+  "recipient_id",
+  "recipient_tzid",
+  "recipient_quiet_hours",
+]);
+
+/** API-9 / API-11: runs {@link MEMBERS_TO_PLAN_PAGE_SQL}. */
+export function membersToPlanPage(
+  db: Queryable,
+  p: { scheduleId: string; afterId: string | null; limit: number },
+): Promise<MemberToPlanRow[]> {
+  return rows<MemberToPlanRow>(db, MEMBERS_TO_PLAN_PAGE_SQL, [p.scheduleId, p.afterId, p.limit]);
+}
+
+/**
+ * API-9: the deliveries a trigger id made on a schedule (its replay), the first `$3` by
+ * id, each with the count of all of them (`total`). $1 schedule id, $2 trigger id, $3 limit.
+ */
+export const TRIGGERED_DELIVERIES_SQL = `
+select d.*, count(*) over () as total
+from punctual_triggers t join punctual_deliveries d on d.id = t.delivery_id
+where t.schedule_id = $1 and t.trigger_id = $2
+order by d.id
+limit $3`;
+
+/** One row of {@link TRIGGERED_DELIVERIES_SQL}. */
+export type TriggeredDeliveryRow = DeliveryRow & { total: number | string };
+
+/** Result columns of {@link TRIGGERED_DELIVERIES_SQL}. */
+export const TRIGGERED_DELIVERIES_COLUMNS = columnsOf<TriggeredDeliveryRow>()([
+  ...DELIVERY_ROW_KEYS,
+  "total",
+]);
+
+/** API-9: runs {@link TRIGGERED_DELIVERIES_SQL}. */
+export async function triggeredDeliveries(
+  db: Queryable,
+  p: { scheduleId: string; triggerId: string; limit: number },
+): Promise<{ rows: DeliveryRow[]; total: number }> {
+  const out = await rows<TriggeredDeliveryRow>(db, TRIGGERED_DELIVERIES_SQL, [
+    p.scheduleId,
+    p.triggerId,
+    p.limit,
+  ]);
+  return { rows: out, total: Number(out[0]?.total ?? 0) };
+}
 
 // ---------------------------------------------------------------------------------------
 // One typed function per statement.

@@ -33,7 +33,7 @@ function send(method: string, path: string, body: unknown) {
   return app.request(path, {
     method,
     headers: { "content-type": "application/json" },
-    body: JSON.stringify(body),
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
   });
 }
 
@@ -71,6 +71,29 @@ describe("API-11 / API-12 in the HTTP API", () => {
       { add: ["bob"] },
     );
     expect(missing.status).toBe(404);
+  });
+
+  it("API-11: a floating schedule's view says so: tzid null and floating true, in the create reply, a read, the list, an edit's reply and a cancel", async () => {
+    expect((await send("PUT", "/v1/recipients/cy", { tzid: "Asia/Tokyo" })).status).toBe(201);
+    const made = await send("POST", "/v1/schedules", { ...schedule, recipients: ["cy"] });
+    const created = (await made.json()) as ScheduleView;
+    const floating = { tzid: null, floating: true, dtstartLocal: "2027-01-05T09:00:00" };
+    expect(created).toMatchObject(floating);
+    const read = (await (
+      await send("GET", `/v1/schedules/${created.id}`, undefined)
+    ).json()) as ScheduleView;
+    expect(read).toMatchObject(floating);
+    const list = (await (await send("GET", "/v1/schedules?limit=1000", undefined)).json()) as {
+      items: ScheduleView[];
+    };
+    expect(list.items.find((v) => v.id === created.id)).toMatchObject(floating);
+    const zoned = list.items.filter((v) => v.id !== created.id && v.floating === undefined);
+    for (const v of zoned) expect(typeof v.tzid).toBe("string");
+    const edited = await send("PATCH", `/v1/schedules/${created.id}`, { title: "daily" });
+    expect(edited.status).toBe(200);
+    expect(await edited.json()).toMatchObject({ ...floating, title: "daily" });
+    const cancelled = await send("DELETE", `/v1/schedules/${created.id}`, undefined);
+    expect(await cancelled.json()).toMatchObject({ ...floating, state: "cancelled" });
   });
 
   it("API-11: a floating schedule with a tzid, or an unknown recipient, is a 400 naming the field and value; nothing stored", async () => {

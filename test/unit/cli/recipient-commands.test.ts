@@ -101,34 +101,152 @@ describe("punctual recipients", () => {
     expect(sent[2]).toMatchObject({ method: "DELETE" });
   });
 
-  it("API-10: import sends NDJSON or a JSON array as is, refuses CSV, and fails when rows were refused", async () => {
+  it("API-10: import sends NDJSON in chunks, a JSON array, and names a refused row by its file line", async () => {
     const dir = mkdtempSync(join(tmpdir(), "punctual-recipients-"));
     try {
       const nd = join(dir, "people.ndjson");
-      writeFileSync(nd, '{"id":"a","tzid":"UTC"}\n{"id":"b","tzid":"UTC"}\n');
-      const sent = recorder({ created: 2, updated: 0, errors: 0, results: [] });
-      const out = await run("recipients", "import", nd);
+      writeFileSync(nd, '{"id":"a","tzid":"UTC"}\n\n{"id":"b","tzid":"Mars/Base"}\n');
+      const sent = recorder({
+        created: 1,
+        updated: 0,
+        errors: 1,
+        results: [
+          { index: 0, id: "a", status: "created" },
+          {
+            index: 1,
+            id: "b",
+            status: "error",
+            error: {
+              code: "VALIDATION_FAILED",
+              message: "bad",
+              issues: [{ field: "tzid", message: "is not a known IANA time zone" }],
+            },
+          },
+        ],
+      });
+      let out = "";
+      const program = buildProgram({ out: (s) => (out += s), err: () => undefined });
+      await expect(
+        program.parseAsync([
+          "node",
+          "punctual",
+          "recipients",
+          "import",
+          nd,
+          "--url",
+          "http://127.0.0.1:9",
+        ]),
+      ).rejects.toThrow(CliError);
       expect(sent[0]).toMatchObject({
         method: "POST",
         url: "http://127.0.0.1:9/v1/recipients:bulk",
       });
       expect(sent[0]!.headers["content-type"]).toBe("application/x-ndjson");
-      expect(sent[0]!.body).toBe('{"id":"a","tzid":"UTC"}\n{"id":"b","tzid":"UTC"}\n');
-      expect(out).toMatch(/2 created, 0 updated, 0 refused/);
+      expect(sent[0]!.body).toBe('{"id":"a","tzid":"UTC"}\n{"id":"b","tzid":"Mars/Base"}\n');
+      // The blank line 2 is skipped by the route too: row 1 of the body is line 3 of the file.
+      expect(out).toMatch(/1 created, 0 updated, 1 refused/);
+      expect(out).toContain("line 3 (b), column tzid: is not a known IANA time zone");
 
       const json = join(dir, "people.json");
       writeFileSync(json, '[{"id":"a","tzid":"UTC"}]');
-      recorder({
-        created: 0,
-        updated: 0,
-        errors: 1,
-        results: [{ index: 0, id: "a", status: "error", error: { code: "X", message: "bad" } }],
-      });
-      await expect(run("recipients", "import", json)).rejects.toThrow(CliError);
+      const sentJson = recorder({ created: 1, updated: 0, errors: 0, results: [] });
+      await run("recipients", "import", json);
+      expect(sentJson[0]!.headers["content-type"]).toBe("application/json");
+      expect(JSON.parse(sentJson[0]!.body!)).toEqual([{ id: "a", tzid: "UTC" }]);
 
+      const txt = join(dir, "people.txt");
+      writeFileSync(txt, "id\n");
+      await expect(run("recipients", "import", txt)).rejects.toThrow(/give a CSV/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("API-10: import reads CSV: documented columns become the body; a bad row is refused alone with its line and column; the rest is sent", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "punctual-recipients-"));
+    try {
       const csv = join(dir, "people.csv");
-      writeFileSync(csv, "id,tzid\na,UTC\n");
-      await expect(run("recipients", "import", csv)).rejects.toThrow(/CSV is not read yet/);
+      writeFileSync(
+        csv,
+        "\uFEFFid,tzid,targets.email.to,targets.webhook.url,attributes.plan,preferences,preferences.optOut.categories\n" +
+          'alice@example.com,Asia/Tokyo,alice@example.com,,pro,"{""quietHours"":{""start"":""22:00"",""end"":""07:00""}}",digest;news\n' +
+          "\n" +
+          "bob,UTC,,https://example.com/hook,,,\n" +
+          "carol,UTC,,,,{not json},\n" +
+          '"dave\nsmith",UTC,,,,,\n' +
+          "erin,UTC,,,\n",
+      );
+      const sent = recorder({
+        created: 3,
+        updated: 0,
+        errors: 0,
+        results: [0, 1, 2].map((index) => ({ index, id: "x", status: "created" })),
+      });
+      let out = "";
+      const program = buildProgram({ out: (s) => (out += s), err: () => undefined });
+      await expect(
+        program.parseAsync([
+          "node",
+          "punctual",
+          "recipients",
+          "import",
+          csv,
+          "--url",
+          "http://127.0.0.1:9",
+        ]),
+      ).rejects.toThrow(/2 row\(s\) of .* were refused/);
+      expect(sent).toHaveLength(1);
+      expect(sent[0]!.headers["content-type"]).toBe("application/x-ndjson");
+      const rows = sent[0]!
+        .body!.trim()
+        .split("\n")
+        .map((l) => JSON.parse(l) as unknown);
+      expect(rows).toEqual([
+        {
+          id: "alice@example.com",
+          tzid: "Asia/Tokyo",
+          targets: { email: { to: "alice@example.com" } },
+          attributes: { plan: "pro" },
+          preferences: {
+            quietHours: { start: "22:00", end: "07:00" },
+            optOut: { categories: ["digest", "news"] },
+          },
+        },
+        { id: "bob", tzid: "UTC", targets: { webhook: { url: "https://example.com/hook" } } },
+        { id: "dave\nsmith", tzid: "UTC" },
+      ]);
+      expect(out).toMatch(/3 created, 0 updated, 2 refused/);
+      expect(out).toContain("line 5 (carol), column preferences: is not JSON");
+      expect(out).toContain("line 8 (erin): has 5 fields; the header has 7");
+
+      const bad = join(dir, "bad.csv");
+      writeFileSync(bad, "id,tzid,phone\na,UTC,123\n");
+      const none = recorder({ created: 0, updated: 0, errors: 0, results: [] });
+      await expect(run("recipients", "import", bad)).rejects.toThrow(
+        /line 1, column 3 "phone": not a recipient column/,
+      );
+      expect(none).toHaveLength(0);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("API-10: a large import is sent in chunks of the bulk route's size, each row numbered by its file line", async () => {
+    const { importItems } = await import("../../../src/cli/recipient-import.js");
+    const dir = mkdtempSync(join(tmpdir(), "punctual-recipients-"));
+    try {
+      const csv = join(dir, "many.csv");
+      const body = Array.from({ length: 25 }, (_, i) => `u-${i},UTC`).join("\n");
+      writeFileSync(csv, `id,tzid\n${body}\n`);
+      const chunks = [];
+      for await (const item of importItems(csv, 10)) if ("chunk" in item) chunks.push(item.chunk);
+      expect(chunks.map((c) => c.lines.length)).toEqual([10, 10, 5]);
+      expect(chunks[0]!.lines[0]).toBe(2);
+      expect(chunks[2]!.lines.at(-1)).toBe(26);
+      expect(JSON.parse(chunks[2]!.text.trim().split("\n").at(-1)!)).toEqual({
+        id: "u-24",
+        tzid: "UTC",
+      });
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
