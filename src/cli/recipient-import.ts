@@ -18,7 +18,7 @@
  * that does not parse) is refused on its own, naming its line and column, and the others
  * are sent.
  */
-import { createReadStream, readFileSync } from "node:fs";
+import { closeSync, createReadStream, openSync, readFileSync, statSync } from "node:fs";
 import { createInterface } from "node:readline";
 import { parse } from "csv-parse";
 import { MAX_BULK_RECIPIENTS } from "../contracts/recipients.js";
@@ -175,9 +175,12 @@ class Chunker {
 
 /** The rows of a CSV file, streamed. */
 async function* csvItems(file: string, size: number): AsyncGenerator<ImportItem> {
-  const parser = createReadStream(file).pipe(
+  const source = createReadStream(file);
+  const parser = source.pipe(
     parse({ bom: true, info: true, raw: true, skip_empty_lines: true, relax_column_count: true }),
   );
+  // pipe() does not pass a read error on: without this it would be an unhandled 'error'.
+  source.on("error", (err) => parser.destroy(err));
   const chunks = new Chunker(size);
   let header: string[] | null = null;
   for await (const item of parser as AsyncIterable<{
@@ -247,6 +250,28 @@ function* jsonItems(file: string, size: number): Generator<ImportItem> {
 }
 
 /**
+ * Refuses, with one line naming the file and why, a file that cannot be read.
+ * @throws CliError (failure) for a missing file, a folder or no permission.
+ */
+function readable(file: string): void {
+  try {
+    closeSync(openSync(file, "r"));
+    if (statSync(file).isDirectory()) throw Object.assign(new Error("folder"), { code: "EISDIR" });
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    const why =
+      code === "ENOENT"
+        ? "no such file"
+        : code === "EISDIR"
+          ? "it is a folder"
+          : code === "EACCES" || code === "EPERM"
+            ? "permission denied"
+            : (err as Error).message;
+    throw new CliError(`cannot read ${file}: ${why}`, EXIT_FAILURE);
+  }
+}
+
+/**
  * The chunks and locally refused rows of an import file, by its extension: `.csv`,
  * `.ndjson`/`.jsonl`, `.json`. `size` is the rows per chunk (the bulk route's limit).
  * @throws CliError (usage) for another extension or a bad CSV header.
@@ -255,6 +280,7 @@ export function importItems(
   file: string,
   size: number = MAX_BULK_RECIPIENTS,
 ): AsyncIterable<ImportItem> | Iterable<ImportItem> {
+  readable(file);
   if (/\.csv$/i.test(file)) return csvItems(file, size);
   if (/\.(ndjson|jsonl)$/i.test(file)) return ndjsonItems(file, size);
   if (/\.json$/i.test(file)) return jsonItems(file, size);

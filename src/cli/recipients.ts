@@ -146,7 +146,7 @@ export function addRecipientCommands(program: Command, kit: CommandKit): void {
         });
         if (flags.json) return io.out(jsonText(page));
         io.out(page.items.length ? table(page.items, columns) : "No recipients.\n");
-        if (page.nextCursor) io.out(`More: --cursor ${page.nextCursor}\n`);
+        if (page.nextCursor) io.out(`more: --cursor ${page.nextCursor}\n`);
       },
     );
 
@@ -181,7 +181,7 @@ export function addRecipientCommands(program: Command, kit: CommandKit): void {
           ])
         : "No recipients.\n",
     );
-    if (page.nextCursor) io.out(`More: --cursor ${page.nextCursor}\n`);
+    if (page.nextCursor) io.out(`more: --cursor ${page.nextCursor}\n`);
   });
 
   remoteOptions(
@@ -324,7 +324,7 @@ export function addRecipientCommands(program: Command, kit: CommandKit): void {
         if (err instanceof CliError) throw err;
         const code = (err as NodeJS.ErrnoException).code;
         if (code === "ENOENT" || code === "EACCES" || code === "EISDIR") {
-          throw new CliError(`Cannot read ${file}: ${(err as Error).message}`, EXIT_FAILURE);
+          throw new CliError(`cannot read ${file}: ${(err as Error).message}`, EXIT_FAILURE);
         }
         if (typeof code === "string" && code.startsWith("CSV_")) {
           throw new CliError(`${file}: ${(err as Error).message}`, EXIT_USAGE);

@@ -3,7 +3,7 @@
  * replaced by a recorder (no network at all), so only what the CLI sends is checked here;
  * the server side has its own tests (test/integration/recipients.test.ts).
  */
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it, vi } from "vitest";
@@ -247,6 +247,27 @@ describe("punctual recipients", () => {
         id: "u-24",
         tzid: "UTC",
       });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("API-10: a file that cannot be read is one line naming it and why, not a crash", async () => {
+    recorder({});
+    const dir = mkdtempSync(join(tmpdir(), "punctual-recipients-"));
+    try {
+      for (const name of ["missing.csv", "missing.ndjson", "missing.json"]) {
+        const refused = await run("recipients", "import", join(dir, name)).then(
+          () => null,
+          (err: unknown) => err,
+        );
+        expect(refused).toBeInstanceOf(CliError);
+        expect((refused as Error).message).toBe(`cannot read ${join(dir, name)}: no such file`);
+      }
+      const folder = join(dir, "folder.csv");
+      mkdirSync(folder);
+      const refused = await run("recipients", "import", folder).catch((err: unknown) => err);
+      expect((refused as Error).message).toBe(`cannot read ${folder}: it is a folder`);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
