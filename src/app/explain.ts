@@ -35,7 +35,9 @@ import {
   type ExplainDeliveryRow,
   type ExplainHistoryRow,
 } from "../store/explain.js";
+import { scheduleAudience } from "../store/recipient-zones.js";
 import {
+  finishedScheduleIds,
   remindersOfSchedules,
   scheduleById,
   type ReminderRow,
@@ -123,9 +125,17 @@ export async function explainSchedule(
   const limit = q.limit;
   const parsed = parseStoredRule(ruleFieldsOf(schedule));
   const recurrence = parsed.ok ? parsed.recurrence : null;
-  const expected = recurrence
-    ? expectedPairs(recurrence, reminders, fromMs, toMs, after, limit + 1)
-    : [];
+  // API-11: a schedule for recipients is planned per recipient (a floating one in each
+  // recipient's zone): its rows are listed, each with its recipient, and no pair is
+  // expected from the schedule's own zone (`complete: false`).
+  const [audience, finished] = await Promise.all([
+    scheduleAudience(app.db, { scheduleId: id, tenant }),
+    finishedScheduleIds(app.db, [schedule]),
+  ]);
+  const expected =
+    recurrence && audience === null
+      ? expectedPairs(recurrence, reminders, fromMs, toMs, after, limit + 1)
+      : [];
   const stored = await explainDeliveryRows(app.db, {
     tenant,
     scheduleId: id,
@@ -180,18 +190,16 @@ export async function explainSchedule(
       ? rowEntry(it.row, historyBy.get(it.row.id) ?? [], nowMs, holds)
       : notPlannedEntry(it.pair!, context),
   );
-  // RECIPIENTS (issue 23): when schedules carry recipients, an expected pair becomes one
-  // entry per recipient (`recipientId`), joined with the rows by (occurrence, reminder,
-  // recipient). This is the one spot to extend; nothing else here depends on it.
   const last = items.at(-1);
   return {
     scheduleId: id,
-    state: schedule.state,
+    // The state a view of the schedule shows (`finished` included, API-1).
+    state: finished.has(schedule.id) ? "finished" : schedule.state,
     from: new Date(fromMs).toISOString(),
     to: new Date(toMs).toISOString(),
     entries,
     nextCursor: more && last ? encodeCursor(last.key, scope) : null,
-    complete: recurrence !== null,
+    complete: recurrence !== null && audience === null,
   };
 }
 
@@ -653,6 +661,7 @@ function rowEntry(
   return {
     occurrenceAt: iso(row.occurrence_ms),
     reminderKey: row.reminder_key,
+    ...(row.recipient_id === null ? {} : { recipientId: row.recipient_id }),
     dueAt: iso(row.due_ms),
     verdict,
     reason,

@@ -138,8 +138,9 @@ export interface ScheduleExplanation {
   /** Cursor of the next page (same window), or null on the last page. */
   nextCursor: string | null;
   /**
-   * False when the rule could not be expanded (an invalid schedule whose rule does not
-   * parse): only recorded rows are listed. True otherwise.
+   * False when only recorded rows are listed: the rule could not be expanded (an invalid
+   * schedule whose rule does not parse), or the schedule is for recipients (its rows are
+   * listed per recipient; no `not_planned` entry is computed for them). True otherwise.
    */
   complete: boolean;
 }

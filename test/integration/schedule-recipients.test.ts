@@ -38,6 +38,36 @@ async function issuesOf(run: () => Promise<unknown>) {
 }
 
 describe("API-11: schedules for recipients", () => {
+  it("API-11 OPS-16: explain lists a recipient schedule's rows each with its recipient, and says it is not complete", async () => {
+    t = await testPunctual({ start: "2027-03-09T00:00:00Z", scheduler: { planAheadMs: 5 * DAY } });
+    const { punctual } = t;
+    await punctual.putRecipient("tokyo", { tzid: "Asia/Tokyo", targets: { test: { to: "t" } } });
+    await punctual.putRecipient("paris", { tzid: "Europe/Paris", targets: { test: { to: "p" } } });
+    const { schedule } = await punctual.createSchedule({
+      dtstart: "2027-03-10T09:00:00",
+      floating: true,
+      rrule: "FREQ=DAILY;COUNT=2",
+      recipients: ["tokyo", "paris"],
+      reminders: [{ key: "r", channel: "test" }],
+    });
+    await tickAndDrain(punctual);
+    expect((await deliveries(punctual)).length).toBe(4);
+    const explained = await punctual.explainSchedule(schedule.id, {
+      from: "2027-03-09T00:00:00Z",
+      to: "2027-03-13T00:00:00Z",
+    });
+    expect(explained.complete).toBe(false);
+    // Four rows (two days × two recipients), no not_planned pair from the schedule's zone.
+    expect(
+      explained.entries.map((e) => [e.dueAt, e.recipientId, e.verdict === "not_planned"]).sort(),
+    ).toEqual([
+      ["2027-03-10T00:00:00.000Z", "tokyo", false],
+      ["2027-03-10T08:00:00.000Z", "paris", false],
+      ["2027-03-11T00:00:00.000Z", "tokyo", false],
+      ["2027-03-11T08:00:00.000Z", "paris", false],
+    ]);
+  });
+
   it("API-11: a floating daily 09:00 is 09:00 in each recipient's own zone, across each zone's DST change (Berlin, New York, Sydney, Lord Howe)", async () => {
     t = await testPunctual({
       start: "2027-03-09T00:00:00Z",

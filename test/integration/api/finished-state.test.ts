@@ -35,6 +35,12 @@ describe("API-1 finished schedules", () => {
     const done = await show(one.schedule.id);
     expect(done.state).toBe("finished");
     expect(scheduleText(done)).toMatch(/state:\s+finished/);
+    // Explain speaks of the schedule as its view does (OPS-16).
+    const explained = await t.punctual.explainSchedule(one.schedule.id, {
+      from: "2027-01-04T00:00:00Z",
+      to: "2027-01-05T00:00:00Z",
+    });
+    expect(explained.state).toBe("finished");
     expect((await show(series.schedule.id)).state).toBe("active");
     const list = (await (await api.request("/v1/schedules")).json()) as { items: ScheduleView[] };
     expect(Object.fromEntries(list.items.map((s) => [s.id, s.state]))).toEqual({
