@@ -315,7 +315,9 @@ export function addRecipientCommands(program: Command, kit: CommandKit): void {
                 line,
                 id: r.id,
                 column: issue?.field ?? null,
-                message: issue ? issue.message : (r.error?.message ?? "refused"),
+                message: issue
+                  ? issueText(issue, (row) => chunk.lines[row] ?? row + 1)
+                  : (r.error?.message ?? "refused"),
               });
             }
           }
@@ -362,4 +364,22 @@ export function unsubscribeToken(link: string): string {
     );
   }
   return token;
+}
+
+/**
+ * A refused row's issue as the import prints it: the message with the refused value, and
+ * a row of the body it names ("first at row 3") as the file's line.
+ */
+export function issueText(
+  issue: { message: string; value?: unknown },
+  lineOf: (row: number) => number,
+): string {
+  const message = issue.message.replace(
+    /\bfirst at row (\d+)\b/,
+    (_, row: string) => `first at line ${lineOf(Number(row))}`,
+  );
+  const value = issue.value;
+  if (typeof value !== "string" && typeof value !== "number") return message;
+  const shown = String(value).length > 60 ? `${String(value).slice(0, 60)}…` : String(value);
+  return message.includes("(got ") ? message : `${message} (got ${JSON.stringify(shown)})`;
 }

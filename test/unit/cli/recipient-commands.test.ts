@@ -272,4 +272,22 @@ describe("punctual recipients", () => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+
+  it("API-10: a refused row's message shows the refused value, and a row it names as the file's line", async () => {
+    const { issueText } = await import("../../../src/cli/recipients.js");
+    const lines = [2, 5, 9];
+    expect(
+      issueText(
+        { message: "must be an IANA time zone such as Asia/Tokyo", value: "Europe/Berln" },
+        (row) => lines[row]!,
+      ),
+    ).toBe('must be an IANA time zone such as Asia/Tokyo (got "Europe/Berln")');
+    expect(
+      issueText(
+        { message: "given twice in this body (first at row 1); that row was written", value: "h" },
+        (row) => lines[row]!,
+      ),
+    ).toBe('given twice in this body (first at line 5); that row was written (got "h")');
+    expect(issueText({ message: "not a valid URL" }, (row) => row)).toBe("not a valid URL");
+  });
 });
