@@ -41,10 +41,20 @@ export class ValidationError extends PunctualError {
   }
 }
 
+/** Most characters of a refused value a message repeats (the issue keeps all of it). */
+const SHOWN_VALUE_CHARS = 120;
+
 function formatIssue(issue: FieldIssue): string {
+  if (issue.value === undefined) return `${issue.field}: ${issue.message}`;
+  const json = JSON.stringify(issue.value) ?? String(issue.value);
+  // A long value is cut with an ellipsis inside its quotes, so the cut is visible.
   const shown =
-    issue.value === undefined ? "" : ` (got ${JSON.stringify(issue.value)?.slice(0, 120)})`;
-  return `${issue.field}: ${issue.message}${shown}`;
+    json.length <= SHOWN_VALUE_CHARS
+      ? json
+      : typeof issue.value === "string"
+        ? `${json.slice(0, SHOWN_VALUE_CHARS - 2)}…"`
+        : `${json.slice(0, SHOWN_VALUE_CHARS - 1)}…`;
+  return `${issue.field}: ${issue.message} (got ${shown})`;
 }
 
 /** The named thing does not exist (or belongs to another tenant). HTTP: 404. */

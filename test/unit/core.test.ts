@@ -144,3 +144,15 @@ describe("TestClock", () => {
     expect(() => clock.set("2027-01-04T07:00:00Z")).toThrow(/backwards/);
   });
 });
+
+describe("validation messages", () => {
+  it("API-1: a long refused value is cut inside its quotes with an ellipsis; the issue keeps it whole", async () => {
+    const { ValidationError } = await import("../../src/errors/index.js");
+    const long = "x".repeat(300);
+    const err = new ValidationError({ field: "cursor", message: "is not a cursor", value: long });
+    expect(err.message).toBe(`cursor: is not a cursor (got "${"x".repeat(117)}…")`);
+    expect(err.issues[0]?.value).toBe(long);
+    const short = new ValidationError({ field: "limit", message: "too large", value: 5000 });
+    expect(short.message).toBe("limit: too large (got 5000)");
+  });
+});
