@@ -242,23 +242,6 @@ for update`;
 /** Result columns of {@link LOCK_SCHEDULE_FOR_EDIT_SQL}. */
 export const LOCK_SCHEDULE_FOR_EDIT_COLUMNS = SCHEDULE_AT_ROW_KEYS;
 
-/** The earliest due time among a schedule's waiting rows (NULL: none). */
-export interface OldestWaitingRow {
-  oldest: Date | null;
-}
-
-/** Oldest waiting delivery of a schedule (realign checks membership from there). $1 schedule id */
-export const OLDEST_WAITING_SQL = `
-select min(due_at) as oldest from punctual_deliveries
-where schedule_id = $1 and state in ('pending', 'retry', 'paused')`;
-
-/** Sets the watermark after a realign (may move it back). $1 id, $2 watermark, $3 complete */
-export const SET_WATERMARK_SQL = `
-update punctual_schedules set planned_until = $2, plan_complete = $3 where id = $1`;
-
-/** Result columns of {@link OLDEST_WAITING_SQL}. */
-export const OLDEST_WAITING_COLUMNS = columnsOf<OldestWaitingRow>()(["oldest"]);
-
 /**
  * DEL-9 / API-5: locks the tenant's schedules $3 for an edit of them all (an import's
  * chunk), in id order; ids the tenant does not have are left out. $1 now, $2 tenant.
@@ -301,9 +284,8 @@ export const OLDEST_WAITING_MANY_COLUMNS = columnsOf<OldestWaitingManyRow>()([
 ]);
 
 /**
- * Sets the watermarks of many schedules after a realign (may move them back), as
- * {@link SET_WATERMARK_SQL} does for one. Parallel arrays: $1 ids, $2 watermarks,
- * $3 complete flags.
+ * DEL-9: sets the watermarks of the realigned schedules, forward or back (unlike
+ * {@link ADVANCE_WATERMARK_SQL}). Parallel arrays: $1 ids, $2 watermarks, $3 complete flags.
  */
 export const SET_WATERMARKS_SQL = `
 update punctual_schedules s set planned_until = u.until, plan_complete = u.complete
@@ -429,24 +411,11 @@ export async function setWatermarks(
   ]);
 }
 
-/** DEL-9: runs {@link OLDEST_WAITING_SQL}: the earliest due time of the schedule's waiting rows, or null. */
-export async function oldestWaiting(
-  tx: Queryable,
-  p: { scheduleId: string },
-): Promise<Date | null> {
-  return (await firstRow<OldestWaitingRow>(tx, OLDEST_WAITING_SQL, [p.scheduleId]))?.oldest ?? null;
-}
-
-/** Parameters of {@link setWatermark}. */
+/** A watermark set after a realign, as {@link setWatermarks} takes it. */
 export interface SetWatermarkParams {
   scheduleId: string;
   plannedUntil: Date;
   complete: boolean;
-}
-
-/** DEL-9: runs {@link SET_WATERMARK_SQL} (may move the watermark back). */
-export async function setWatermark(tx: Queryable, p: SetWatermarkParams): Promise<void> {
-  await execute(tx, SET_WATERMARK_SQL, [p.scheduleId, p.plannedUntil, p.complete]);
 }
 
 /**

@@ -1,8 +1,7 @@
 /**
- * Realign on edit for many schedules at once (DEL-9, DEL-3): the set-based twins of the
- * per-schedule statements of `planning.ts` (`REALIGN_DELETE_SQL`, `SYNC_WAITING_SQL`),
- * for an import that rewrites hundreds of schedules in one transaction (API-5, OPS-12).
- * Same rules, one statement per chunk instead of one per schedule. The schedules are
+ * Realign on edit (DEL-9, DEL-3) for one schedule or many at once: an edit realigns one,
+ * an import's chunk hundreds in one transaction (API-5, OPS-12) with one statement each
+ * whatever their count. The moves are `REALIGN_MOVE_SQL` of `planning.ts`. The schedules are
  * reached through their ids by primary key, one lateral lookup each, whatever the
  * statistics of the engine say. `$1` is always "now" (NULL = database clock).
  */
@@ -55,8 +54,9 @@ export const REALIGN_DELETE_MANY_COLUMNS = columnsOf<RemovedManyRow>()(["removed
 
 /**
  * DEL-3 / DEL-9 / DEL-10: rewrites the admission columns of the waiting rows of the
- * schedules $2 from each schedule as it is now (held or not, expiry, `stale_at`), as
- * `SYNC_WAITING_SQL` does for one. Parameters: $1 now, $2 schedule ids. Returns `synced`.
+ * schedules $2 from each schedule as it is now (held or not, expiry, `stale_at` for its
+ * grace and recurrence). Run after the schedule rows and the rows moved, in the same
+ * transaction. Parameters: $1 now, $2 schedule ids. Returns `synced`.
  */
 export const SYNC_WAITING_MANY_SQL = `
 with synced as (
