@@ -20,14 +20,27 @@ import type { Metrics } from "../observability/metrics.js";
 import { parseRule } from "../recurrence/index.js";
 import type { Queryable } from "../store/database.js";
 import {
-  oldestWaiting,
+  oldestWaitingMany,
   remindersOf,
-  setWatermark,
+  setWatermarks,
+  type PlanReminderRow,
   type PlanScheduleRow,
+  type SetWatermarkParams,
 } from "../store/planning.js";
-import { realignWaiting, removeWaitingNotIn, syncWaiting } from "../store/deliveries/index.js";
+import {
+  realignWaiting,
+  removeWaitingNotInMany,
+  syncWaitingMany,
+  type RealignedDelivery,
+} from "../store/deliveries/index.js";
 import { ruleInputOfRow } from "../definition/index.js";
-import { insertDeliveries, planSchedule } from "./plan.js";
+import { insertDeliveries, planSchedule, type PlannedDelivery } from "./plan.js";
+
+/**
+ * Longest stretch, in ms, that {@link realignSchedules} plans before it lets the event
+ * loop run (OPS-12: an import realigns hundreds of schedules per chunk).
+ */
+export const REALIGN_SLICE_MS = 20;
 
 export interface RealignDeps {
   clock: Clock;
@@ -48,55 +61,102 @@ export interface RealignReport {
  * Realigns one schedule (already updated and locked in `tx`).
  * @param schedule the updated row, with `db_now`.
  */
-export async function realignSchedule(
+export function realignSchedule(
   tx: Queryable,
   schedule: PlanScheduleRow & { state: string },
   deps: RealignDeps,
 ): Promise<RealignReport> {
+  return realignSchedules(tx, [schedule], deps);
+}
+
+/**
+ * Realigns many schedules (each already updated and locked in `tx`) with a fixed number
+ * of statements whatever their count (an import's chunk, API-5): the same rules as one by
+ * one, the rows read and written for all of them at once. Between schedules the event
+ * loop gets a turn when planning has held it for {@link REALIGN_SLICE_MS} (OPS-12).
+ * @param schedules the updated rows, each with `db_now`.
+ * @returns what changed, summed over the schedules.
+ */
+export async function realignSchedules(
+  tx: Queryable,
+  schedules: ReadonlyArray<PlanScheduleRow & { state: string }>,
+  deps: RealignDeps,
+): Promise<RealignReport> {
+  if (schedules.length === 0) return { deleted: 0, moved: 0, created: 0 };
   const now = deps.clock.sqlNow();
-  const nowMs = schedule.db_now.getTime();
-  const parsed = parseRule(ruleInputOfRow(schedule));
-  const reminders = await remindersOf(tx, { scheduleIds: [schedule.id] });
-  if (!parsed.ok) {
-    // Strict validation ran before; a failure here means nothing can be planned.
-    const deleted = await removeWaitingNotIn(tx, { now, scheduleId: schedule.id, keys: [] });
-    await syncWaiting(tx, { now, scheduleId: schedule.id });
-    return { deleted, moved: 0, created: 0 };
+  const scheduleIds = schedules.map((s) => s.id);
+  const allReminders = await remindersOf(tx, { scheduleIds });
+  const remindersBy = new Map<string, PlanReminderRow[]>();
+  for (const r of allReminders) {
+    const list = remindersBy.get(r.schedule_id);
+    if (list) list.push(r);
+    else remindersBy.set(r.schedule_id, [r]);
   }
-  // DEL-9: an edited series takes effect from the edit on. New rows of a recurring series
-  // start at now: an occurrence of the new definition before the edit was never in the
-  // schedule, so it was not missed and is not sent late. Only rows that already existed
-  // keep the misfire grace (REC-6): waiting rows stay, and a row an earlier realign
-  // cancelled reopens when due within now − grace. One-offs start from the beginning (an
-  // edited one-off in the past is sent late).
-  const insertFrom = schedule.recurring ? nowMs : -8.64e15;
-  const reopenFrom = schedule.recurring ? nowMs - schedule.grace_ms : -8.64e15;
-  const oldest = (await oldestWaiting(tx, { scheduleId: schedule.id }))?.getTime() ?? reopenFrom;
-  const checkFrom = Math.min(reopenFrom, oldest);
-  const plan = planSchedule(
-    { ...schedule, planned_until: new Date(checkFrom) },
-    parsed.recurrence,
-    reminders,
-    deps.channels,
-    deps.options,
-  );
-  const keys = plan.deliveries.map((d) => d.key);
-  const deleted = await removeWaitingNotIn(tx, { now, scheduleId: schedule.id, keys });
-  const moved = await realignWaiting(tx, {
-    now,
-    deliveries: plan.deliveries,
-    reopenFrom: reopenFrom > -8e15 ? new Date(reopenFrom) : null,
-  });
-  const fresh = plan.deliveries.filter((d) => d.dueAt.getTime() >= insertFrom);
+  const oldestBy = await oldestWaitingMany(tx, { scheduleIds });
+  const keys: string[] = [];
+  // Moves are grouped by their reopen bound (one statement per distinct bound; an import's
+  // schedules share one or two).
+  const movesBy = new Map<number, RealignedDelivery[]>();
+  const fresh: PlannedDelivery[] = [];
+  const marks: SetWatermarkParams[] = [];
+  let sliceStart = performance.now();
+  for (const schedule of schedules) {
+    const parsed = parseRule(ruleInputOfRow(schedule));
+    // Strict validation ran before; a failure here means nothing can be planned: no keys,
+    // so every waiting row of the schedule goes.
+    if (!parsed.ok) continue;
+    const nowMs = schedule.db_now.getTime();
+    // DEL-9: an edited series takes effect from the edit on. New rows of a recurring series
+    // start at now: an occurrence of the new definition before the edit was never in the
+    // schedule, so it was not missed and is not sent late. Only rows that already existed
+    // keep the misfire grace (REC-6): waiting rows stay, and a row an earlier realign
+    // cancelled reopens when due within now − grace. One-offs start from the beginning (an
+    // edited one-off in the past is sent late).
+    const insertFrom = schedule.recurring ? nowMs : -8.64e15;
+    const reopenFrom = schedule.recurring ? nowMs - schedule.grace_ms : -8.64e15;
+    const oldest = oldestBy.get(schedule.id)?.getTime() ?? reopenFrom;
+    const checkFrom = Math.min(reopenFrom, oldest);
+    const plan = planSchedule(
+      { ...schedule, planned_until: new Date(checkFrom) },
+      parsed.recurrence,
+      remindersBy.get(schedule.id) ?? [],
+      deps.channels,
+      deps.options,
+    );
+    for (const d of plan.deliveries) keys.push(d.key);
+    const moves = movesBy.get(reopenFrom);
+    if (moves) moves.push(...plan.deliveries);
+    else movesBy.set(reopenFrom, [...plan.deliveries]);
+    for (const d of plan.deliveries) if (d.dueAt.getTime() >= insertFrom) fresh.push(d);
+    marks.push({
+      scheduleId: schedule.id,
+      plannedUntil: new Date(plan.plannedUntil),
+      complete: plan.complete,
+    });
+    if (performance.now() - sliceStart >= REALIGN_SLICE_MS) {
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      sliceStart = performance.now();
+    }
+  }
+  const deleted = await removeWaitingNotInMany(tx, { now, scheduleIds, keys });
+  let moved = 0;
+  for (const [reopenFrom, deliveries] of movesBy) {
+    moved += await realignWaiting(tx, {
+      now,
+      deliveries,
+      reopenFrom: reopenFrom > -8e15 ? new Date(reopenFrom) : null,
+    });
+  }
   const created = await insertDeliveries(tx, now, fresh);
-  await setWatermark(tx, {
-    scheduleId: schedule.id,
-    plannedUntil: new Date(plan.plannedUntil),
-    complete: plan.complete,
-  });
-  await syncWaiting(tx, { now, scheduleId: schedule.id });
+  if (marks.length > 0) await setWatermarks(tx, { marks });
+  await syncWaitingMany(tx, { now, scheduleIds });
   if (deleted + moved + created > 0) {
-    deps.logger.info({ scheduleId: schedule.id, deleted, moved, created }, "schedule realigned");
+    deps.logger.info(
+      schedules.length === 1
+        ? { scheduleId: scheduleIds[0], deleted, moved, created }
+        : { schedules: schedules.length, deleted, moved, created },
+      "schedule realigned",
+    );
   }
   return { deleted, moved, created };
 }

@@ -242,22 +242,55 @@ for update`;
 /** Result columns of {@link LOCK_SCHEDULE_FOR_EDIT_SQL}. */
 export const LOCK_SCHEDULE_FOR_EDIT_COLUMNS = SCHEDULE_AT_ROW_KEYS;
 
-/** The earliest due time among a schedule's waiting rows (NULL: none). */
-export interface OldestWaitingRow {
-  oldest: Date | null;
+/**
+ * DEL-9 / API-5: locks the tenant's schedules $3 for an edit of them all (an import's
+ * chunk), in id order; ids the tenant does not have are left out. $1 now, $2 tenant.
+ */
+export const LOCK_SCHEDULES_FOR_EDIT_SQL = `
+select s.*, ${NOW} as db_now
+from (select distinct unnest($3::uuid[]) as id) ids
+cross join lateral (
+  select * from punctual_schedules x where x.id = ids.id and x.tenant = $2 offset 0
+) s
+order by s.id
+for update of s`;
+
+/** Result columns of {@link LOCK_SCHEDULES_FOR_EDIT_SQL}. */
+export const LOCK_SCHEDULES_FOR_EDIT_COLUMNS = SCHEDULE_AT_ROW_KEYS;
+
+/** The earliest due time among one schedule's waiting rows. */
+export interface OldestWaitingManyRow {
+  schedule_id: string;
+  oldest: Date;
 }
 
-/** Oldest waiting delivery of a schedule (realign checks membership from there). $1 schedule id */
-export const OLDEST_WAITING_SQL = `
-select min(due_at) as oldest from punctual_deliveries
-where schedule_id = $1 and state in ('pending', 'retry', 'paused')`;
+/**
+ * DEL-9: the earliest due time of the waiting rows of each of the schedules $1 (a schedule
+ * without waiting rows is left out).
+ */
+export const OLDEST_WAITING_MANY_SQL = `
+select ids.id as schedule_id, w.oldest
+from (select distinct unnest($1::uuid[]) as id) ids
+cross join lateral (
+  select min(d.due_at) as oldest from punctual_deliveries d
+  where d.schedule_id = ids.id and d.state in ('pending', 'retry', 'paused')
+) w
+where w.oldest is not null`;
 
-/** Sets the watermark after a realign (may move it back). $1 id, $2 watermark, $3 complete */
-export const SET_WATERMARK_SQL = `
-update punctual_schedules set planned_until = $2, plan_complete = $3 where id = $1`;
+/** Result columns of {@link OLDEST_WAITING_MANY_SQL}. */
+export const OLDEST_WAITING_MANY_COLUMNS = columnsOf<OldestWaitingManyRow>()([
+  "schedule_id",
+  "oldest",
+]);
 
-/** Result columns of {@link OLDEST_WAITING_SQL}. */
-export const OLDEST_WAITING_COLUMNS = columnsOf<OldestWaitingRow>()(["oldest"]);
+/**
+ * DEL-9: sets the watermarks of the realigned schedules, forward or back (unlike
+ * {@link ADVANCE_WATERMARK_SQL}). Parallel arrays: $1 ids, $2 watermarks, $3 complete flags.
+ */
+export const SET_WATERMARKS_SQL = `
+update punctual_schedules s set planned_until = u.until, plan_complete = u.complete
+from unnest($1::uuid[], $2::timestamptz[], $3::boolean[]) as u(id, until, complete)
+where s.id = u.id`;
 
 // ---------------------------------------------------------------------------------------
 // One typed function per statement.
@@ -349,24 +382,40 @@ export function lockScheduleForEdit(
   return firstRow<ScheduleRowAt>(tx, LOCK_SCHEDULE_FOR_EDIT_SQL, [p.now, p.tenant, p.id]);
 }
 
-/** DEL-9: runs {@link OLDEST_WAITING_SQL}: the earliest due time of the schedule's waiting rows, or null. */
-export async function oldestWaiting(
+/** DEL-9 / API-5: runs {@link LOCK_SCHEDULES_FOR_EDIT_SQL} (row locks held until `tx` ends). */
+export function lockSchedulesForEdit(
   tx: Queryable,
-  p: { scheduleId: string },
-): Promise<Date | null> {
-  return (await firstRow<OldestWaitingRow>(tx, OLDEST_WAITING_SQL, [p.scheduleId]))?.oldest ?? null;
+  p: { now: Date | null; tenant: string; ids: readonly string[] },
+): Promise<ScheduleRowAt[]> {
+  return rows<ScheduleRowAt>(tx, LOCK_SCHEDULES_FOR_EDIT_SQL, [p.now, p.tenant, p.ids]);
 }
 
-/** Parameters of {@link setWatermark}. */
+/** DEL-9: runs {@link OLDEST_WAITING_MANY_SQL}: by schedule id, the earliest due time of its waiting rows. */
+export async function oldestWaitingMany(
+  tx: Queryable,
+  p: { scheduleIds: readonly string[] },
+): Promise<Map<string, Date>> {
+  const found = await rows<OldestWaitingManyRow>(tx, OLDEST_WAITING_MANY_SQL, [p.scheduleIds]);
+  return new Map(found.map((r) => [r.schedule_id, r.oldest]));
+}
+
+/** DEL-9: runs {@link SET_WATERMARKS_SQL} (may move the watermarks back). */
+export async function setWatermarks(
+  tx: Queryable,
+  p: { marks: readonly SetWatermarkParams[] },
+): Promise<void> {
+  await execute(tx, SET_WATERMARKS_SQL, [
+    p.marks.map((m) => m.scheduleId),
+    p.marks.map((m) => m.plannedUntil),
+    p.marks.map((m) => m.complete),
+  ]);
+}
+
+/** A watermark set after a realign, as {@link setWatermarks} takes it. */
 export interface SetWatermarkParams {
   scheduleId: string;
   plannedUntil: Date;
   complete: boolean;
-}
-
-/** DEL-9: runs {@link SET_WATERMARK_SQL} (may move the watermark back). */
-export async function setWatermark(tx: Queryable, p: SetWatermarkParams): Promise<void> {
-  await execute(tx, SET_WATERMARK_SQL, [p.scheduleId, p.plannedUntil, p.complete]);
 }
 
 /**

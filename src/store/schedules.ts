@@ -893,6 +893,42 @@ set dtstart = $3, tzid = $4, rrule = $5, rdate = $6::text[], exdate = $7::text[]
 where id = $2
 returning *, ${NOW} as db_now`;
 
+/**
+ * DEL-9 / API-5: rewrites the definitions of many schedules at once (an import's chunk),
+ * as {@link UPDATE_SCHEDULE_SQL} does for one. Parameters: $1 now, then parallel arrays
+ * $2 ids, $3 dtstart, $4 tzid, $5 rrule, $6 rdate (json text arrays), $7 exdate (json
+ * text arrays), $8 recurring, $9 ends_at, $10 expires_at, $11 dst gap, $12 dst overlap,
+ * $13 misfire, $14 grace ms, $15 perpetual, $16 payload (json text), $17 request hashes,
+ * $18 catch-up (json text or null), $19 titles (or null). Returns the updated rows (with
+ * `db_now`, ready to realign).
+ */
+export const UPDATE_SCHEDULES_BULK_SQL = `
+update punctual_schedules s
+set dtstart = u.dtstart, tzid = u.tzid, rrule = u.rrule,
+    rdate = array(select jsonb_array_elements_text(u.rdate::jsonb)),
+    exdate = array(select jsonb_array_elements_text(u.exdate::jsonb)),
+    recurring = u.recurring, ends_at = u.ends_at, expires_at = u.expires_at,
+    dst_gap = u.gap, dst_overlap = u.overlap, misfire = u.misfire, grace_ms = u.grace_ms,
+    perpetual = u.perpetual, payload = u.payload::jsonb, request_hash = u.hash,
+    catch_up = u.catch_up::jsonb, title = u.title, plan_complete = false, cap_logged_at = null,
+    version = s.version + 1, updated_at = ${NOW}
+from unnest($2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::boolean[],
+            $9::timestamptz[], $10::timestamptz[], $11::text[], $12::text[], $13::text[],
+            $14::int[], $15::boolean[], $16::text[], $17::text[], $18::text[], $19::text[])
+  as u(id, dtstart, tzid, rrule, rdate, exdate, recurring, ends_at, expires_at, gap, overlap,
+       misfire, grace_ms, perpetual, payload, hash, catch_up, title)
+where s.id = u.id
+returning s.*, ${NOW} as db_now`;
+
+/** Result columns of {@link UPDATE_SCHEDULES_BULK_SQL}. */
+export const UPDATE_SCHEDULES_BULK_COLUMNS = SCHEDULE_AT_ROW_KEYS;
+
+/** DEL-9 / API-5: every reminder of the schedules $1 (repeats read once). */
+export const DELETE_REMINDERS_MANY_SQL = `
+delete from punctual_reminders r
+using (select distinct unnest($1::uuid[]) as id) ids
+where r.schedule_id = ids.id`;
+
 /** $1 schedule id */
 export const DELETE_REMINDERS_SQL = `delete from punctual_reminders where schedule_id = $1`;
 
@@ -1232,6 +1268,50 @@ export function updateScheduleDefinition(
     p.definition.catchUpJson ?? null,
     p.definition.title ?? null,
   ]);
+}
+
+/** A definition to write, as {@link updateSchedulesBulk} takes it. */
+export interface ScheduleToUpdate {
+  id: string;
+  definition: ScheduleDefinition;
+  requestHash: string;
+}
+
+/** DEL-9 / API-5: runs {@link UPDATE_SCHEDULES_BULK_SQL}: the updated rows (missing ids left out). */
+export function updateSchedulesBulk(
+  tx: Queryable,
+  p: { now: Date | null; schedules: readonly ScheduleToUpdate[] },
+): Promise<ScheduleRowAt[]> {
+  const s = p.schedules;
+  return rows<ScheduleRowAt>(tx, UPDATE_SCHEDULES_BULK_SQL, [
+    p.now,
+    s.map((x) => x.id),
+    s.map((x) => x.definition.dtstart),
+    s.map((x) => x.definition.tzid),
+    s.map((x) => x.definition.rrule),
+    s.map((x) => JSON.stringify(x.definition.rdate)),
+    s.map((x) => JSON.stringify(x.definition.exdate)),
+    s.map((x) => x.definition.recurring),
+    s.map((x) => x.definition.endsAt),
+    s.map((x) => x.definition.expiresAt),
+    s.map((x) => x.definition.dstGap),
+    s.map((x) => x.definition.dstOverlap),
+    s.map((x) => x.definition.misfire),
+    s.map((x) => x.definition.graceMs),
+    s.map((x) => x.definition.perpetual),
+    s.map((x) => x.definition.payloadJson),
+    s.map((x) => x.requestHash),
+    s.map((x) => x.definition.catchUpJson ?? null),
+    s.map((x) => x.definition.title ?? null),
+  ]);
+}
+
+/** DEL-9 / API-5: runs {@link DELETE_REMINDERS_MANY_SQL}. */
+export async function deleteRemindersMany(
+  tx: Queryable,
+  p: { scheduleIds: readonly string[] },
+): Promise<void> {
+  await execute(tx, DELETE_REMINDERS_MANY_SQL, [p.scheduleIds]);
 }
 
 /** DEL-9: runs {@link DELETE_REMINDERS_SQL}: every reminder of the schedule. */

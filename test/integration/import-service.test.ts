@@ -207,6 +207,35 @@ describe("API-5: import as a chunked service", () => {
     expect((await t.punctual.getSchedule(last)).title).toBe("Meeting 3");
   });
 
+  it("DEL-9: the updates of one chunk are realigned together, each schedule to its own new set, as a fresh import plans it", async () => {
+    t = await testPunctual({
+      start: "2027-01-10T00:00:00Z",
+      scheduler: { planAheadMs: 14 * 86_400_000 },
+    });
+    await importCalendar(t.punctual, calendar(5), options);
+    // Every event moves: to another hour (i % 10 shifts) and, for odd ones, to daily.
+    const moved = calendar(5)
+      .replace(/T(\d\d)0000Z/g, (_, h: string) => `T${String(Number(h) + 3).padStart(2, "0")}0000Z`)
+      .replace(/(UID:uid-[13]\r\n(?:.*\r\n){2})RRULE:FREQ=WEEKLY/g, "$1RRULE:FREQ=DAILY;COUNT=4");
+    const summary = await importCalendar(t.punctual, moved, { ...options, chunkSize: 5 });
+    expect(summary).toMatchObject({ updated: 5, created: 0 });
+    await importCalendar(t.punctual, moved, { ...options, source: "fresh" });
+    const waitingBySource = async (source: string) =>
+      (
+        await t!.punctual.db.query<{ external_id: string; due_at: Date }>(
+          `select s.external_id, d.due_at from punctual_deliveries d
+           join punctual_schedules s on s.id = d.schedule_id
+           where s.source = $1 and d.state in ('pending', 'retry', 'paused')
+           order by s.external_id, d.due_at`,
+          [source],
+        )
+      ).rows.map((r) => `${r.external_id} ${new Date(r.due_at).toISOString()}`);
+    const realigned = await waitingBySource("svc");
+    expect(realigned.some((r) => r.startsWith("uid-1 "))).toBe(true);
+    expect(realigned.some((r) => r.startsWith("uid-4 "))).toBe(true);
+    expect(realigned).toEqual(await waitingBySource("fresh"));
+  });
+
   it("API-5: a chunk size that is not a positive integer is refused before anything is written", async () => {
     t = await testPunctual();
     await expect(

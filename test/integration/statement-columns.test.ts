@@ -20,6 +20,7 @@ import * as deliveriesCounts from "../../src/store/deliveries/counts.js";
 import * as deliveriesDeferrals from "../../src/store/deliveries/deferrals.js";
 import * as deliveriesOperator from "../../src/store/deliveries/operator.js";
 import * as deliveriesPlanning from "../../src/store/deliveries/planning.js";
+import * as deliveriesRealign from "../../src/store/deliveries/realign.js";
 import * as deliveriesRecipients from "../../src/store/deliveries/recipients.js";
 import * as deliveriesRetention from "../../src/store/deliveries/retention.js";
 import * as durability from "../../src/store/durability.js";
@@ -49,6 +50,7 @@ const MODULES = {
   deliveriesDeferrals,
   deliveriesOperator,
   deliveriesPlanning,
+  deliveriesRealign,
   deliveriesRecipients,
   deliveriesRetention,
   durability,
@@ -150,11 +152,12 @@ const PARAMS: Record<string, readonly unknown[]> = {
   SELECT_STALE_SQL: [null, 1],
   APPLY_MISFIRE_SQL: [null, null, null, null, null],
   LOCK_SCHEDULE_FOR_EDIT_SQL: [null, "default", ID],
-  OLDEST_WAITING_SQL: [ID],
-  REALIGN_DELETE_SQL: [null, ID, []],
+  REALIGN_DELETE_MANY_SQL: [null, [ID], []],
+  SYNC_WAITING_MANY_SQL: [null, [ID]],
+  LOCK_SCHEDULES_FOR_EDIT_SQL: [null, "default", [ID]],
+  OLDEST_WAITING_MANY_SQL: [[ID]],
+  SET_WATERMARKS_SQL: [null, null, null],
   REALIGN_MOVE_SQL: [null, ...nulls(7)],
-  SET_WATERMARK_SQL: [ID, new Date(0), false],
-  SYNC_WAITING_SQL: [null, ID],
   NEXT_PLANNING_SQL: [],
   // schedules.ts
   INSERT_SCHEDULE_SQL: [null, "default", null, "hash", ...DEFINITION, ...nulls(5)],
@@ -179,6 +182,8 @@ const PARAMS: Record<string, readonly unknown[]> = {
   RESOLVE_SQL: [null, "default", 1, "sent"],
   UPDATE_SCHEDULE_SQL: [null, ID, ...DEFINITION, "hash", null, null],
   DELETE_REMINDERS_SQL: [ID],
+  DELETE_REMINDERS_MANY_SQL: [[ID]],
+  UPDATE_SCHEDULES_BULK_SQL: [null, ...nulls(18)],
   SCHEDULES_OF_SOURCE_SQL: ["default", "source"],
   INSERT_SCHEDULES_BULK_SQL: [null, "default", ...nulls(18)],
   INSERT_REMINDERS_BULK_SQL: nulls(9),

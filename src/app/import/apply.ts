@@ -1,22 +1,21 @@
 /**
  * Writing an import's changes (API-5, DEL-9, DEL-10, OPS-12): in chunks of a few hundred
  * changes, each chunk one transaction — its creates as bulk inserts planned together, its
- * updates each locked, rewritten and realigned, its cancels each with their waiting
- * deliveries. Between statements and chunks the event loop gets its turns (the embedded
+ * updates locked, rewritten and realigned together (a fixed number of statements per
+ * chunk), its cancels each with their waiting deliveries. Between statements and chunks the event loop gets its turns (the embedded
  * engine runs on this thread).
  */
 import { planLocked } from "../../scheduler/plan.js";
-import { realignSchedule } from "../../scheduler/realign.js";
+import { realignSchedules } from "../../scheduler/realign.js";
 import type { Queryable } from "../../store/database.js";
-import { lockScheduleForEdit } from "../../store/planning.js";
+import { lockSchedulesForEdit } from "../../store/planning.js";
 import {
   cancelScheduleRow,
-  deleteReminders,
-  insertReminders,
+  deleteRemindersMany,
   insertRemindersBulk,
   insertSchedulesBulk,
   reviveSchedule,
-  updateScheduleDefinition,
+  updateSchedulesBulk,
 } from "../../store/schedules.js";
 import { planDeps, type AppContext } from "../context.js";
 import { definitionColumns, definitionHash, reminderColumns } from "../../definition/index.js";
@@ -138,10 +137,11 @@ async function writeChunk(
       outcomes[i] = { kind: "created", id: ids.get(change.value.externalId ?? "")! };
     }
   }
+  const updates = chunk.flatMap((change, i) => (change.kind === "update" ? [{ change, i }] : []));
+  if (updates.length > 0) await writeUpdates(app, tx, tenant, updates, outcomes);
   for (let i = 0; i < chunk.length; i++) {
     const change = chunk[i] as ImportChange;
-    if (change.kind === "update") outcomes[i] = await writeUpdate(app, tx, tenant, change);
-    else if (change.kind === "cancel") {
+    if (change.kind === "cancel") {
       const row = await cancelScheduleRow(tx, {
         now: app.now(),
         tenant,
@@ -158,38 +158,69 @@ async function writeChunk(
 }
 
 /**
- * DEL-9: one schedule rewritten from its event, its waiting deliveries realigned, as an
- * edit does it; left alone when someone changed it after the comparison (the next import
- * compares again).
+ * DEL-9: the chunk's updated schedules rewritten from their events and their waiting
+ * deliveries realigned, as an edit does it, with a fixed number of statements whatever
+ * their count: lock them all (id order), rewrite their definitions, replace their
+ * reminders, realign them together. A schedule changed by someone after the comparison is
+ * left alone (the next import compares again); one purged meanwhile is skipped.
+ * Fills `outcomes` at each update's index.
  */
-async function writeUpdate(
+async function writeUpdates(
   app: AppContext,
   tx: Queryable,
   tenant: string,
-  change: Extract<ImportChange, { kind: "update" }>,
-): Promise<Outcome> {
-  const locked = await lockScheduleForEdit(tx, { now: app.now(), tenant, id: change.id });
-  if (locked === null) {
-    return { kind: "skipped", reason: `schedule ${change.id} is gone (purged while importing)` };
+  updates: ReadonlyArray<{ change: Extract<ImportChange, { kind: "update" }>; i: number }>,
+  outcomes: Outcome[],
+): Promise<void> {
+  const maxAttempts = app.config.scheduler.maxAttempts;
+  const locked = new Map(
+    (
+      await lockSchedulesForEdit(tx, {
+        now: app.now(),
+        tenant,
+        ids: updates.map(({ change }) => change.id),
+      })
+    ).map((row) => [row.id, row]),
+  );
+  const writable: Array<(typeof updates)[number]> = [];
+  for (const update of updates) {
+    const { change, i } = update;
+    const row = locked.get(change.id);
+    if (row === undefined) {
+      outcomes[i] = {
+        kind: "skipped",
+        reason: `schedule ${change.id} is gone (purged while importing)`,
+      };
+    } else if (row.version !== change.version) {
+      outcomes[i] = {
+        kind: "skipped",
+        reason: `schedule ${change.id} was changed while importing (version ${row.version}, compared at ${change.version}); import again to apply the calendar`,
+      };
+    } else writable.push(update);
   }
-  if (locked.version !== change.version) {
-    return {
-      kind: "skipped",
-      reason: `schedule ${change.id} was changed while importing (version ${locked.version}, compared at ${change.version}); import again to apply the calendar`,
-    };
+  if (writable.length === 0) return;
+  // Reviving is rare (an event back in the calendar after it left): one statement each.
+  for (const { change } of writable) {
+    if (change.revive) await reviveSchedule(tx, { now: app.now(), id: change.id });
   }
-  if (change.revive) await reviveSchedule(tx, { now: app.now(), id: change.id });
-  const updated = await updateScheduleDefinition(tx, {
+  const updated = await updateSchedulesBulk(tx, {
     now: app.now(),
-    id: change.id,
-    definition: definitionColumns(change.value),
-    requestHash: change.hash,
+    schedules: writable.map(({ change }) => ({
+      id: change.id,
+      definition: definitionColumns(change.value),
+      requestHash: change.hash,
+    })),
   });
-  await deleteReminders(tx, { scheduleId: change.id });
-  await insertReminders(tx, {
-    scheduleId: change.id,
-    reminders: reminderColumns(change.value.reminders, app.config.scheduler.maxAttempts),
+  const scheduleIds = writable.map(({ change }) => change.id);
+  await deleteRemindersMany(tx, { scheduleIds });
+  await insertRemindersBulk(tx, {
+    reminders: writable.flatMap(({ change }) =>
+      reminderColumns(change.value.reminders, maxAttempts).map((r) => ({
+        ...r,
+        scheduleId: change.id,
+      })),
+    ),
   });
-  await realignSchedule(tx, updated!, planDeps(app));
-  return { kind: "updated" };
+  await realignSchedules(tx, updated, planDeps(app));
+  for (const { i } of writable) outcomes[i] = { kind: "updated" };
 }

@@ -11,6 +11,7 @@
  * - `deferrals.ts`: circuit-breaker and quiet-hours deferrals of claimed rows;
  * - `planning.ts`: planned inserts, misfire decisions, realign on edit, admission sync;
  * - `waiting.ts`: the waiting rows following their schedule (held, cancelled, revived);
+ * - `realign.ts`: realign on edit for many schedules in one statement (imports);
  * - `operator.ts`: trigger, backfill, redrive, resolve, purge;
  * - `retention.ts`: deletion of finished rows and old attempts;
  * - `counts.ts`: the one count by state behind status, metrics and the overview;
@@ -22,6 +23,7 @@ export * from "./claim.js";
 export * from "./deferrals.js";
 export * from "./planning.js";
 export * from "./waiting.js";
+export * from "./realign.js";
 export * from "./operator.js";
 export * from "./retention.js";
 export * from "./counts.js";

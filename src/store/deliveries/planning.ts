@@ -8,7 +8,7 @@
 import type { Queryable } from "../database.js";
 import { columnsOf, execute, firstRow } from "../statement.js";
 import { NOW } from "./sql.js";
-import { staleAtSql, syncWaitingSql } from "./waiting.js";
+import { staleAtSql } from "./waiting.js";
 
 /**
  * Inserts planned deliveries; a row that exists (same delivery key, or same schedule,
@@ -88,43 +88,6 @@ export const APPLY_MISFIRE_COLUMNS = columnsOf<MisfireCountsRow>()([
 ]);
 
 /**
- * DEL-9: removes waiting rows (`pending`, `retry`, `paused`) of a schedule whose key is not in the
- * new set: never-tried rows are deleted; rows with attempts are kept for their history
- * (DEL-14) and become `cancelled`, reason `realigned`. Claimed, sent, dead, in-doubt and
- * skipped rows are untouched. $1 now, $2 schedule id, $3 keys of the new set.
- * Returns `removed`.
- */
-export const REALIGN_DELETE_SQL = `
-with gone as (
-  -- Locked, so a claim that commits first is seen (and the row then skipped below):
-  -- an edit never deletes or cancels a row a worker has just claimed.
-  select id, attempt from punctual_deliveries
-  where schedule_id = $2 and state in ('pending', 'retry', 'paused')
-    and not (delivery_key = any($3::text[]))
-    -- API-9: a triggered delivery is outside the recurrence: an edit leaves it (0014).
-    and not exists (select 1 from punctual_triggers t where t.delivery_id = punctual_deliveries.id)
-  for update
-),
-deleted as (
-  delete from punctual_deliveries d using gone g
-  where d.id = g.id and g.attempt = 0 and d.state in ('pending', 'retry', 'paused')
-  returning d.id
-),
-cancelled as (
-  update punctual_deliveries d
-  set state = 'cancelled', reason = 'realigned', finished_at = ${NOW}, updated_at = ${NOW}
-  from gone g
-  where d.id = g.id and g.attempt > 0 and d.state in ('pending', 'retry', 'paused')
-  returning d.id
-)
-select (select count(*) from deleted) + (select count(*) from cancelled) as removed`;
-
-/** What {@link REALIGN_DELETE_SQL} removed. */
-export interface RemovedRow {
-  removed: number;
-}
-
-/**
  * DEL-9: brings waiting rows of the new set in line with it: due time (a changed
  * offset), channel, lost-lease policy and attempt budget (a changed reminder). A `retry`
  * row keeps its retry time unless the new due time is later. Rows an earlier realign
@@ -134,7 +97,7 @@ export interface RemovedRow {
  * a reopened row may have (older ones stay cancelled; NULL: no limit), and $8 the
  * quiet-hours deferrals (DEL-15; NULL: not deferred), so an edited window moves rows too.
  * Admission columns (held state, expiry, `stale_at` of a moved row) are rewritten by
- * {@link SYNC_WAITING_SQL} afterwards, in the same transaction.
+ * `SYNC_WAITING_MANY_SQL` (`realign.ts`) afterwards, in the same transaction.
  */
 export const REALIGN_MOVE_SQL = `
 with u as (
@@ -177,31 +140,8 @@ export interface MovedRow {
   moved: number;
 }
 
-/**
- * DEL-3 / DEL-9 / DEL-10: rewrites the admission columns of a schedule's waiting rows
- * from the schedule as it is now (held or not, expiry, `stale_at` for its grace and
- * recurrence). Run by an edit after the schedule row and the rows moved, in the same
- * transaction. $1 now, $2 schedule id. Returns `synced`.
- */
-export const SYNC_WAITING_SQL = `
-with synced as (
-  ${syncWaitingSql("s", "punctual_schedules s")}
-    and s.id = $2
-  returning d.id
-)
-select count(*) as synced from synced`;
-
-/** What {@link SYNC_WAITING_SQL} rewrote. */
-export interface SyncedRow {
-  synced: number;
-}
-
-/** Result columns of {@link REALIGN_DELETE_SQL}. */
-export const REALIGN_DELETE_COLUMNS = columnsOf<RemovedRow>()(["removed"]);
 /** Result columns of {@link REALIGN_MOVE_SQL}. */
 export const REALIGN_MOVE_COLUMNS = columnsOf<MovedRow>()(["moved"]);
-/** Result columns of {@link SYNC_WAITING_SQL}. */
-export const SYNC_WAITING_COLUMNS = columnsOf<SyncedRow>()(["synced"]);
 
 // ---------------------------------------------------------------------------------------
 // One typed function per statement.
@@ -278,20 +218,6 @@ export async function recordMisfire(
   ]);
 }
 
-/** Parameters of {@link removeWaitingNotIn}. */
-export interface RemoveWaitingParams {
-  now: Date | null;
-  scheduleId: string;
-  /** Delivery keys of the new set: waiting rows with any other key go. */
-  keys: readonly string[];
-}
-
-/** DEL-9: runs {@link REALIGN_DELETE_SQL}. @returns how many rows were deleted or cancelled. */
-export async function removeWaitingNotIn(tx: Queryable, p: RemoveWaitingParams): Promise<number> {
-  const row = await firstRow<RemovedRow>(tx, REALIGN_DELETE_SQL, [p.now, p.scheduleId, p.keys]);
-  return Number(row?.removed ?? 0);
-}
-
 /** A delivery of the new set, as {@link realignWaiting} takes it. */
 export interface RealignedDelivery {
   key: string;
@@ -325,13 +251,4 @@ export async function realignWaiting(tx: Queryable, p: RealignWaitingParams): Pr
     d.map((x) => x.deferredUntil ?? null),
   ]);
   return Number(row?.moved ?? 0);
-}
-
-/** DEL-3 / DEL-9 / DEL-10: runs {@link SYNC_WAITING_SQL}. @returns how many rows were rewritten. */
-export async function syncWaiting(
-  tx: Queryable,
-  p: { now: Date | null; scheduleId: string },
-): Promise<number> {
-  const row = await firstRow<SyncedRow>(tx, SYNC_WAITING_SQL, [p.now, p.scheduleId]);
-  return Number(row?.synced ?? 0);
 }
