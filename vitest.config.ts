@@ -12,6 +12,22 @@ import { defineConfig } from "vitest/config";
 // generous on purpose: the suite must stay green on a loaded 2-core machine running a
 // second suite beside it, so a timeout only turns a hang into a failure. No test asserts
 // how long anything took (that is what bench/ measures); waits poll an outcome.
+/**
+ * End-to-end files that run the product on its embedded engine whatever the stage's engine
+ * (each clears DATABASE_URL for the processes it starts, or talks to a stubbed server):
+ * they prove nothing more on the PostgreSQL stage, so they run once, in the PGlite stage.
+ */
+const EMBEDDED_ONLY_E2E = [
+  "test/e2e/cli.test.ts",
+  "test/e2e/cli-json.test.ts",
+  "test/e2e/dashboard.test.ts",
+  "test/e2e/docs.test.ts",
+  "test/e2e/import.test.ts",
+  "test/e2e/otel.test.ts",
+  "test/e2e/shutdown-pipe.test.ts",
+];
+const postgresStage = process.env.PUNCTUAL_TEST_ENGINE === "postgres";
+
 export default defineConfig({
   test: {
     projects: [
@@ -31,7 +47,7 @@ export default defineConfig({
         test: {
           name: "integration",
           include: ["test/integration/**/*.test.ts", "test/e2e/**/*.test.ts"],
-          exclude: ["test/e2e/package.test.ts"],
+          exclude: ["test/e2e/package.test.ts", ...(postgresStage ? EMBEDDED_ONLY_E2E : [])],
           // Builds the PGlite templates once per run (test/support/db.ts loads them).
           globalSetup: ["test/global-setup.ts"],
           // The end-to-end tests spawn a dozen CLI processes each (every one loads tsx);

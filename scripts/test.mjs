@@ -9,6 +9,8 @@
 //      PostgreSQL binaries the stage is reported as NOT run.
 // Extra arguments go to every vitest run (`npm test -- test/unit/x.test.ts` filters).
 // PUNCTUAL_TEST_ENGINES=pglite (or postgres) limits the database stages to one engine.
+// The end-to-end files that run the product on its embedded engine whatever the stage
+// (vitest.config.ts, EMBEDDED_ONLY_E2E) run in the PGlite stage only.
 // PUNCTUAL_TEST_LANES=2 (CI sets it) runs the PGlite stage beside the unit and PostgreSQL
 // stages instead of after them: much of the suite waits on processes, sockets and fsync,
 // so two lanes shorten the run on a 2-core machine. Each stage's output is then kept and

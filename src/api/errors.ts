@@ -86,9 +86,12 @@ export function toErrorReply(err: unknown): ErrorReply {
   }
   if (err instanceof HTTPException) {
     if (err.status === 400 && /json/i.test(err.message)) {
+      // The parser's position, when it gives one; never its text, which quotes the body.
+      const at = /at position (\d+)/.exec(String((err.cause as Error | undefined)?.message));
+      const where = at ? ` (at character ${at[1]})` : "";
       return {
         status: 400,
-        body: errorBody("INVALID_JSON", "The request body is not valid JSON."),
+        body: errorBody("INVALID_JSON", `The request body is not valid JSON${where}.`),
         internal: false,
       };
     }

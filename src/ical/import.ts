@@ -3,7 +3,7 @@
  * Pure: no I/O, no clock, no dependence on the host's time zone.
  */
 import { createHash } from "node:crypto";
-import { MAX_EXTERNAL_ID_CHARS } from "../contracts/index.js";
+import { isUnstorableText, MAX_EXTERNAL_ID_CHARS } from "../contracts/index.js";
 import { prop, readComponents, type IcalComponent } from "./lexer.js";
 import type { CalendarImport, IcalImportOptions } from "./types.js";
 import { cleanTzid, ZoneResolver } from "./zones.js";
@@ -225,6 +225,19 @@ class Importer extends Emitter {
         // (and names it by its start: a UID this long is not repeated in the answer).
         const shown = `${uid.slice(0, 80)}…`;
         const reason = `UID is ${uid.length} characters, over the limit of ${MAX_EXTERNAL_ID_CHARS}: event not imported`;
+        this.skipped.push({ uid: shown, line: list[0]?.comp.line ?? null, reason });
+        this.warn(`event "${shown}" (line ${list[0]?.comp.line ?? "?"}): ${reason}`);
+        for (let i = 0; i < list.length; i++) this.progress();
+        yield;
+        continue;
+      }
+      if (isUnstorableText(uid)) {
+        // API-7: the UID is the schedule's external id, which the import looks up and
+        // stores; a NUL or an unpaired surrogate cannot reach the database, and dropping
+        // it could make one UID of two, so the event is refused by name.
+        const shown = JSON.stringify(uid.slice(0, 80)).slice(1, -1);
+        const reason =
+          "UID contains a NUL character or an unpaired UTF-16 surrogate, which cannot be stored: event not imported";
         this.skipped.push({ uid: shown, line: list[0]?.comp.line ?? null, reason });
         this.warn(`event "${shown}" (line ${list[0]?.comp.line ?? "?"}): ${reason}`);
         for (let i = 0; i < list.length; i++) this.progress();

@@ -139,6 +139,7 @@ function recorder(): string[] {
             ok: true,
             items: [],
             entries: [],
+            results: [],
             nextCursor: null,
             status: "ready",
             secret: "whsec_x",

@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { afterAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
 const root = fileURLToPath(new URL("../../", import.meta.url));
 const main = join(root, "src/cli/main.ts");
@@ -261,12 +261,14 @@ function manyEvents(n: number): string {
 
 describe("API-5 punctual import through the running server", () => {
   let server: ReturnType<typeof spawnCli> | null = null;
+  let exited: Promise<number | null> = Promise.resolve(null);
+  let url = "";
+  const file = () => join(tmp, "team.ics");
+  const options = () => ["--remind", "-PT15M", "--channel", "log", "--url", url];
 
-  afterAll(() => {
-    if (server && server.exitCode === null) server.kill("SIGKILL");
-  });
-
-  it("API-5 DEL-9 DEL-10: import (progress per chunk), re-import (no-op), then an edited file (updated, cancelled)", async () => {
+  // One server for the steps below (each a test of its own, so a slow machine gives each
+  // its own timeout); they run in order and build on each other.
+  beforeAll(async () => {
     server = spawnCli([
       "start",
       "--port",
@@ -277,10 +279,8 @@ describe("API-5 punctual import through the running server", () => {
       "warn",
     ]);
     let stderr = "";
-    const exited = new Promise<number | null>((resolve) =>
-      server?.on("exit", (code) => resolve(code)),
-    );
-    const url = await new Promise<string>((resolve, reject) => {
+    exited = new Promise<number | null>((resolve) => server?.on("exit", (code) => resolve(code)));
+    url = await new Promise<string>((resolve, reject) => {
       server?.stderr.on("data", (d: Buffer) => {
         stderr += d.toString();
         const m = /listening on (http:\/\/[^\s]+)/.exec(stderr);
@@ -288,11 +288,15 @@ describe("API-5 punctual import through the running server", () => {
       });
       void exited.then((code) => reject(new Error(`start exited ${code}: ${stderr}`)));
     });
+  });
 
-    const file = join(tmp, "team.ics");
-    const options = ["--remind", "-PT15M", "--channel", "log", "--url", url];
-    writeFileSync(file, futureCalendar(true, "MO"));
-    const first = await cli(["import", file, ...options]);
+  afterAll(() => {
+    if (server && server.exitCode === null) server.kill("SIGKILL");
+  });
+
+  it("API-5: import (progress per chunk), then re-import (no-op)", async () => {
+    writeFileSync(file(), futureCalendar(true, "MO"));
+    const first = await cli(["import", file(), ...options()]);
     expect(first.code).toBe(0);
     // --source defaults to the file name without its extension.
     expect(first.stdout).toMatch(
@@ -305,16 +309,18 @@ describe("API-5 punctual import through the running server", () => {
       "chunk 1/1: 2/2 changes written (2 created, 0 updated, 0 cancelled)",
     );
 
-    const again = await cli(["import", file, ...options]);
+    const again = await cli(["import", file(), ...options()]);
     expect(again.code).toBe(0);
     expect(again.stdout).toMatch(/0 created, 0 updated, 2 unchanged, 0 cancelled/);
     // Nothing to write: no chunk.
     expect(again.stderr).not.toContain("chunk");
+  });
 
-    // A larger calendar: chunks of 25 on the embedded engine, the last line its total.
+  it("API-5 OPS-12: a larger calendar is written in chunks, each seen once, and its record shows them", async () => {
+    // Chunks of 25 on the embedded engine, the last line its total.
     const big = join(tmp, "big.ics");
     writeFileSync(big, manyEvents(60));
-    const bigRun = await cli(["import", big, ...options]);
+    const bigRun = await cli(["import", big, ...options()]);
     expect(bigRun.code, bigRun.stderr).toBe(0);
     expect(bigRun.stdout).toMatch(/as source "big": 60 created, 0 updated/);
     const lines = bigRun.stderr.split("\n").filter((l) => l.startsWith("chunk "));
@@ -338,9 +344,11 @@ describe("API-5 punctual import through the running server", () => {
     });
     const text = await cli(["imports", String(record!.id), "--url", url]);
     expect(text.stdout).toContain(`import ${record!.id} of source "big": succeeded`);
+  });
 
-    writeFileSync(file, futureCalendar(false, "TU"));
-    const edited = await cli(["import", file, ...options, "--json"]);
+  it("API-5 DEL-9 DEL-10: an edited file updates and cancels; bad files and options are refused; SIGTERM stops the server", async () => {
+    writeFileSync(file(), futureCalendar(false, "TU"));
+    const edited = await cli(["import", file(), ...options(), "--json"]);
     expect(edited.code).toBe(0);
     expect(JSON.parse(edited.stdout)).toMatchObject({
       source: "team",
@@ -350,15 +358,15 @@ describe("API-5 punctual import through the running server", () => {
       cancelled: 1,
     });
 
-    const refused = await cli(["import", fixture("not-a-calendar.txt"), ...options]);
+    const refused = await cli(["import", fixture("not-a-calendar.txt"), ...options()]);
     expect(refused.code).toBe(1);
     expect(refused.stderr).toContain("not-a-calendar.txt is not an iCalendar file");
 
-    const noTarget = await cli(["import", file, "--remind", "-PT15M", "--url", url]);
+    const noTarget = await cli(["import", file(), "--remind", "-PT15M", "--url", url]);
     expect(noTarget.code).toBe(1);
     expect(noTarget.stderr).toMatch(/--target: is required with channel=webhook/);
 
-    server.kill("SIGTERM");
+    server?.kill("SIGTERM");
     expect(await exited).toBe(0);
   });
 });

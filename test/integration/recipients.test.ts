@@ -375,6 +375,16 @@ describe("API-10 POST /v1/recipients:bulk", () => {
     expect(text.status).toBe(415);
   });
 
+  it("API-7: a JSON body that does not parse is 400 INVALID_JSON with the parser's position, not a 500", async () => {
+    const res = await call(keys.a, "POST", "/v1/recipients:bulk", '[{"id": "j-1",}]');
+    expect(res.status).toBe(400);
+    const body = (await res.json()) as ErrorBody;
+    expect(body.error.code).toBe("INVALID_JSON");
+    expect(body.error.message).toMatch(/not valid JSON \(at character \d+\)/);
+    const page = await punctual.listRecipients({ q: "j-1" }, { tenant: "acme" });
+    expect(page.items).toEqual([]);
+  });
+
   it("API-10: 10,000 rows in one body are accepted (past the 1 MiB limit of other routes)", async () => {
     const rows = Array.from({ length: 10_000 }, (_, i) => ({
       id: `max-${String(i).padStart(5, "0")}`,

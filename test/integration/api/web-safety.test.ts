@@ -437,6 +437,7 @@ describe("API-7 every input text checked before the database", () => {
       const summary = (await res.json()) as { created: number; skipped: unknown[] };
       expect(summary.created).toBe(0);
       expect(summary.skipped).toHaveLength(1);
+      expect(JSON.stringify(summary.skipped)).toMatch(/NUL/);
     }
   });
 
