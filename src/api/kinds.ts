@@ -9,6 +9,7 @@ import type { Punctual } from "../app/punctual.js";
 import { tenantOf } from "./auth.js";
 import { reminderKindBodySchema, type ReminderKindView } from "../contracts/kinds.js";
 import { common, error, json, secured } from "./route-parts.js";
+import { templateViewSchema } from "./schemas.js";
 
 const instantText = z.string().describe("ISO 8601 instant in UTC, e.g. 2027-01-04T08:00:00.000Z");
 
@@ -19,13 +20,7 @@ export const reminderKindViewSchema = z
     channel: z.string(),
     offset: z.string().describe("Default offset, ISO 8601 duration, e.g. -PT15M"),
     target: z.record(z.string(), z.unknown()).nullable().describe("Secrets redacted"),
-    template: z
-      .object({
-        subject: z.string().optional(),
-        text: z.string().optional(),
-        html: z.string().optional(),
-      })
-      .nullable(),
+    template: templateViewSchema.nullable(),
     seriesOnly: z.boolean(),
     enabled: z.boolean(),
     version: z.number().int(),

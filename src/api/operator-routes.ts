@@ -183,6 +183,18 @@ export const bulkResolveRoute = createRoute({
   },
 });
 
+/** The path's external id of an upsert (API-9). */
+const externalIdParam = z.string().min(1).max(1_000).describe("Your id of the record");
+
+/** The answers of an upsert by external id (API-9), with or without a source in the path. */
+const upsertResponses = {
+  201: json(upsertResultSchema, "Created"),
+  200: json(upsertResultSchema, "Updated (or unchanged)"),
+  400: error("Validation failed; `issues` names each bad field"),
+  409: error("The schedule with this external id is cancelled"),
+  ...common,
+};
+
 export const upsertScheduleRoute = createRoute({
   method: "put",
   path: "/v1/schedules/by-external-id/{source}/{externalId}",
@@ -194,17 +206,11 @@ export const upsertScheduleRoute = createRoute({
   request: {
     params: z.object({
       source: z.string().min(1).max(200).describe("Your system's name for the records"),
-      externalId: z.string().min(1).max(1_000).describe("Your id of the record"),
+      externalId: externalIdParam,
     }),
     body: body(upsertScheduleSchema),
   },
-  responses: {
-    201: json(upsertResultSchema, "Created"),
-    200: json(upsertResultSchema, "Updated (or unchanged)"),
-    400: error("Validation failed; `issues` names each bad field"),
-    409: error("The schedule with this external id is cancelled"),
-    ...common,
-  },
+  responses: upsertResponses,
 });
 
 /** The source a `by-external-id/{externalId}` upsert (no source in the path) is stored under. */
@@ -220,15 +226,9 @@ export const upsertScheduleByIdRoute = createRoute({
   security: secured,
   request: {
     params: z.object({
-      externalId: z.string().min(1).max(1_000).describe("Your id of the record"),
+      externalId: externalIdParam,
     }),
     body: body(upsertScheduleSchema),
   },
-  responses: {
-    201: json(upsertResultSchema, "Created"),
-    200: json(upsertResultSchema, "Updated (or unchanged)"),
-    400: error("Validation failed; `issues` names each bad field"),
-    409: error("The schedule with this external id is cancelled"),
-    ...common,
-  },
+  responses: upsertResponses,
 });

@@ -14,6 +14,7 @@
  *   listen address, plus `PUNCTUAL_ALLOWED_HOSTS`.
  */
 import { Hono, type MiddlewareHandler } from "hono";
+import { readinessBody } from "../app/health.js";
 import type { Punctual } from "../app/punctual.js";
 import { errorBody } from "./errors.js";
 import { bearerToken, hostGuard, loopbackPeerGuard, tokenMatches } from "./security.js";
@@ -67,12 +68,7 @@ export function createProbeApi(punctual: Punctual, options: ProbeApiOptions): Ho
 
   app.get("/readyz", async (c) => {
     const health = await punctual.health();
-    const body = {
-      status: health.ready ? ("ready" as const) : ("not_ready" as const),
-      checks: health.checks,
-      lastPassAt: health.lastPassAt,
-      detail: health.detail,
-    };
+    const body = readinessBody(health);
     return c.json(body, health.ready ? 200 : 503);
   });
 

@@ -53,6 +53,13 @@ export const errorBodySchema = z
   })
   .meta({ id: "ErrorBody" });
 
+/** A reminder's or a reminder kind's template as the API returns it (CH-6). */
+export const templateViewSchema = z.object({
+  subject: z.string().optional(),
+  text: z.string().optional(),
+  html: z.string().optional(),
+});
+
 /** A reminder as returned by the API (webhook secrets redacted). */
 export const reminderViewSchema = z
   .object({
@@ -62,13 +69,7 @@ export const reminderViewSchema = z
     target: z.record(z.string(), z.unknown()),
     delivery: z.enum(["at-most-once", "at-least-once"]).nullable(),
     maxAttempts: z.number().int(),
-    template: z
-      .object({
-        subject: z.string().optional(),
-        text: z.string().optional(),
-        html: z.string().optional(),
-      })
-      .nullable(),
+    template: templateViewSchema.nullable(),
     rateLimitKey: z.string().nullable(),
     quietHours: quietHoursSchema.nullable(),
     priority: z.enum(["normal", "critical"]),

@@ -22,6 +22,8 @@ import type { Context, MiddlewareHandler } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { ZodError, type z } from "zod";
 import { importCalendar, type ImportOptions, type ImportSummary } from "../app/import.js";
+import { summaryFields } from "../app/calendar-task.js";
+import { readinessBody } from "../app/health.js";
 import { slicedJson } from "./sliced-json.js";
 import { jsonBodyGuard } from "./body-guard.js";
 import type { Punctual } from "../app/punctual.js";
@@ -704,15 +706,7 @@ export function createApi(punctual: Punctual, options: ApiOptions = {}): Punctua
         readCalendar,
       });
       log.info(
-        {
-          source: summary.source,
-          created: summary.created,
-          updated: summary.updated,
-          unchanged: summary.unchanged,
-          cancelled: summary.cancelled,
-          skipped: summary.skipped.length,
-          ms: Math.round(performance.now() - started),
-        },
+        { ...summaryFields(summary), ms: Math.round(performance.now() - started) },
         "calendar imported",
       );
       // OPS-12: a 50,000-event summary is 7 MB of JSON; written in slices, not one call.
@@ -765,12 +759,7 @@ export function createApi(punctual: Punctual, options: ApiOptions = {}): Punctua
 
   app.openapi(readyzRoute, async (c) => {
     const health = await punctual.health();
-    const body = {
-      status: health.ready ? ("ready" as const) : ("not_ready" as const),
-      checks: health.checks,
-      lastPassAt: health.lastPassAt,
-      detail: health.detail,
-    };
+    const body = readinessBody(health);
     return health.ready ? c.json(body, 200) : c.json(body, 503);
   });
 

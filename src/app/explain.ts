@@ -470,6 +470,27 @@ export function iso(ms: number): string {
 export const PLANNER_UNKNOWN = "unknown";
 
 /**
+ * A waiting row held back now (CH-7, DEL-13): by its target host's open circuit, until the
+ * later of the circuit's next probe and the row's own time (`CIRCUIT_OPEN`); else, when
+ * `limited` (the row is due), by an empty rate-limit bucket (`RATE_LIMITED`). Undefined
+ * when nothing holds it.
+ */
+function heldVerdict(
+  row: ExplainDeliveryRow,
+  holds: Holds,
+  limited: boolean,
+): { verdict: ExplainVerdict; reason: string; until: number } | undefined {
+  const circuit = holds.circuitUntil(row);
+  if (circuit !== undefined) {
+    return { verdict: "deferred", reason: "CIRCUIT_OPEN", until: Math.max(circuit, row.run_ms) };
+  }
+  const limit = limited ? holds.limitUntil(row) : undefined;
+  return limit === undefined
+    ? undefined
+    : { verdict: "deferred", reason: "RATE_LIMITED", until: limit };
+}
+
+/**
  * The verdict of a delivery row at `nowMs` and its reason code:
  * `sent`; `pending` (on time, or being sent: `sending`); `deferred` (held by quiet hours
  * `QUIET_HOURS`, an open circuit of its target host `CIRCUIT_OPEN` (CH-7), an empty
@@ -495,32 +516,12 @@ export function rowVerdict(
       if (row.deferred_until_ms !== null && row.deferred_until_ms > nowMs) {
         return { verdict: "deferred", reason: row.deferred_reason, until: row.deferred_until_ms };
       }
-      if (isHeldCandidate(row, nowMs)) {
-        const circuit = holds.circuitUntil(row);
-        if (circuit !== undefined) {
-          return {
-            verdict: "deferred",
-            reason: "CIRCUIT_OPEN",
-            until: Math.max(circuit, row.run_ms),
-          };
-        }
-        const limit = holds.limitUntil(row);
-        if (limit !== undefined)
-          return { verdict: "deferred", reason: "RATE_LIMITED", until: limit };
-      }
-      return { verdict: "pending", reason: null };
+      const held = isHeldCandidate(row, nowMs) ? heldVerdict(row, holds, true) : undefined;
+      return held ?? { verdict: "pending", reason: null };
     }
     case "retry": {
-      const circuit = holds.circuitUntil(row);
-      if (circuit !== undefined) {
-        return {
-          verdict: "deferred",
-          reason: "CIRCUIT_OPEN",
-          until: Math.max(circuit, row.run_ms),
-        };
-      }
-      const limit = row.run_ms <= nowMs ? holds.limitUntil(row) : undefined;
-      if (limit !== undefined) return { verdict: "deferred", reason: "RATE_LIMITED", until: limit };
+      const held = heldVerdict(row, holds, row.run_ms <= nowMs);
+      if (held !== undefined) return held;
       return {
         verdict: "deferred",
         reason: lastAttempt?.what === "rate_limited" ? "RETRY_AFTER" : "RETRY",

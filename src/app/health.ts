@@ -14,6 +14,21 @@ export interface Health {
   detail: string[];
 }
 
+/** The body of `GET /readyz` (OPS-4): `ready` or `not_ready`, with the checks behind it. */
+export function readinessBody(health: Health): {
+  status: "ready" | "not_ready";
+  checks: Health["checks"];
+  lastPassAt: string | null;
+  detail: string[];
+} {
+  return {
+    status: health.ready ? "ready" : "not_ready",
+    checks: health.checks,
+    lastPassAt: health.lastPassAt,
+    detail: health.detail,
+  };
+}
+
 /**
  * OPS-4: liveness and readiness (database reachable, schema inside this release's
  * compatibility window (OPS-10), last pass fresh).

@@ -20,7 +20,7 @@ import { dryRunImport, type ImportSummary } from "../app/import.js";
 import type { ImportView } from "../contracts/index.js";
 import { ValidationError, type FieldIssue } from "../errors/index.js";
 import { parseCalendar, type DryRunDelivery, type SkippedEvent } from "../ical/index.js";
-import { ApiError, CliError, EXIT_FAILURE } from "./errors.js";
+import { ApiError, CliError, EXIT_FAILURE, unreadableFile } from "./errors.js";
 import { jsonText, table } from "./format.js";
 import { clientFor } from "./remote.js";
 import type { Io } from "./run.js";
@@ -109,18 +109,7 @@ async function readCalendar(file: string): Promise<string> {
       : await readFile(file, "utf8");
     return text.charCodeAt(0) === 0xfeff ? text.slice(1) : text;
   } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    const why =
-      code === "ENOENT"
-        ? "no such file"
-        : code === "EISDIR"
-          ? "it is a folder"
-          : code === "EACCES" || code === "EPERM"
-            ? "permission denied"
-            : err instanceof Error
-              ? err.message
-              : String(err);
-    throw new CliError(`cannot read ${file}: ${why}`, EXIT_FAILURE);
+    throw unreadableFile(file, err);
   }
 }
 

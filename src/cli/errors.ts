@@ -40,6 +40,25 @@ export class CliError extends Error {
   }
 }
 
+/**
+ * The error of a file that cannot be read, in one line: `cannot read FILE: no such file`
+ * (or `it is a folder`, `permission denied`, the system's message), exit 1.
+ */
+export function unreadableFile(file: string, err: unknown): CliError {
+  const code = (err as NodeJS.ErrnoException).code;
+  const why =
+    code === "ENOENT"
+      ? "no such file"
+      : code === "EISDIR"
+        ? "it is a folder"
+        : code === "EACCES" || code === "EPERM"
+          ? "permission denied"
+          : err instanceof Error
+            ? err.message
+            : String(err);
+  return new CliError(`cannot read ${file}: ${why}`, EXIT_FAILURE);
+}
+
 /** The API answered with an error body (`{ error: { code, message, issues? } }`). */
 export class ApiError extends Error {
   readonly status: number;

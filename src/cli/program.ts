@@ -51,6 +51,7 @@ import {
   status,
   webhookSecret,
   type AddFlags,
+  type DeliveriesListFlags,
   type PageFlags,
   type RemoteFlags,
 } from "./remote.js";
@@ -769,19 +770,7 @@ export function buildProgram(io: Io): Command {
         "punctual deliveries list --state dead --all --json",
       ]),
     )
-    .action(
-      (
-        flags: RemoteFlags & {
-          scheduleId?: string;
-          state?: string;
-          source?: string;
-          channel?: string;
-          dueFrom?: string;
-          dueTo?: string;
-          after?: number;
-        } & PageFlags,
-      ) => deliveriesList(flags, io),
-    );
+    .action((flags: DeliveriesListFlags) => deliveriesList(flags, io));
 
   remoteOptions(
     deliveries

@@ -22,7 +22,7 @@ import { closeSync, createReadStream, openSync, readFileSync, statSync } from "n
 import { createInterface } from "node:readline";
 import { parse } from "csv-parse";
 import { MAX_BULK_RECIPIENTS } from "../contracts/recipients.js";
-import { CliError, EXIT_FAILURE, EXIT_USAGE } from "./errors.js";
+import { CliError, EXIT_FAILURE, EXIT_USAGE, unreadableFile } from "./errors.js";
 
 /** A chunk of rows for one bulk request, with the file line of each row. */
 export interface ImportChunk {
@@ -258,16 +258,7 @@ function readable(file: string): void {
     closeSync(openSync(file, "r"));
     if (statSync(file).isDirectory()) throw Object.assign(new Error("folder"), { code: "EISDIR" });
   } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    const why =
-      code === "ENOENT"
-        ? "no such file"
-        : code === "EISDIR"
-          ? "it is a folder"
-          : code === "EACCES" || code === "EPERM"
-            ? "permission denied"
-            : (err as Error).message;
-    throw new CliError(`cannot read ${file}: ${why}`, EXIT_FAILURE);
+    throw unreadableFile(file, err);
   }
 }
 

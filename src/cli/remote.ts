@@ -500,20 +500,20 @@ export async function schedulesTransition(
   }
 }
 
+/** The flags of `deliveries list`: the filters and the page. */
+export type DeliveriesListFlags = RemoteFlags &
+  PageFlags & {
+    scheduleId?: string;
+    state?: string;
+    source?: string;
+    channel?: string;
+    dueFrom?: string;
+    dueTo?: string;
+    after?: number;
+  };
+
 /** `deliveries list`. */
-export async function deliveriesList(
-  flags: RemoteFlags &
-    PageFlags & {
-      scheduleId?: string;
-      state?: string;
-      source?: string;
-      channel?: string;
-      dueFrom?: string;
-      dueTo?: string;
-      after?: number;
-    },
-  io: Io,
-): Promise<void> {
+export async function deliveriesList(flags: DeliveriesListFlags, io: Io): Promise<void> {
   await printPages<DeliveryView>(
     flags,
     io,

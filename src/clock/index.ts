@@ -49,13 +49,59 @@ interface PendingTimer {
 }
 
 /**
+ * The timers of a clock that moves only when told to ({@link TestClock}, the testing kit's
+ * `ManualClock`): each armed at an instant, epoch ms; fired in time order, timers of one
+ * instant in the order they were armed.
+ */
+export class ManualTimers {
+  #seq = 0;
+  #timers: PendingTimer[] = [];
+
+  /** Arms `fn` at instant `at`. @returns the function that disarms it. */
+  arm(at: number, fn: () => void): CancelTimer {
+    const timer: PendingTimer = { at, seq: this.#seq++, fn };
+    this.#timers.push(timer);
+    return () => {
+      this.#timers = this.#timers.filter((t) => t !== timer);
+    };
+  }
+
+  /**
+   * Fires, in time order, every timer due at or before `target` (those armed meanwhile
+   * included); `moveTo` is told each one's instant just before it runs.
+   */
+  fireUntil(target: number, moveTo: (at: number) => void): void {
+    for (;;) {
+      const due = this.#timers
+        .filter((t) => t.at <= target)
+        .sort((a, b) => a.at - b.at || a.seq - b.seq)[0];
+      if (!due) return;
+      this.#timers = this.#timers.filter((t) => t !== due);
+      moveTo(due.at);
+      due.fn();
+    }
+  }
+
+  /** The instant of the earliest armed timer, epoch ms, or null when none is armed. */
+  next(): number | null {
+    let next: number | null = null;
+    for (const t of this.#timers) if (next === null || t.at < next) next = t.at;
+    return next;
+  }
+
+  /** Number of armed timers. */
+  get size(): number {
+    return this.#timers.length;
+  }
+}
+
+/**
  * A clock that moves only when told to. `advance(ms)` runs due timers in time order.
  * Its `sqlNow()` pins the database's "now" to the same instant.
  */
 export class TestClock implements Clock {
   #now: number;
-  #seq = 0;
-  #timers: PendingTimer[] = [];
+  readonly #timers = new ManualTimers();
 
   constructor(start: Date | number | string = "2027-01-04T08:00:00Z") {
     this.#now = typeof start === "number" ? start : new Date(start).getTime();
@@ -67,11 +113,7 @@ export class TestClock implements Clock {
     return new Date(this.#now);
   }
   setTimer(delayMs: number, fn: () => void): CancelTimer {
-    const timer: PendingTimer = { at: this.#now + Math.max(0, delayMs), seq: this.#seq++, fn };
-    this.#timers.push(timer);
-    return () => {
-      this.#timers = this.#timers.filter((t) => t !== timer);
-    };
+    return this.#timers.arm(this.#now + Math.max(0, delayMs), fn);
   }
   /** Moves time forward by `ms`, firing timers that fall due, in order. */
   advance(ms: number): void {
@@ -81,19 +123,11 @@ export class TestClock implements Clock {
   set(to: Date | number | string): void {
     const target = typeof to === "number" ? to : new Date(to).getTime();
     if (target < this.#now) throw new Error("TestClock cannot go backwards");
-    for (;;) {
-      const due = this.#timers
-        .filter((t) => t.at <= target)
-        .sort((a, b) => a.at - b.at || a.seq - b.seq)[0];
-      if (!due) break;
-      this.#timers = this.#timers.filter((t) => t !== due);
-      this.#now = Math.max(this.#now, due.at);
-      due.fn();
-    }
+    this.#timers.fireUntil(target, (at) => (this.#now = Math.max(this.#now, at)));
     this.#now = target;
   }
   /** Number of armed timers (tests assert nothing is left running). */
   pendingTimers(): number {
-    return this.#timers.length;
+    return this.#timers.size;
   }
 }

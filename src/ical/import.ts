@@ -4,7 +4,7 @@
  */
 import { createHash } from "node:crypto";
 import { isUnstorableText, MAX_EXTERNAL_ID_CHARS } from "../contracts/index.js";
-import { prop, readComponents, type IcalComponent } from "./lexer.js";
+import { prop, readComponents, readComponentsSteps, type IcalComponent } from "./lexer.js";
 import type { CalendarImport, IcalImportOptions } from "./types.js";
 import { cleanTzid, ZoneResolver } from "./zones.js";
 import { Emitter } from "./emitting.js";
@@ -31,6 +31,9 @@ export {
 } from "./reading.js";
 
 const PROGRESS_EVERY = 250;
+
+/** Events the importer's passes over the whole file look at between two of its steps. */
+const EVENTS_PER_STEP = 500;
 
 /**
  * Reads an iCalendar file into schedules, one per VEVENT UID (API-5, RFC 5545 §3.6.1).
@@ -83,15 +86,27 @@ export async function parseCalendarAsync(
   const yieldNow = options.yieldNow ?? yieldToEventLoop;
   checkFile(text, opts);
   await yieldNow();
-  const lex = readComponents(text);
+  const lex = await stepped(readComponentsSteps(text), sliceMs, yieldNow);
   checkEventCount(lex.eventCount, opts);
   await yieldNow();
   const importer = new Importer(lex.roots, opts, lex.repairs, options.onProgress);
-  const steps = importer.steps();
+  const parsed = await stepped(importer.steps(), sliceMs, yieldNow);
+  return { ...parsed, complete: !lex.truncated };
+}
+
+/**
+ * Runs `steps` to its end, giving the event loop a turn with `yieldNow` whenever about
+ * `sliceMs` of work has passed since the last one (OPS-12). @returns the generator's value.
+ */
+async function stepped<T>(
+  steps: Generator<void, T, undefined>,
+  sliceMs: number,
+  yieldNow: () => Promise<void>,
+): Promise<T> {
   let sliceStart = performance.now();
   for (;;) {
     const next = steps.next();
-    if (next.done === true) return { ...next.value, complete: !lex.truncated };
+    if (next.done === true) return next.value;
     if (performance.now() - sliceStart >= sliceMs) {
       await yieldNow();
       sliceStart = performance.now();
@@ -159,7 +174,9 @@ class Importer extends Emitter {
   *steps(): Generator<void, CalendarImport, undefined> {
     // Years in which each TZID is used: the years compared with the IANA database.
     const years = new Map<string, Set<number>>();
+    let seen = 0;
     for (const ev of this.vevents) {
+      if (++seen % EVENTS_PER_STEP === 0) yield;
       for (const name of ["DTSTART", "RECURRENCE-ID"]) {
         const p = prop(ev, name);
         const tz = p?.params.TZID;
@@ -204,6 +221,7 @@ class Importer extends Emitter {
     const groups = new Map<string, Array<{ comp: IcalComponent; uid: string }>>();
     const derived = new Map<string, number>();
     for (const comp of this.vevents) {
+      if (++seen % EVENTS_PER_STEP === 0) yield;
       let uid = text(comp, "UID");
       if (uid === null) {
         const basis = ["DTSTART", "SUMMARY", "RRULE", "RECURRENCE-ID"]

@@ -48,15 +48,26 @@ interface Logical {
   line: number;
 }
 
-/** Splits and unfolds the text into logical lines, keeping the first physical line number. */
-function unfold(text: string, repairs: string[]): Logical[] {
-  const physical = text.split(/\r\n|\n|\r/);
-  const out: Logical[] = [];
+/** Line ends of §3.1 (CRLF), and the bare LF and CR that real files use. */
+const LINE_END = /\r\n|\n|\r/g;
+
+/**
+ * Splits and unfolds the text into logical lines, keeping the first physical line number,
+ * one at a time (a caller may stop between two lines to give the event loop a turn).
+ */
+function* unfold(text: string, repairs: string[]): Generator<Logical, void, undefined> {
+  let last: Logical | undefined;
   let brokenFolds = 0;
-  for (let i = 0; i < physical.length; i++) {
-    const raw = physical[i] as string;
+  let line = 0;
+  let from = 0;
+  const ends = new RegExp(LINE_END);
+  while (from <= text.length) {
+    const end = ends.exec(text);
+    const to = end === null ? text.length : end.index;
+    const raw = text.slice(from, to);
+    line++;
+    from = end === null ? text.length + 1 : to + end[0].length;
     if (raw.length === 0) continue;
-    const last = out[out.length - 1];
     if (raw[0] === " " || raw[0] === "\t") {
       if (last !== undefined) last.text += raw.slice(1);
       continue;
@@ -67,12 +78,13 @@ function unfold(text: string, repairs: string[]): Logical[] {
       brokenFolds++;
       continue;
     }
-    out.push({ text: raw, line: i + 1 });
+    if (last !== undefined) yield last;
+    last = { text: raw, line };
   }
+  if (last !== undefined) yield last;
   if (brokenFolds > 0) {
     repairs.push(`${brokenFolds} line(s) that were not content lines joined to the line before`);
   }
-  return out;
 }
 
 /** Parses one logical content line; `null` when it has no name or no colon. */
@@ -131,6 +143,22 @@ function firstOf(text: string, from: number, chars: string[]): number {
  * unreadable lines are ignored.
  */
 export function readComponents(text: string): LexResult {
+  const steps = readComponentsSteps(text);
+  for (;;) {
+    const next = steps.next();
+    if (next.done === true) return next.value;
+  }
+}
+
+/** Logical lines {@link readComponentsSteps} reads between two of its steps. */
+const LINES_PER_STEP = 500;
+
+/**
+ * {@link readComponents} a step at a time (OPS-12): it pauses after every
+ * {@link LINES_PER_STEP} logical lines, so a caller can give the event loop a turn while
+ * a large file is read. The generator's return value is what `readComponents` answers.
+ */
+export function* readComponentsSteps(text: string): Generator<void, LexResult, undefined> {
   const repairs: string[] = [];
   const roots: IcalComponent[] = [];
   const stack: IcalComponent[] = [];
@@ -138,7 +166,9 @@ export function readComponents(text: string): LexResult {
   let closedImplicitly = 0;
   let unmatchedEnds = 0;
   const lines = unfold(text.charCodeAt(0) === 0xfeff ? text.slice(1) : text, repairs);
+  let read = 0;
   for (const { text: t, line } of lines) {
+    if (++read % LINES_PER_STEP === 0) yield;
     const prop = parseContentLine(t, line);
     if (prop === null) continue;
     if (prop.name === "BEGIN") {

@@ -10,7 +10,7 @@
  * VTIMEZONE disagrees with the IANA zone its name designates, IANA wins and a warning says so.
  */
 import { findIana, WINDOWS_TO_IANA_MAP } from "windows-iana";
-import { isValidTimeZone, parseRule } from "../recurrence/index.js";
+import { getZone, isValidTimeZone, parseRule } from "../recurrence/index.js";
 import type { IcalComponent } from "./lexer.js";
 import { prop, props } from "./lexer.js";
 import { parseIcalTime } from "./values.js";
@@ -18,53 +18,13 @@ import { parseIcalTime } from "./values.js";
 const HOUR_MS = 3_600_000;
 const DAY_MS = 86_400_000;
 
-const formatters = new Map<string, Intl.DateTimeFormat>();
-
-const offsetMemo = new Map<string, number>();
-
-/** UTC offset of IANA zone `tz` at instant `ms`, in seconds. */
+/**
+ * UTC offset of IANA zone `tz` at instant `ms`, in seconds: the recurrence engine's own
+ * reading of the zone (its cached offset segments), so the importer and the engine agree.
+ * @throws RangeError for an unknown zone.
+ */
 export function ianaOffset(tz: string, ms: number): number {
-  // Offsets change on quarter hours: one lookup per zone and quarter hour.
-  const key = `${tz}|${Math.floor(ms / 900_000)}`;
-  const hit = offsetMemo.get(key);
-  if (hit !== undefined) return hit;
-  const value = computeOffset(tz, ms);
-  if (offsetMemo.size > 200_000) offsetMemo.clear();
-  offsetMemo.set(key, value);
-  return value;
-}
-
-function computeOffset(tz: string, ms: number): number {
-  let f = formatters.get(tz);
-  if (f === undefined) {
-    f = new Intl.DateTimeFormat("en-US", {
-      timeZone: tz,
-      hourCycle: "h23",
-      year: "numeric",
-      month: "numeric",
-      day: "numeric",
-      hour: "numeric",
-      minute: "numeric",
-      second: "numeric",
-      era: "short",
-    });
-    formatters.set(tz, f);
-  }
-  const parts: Record<string, string> = {};
-  for (const p of f.formatToParts(ms)) parts[p.type] = p.value;
-  let year = Number(parts.year);
-  if (parts.era === "BC" || parts.era === "B") year = 1 - year;
-  const wall = Date.UTC(
-    year,
-    Number(parts.month) - 1,
-    Number(parts.day),
-    Number(parts.hour),
-    Number(parts.minute),
-    Number(parts.second),
-  );
-  const dt = new Date(wall);
-  if (year >= 0 && year < 100) dt.setUTCFullYear(year);
-  return Math.round((dt.getTime() - Math.floor(ms / 1000) * 1000) / 1000);
+  return Math.round(getZone(tz).offsetAt(ms) / 1000);
 }
 
 /** Local wall time `YYYY-MM-DDTHH:mm:ss` of instant `ms` in IANA zone `tz`. */

@@ -46,7 +46,7 @@ export {
 export { MAX_PREVIEW_COUNT, preview, type PreviewInput, type PreviewItem } from "./preview.js";
 export { DEFAULT_HORIZON_MS, planningWindow, type PlanningWindowInput } from "./horizon.js";
 export { canonicalTimeZone, isValidTimeZone, toInstant } from "./local.js";
-export { dtstartOffsetConflict, formatUtcOffset, isOffsetZone } from "./zone.js";
+export { dtstartOffsetConflict, formatUtcOffset, getZone, isOffsetZone } from "./zone.js";
 export {
   QUIET_TIME_PATTERN,
   WEEKDAY_NAMES,

@@ -5,18 +5,11 @@
 import { ValidationError } from "../errors/index.js";
 import { parseDateValue } from "./datetime.js";
 import { validateRule } from "./recurrence.js";
-import type { DstPolicy, Recurrence } from "./types.js";
+import type { Recurrence, RecurrenceInput } from "./types.js";
 import { getZone } from "./zone.js";
 
-/** Input of {@link preview}; the recurrence fields are those of `RecurrenceInput`. */
-export interface PreviewInput {
-  dtstart: string;
-  tzid?: string;
-  rrule?: string | null;
-  rdate?: readonly string[];
-  exdate?: readonly string[];
-  endsAt?: string | null;
-  dst?: Partial<DstPolicy>;
+/** Input of {@link preview}: a recurrence and the window and count of occurrences to list. */
+export interface PreviewInput extends RecurrenceInput {
   /** Inclusive lower bound: an instant, or a local date-time read in `tzid`. Default: DTSTART. */
   after?: string | null;
   /** Exclusive upper bound, same forms. Default: none. */

@@ -18,6 +18,7 @@ import {
   DAILY,
   FREQS,
   HOURLY,
+  MATCHING_PARTS,
   MINUTELY,
   parseRuleText,
   SECONDLY,
@@ -682,18 +683,7 @@ class RecurrenceImpl implements Recurrence {
 
 /** The parts of a rule that decide which dates match, as RRULE text: `INTERVAL=2;BYHOUR=2`. */
 function decidingParts(rule: RuleSpec, text: string): string {
-  const wanted = new Set([
-    "INTERVAL",
-    "BYSECOND",
-    "BYMINUTE",
-    "BYHOUR",
-    "BYDAY",
-    "BYMONTHDAY",
-    "BYYEARDAY",
-    "BYWEEKNO",
-    "BYMONTH",
-    "BYSETPOS",
-  ]);
+  const wanted = new Set(MATCHING_PARTS);
   const parts = text
     .trim()
     .replace(/^RRULE:/i, "")

@@ -60,11 +60,11 @@ export interface RuleSpec {
 /** Longest RRULE text accepted (characters); bounds parsing work. */
 export const MAX_RRULE_LENGTH = 2048;
 
-/** The rule parts RFC 5545 §3.3.10 defines. */
-export const KNOWN_PARTS = new Set([
-  "FREQ",
-  "UNTIL",
-  "COUNT",
+/**
+ * The rule parts that decide which dates match beside FREQ (RFC 5545 §3.3.10): INTERVAL and
+ * the BYxxx parts, in the RFC's order.
+ */
+export const MATCHING_PARTS: readonly string[] = [
   "INTERVAL",
   "BYSECOND",
   "BYMINUTE",
@@ -75,8 +75,10 @@ export const KNOWN_PARTS = new Set([
   "BYWEEKNO",
   "BYMONTH",
   "BYSETPOS",
-  "WKST",
-]);
+];
+
+/** The rule parts RFC 5545 §3.3.10 defines. */
+export const KNOWN_PARTS = new Set(["FREQ", "UNTIL", "COUNT", ...MATCHING_PARTS, "WKST"]);
 
 function fail(part: string, message: string, value?: unknown): never {
   throw new ValidationError({ field: part === "" ? "rrule" : `rrule.${part}`, message, value });

@@ -349,6 +349,45 @@ select c.*, (select count(*) from stopped) as cancelled_deliveries,
 from cancelled c`;
 
 /**
+ * DEL-10 / API-5: {@link CANCEL_SCHEDULE_SQL} for many schedules in one statement (an
+ * import's chunk of events gone from its calendar): the schedules $3 of tenant $2 are
+ * locked in id order (as an import's updates are), become `cancelled`, and their waiting
+ * deliveries `cancelled` with them. An id the tenant no longer has is left out of the
+ * answer. Parameters: $1 now, $2 tenant, $3 schedule ids, $4 who ('user' | 'import').
+ * Returns one row per cancelled schedule: `id` and the deliveries it cancelled by channel.
+ */
+export const CANCEL_SCHEDULES_MANY_SQL = `
+with locked as (
+  select s.id
+  from (select distinct unnest($3::uuid[]) as id) ids
+  cross join lateral (
+    select x.id from punctual_schedules x where x.id = ids.id and x.tenant = $2 offset 0
+  ) s
+  order by s.id
+  for update of s
+),
+cancelled as (
+  update punctual_schedules s
+  set state = 'cancelled', invalid_reason = null, cancelled_at = coalesce(s.cancelled_at, ${NOW}),
+      cancelled_by = case when s.state = 'cancelled' then s.cancelled_by else $4 end,
+      version = s.version + case when s.state = 'cancelled' then 0 else 1 end, updated_at = ${NOW}
+  from locked l
+  where s.id = l.id
+  returning s.id
+),
+stopped as (
+  ${cancelWaitingSql("c", "cancelled c")}
+  returning d.schedule_id, d.channel
+)
+select c.id, coalesce(b.by_channel, '{}'::jsonb) as cancelled_by_channel
+from cancelled c
+left join (
+  select x.schedule_id, jsonb_object_agg(x.channel, x.n) as by_channel
+  from (select schedule_id, channel, count(*) as n from stopped group by schedule_id, channel) x
+  group by x.schedule_id
+) b on b.schedule_id = c.id`;
+
+/**
  * DEL-10: pause or resume, in one statement with the waiting deliveries. Pausing holds
  * every `pending`/`retry` row (state `paused`: out of the claim index, never claimed);
  * resuming puts them back (`pending` when never tried, else `retry`), with their
@@ -689,8 +728,31 @@ export const ATTEMPTS_COLUMNS = columnsOf<AttemptRow>()([
 export const SCHEDULE_BY_IDEMPOTENCY_KEY_COLUMNS = SCHEDULE_ROW_KEYS;
 /** Result columns of {@link SCHEDULE_BY_ID_SQL}. */
 export const SCHEDULE_BY_ID_COLUMNS = SCHEDULE_ROW_KEYS;
-/** Result columns of {@link SCHEDULES_OF_SOURCE_SQL}. */
-export const SCHEDULES_OF_SOURCE_COLUMNS = SCHEDULE_ROW_KEYS;
+/** What an import compares of a stored schedule ({@link SOURCE_SCHEDULES_PAGE_SQL}). */
+export interface SourceScheduleRow {
+  id: string;
+  external_id: string | null;
+  state: ScheduleRow["state"];
+  cancelled_by: ScheduleRow["cancelled_by"];
+  request_hash: string;
+  version: number;
+  /** The payload's `uid` (an imported event's UID), or null. */
+  uid: string | null;
+}
+
+/** Result columns of {@link SOURCE_SCHEDULES_PAGE_SQL}. */
+export const SOURCE_SCHEDULES_PAGE_COLUMNS = columnsOf<SourceScheduleRow>()([
+  "id",
+  "external_id",
+  "state",
+  "cancelled_by",
+  "request_hash",
+  "version",
+  "uid",
+]);
+
+/** Result columns of {@link SOURCE_SCHEDULES_UNKEYED_SQL}. */
+export const SOURCE_SCHEDULES_UNKEYED_COLUMNS = SOURCE_SCHEDULES_PAGE_COLUMNS;
 /** Result columns of {@link INSERT_SCHEDULE_SQL}. */
 export const INSERT_SCHEDULE_COLUMNS = SCHEDULE_AT_ROW_KEYS;
 /** Result columns of {@link UPDATE_SCHEDULE_SQL}. */
@@ -756,6 +818,19 @@ export type CancelledScheduleRow = ScheduleRow & {
 export const CANCEL_SCHEDULE_COLUMNS = columnsOf<CancelledScheduleRow>()([
   ...SCHEDULE_ROW_KEYS,
   "cancelled_deliveries",
+  "cancelled_by_channel",
+]);
+
+/** One schedule {@link CANCEL_SCHEDULES_MANY_SQL} cancelled. */
+export interface CancelledManyRow {
+  id: string;
+  /** Deliveries this statement cancelled for it, by channel (OPS-13 counts them). */
+  cancelled_by_channel: Record<string, number>;
+}
+
+/** Result columns of {@link CANCEL_SCHEDULES_MANY_SQL}. */
+export const CANCEL_SCHEDULES_MANY_COLUMNS = columnsOf<CancelledManyRow>()([
+  "id",
   "cancelled_by_channel",
 ]);
 
@@ -932,9 +1007,31 @@ where r.schedule_id = ids.id`;
 /** $1 schedule id */
 export const DELETE_REMINDERS_SQL = `delete from punctual_reminders where schedule_id = $1`;
 
-/** Schedules of an import source: $1 tenant, $2 source */
-export const SCHEDULES_OF_SOURCE_SQL = `
-select * from punctual_schedules where tenant = $1 and source = $2 order by external_id`;
+/**
+ * API-5 / OPS-12: one page of the schedules of an import source that have an external id,
+ * in external id order, only the columns an import compares (its payload's `uid` names a
+ * cancelled event): an import of 50,000 events reads them a page at a time, so no single
+ * answer is parsed on the event loop in one piece. Reads the unique index on
+ * (tenant, source, external_id). Parameters: $1 tenant, $2 source, $3 the last external
+ * id of the page before ('' for the first: an external id is never empty), $4 page size.
+ */
+export const SOURCE_SCHEDULES_PAGE_SQL = `
+select id, external_id, state, cancelled_by, request_hash, version, payload->>'uid' as uid
+from punctual_schedules
+where tenant = $1 and source = $2 and external_id is not null and external_id > $3
+order by external_id
+limit $4`;
+
+/**
+ * API-5: the schedules of an import source without an external id (made through the API
+ * with a `source` only), the columns of {@link SOURCE_SCHEDULES_PAGE_SQL}: an import
+ * cancels them, as it cancels every stored schedule whose event is not in the file.
+ * Parameters: $1 tenant, $2 source.
+ */
+export const SOURCE_SCHEDULES_UNKEYED_SQL = `
+select id, external_id, state, cancelled_by, request_hash, version, payload->>'uid' as uid
+from punctual_schedules
+where tenant = $1 and source = $2 and external_id is null`;
 
 /**
  * Bulk create for imports: many schedules in one statement.
@@ -1154,6 +1251,17 @@ export function listScheduleRows(
   );
 }
 
+/**
+ * DEL-10 / API-5: runs {@link CANCEL_SCHEDULES_MANY_SQL}.
+ * @returns the schedules cancelled (those of `ids` the tenant still has), in id order.
+ */
+export function cancelSchedulesMany(
+  tx: Queryable,
+  p: { now: Date | null; tenant: string; ids: readonly string[]; by: "user" | "import" },
+): Promise<CancelledManyRow[]> {
+  return rows<CancelledManyRow>(tx, CANCEL_SCHEDULES_MANY_SQL, [p.now, p.tenant, p.ids, p.by]);
+}
+
 /** Parameters of {@link cancelScheduleRow}. */
 export interface CancelScheduleParams {
   now: Date | null;
@@ -1319,12 +1427,28 @@ export async function deleteReminders(tx: Queryable, p: { scheduleId: string }):
   await execute(tx, DELETE_REMINDERS_SQL, [p.scheduleId]);
 }
 
-/** API-5: runs {@link SCHEDULES_OF_SOURCE_SQL}: the schedules an import source made, by external id. */
-export function schedulesOfSource(
+/**
+ * API-5: runs {@link SOURCE_SCHEDULES_PAGE_SQL}: at most `limit` schedules of the source
+ * whose external id sorts after `after` ('' for the first page), in that order.
+ */
+export function sourceSchedulesPage(
+  db: Queryable,
+  p: { tenant: string; source: string; after: string; limit: number },
+): Promise<SourceScheduleRow[]> {
+  return rows<SourceScheduleRow>(db, SOURCE_SCHEDULES_PAGE_SQL, [
+    p.tenant,
+    p.source,
+    p.after,
+    p.limit,
+  ]);
+}
+
+/** API-5: runs {@link SOURCE_SCHEDULES_UNKEYED_SQL}: the source's schedules without an external id. */
+export function sourceSchedulesUnkeyed(
   db: Queryable,
   p: { tenant: string; source: string },
-): Promise<ScheduleRow[]> {
-  return rows<ScheduleRow>(db, SCHEDULES_OF_SOURCE_SQL, [p.tenant, p.source]);
+): Promise<SourceScheduleRow[]> {
+  return rows<SourceScheduleRow>(db, SOURCE_SCHEDULES_UNKEYED_SQL, [p.tenant, p.source]);
 }
 
 /** A schedule to create in bulk, as {@link insertSchedulesBulk} takes it. */

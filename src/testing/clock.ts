@@ -3,7 +3,7 @@
  * or backwards, and the database's "now" follows it (every statement takes the pinned
  * instant as `$1`, see src/clock/).
  */
-import type { CancelTimer, Clock } from "../clock/index.js";
+import { ManualTimers, type CancelTimer, type Clock } from "../clock/index.js";
 
 /** An instant as the kit accepts it: a `Date`, epoch milliseconds, or an ISO 8601 string. */
 export type Instant = Date | number | string;
@@ -18,12 +18,6 @@ export function toEpochMs(instant: Instant): number {
   return ms;
 }
 
-interface PendingTimer {
-  at: number;
-  seq: number;
-  fn: () => void;
-}
-
 /**
  * A clock that moves only when told to: `advance(ms)` and `set(instant)`. Timers armed on
  * it (send latency, send deadlines, lease renewals) fire, in time order, when the clock
@@ -32,8 +26,7 @@ interface PendingTimer {
  */
 export class ManualClock implements Clock {
   #now: number;
-  #seq = 0;
-  #timers: PendingTimer[] = [];
+  readonly #timers = new ManualTimers();
 
   /** @param start the first instant (default: the real current time). */
   constructor(start: Instant = Date.now()) {
@@ -57,11 +50,7 @@ export class ManualClock implements Clock {
 
   /** Calls `fn` once the clock has moved `delayMs` (clamped to ≥ 0) past now. */
   setTimer(delayMs: number, fn: () => void): CancelTimer {
-    const timer: PendingTimer = { at: this.#now + Math.max(0, delayMs), seq: this.#seq++, fn };
-    this.#timers.push(timer);
-    return () => {
-      this.#timers = this.#timers.filter((t) => t !== timer);
-    };
+    return this.#timers.arm(this.#now + Math.max(0, delayMs), fn);
   }
 
   /** Moves the clock by `ms` (negative goes back), firing timers that fall due, in order. */
@@ -78,29 +67,19 @@ export class ManualClock implements Clock {
   set(instant: Instant): void {
     const target = toEpochMs(instant);
     if (target >= this.#now) {
-      for (;;) {
-        const due = this.#timers
-          .filter((t) => t.at <= target)
-          .sort((a, b) => a.at - b.at || a.seq - b.seq)[0];
-        if (!due) break;
-        this.#timers = this.#timers.filter((t) => t !== due);
-        this.#now = Math.max(this.#now, due.at);
-        due.fn();
-      }
+      this.#timers.fireUntil(target, (at) => (this.#now = Math.max(this.#now, at)));
     }
     this.#now = target;
   }
 
   /** The instant of the earliest armed timer, epoch ms, or null when none is armed. */
   nextTimerAt(): number | null {
-    let next: number | null = null;
-    for (const t of this.#timers) if (next === null || t.at < next) next = t.at;
-    return next;
+    return this.#timers.next();
   }
 
   /** Number of armed timers. */
   pendingTimers(): number {
-    return this.#timers.length;
+    return this.#timers.size;
   }
 }
 

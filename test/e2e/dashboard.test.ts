@@ -374,6 +374,13 @@ describe.skipIf(skipReason !== null)("dashboard in Chromium", () => {
         );
         await dead.getByRole("link", { name: "Previous", exact: true }).click();
         await deadCount.getByText("1–100 of 130", { exact: true }).waitFor({ timeout: WAIT_MS });
+        // DEL-12: an in-doubt row picked and resolved as dead from its own list.
+        const doubt = page.locator("#doubt");
+        await doubt.locator('input[name="pick"]').first().check();
+        await doubt.getByRole("button", { name: "Resolve selected as dead" }).click();
+        await page.getByText("Resolved as dead: 1 of 1.").waitFor({ timeout: WAIT_MS });
+        const inDoubt = await s.punctual.listDeliveries({ state: "in_doubt", limit: 10 });
+        expect(inDoubt.items).toHaveLength(2);
         await page.close();
       } finally {
         await s.close();

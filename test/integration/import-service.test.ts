@@ -8,6 +8,7 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { importCalendar, type ImportProgress } from "../../src/app/import.js";
 import { IMPORT_CHUNK, IMPORT_CHUNK_EMBEDDED } from "../../src/app/import/index.js";
+import { storedOfSource } from "../../src/app/import/service.js";
 import type { Database } from "../../src/store/database.js";
 import { testPunctual, type TestPunctual } from "../support/punctual.js";
 
@@ -234,6 +235,77 @@ describe("API-5: import as a chunked service", () => {
     expect(realigned.some((r) => r.startsWith("uid-1 "))).toBe(true);
     expect(realigned.some((r) => r.startsWith("uid-4 "))).toBe(true);
     expect(realigned).toEqual(await waitingBySource("fresh"));
+  });
+
+  it("DEL-10, OPS-13: a chunk's cancels are written together, each schedule with its waiting deliveries, counted once per channel; one purged meanwhile is skipped", async () => {
+    t = await testPunctual({
+      start: "2027-01-10T00:00:00Z",
+      scheduler: { planAheadMs: 14 * 86_400_000 },
+    });
+    const first = await importCalendar(t.punctual, calendar(6), options);
+    const idOf = (uid: string) => first.schedules.find((s) => s.externalId === uid)!.scheduleId!;
+    const waiting = async (id: string) =>
+      (
+        await t!.punctual.db.query<{ state: string; reason: string | null; n: number }>(
+          `select state, reason, count(*)::int as n from punctual_deliveries
+           where schedule_id = $1 group by state, reason order by state`,
+          [id],
+        )
+      ).rows.map((r) => `${r.state} ${r.reason ?? ""} ${r.n}`);
+    expect(await waiting(idOf("uid-2"))).toEqual(["pending  2"]);
+    const current = t;
+    // uid-1 … uid-5 leave the file: one chunk of two cancels, then one of three, in which
+    // uid-5 is purged before its chunk is written.
+    const summary = await importCalendar(t.punctual, calendar(1), {
+      ...options,
+      chunkSize: 2,
+      onChunk: async (p) => {
+        if (p.chunk === 1) await current.punctual.purgeSchedule(idOf("uid-5"));
+      },
+    });
+    expect(summary).toMatchObject({ cancelled: 4, unchanged: 1 });
+    expect(summary.skipped).toEqual([
+      expect.objectContaining({
+        reason: `schedule ${idOf("uid-5")} is gone (purged while importing)`,
+      }),
+    ]);
+    for (const uid of ["uid-1", "uid-2", "uid-3", "uid-4"]) {
+      expect((await t.punctual.getSchedule(idOf(uid))).state).toBe("cancelled");
+      expect(await waiting(idOf(uid))).toEqual(["cancelled schedule_cancelled 2"]);
+    }
+    expect(await waiting(idOf("uid-0"))).toEqual(["pending  2"]);
+    const { body } = await t.punctual.metricsText();
+    expect(body).toContain('punctual_deliveries_total{channel="test",outcome="cancelled"} 8\n');
+    // Back in the file: revived by the next import, as an import cancelled them; the purged
+    // one is created again.
+    expect(await importCalendar(t.punctual, calendar(6), options)).toMatchObject({
+      updated: 4,
+      created: 1,
+    });
+  });
+
+  it("API-5: the source's stored schedules are read a page at a time, those without an external id last, and each is compared", async () => {
+    t = await testPunctual();
+    await importCalendar(t.punctual, calendar(5), options);
+    const { schedule } = await t.punctual.createSchedule({
+      dtstart: "2027-02-01T09:00:00Z",
+      source: "svc",
+      reminders: [{ offset: "-PT15M", channel: "test", target: {} }],
+    });
+    const stored = await storedOfSource(t.punctual, "default", "svc", async () => {}, 2);
+    expect(stored.map((r) => r.external_id)).toEqual([
+      "uid-0",
+      "uid-1",
+      "uid-2",
+      "uid-3",
+      "uid-4",
+      null,
+    ]);
+    expect(stored[0]).toMatchObject({ state: "active", version: 1, uid: "uid-0" });
+    // Not in the file: a complete file's import cancels it like any other schedule gone.
+    const summary = await importCalendar(t.punctual, calendar(5), options);
+    expect(summary).toMatchObject({ unchanged: 5, cancelled: 1 });
+    expect((await t.punctual.getSchedule(schedule.id)).state).toBe("cancelled");
   });
 
   it("API-5: a chunk size that is not a positive integer is refused before anything is written", async () => {

@@ -184,10 +184,12 @@ const PARAMS: Record<string, readonly unknown[]> = {
   DELETE_REMINDERS_SQL: [ID],
   DELETE_REMINDERS_MANY_SQL: [[ID]],
   UPDATE_SCHEDULES_BULK_SQL: [null, ...nulls(18)],
-  SCHEDULES_OF_SOURCE_SQL: ["default", "source"],
+  SOURCE_SCHEDULES_PAGE_SQL: ["default", "source", "", 10],
+  SOURCE_SCHEDULES_UNKEYED_SQL: ["default", "source"],
   INSERT_SCHEDULES_BULK_SQL: [null, "default", ...nulls(18)],
   INSERT_REMINDERS_BULK_SQL: nulls(9),
   REVIVE_SCHEDULE_SQL: [null, ID],
+  CANCEL_SCHEDULES_MANY_SQL: [null, "default", [ID], "import"],
   // api-keys.ts
   INSERT_API_KEY_SQL: [null, "default", "name", ["read"], "hash", "pk_"],
   AUTHENTICATE_API_KEY_SQL: [null, "hash"],

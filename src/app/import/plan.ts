@@ -9,7 +9,7 @@
 import { ValidationError } from "../../errors/index.js";
 import { IMPORT_SLICE_MS, type CalendarImport, type ImportedEvent } from "../../ical/index.js";
 import { toInstant } from "../../recurrence/index.js";
-import type { ScheduleRow } from "../../store/schedules.js";
+import type { SourceScheduleRow } from "../../store/schedules.js";
 import type { AppContext } from "../context.js";
 import { definitionHash, validateSchedule } from "../schedules.js";
 import type { ImportedScheduleResult, ImportSummary } from "./types.js";
@@ -49,7 +49,7 @@ export interface ImportPlan {
 export async function planImport(
   app: AppContext,
   parsed: CalendarImport,
-  stored: readonly ScheduleRow[],
+  stored: readonly SourceScheduleRow[],
   options: { source: string; tenant: string; yieldNow: () => Promise<void> },
 ): Promise<ImportPlan> {
   const { tenant } = options;
@@ -69,6 +69,12 @@ export async function planImport(
   const changes: ImportChange[] = [];
   const seen = new Set<string>();
   let sliceStart = performance.now();
+  const turn = async (): Promise<void> => {
+    if (performance.now() - sliceStart >= IMPORT_SLICE_MS) {
+      await options.yieldNow();
+      sliceStart = performance.now();
+    }
+  };
   for (const event of parsed.events) {
     const externalId = event.schedule.externalId;
     seen.add(externalId);
@@ -117,10 +123,7 @@ export async function planImport(
       if (!(err instanceof ValidationError)) throw err;
       summary.skipped.push({ uid: event.uid, line: null, reason: err.message });
     }
-    if (performance.now() - sliceStart >= IMPORT_SLICE_MS) {
-      await options.yieldNow();
-      sliceStart = performance.now();
-    }
+    await turn();
   }
   // DEL-10: events gone from the file stop their reminders, unless the file was cut off:
   // then "missing" means "not received", and nothing is cancelled.
@@ -135,6 +138,7 @@ export async function planImport(
   const keptUnreadable = (externalId: string) =>
     unreadable.has(externalId) || unreadable.has(externalId.split("#")[0]!);
   for (const row of parsed.complete ? stored : []) {
+    await turn();
     if (row.state === "cancelled" || seen.has(row.external_id ?? "")) continue;
     if (keptUnreadable(row.external_id ?? "")) {
       summary.warnings.push(
@@ -143,7 +147,7 @@ export async function planImport(
       continue;
     }
     const result: ImportedScheduleResult = {
-      uid: String((row.payload as { uid?: unknown } | null)?.uid ?? row.external_id),
+      uid: row.uid ?? row.external_id ?? "",
       externalId: row.external_id ?? "",
       scheduleId: row.id,
       action: "skipped",

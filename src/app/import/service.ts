@@ -25,7 +25,11 @@ import {
   startImportRecord,
   type ImportDetails,
 } from "../../store/imports.js";
-import { schedulesOfSource } from "../../store/schedules.js";
+import {
+  sourceSchedulesPage,
+  sourceSchedulesUnkeyed,
+  type SourceScheduleRow,
+} from "../../store/schedules.js";
 import { ValidationError } from "../../errors/index.js";
 import { DEFAULT_TENANT, type AppContext } from "../context.js";
 import { applyChanges } from "./apply.js";
@@ -149,7 +153,9 @@ async function importRecorded(
   }
   if (options.record !== undefined) started(options.record);
   let release = (): void => {};
-  let parsed: CalendarImport;
+  // Let go of once compared (below): what is left live while the changes are written is
+  // what a major garbage collection's pause on this thread grows with (OPS-12).
+  let parsed: CalendarImport | undefined;
   if (options.readCalendar !== undefined) {
     const {
       onProgress: _p,
@@ -174,6 +180,7 @@ async function importRecorded(
     const record = options.record ?? (await startImport(app, tenant, options.source));
     if (options.record === undefined) started(record);
     const events = parsed.events.length;
+    const source = options.source;
     const progress = (
       s: ImportSummary,
       p: Omit<ImportProgress, "created" | "updated" | "cancelled">,
@@ -197,12 +204,13 @@ async function importRecorded(
         details: detailsOf(s),
       });
     return await withImportLock(app.db, tenant, options.source, async () => {
-      const stored = await schedulesOfSource(app.db, { tenant, source: options.source });
-      const plan = await planImport(app, parsed, stored, {
-        source: options.source,
-        tenant,
-        yieldNow,
-      });
+      const plan = await planImport(
+        app,
+        parsed as CalendarImport,
+        await storedOfSource(app, tenant, source, yieldNow),
+        { source, tenant, yieldNow },
+      );
+      parsed = undefined;
       const total = plan.changes.length;
       const chunks = Math.ceil(total / chunkSize);
       await progress(plan.summary, { chunk: 0, chunks, done: 0, total });
@@ -223,4 +231,37 @@ async function importRecorded(
   } finally {
     release();
   }
+}
+
+/**
+ * Stored schedules of an import source read per page (OPS-12): one answer of 50,000 rows
+ * is parsed on the event loop in a few long pieces; pages of this size are not.
+ */
+export const SOURCE_PAGE = 2_000;
+
+/**
+ * What an import compares with: every stored schedule of (tenant, source), any state, read
+ * `pageSize` at a time in external id order with a turn of the event loop between pages;
+ * those without an external id last.
+ */
+export async function storedOfSource(
+  app: Pick<AppContext, "db">,
+  tenant: string,
+  source: string,
+  yieldNow: () => Promise<void>,
+  pageSize = SOURCE_PAGE,
+): Promise<SourceScheduleRow[]> {
+  const stored: SourceScheduleRow[] = [];
+  let after = "";
+  for (;;) {
+    const page = await sourceSchedulesPage(app.db, { tenant, source, after, limit: pageSize });
+    for (const row of page) stored.push(row);
+    const last = page[page.length - 1];
+    if (page.length < pageSize || last?.external_id == null) break;
+    after = last.external_id;
+    await yieldNow();
+  }
+  // Last, as PostgreSQL sorts NULLs after every external id.
+  for (const row of await sourceSchedulesUnkeyed(app.db, { tenant, source })) stored.push(row);
+  return stored;
 }

@@ -1628,46 +1628,32 @@ async function renderDead(params) {
     );
     return el;
   };
-  const deadSection = section("dead", "Dead letters", dead, (el) => [
-    h(
-      "button",
-      { type: "button", onclick: onPicked(el, "Redriven", "redrive") },
-      "Redrive selected",
-    ),
+  // A button that runs `path` on the deliveries picked in section `el`; `what` names what
+  // was done in the message after.
+  const pickedButton = (el, label, what, path, body, primary = false) =>
     h(
       "button",
       {
         type: "button",
-        class: "secondary",
-        onclick: onPicked(el, "Resolved", "resolve", { outcome: "sent" }),
+        class: primary ? undefined : "secondary",
+        onclick: onPicked(el, what, path, body),
       },
-      "Resolve selected as sent",
-    ),
+      label,
+    );
+  const redriveButton = (el) =>
+    pickedButton(el, "Redrive selected", "Redriven", "redrive", undefined, true);
+  const deadSection = section("dead", "Dead letters", dead, (el) => [
+    redriveButton(el),
+    pickedButton(el, "Resolve selected as sent", "Resolved", "resolve", { outcome: "sent" }),
   ]);
   const doubtSection = section("doubt", "In doubt", doubt, (el) => [
-    h(
-      "button",
-      { type: "button", onclick: onPicked(el, "Redriven", "redrive") },
-      "Redrive selected",
-    ),
-    h(
-      "button",
-      {
-        type: "button",
-        class: "secondary",
-        onclick: onPicked(el, "Resolved as sent", "resolve", { outcome: "sent" }),
-      },
-      "Resolve selected as sent",
-    ),
-    h(
-      "button",
-      {
-        type: "button",
-        class: "secondary",
-        onclick: onPicked(el, "Resolved as dead", "resolve", { outcome: "dead" }),
-      },
-      "Resolve selected as dead",
-    ),
+    redriveButton(el),
+    pickedButton(el, "Resolve selected as sent", "Resolved as sent", "resolve", {
+      outcome: "sent",
+    }),
+    pickedButton(el, "Resolve selected as dead", "Resolved as dead", "resolve", {
+      outcome: "dead",
+    }),
   ]);
 
   // Bulk by filter: POST /v1/deliveries/redrive or /resolve, previewed first (dryRun).

@@ -1,7 +1,7 @@
 /**
  * OPS-12 for calendars: never-matching rules are skipped at import with the parts named,
  * the dry run refuses an oversized window before expanding anything (counted in steps),
- * and a large import gives the event loop a turn between slices.
+ * and a large import gives the event loop a turn between slices, its lexing included.
  */
 import { describe, expect, it } from "vitest";
 import { ValidationError } from "../../../src/errors/index.js";
@@ -13,6 +13,7 @@ import {
   parseCalendar,
   parseCalendarAsync,
 } from "../../../src/ical/index.js";
+import { readComponents } from "../../../src/ical/lexer.js";
 import { measureWork } from "../../../src/recurrence/expand.js";
 
 function calendar(events: Array<{ uid: string; rrule?: string; start?: string }>): string {
@@ -152,5 +153,58 @@ describe("OPS-12: a large import gives the event loop a turn between slices", ()
     // Same result as the synchronous reader.
     const sync = parseCalendar(text, options);
     expect(parsed.events.map((e) => e.schedule)).toEqual(sync.events.map((e) => e.schedule));
+  });
+});
+
+describe("OPS-12: a large file is lexed in steps", () => {
+  it("OPS-12: the lexing of one event of 3,000 lines gives the event loop turns, with the same result", async () => {
+    const lines = Array.from({ length: 3_000 }, (_, i) => `X-NOTE-${i}:line ${i}`);
+    const text = calendar([{ uid: "long" }]).replace(
+      "END:VEVENT",
+      `${lines.join("\r\n")}\r\nEND:VEVENT`,
+    );
+    let turns = 0;
+    const parsed = await parseCalendarAsync(text, {
+      ...options,
+      sliceMs: 0,
+      yieldNow: async () => {
+        turns++;
+        await new Promise<void>((resolve) => setTimeout(resolve, 0));
+      },
+    });
+    expect(parsed.events).toHaveLength(1);
+    // One turn after the file checks, one per 500 lines lexed, one after lexing, one per UID.
+    expect(turns).toBeGreaterThanOrEqual(3_000 / 500 + 3);
+    expect(parsed.events.map((e) => e.schedule)).toEqual(
+      parseCalendar(text, options).events.map((e) => e.schedule),
+    );
+  });
+
+  it("API-5: line numbers and folding are kept across CRLF, LF and CR line ends and empty lines", () => {
+    const text = [
+      "BEGIN:VCALENDAR\r\nVERSION:2.0\n",
+      "BEGIN:VEVENT\r",
+      "UID:mixed\r\n\r\n",
+      "DTSTART;TZID=Europe/Berlin:20270104T090000\n",
+      "SUMMARY:first\r\n  half\r\n",
+      "DURATION:PT30M\rRRULE:FREQ=DAILY;COUNT=2\n",
+      "LOCATION:a room\nthat broke\r\n",
+      "END:VEVENT\r\nEND:VCALENDAR",
+    ].join("");
+    const lex = readComponents(text);
+    const event = lex.roots[0]!.components[0]!;
+    expect(event.line).toBe(3);
+    expect(event.properties.map((p) => [p.name, p.value, p.line])).toEqual([
+      ["UID", "mixed", 4],
+      ["DTSTART", "20270104T090000", 6],
+      ["SUMMARY", "first half", 7],
+      ["DURATION", "PT30M", 9],
+      ["RRULE", "FREQ=DAILY;COUNT=2", 10],
+      ["LOCATION", "a room\nthat broke", 11],
+    ]);
+    expect(lex.repairs).toEqual([
+      "1 line(s) that were not content lines joined to the line before",
+    ]);
+    expect(lex.truncated).toBe(false);
   });
 });
