@@ -11,12 +11,13 @@
  * schedule-level sweep; every statement that reads recipients is scoped by tenant, so a
  * recipient of another tenant is never added, read or changed.
  */
-import type { QuietHours } from "../../recurrence/index.js";
+import type { DstPolicy, QuietHours } from "../../recurrence/index.js";
 import type { Queryable } from "../database.js";
 import type { PlanScheduleRow } from "../planning.js";
 import { DELIVERY_ROW_KEYS, type DeliveryRow } from "../schedules.js";
 import { columnsOf, execute, firstRow, rows } from "../statement.js";
 import { heldBy, NOW } from "./sql.js";
+import { staleAtSql } from "./waiting.js";
 
 /**
  * API-11: makes a schedule one for recipients (or changes whether it is floating);
@@ -165,10 +166,12 @@ export const FORGET_RECIPIENT_COLUMNS = REMOVE_MEMBERS_COLUMNS;
  * recipient's zone or quiet hours changed, or the schedule was edited. Waiting rows due
  * from now on that were never tried are deleted (the planner writes them again as they
  * are now: another instant in a new zone, the same key where nothing moved); rows already
- * tried keep their history and their retry. Each membership's watermark goes back to now
- * (one never planned stays so). $1 now, $2 tenant, $3 recipient ids text[] or NULL (all),
- * $4 schedule id or NULL (all of the tenant's). Returns `replanned` (memberships) and
- * `cleared` (deliveries deleted).
+ * tried keep their history and their retry. Rows moved in place before, in the same
+ * transaction ({@link MOVE_MEMBER_DELIVERIES_SQL}: a floating occurrence kept under its key
+ * at its instant in the new zone), are kept (`$5`). Each membership's watermark goes back
+ * to now (one never planned stays so). $1 now, $2 tenant, $3 recipient ids text[] or NULL
+ * (all), $4 schedule id or NULL (all of the tenant's), $5 ids of rows to keep bigint[].
+ * Returns `replanned` (memberships) and `cleared` (deliveries deleted).
  */
 export const REPLAN_MEMBERS_SQL = `
 with m as (
@@ -185,6 +188,7 @@ cleared as (
   where d.recipient_id = m.recipient_id and d.schedule_id = m.schedule_id
     and d.state in ('pending', 'retry', 'paused') and d.attempt = 0 and d.due_at >= ${NOW}
     and not exists (select 1 from punctual_triggers t where t.delivery_id = d.id)
+    and not (d.id = any($5::bigint[]))
   returning d.id
 )
 select (select count(*) from m) as replanned, (select count(*) from cleared) as cleared`;
@@ -197,6 +201,136 @@ export interface ReplannedRow {
 
 /** Result columns of {@link REPLAN_MEMBERS_SQL}. */
 export const REPLAN_MEMBERS_COLUMNS = columnsOf<ReplannedRow>()(["replanned", "cleared"]);
+
+/**
+ * API-12 / DEL-9: locks the memberships of recipients `$2` of tenant `$1` (in key order),
+ * before their rows are read for a realign: a planner that holds one finishes first, so
+ * the rows it wrote in the old zone are seen (and moved) by the statements that follow.
+ * Returns `locked`.
+ */
+export const LOCK_RECIPIENT_MEMBERSHIPS_SQL = `
+with locked as (
+  select m.schedule_id from punctual_schedule_recipients m
+  where m.tenant = $1 and m.recipient_id = any($2::text[])
+  order by m.schedule_id, m.recipient_id
+  for update of m
+)
+select count(*) as locked from locked`;
+
+/** Result columns of {@link LOCK_RECIPIENT_MEMBERSHIPS_SQL}. */
+export const LOCK_RECIPIENT_MEMBERSHIPS_COLUMNS = columnsOf<{ locked: number }>()(["locked"]);
+
+/**
+ * API-12 / DEL-9 / REC-6: the waiting rows a zone change moves rather than clears — the
+ * never-tried, untriggered rows due from now on of recipients `$3` of tenant `$2` on
+ * floating schedules (the rows {@link REPLAN_MEMBERS_SQL} would clear), locked, each with
+ * what its move needs: its key (a floating key names the occurrence's local date-time,
+ * whatever the zone), its occurrence instant, the schedule's rule and the recipient's zone
+ * and quiet window as they are now. Claimed, tried and finished rows are not read, so
+ * never moved. $1 now, $2 tenant, $3 recipient ids text[]. Ordered by schedule,
+ * recipient, occurrence.
+ */
+export const MOVABLE_MEMBER_ROWS_SQL = `
+select d.id, d.schedule_id, d.recipient_id, d.reminder_key, d.delivery_key, d.occurrence_at,
+       s.dtstart, s.rrule, s.rdate, s.exdate, s.ends_at, s.dst_gap, s.dst_overlap,
+       r.tzid as recipient_tzid, r.preferences -> 'quietHours' as recipient_quiet_hours
+from punctual_schedule_recipients m
+join punctual_schedule_audiences a on a.schedule_id = m.schedule_id and a.floating
+join punctual_schedules s on s.id = m.schedule_id
+join punctual_recipients r on r.tenant = m.tenant and r.id = m.recipient_id
+join punctual_deliveries d on d.recipient_id = m.recipient_id and d.schedule_id = m.schedule_id
+where m.tenant = $2 and m.recipient_id = any($3::text[])
+  and d.state in ('pending', 'retry', 'paused') and d.attempt = 0 and d.due_at >= ${NOW}
+  and not exists (select 1 from punctual_triggers t where t.delivery_id = d.id)
+order by d.schedule_id, d.recipient_id, d.occurrence_at, d.id
+for update of d`;
+
+/** One row of {@link MOVABLE_MEMBER_ROWS_SQL}. */
+export interface MovableMemberRow {
+  id: number;
+  schedule_id: string;
+  recipient_id: string;
+  reminder_key: string;
+  delivery_key: string;
+  occurrence_at: Date;
+  dtstart: string;
+  rrule: string | null;
+  rdate: string[];
+  exdate: string[];
+  ends_at: Date | null;
+  dst_gap: DstPolicy["gap"];
+  dst_overlap: DstPolicy["overlap"];
+  /** The recipient's zone, as it is now. */
+  recipient_tzid: string;
+  /** The recipient's own quiet window (`preferences.quietHours`), or null. */
+  recipient_quiet_hours: (Omit<QuietHours, "tzid"> & { tzid?: string }) | null;
+}
+
+/** Result columns of {@link MOVABLE_MEMBER_ROWS_SQL}. */
+export const MOVABLE_MEMBER_ROWS_COLUMNS = columnsOf<MovableMemberRow>()([
+  "id",
+  "schedule_id",
+  "recipient_id",
+  "reminder_key",
+  "delivery_key",
+  "occurrence_at",
+  "dtstart",
+  "rrule",
+  "rdate",
+  "exdate",
+  "ends_at",
+  "dst_gap",
+  "dst_overlap",
+  "recipient_tzid",
+  "recipient_quiet_hours",
+]);
+
+/**
+ * API-12 / DEL-9 / REC-6: moves waiting rows of recipients in place — same id, same
+ * delivery key — to the occurrence, due time and quiet-hours deferral (DEL-15) they have
+ * now (a recipient's new zone): `run_at` is the new due time or deferral even when it is
+ * already past, and `stale_at` is counted from it, so a row moved into the past is judged
+ * by the schedule's misfire policy (sent late, or skipped `stale` and recorded), never
+ * dropped. Only never-tried waiting rows move; a row claimed meanwhile is left alone.
+ * $1 now, then per row: $2 ids bigint[], $3 occurrence instants timestamptz[], $4 due
+ * instants timestamptz[], $5 deferrals timestamptz[] (NULL: none), $6 bypassed text[]
+ * (NULL: nothing). Returns `moved`.
+ */
+export const MOVE_MEMBER_DELIVERIES_SQL = `
+with u as (
+  select * from unnest($2::bigint[], $3::timestamptz[], $4::timestamptz[], $5::timestamptz[],
+                       $6::text[])
+    as u(id, occurrence_at, due_at, deferred_until, bypassed)
+),
+moved as (
+  update punctual_deliveries d
+  set occurrence_at = u.occurrence_at, due_at = u.due_at,
+      run_at = coalesce(u.deferred_until, u.due_at),
+      deferred_until = u.deferred_until,
+      deferred_reason = case when u.deferred_until is not null then 'QUIET_HOURS' end,
+      bypassed = u.bypassed,
+      stale_at = ${staleAtSql("s", "coalesce(u.deferred_until, u.due_at)")},
+      updated_at = ${NOW}
+  from u, punctual_schedules s
+  where d.id = u.id and s.id = d.schedule_id
+    and d.state in ('pending', 'retry', 'paused') and d.attempt = 0
+  returning d.id
+)
+select count(*) as moved from moved`;
+
+/** Result columns of {@link MOVE_MEMBER_DELIVERIES_SQL}. */
+export const MOVE_MEMBER_DELIVERIES_COLUMNS = columnsOf<{ moved: number }>()(["moved"]);
+
+/** One move for {@link moveMemberDeliveries}. */
+export interface MemberDeliveryMove {
+  id: number;
+  occurrenceAt: Date;
+  dueAt: Date;
+  /** DEL-15: the end of the quiet window the row waits for; null: none. */
+  deferredUntil: Date | null;
+  /** API-13: what a critical reminder went past (`QUIET_HOURS`); null: nothing. */
+  bypassed: string | null;
+}
 
 /** A membership the per-recipient planner reads: its schedule, its recipient's zone. */
 export type MemberPlanRow = PlanScheduleRow & {
@@ -675,6 +809,8 @@ export async function replanMembers(
     recipientIds: readonly string[] | null;
     /** Null: every schedule of the tenant. */
     scheduleId: string | null;
+    /** Rows moved in place ({@link moveMemberDeliveries}): kept. */
+    keep?: readonly number[];
   },
 ): Promise<ReplannedRow> {
   const row = await firstRow<ReplannedRow>(tx, REPLAN_MEMBERS_SQL, [
@@ -682,6 +818,7 @@ export async function replanMembers(
     p.tenant,
     p.recipientIds,
     p.scheduleId,
+    p.keep ?? [],
   ]);
   return { replanned: Number(row?.replanned ?? 0), cleared: Number(row?.cleared ?? 0) };
 }
@@ -754,4 +891,44 @@ export function listScheduleRecipientRows(
     p.afterId,
     p.limit,
   ]);
+}
+
+/** API-12 / DEL-9: runs {@link LOCK_RECIPIENT_MEMBERSHIPS_SQL}. @returns how many were locked. */
+export async function lockRecipientMemberships(
+  tx: Queryable,
+  p: { tenant: string; recipientIds: readonly string[] },
+): Promise<number> {
+  const row = await firstRow<{ locked: number }>(tx, LOCK_RECIPIENT_MEMBERSHIPS_SQL, [
+    p.tenant,
+    p.recipientIds,
+  ]);
+  return Number(row?.locked ?? 0);
+}
+
+/** API-12 / DEL-9: runs {@link MOVABLE_MEMBER_ROWS_SQL}. */
+export function movableMemberRows(
+  tx: Queryable,
+  p: { now: Date | null; tenant: string; recipientIds: readonly string[] },
+): Promise<MovableMemberRow[]> {
+  return rows<MovableMemberRow>(tx, MOVABLE_MEMBER_ROWS_SQL, [p.now, p.tenant, p.recipientIds]);
+}
+
+/**
+ * API-12 / DEL-9 / REC-6: runs {@link MOVE_MEMBER_DELIVERIES_SQL}.
+ * @returns how many rows moved.
+ */
+export async function moveMemberDeliveries(
+  tx: Queryable,
+  p: { now: Date | null; moves: readonly MemberDeliveryMove[] },
+): Promise<number> {
+  if (p.moves.length === 0) return 0;
+  const row = await firstRow<{ moved: number }>(tx, MOVE_MEMBER_DELIVERIES_SQL, [
+    p.now,
+    p.moves.map((m) => m.id),
+    p.moves.map((m) => m.occurrenceAt),
+    p.moves.map((m) => m.dueAt),
+    p.moves.map((m) => m.deferredUntil),
+    p.moves.map((m) => m.bypassed),
+  ]);
+  return Number(row?.moved ?? 0);
 }
