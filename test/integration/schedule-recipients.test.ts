@@ -225,6 +225,43 @@ describe("API-13: preferences at send", () => {
     });
   });
 
+  it("API-13: an opt-out made while the delivery is already claimed and queued for its send still skips it OPTED_OUT", async () => {
+    // One send at a time: the 08:59 reminder holds the slot while the 09:00 one waits,
+    // claimed, in the queue; the opt-out lands then, before its send.
+    t = await testPunctual({ start: "2027-01-04T08:00:00Z", scheduler: { concurrency: 1 } });
+    const { punctual, channel, clock } = t;
+    await punctual.putRecipient("ann", { tzid: "UTC", targets: { test: { to: "ann" } } });
+    await punctual.createSchedule({
+      dtstart: "2027-01-04T09:00:00Z",
+      recipients: ["ann"],
+      reminders: [
+        { key: "early", channel: "test", offset: "-PT1M" },
+        { key: "digest", channel: "test", category: "digest" },
+      ],
+    });
+    const release = deferred<{ messageId: null }>();
+    channel.behaviour = () => release.promise;
+    clock.set("2027-01-04T09:00:00Z");
+    await punctual.scheduler.tick();
+    await vi.waitFor(() => expect(channel.sends).toHaveLength(1));
+    expect((await deliveries(punctual)).map((d) => [d.reminderKey, d.state]).sort()).toEqual([
+      ["digest", "claimed"],
+      ["early", "claimed"],
+    ]);
+    await punctual.putRecipient("ann", {
+      tzid: "UTC",
+      targets: { test: { to: "ann" } },
+      preferences: { optOut: { categories: ["digest"] } },
+    });
+    release.resolve({ messageId: null });
+    await punctual.scheduler.drain();
+    expect(channel.sends.map((s) => s.delivery.reminderKey)).toEqual(["early"]);
+    expect((await deliveries(punctual)).find((d) => d.reminderKey === "digest")).toMatchObject({
+      state: "skipped",
+      reason: "OPTED_OUT",
+    });
+  });
+
   it("API-13: an opt-out of the channel skips it; taking the opt-out back before the send sends it", async () => {
     t = await testPunctual({ start: "2027-01-04T08:00:00Z" });
     const { punctual, channel, clock } = t;
