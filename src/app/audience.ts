@@ -9,7 +9,7 @@ import { z } from "zod";
 import {
   MAX_SCHEDULE_RECIPIENTS,
   pageLimitSchema,
-  scheduleRecipientsSchema,
+  recipientsPageIdsSchema,
 } from "../contracts/index.js";
 import { NotFoundError, ValidationError, type FieldIssue } from "../errors/index.js";
 import type { Queryable } from "../store/database.js";
@@ -190,8 +190,8 @@ export async function editAudience(
 /** `PUT /v1/schedules/{id}/recipients` body (API-12): ids to add and to remove, one page. */
 export const scheduleRecipientsPageSchema = z
   .object({
-    add: scheduleRecipientsSchema.optional(),
-    remove: scheduleRecipientsSchema.optional(),
+    add: recipientsPageIdsSchema.optional(),
+    remove: recipientsPageIdsSchema.optional(),
   })
   .strict()
   .superRefine((v, ctx) => {
