@@ -23,9 +23,10 @@ import { deliveryKey, floatingDeliveryKey } from "../domain/index.js";
 import { applyOffset, parseRule, type Occurrence, type QuietHours } from "../recurrence/index.js";
 import type { Queryable } from "../store/database.js";
 import {
-  advanceMembers,
   insertRecipientDeliveries,
   lockMembersToPlan,
+  pinMemberPlan,
+  setMemberWatermarks,
   type MemberDeliveryMove,
   type MemberPlanRow,
   type MovableMemberRow,
@@ -101,7 +102,9 @@ export function memberDeliveryKey(
 }
 
 /**
- * API-11: plans the locked memberships in `tx` and advances their watermarks.
+ * API-11: plans the locked memberships in `tx` and sets the watermarks of those whose plan
+ * did not end where the lock put it (now + plan-ahead): finite series planned to their end,
+ * passes cut short, rules that do not parse in a zone (left as they were).
  * @returns the number of delivery rows inserted.
  */
 export async function planMembers(
@@ -122,7 +125,8 @@ export async function planMembers(
     if (!group) groups.set(key, (group = []));
     group.push(m);
   }
-  const marks: Array<{ scheduleId: string; recipientId: string; until: Date }> = [];
+  // Memberships whose watermark is not the one the lock wrote (now + plan-ahead).
+  const marks: Array<{ scheduleId: string; recipientId: string; until: Date | null }> = [];
   const now = deps.clock.sqlNow();
   let inserted = 0;
   let sliceStart = performance.now();
@@ -166,6 +170,10 @@ export async function planMembers(
       const rule = known ?? parseRule(ruleInputOfRow(schedule));
       parsed.set(zone, rule);
       if (!rule.ok) {
+        // Not planned: each watermark back as it was (the next pass tries again).
+        for (const m of group) {
+          marks.push({ scheduleId, recipientId: m.recipient_id, until: m.planned_until });
+        }
         if (known) continue;
         deps.logger.error(
           { scheduleId, tzid: zone, reason: rule.error.message },
@@ -176,6 +184,9 @@ export async function planMembers(
       }
       const plan = planSchedule(schedule, rule.recurrence, ofSchedule, deps.channels, deps.options);
       const until = plan.complete ? PLANNED_FOREVER : new Date(plan.plannedUntil);
+      // The lock wrote now + plan-ahead (microseconds; `db_now` is read to the millisecond).
+      const asLocked =
+        !plan.complete && plan.plannedUntil === first.db_now.getTime() + deps.options.planAheadMs;
       const planned = plan.deliveries.map((d) => ({
         d,
         reminder: reminderIndex.get(d.reminderKey)!,
@@ -199,13 +210,13 @@ export async function planMembers(
             bypassed,
           });
         }
-        marks.push({ scheduleId, recipientId: member.recipient_id, until });
+        if (!asLocked) marks.push({ scheduleId, recipientId: member.recipient_id, until });
         if (rows.length >= INSERT_CHUNK) await flush();
       }
     }
     await flush();
   }
-  if (marks.length > 0) await advanceMembers(tx, { marks });
+  await setMemberWatermarks(tx, { marks });
   return inserted;
 }
 
@@ -319,12 +330,14 @@ export async function audienceSweep(deps: PlanDeps): Promise<number> {
   const started = performance.now();
   while (performance.now() - started < deps.options.planBudgetMs) {
     const { inserted, full } = await deps.db.transaction(async (tx) => {
-      const rows = await lockMembersToPlan(tx, {
+      await pinMemberPlan(tx);
+      const { members, locked } = await lockMembersToPlan(tx, {
         now: deps.clock.sqlNow(),
         aheadMs: deps.options.planAheadMs / 2,
         limit: MEMBER_BATCH,
+        planAheadMs: deps.options.planAheadMs,
       });
-      return { inserted: await planMembers(tx, rows, deps), full: rows.length >= MEMBER_BATCH };
+      return { inserted: await planMembers(tx, members, deps), full: locked >= MEMBER_BATCH };
     });
     total += inserted;
     if (!full) break;
