@@ -189,6 +189,39 @@ describe("API-11: schedules for recipients", () => {
   });
 });
 
+describe("REC-6: missed occurrences per recipient", () => {
+  it("REC-6, API-11: misfire `latest` after downtime sends each recipient their own most recent missed occurrence, not one for the whole audience", async () => {
+    t = await testPunctual({ start: "2027-01-04T08:00:00Z", scheduler: { planAheadMs: 5 * DAY } });
+    const { punctual, channel, clock } = t;
+    for (const id of ["ann", "bob"])
+      await punctual.putRecipient(id, { tzid: "UTC", targets: { test: {} } });
+    await punctual.createSchedule({
+      dtstart: "2027-01-04T09:00:00Z",
+      rrule: "FREQ=DAILY;COUNT=5",
+      misfire: "latest",
+      recipients: ["ann", "bob"],
+      reminders: [{ key: "r", channel: "test" }],
+    });
+    await tickAndDrain(punctual);
+    // Down from before the first occurrence until 2027-01-06 12:00: three missed each.
+    clock.set("2027-01-06T12:00:00Z");
+    await tickAndDrain(punctual);
+    expect(
+      channel.sends.map((s) => [s.delivery.recipient?.id, s.delivery.dueAt.toISOString()]).sort(),
+    ).toEqual([
+      ["ann", "2027-01-06T09:00:00.000Z"],
+      ["bob", "2027-01-06T09:00:00.000Z"],
+    ]);
+    const missed = (await deliveries(punctual)).filter((d) => d.state === "skipped");
+    expect(missed.map((d) => [d.recipientId, d.dueAt, d.reason]).sort()).toEqual([
+      ["ann", "2027-01-04T09:00:00.000Z", "stale"],
+      ["ann", "2027-01-05T09:00:00.000Z", "stale"],
+      ["bob", "2027-01-04T09:00:00.000Z", "stale"],
+      ["bob", "2027-01-05T09:00:00.000Z", "stale"],
+    ]);
+  });
+});
+
 describe("API-13: preferences at send", () => {
   it("API-13: an opt-out of the category made a second before the send skips it OPTED_OUT; a critical reminder goes past it and says so", async () => {
     t = await testPunctual({ start: "2027-01-04T08:00:00Z" });
