@@ -9,7 +9,7 @@ import { z } from "zod";
 import {
   MAX_SCHEDULE_RECIPIENTS,
   pageLimitSchema,
-  scheduleRecipientsSchema,
+  recipientsPageIdsSchema,
 } from "../contracts/index.js";
 import { NotFoundError, ValidationError, type FieldIssue } from "../errors/index.js";
 import type { Queryable } from "../store/database.js";
@@ -18,12 +18,16 @@ import {
   audienceOf,
   listScheduleRecipientRows,
   forgetRecipient,
+  lockRecipientMemberships,
   missingRecipients,
+  movableMemberRows,
+  moveMemberDeliveries,
   putAudience,
   removeMembers,
   replanMembers,
 } from "../store/deliveries/index.js";
-import { lockScheduleForEdit } from "../store/planning.js";
+import { lockScheduleForEdit, remindersOf } from "../store/planning.js";
+import { floatingMoves } from "../scheduler/audience.js";
 import { scheduleById } from "../store/schedules.js";
 import { cursorPart, decodeCursor, encodeCursor, type CursorScope } from "./cursor.js";
 import { DEFAULT_TENANT, type AppContext, type CallContext } from "./context.js";
@@ -186,8 +190,8 @@ export async function editAudience(
 /** `PUT /v1/schedules/{id}/recipients` body (API-12): ids to add and to remove, one page. */
 export const scheduleRecipientsPageSchema = z
   .object({
-    add: scheduleRecipientsSchema.optional(),
-    remove: scheduleRecipientsSchema.optional(),
+    add: recipientsPageIdsSchema.optional(),
+    remove: recipientsPageIdsSchema.optional(),
   })
   .strict()
   .superRefine((v, ctx) => {
@@ -275,19 +279,46 @@ export async function putScheduleRecipients(
 }
 
 /**
- * API-12: a recipient's zone or quiet hours changed: its future deliveries on every
- * schedule are planned again from now (in the writing transaction).
+ * API-12 (DEL-9 rules, REC-6): a recipient's zone or quiet hours changed: its future
+ * deliveries on every schedule are realigned, in the writing transaction. On a floating
+ * schedule each never-tried waiting row due from now on keeps its key and moves to its
+ * occurrence's instant in the new zone ({@link floatingMoves}), even one already past (a
+ * move east at 08:00 in New York puts today's 09:00 in Tokyo 13 hours back): the misfire
+ * policy then sends it late or records it skipped `stale`, so no day is lost silently, and a
+ * move west (the instant later) stays one delivery. The rest of those rows — on other
+ * schedules, or an occurrence the new zone does not have — are cleared, and every
+ * membership is planned again from now (the plan sweep, woken, writes what is missing; the
+ * moved rows' keys make it write nothing twice). Rows claimed, tried or finished are
+ * untouched. The memberships are locked first, so rows a planner was writing in the old
+ * zone are moved too.
+ * @returns the memberships planned again.
  */
 export async function realignRecipients(
   tx: Queryable,
   p: { now: Date | null; tenant: string; ids: readonly string[] },
 ): Promise<number> {
   if (p.ids.length === 0) return 0;
+  await lockRecipientMemberships(tx, { tenant: p.tenant, recipientIds: p.ids });
+  const movable = await movableMemberRows(tx, {
+    now: p.now,
+    tenant: p.tenant,
+    recipientIds: p.ids,
+  });
+  let keep: number[] = [];
+  if (movable.length > 0) {
+    const reminders = await remindersOf(tx, {
+      scheduleIds: [...new Set(movable.map((r) => r.schedule_id))],
+    });
+    const moves = await floatingMoves(movable, reminders);
+    await moveMemberDeliveries(tx, { now: p.now, moves });
+    keep = moves.map((m) => m.id);
+  }
   const r = await replanMembers(tx, {
     now: p.now,
     tenant: p.tenant,
     recipientIds: p.ids,
     scheduleId: null,
+    keep,
   });
   return r.replanned;
 }

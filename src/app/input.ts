@@ -20,11 +20,15 @@ export function issuesFromZod(error: z.ZodError, prefix = "", input?: unknown): 
           ? (value as Record<PropertyKey, unknown>)[key]
           : undefined;
     }
+    const message = readableMessage(issue, value);
+    // A list of too many or too few items is named by its count (10,001 ids, not the ids).
+    if ((issue.code === "too_big" || issue.code === "too_small") && Array.isArray(value)) {
+      return { field, message, value: value.length };
+    }
     const shown =
       (typeof value === "string" && value.length <= 200) ||
       typeof value === "number" ||
       typeof value === "boolean";
-    const message = readableMessage(issue, value);
     return shown ? { field, message, value } : { field, message };
   });
 }

@@ -308,18 +308,26 @@ export const MAX_SCHEDULE_RECIPIENTS = 10_000;
 /** A recipient id (API-10): a letter or digit, then letters, digits, `_ . : @ + -`; 1–200 characters. */
 export const RECIPIENT_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.:@+-]{0,199}$/;
 
+/** API-11: one recipient id in a list of a schedule's recipients. */
+const recipientIdInListSchema = z
+  .string()
+  .regex(
+    RECIPIENT_ID_PATTERN,
+    "must be 1–200 letters, digits or _ . : @ + -, starting with a letter or digit",
+  );
+
 /** API-11: recipient ids of a schedule, at most {@link MAX_SCHEDULE_RECIPIENTS}, each once. */
 export const scheduleRecipientsSchema = z
-  .array(
-    z
-      .string()
-      .regex(
-        RECIPIENT_ID_PATTERN,
-        "must be 1–200 letters, digits or _ . : @ + -, starting with a letter or digit",
-      ),
-  )
+  .array(recipientIdInListSchema)
   .max(MAX_SCHEDULE_RECIPIENTS, {
     message: `must list at most ${MAX_SCHEDULE_RECIPIENTS} recipients; add more with PUT /v1/schedules/{id}/recipients`,
+  });
+
+/** API-12: recipient ids of one page of `PUT /v1/schedules/{id}/recipients`. */
+export const recipientsPageIdsSchema = z
+  .array(recipientIdInListSchema)
+  .max(MAX_SCHEDULE_RECIPIENTS, {
+    message: `a page holds at most ${MAX_SCHEDULE_RECIPIENTS} ids; send more pages`,
   });
 
 export const dstSchema = z

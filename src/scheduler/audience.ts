@@ -20,13 +20,16 @@
  * every {@link SLICE_MS} of work (bench/recipients.ts, docs/benchmarks.md).
  */
 import { deliveryKey, floatingDeliveryKey } from "../domain/index.js";
-import { parseRule, type QuietHours } from "../recurrence/index.js";
+import { applyOffset, parseRule, type Occurrence, type QuietHours } from "../recurrence/index.js";
 import type { Queryable } from "../store/database.js";
 import {
-  advanceMembers,
   insertRecipientDeliveries,
   lockMembersToPlan,
+  pinMemberPlan,
+  setMemberWatermarks,
+  type MemberDeliveryMove,
   type MemberPlanRow,
+  type MovableMemberRow,
   type RecipientDeliveryToInsert,
 } from "../store/deliveries/index.js";
 import { remindersOf, type PlanReminderRow } from "../store/planning.js";
@@ -99,7 +102,9 @@ export function memberDeliveryKey(
 }
 
 /**
- * API-11: plans the locked memberships in `tx` and advances their watermarks.
+ * API-11: plans the locked memberships in `tx` and sets the watermarks of those whose plan
+ * did not end where the lock put it (now + plan-ahead): finite series planned to their end,
+ * passes cut short, rules that do not parse in a zone (left as they were).
  * @returns the number of delivery rows inserted.
  */
 export async function planMembers(
@@ -120,7 +125,8 @@ export async function planMembers(
     if (!group) groups.set(key, (group = []));
     group.push(m);
   }
-  const marks: Array<{ scheduleId: string; recipientId: string; until: Date }> = [];
+  // Memberships whose watermark is not the one the lock wrote (now + plan-ahead).
+  const marks: Array<{ scheduleId: string; recipientId: string; until: Date | null }> = [];
   const now = deps.clock.sqlNow();
   let inserted = 0;
   let sliceStart = performance.now();
@@ -164,6 +170,10 @@ export async function planMembers(
       const rule = known ?? parseRule(ruleInputOfRow(schedule));
       parsed.set(zone, rule);
       if (!rule.ok) {
+        // Not planned: each watermark back as it was (the next pass tries again).
+        for (const m of group) {
+          marks.push({ scheduleId, recipientId: m.recipient_id, until: m.planned_until });
+        }
         if (known) continue;
         deps.logger.error(
           { scheduleId, tzid: zone, reason: rule.error.message },
@@ -174,6 +184,9 @@ export async function planMembers(
       }
       const plan = planSchedule(schedule, rule.recurrence, ofSchedule, deps.channels, deps.options);
       const until = plan.complete ? PLANNED_FOREVER : new Date(plan.plannedUntil);
+      // The lock wrote now + plan-ahead (microseconds; `db_now` is read to the millisecond).
+      const asLocked =
+        !plan.complete && plan.plannedUntil === first.db_now.getTime() + deps.options.planAheadMs;
       const planned = plan.deliveries.map((d) => ({
         d,
         reminder: reminderIndex.get(d.reminderKey)!,
@@ -197,14 +210,115 @@ export async function planMembers(
             bypassed,
           });
         }
-        marks.push({ scheduleId, recipientId: member.recipient_id, until });
+        if (!asLocked) marks.push({ scheduleId, recipientId: member.recipient_id, until });
         if (rows.length >= INSERT_CHUNK) await flush();
       }
     }
     await flush();
   }
-  if (marks.length > 0) await advanceMembers(tx, { marks });
+  await setMemberWatermarks(tx, { marks });
   return inserted;
+}
+
+/**
+ * How far (ms) one local date-time's instant can lie between two zones: offsets run from
+ * UTC−12 to UTC+14, and a DST gap may shift it by up to an hour more.
+ */
+const ZONE_SPREAD_MS = 28 * 3_600_000;
+/** Most occurrences read per (schedule, zone) to place the rows a zone change moves (OPS-12). */
+const MOVE_SCAN_LIMIT = 20_000;
+
+/** Index of the first occurrence at or after `ms` (occurrences ascending). */
+function firstAtOrAfter(occurrences: readonly Occurrence[], ms: number): number {
+  let lo = 0;
+  let hi = occurrences.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (occurrences[mid]!.instant < ms) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+/**
+ * API-12 / DEL-9 / REC-6: where the waiting rows of floating schedules go when their
+ * recipients' zones changed (rows of {@link MovableMemberRow}, the recipients' zones and
+ * quiet windows as they are now). A floating row's key names its occurrence's local
+ * date-time (RFC 5545 §3.3.5 floating time, {@link floatingDeliveryKey}), not its zone, so
+ * the row is the occurrence in the new zone that bears its key; that occurrence lies within
+ * {@link ZONE_SPREAD_MS} of the old instant, and the rule is expanded once per (schedule,
+ * zone) over the rows' span. The move carries the new occurrence instant, the reminder's
+ * due time from it (its offset read in the new zone) and the deferral of the reminder's and
+ * the recipient's quiet hours (DEL-15; none for a critical reminder, which records the
+ * bypass) — what planning in the new zone writes — even when that instant is already past:
+ * such a row is then judged by the misfire policy, never dropped silently.
+ *
+ * A row no occurrence in the new zone bears (a local time the new zone skips under the
+ * `skip` gap policy or renames under `shift`, an instant past the rule's UNTIL or
+ * `endsAt`, a rule that does not parse in the zone) gets no move: the caller clears it
+ * like any row no longer in the set (DEL-9), and the planner writes what the new zone has.
+ * Pure apart from giving the event loop a turn every {@link SLICE_MS} of work (OPS-12).
+ * @param reminders the reminders of the rows' schedules.
+ * @returns one move per row placed, in the rows' order.
+ */
+export async function floatingMoves(
+  rows: readonly MovableMemberRow[],
+  reminders: readonly PlanReminderRow[],
+): Promise<MemberDeliveryMove[]> {
+  const reminderOf = new Map(reminders.map((r) => [`${r.schedule_id}\u0000${r.key}`, r]));
+  const groups = new Map<string, MovableMemberRow[]>();
+  for (const row of rows) {
+    const key = `${row.schedule_id}\u0000${row.recipient_tzid}`;
+    let group = groups.get(key);
+    if (!group) groups.set(key, (group = []));
+    group.push(row);
+  }
+  const moves: MemberDeliveryMove[] = [];
+  let sliceStart = performance.now();
+  for (const group of groups.values()) {
+    const first = group[0]!;
+    const zone = first.recipient_tzid;
+    const rule = parseRule(ruleInputOfRow({ ...first, tzid: zone }));
+    if (!rule.ok) continue;
+    const { recurrence } = rule;
+    let lo = Infinity;
+    let hi = -Infinity;
+    for (const row of group) {
+      lo = Math.min(lo, row.occurrence_at.getTime());
+      hi = Math.max(hi, row.occurrence_at.getTime());
+    }
+    const occurrences = recurrence.scan(
+      lo - ZONE_SPREAD_MS,
+      hi + ZONE_SPREAD_MS + 1,
+      MOVE_SCAN_LIMIT,
+    ).occurrences;
+    for (const row of group) {
+      if (performance.now() - sliceStart >= SLICE_MS) {
+        await new Promise<void>((resolve) => setImmediate(resolve));
+        sliceStart = performance.now();
+      }
+      const reminder = reminderOf.get(`${row.schedule_id}\u0000${row.reminder_key}`);
+      if (!reminder) continue;
+      const at = row.occurrence_at.getTime();
+      for (let i = firstAtOrAfter(occurrences, at - ZONE_SPREAD_MS); i < occurrences.length; i++) {
+        const o = occurrences[i]!;
+        if (o.instant > at + ZONE_SPREAD_MS) break;
+        const key = floatingDeliveryKey(row.schedule_id, reminder.key, o.local, row.recipient_id);
+        if (key !== row.delivery_key) continue;
+        const due = applyOffset(o, reminder.offset_duration, recurrence.tzid, recurrence.dst);
+        const { deferredUntil, bypassed } = recipientDeferral(reminder, quietOf(row), due);
+        moves.push({
+          id: row.id,
+          occurrenceAt: new Date(o.instant),
+          dueAt: new Date(due),
+          deferredUntil,
+          bypassed,
+        });
+        break;
+      }
+    }
+  }
+  return moves;
 }
 
 /**
@@ -216,12 +330,14 @@ export async function audienceSweep(deps: PlanDeps): Promise<number> {
   const started = performance.now();
   while (performance.now() - started < deps.options.planBudgetMs) {
     const { inserted, full } = await deps.db.transaction(async (tx) => {
-      const rows = await lockMembersToPlan(tx, {
+      await pinMemberPlan(tx);
+      const { members, locked } = await lockMembersToPlan(tx, {
         now: deps.clock.sqlNow(),
         aheadMs: deps.options.planAheadMs / 2,
         limit: MEMBER_BATCH,
+        planAheadMs: deps.options.planAheadMs,
       });
-      return { inserted: await planMembers(tx, rows, deps), full: rows.length >= MEMBER_BATCH };
+      return { inserted: await planMembers(tx, members, deps), full: locked >= MEMBER_BATCH };
     });
     total += inserted;
     if (!full) break;

@@ -449,7 +449,8 @@ async function misfireBatch(
   const lateIds: number[] = [];
   const channelOf = new Map<string, string>();
   const lateRunAt: Array<Date | null> = [];
-  // Rows arrive grouped by (schedule, reminder), oldest first.
+  // Rows arrive grouped by (schedule, reminder, recipient), oldest first: each recipient's
+  // missed rows are judged apart (API-11).
   let group: StaleRow[] = [];
   const judge = () => {
     if (group.length === 0) return;
@@ -485,7 +486,12 @@ async function misfireBatch(
   };
   for (const row of rows) {
     const prev = group[0];
-    if (prev && (prev.schedule_id !== row.schedule_id || prev.reminder_key !== row.reminder_key))
+    if (
+      prev &&
+      (prev.schedule_id !== row.schedule_id ||
+        prev.reminder_key !== row.reminder_key ||
+        prev.recipient_id !== row.recipient_id)
+    )
       judge();
     group.push(row);
   }

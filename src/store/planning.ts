@@ -154,6 +154,8 @@ export interface StaleRow {
   id: number;
   schedule_id: string;
   reminder_key: string;
+  /** API-11: the row's recipient, or null: each recipient's rows are judged apart. */
+  recipient_id: string | null;
   /** Channel of the row (metrics count a skip by channel, OPS-13). */
   channel: string;
   occurrence_at: Date;
@@ -175,6 +177,7 @@ export const SELECT_STALE_COLUMNS = columnsOf<StaleRow>()([
   "id",
   "schedule_id",
   "reminder_key",
+  "recipient_id",
   "channel",
   "occurrence_at",
   "due_at",
@@ -198,8 +201,9 @@ export const SELECT_STALE_COLUMNS = columnsOf<StaleRow>()([
  * - for each group, every waiting row that is stale or expired, and for `latest` also
  *   the unjudged rows already due inside the grace period (then nothing missed is sent).
  * An idle pass reads two empty index ranges, whatever the table holds.
- * Parameters: $1 now, $2 limit per index. Ordered so one (schedule, reminder) is
- * contiguous, oldest first.
+ * Parameters: $1 now, $2 limit per index. Ordered so one (schedule, reminder, recipient)
+ * is contiguous, oldest first: the policy judges each recipient's rows apart (API-11), so
+ * `latest` keeps each person's most recent missed occurrence.
  */
 export const SELECT_STALE_SQL = `
 with picked as (
@@ -214,13 +218,14 @@ with picked as (
     limit $2)
 ),
 grp as (select distinct schedule_id, reminder_key from picked)
-select x.id, x.schedule_id, x.reminder_key, x.channel, x.occurrence_at, x.due_at, s.misfire, s.grace_ms,
-       s.recurring, x.expires_at, x.deferred_until, s.catch_up, ${NOW} as db_now
+select x.id, x.schedule_id, x.reminder_key, x.recipient_id, x.channel, x.occurrence_at, x.due_at,
+       s.misfire, s.grace_ms, s.recurring, x.expires_at, x.deferred_until, s.catch_up,
+       ${NOW} as db_now
 from grp g
 join punctual_schedules s on s.id = g.schedule_id
 cross join lateral (
-  select d.id, d.schedule_id, d.reminder_key, d.channel, d.occurrence_at, d.due_at, d.expires_at,
-         d.deferred_until
+  select d.id, d.schedule_id, d.reminder_key, d.recipient_id, d.channel, d.occurrence_at,
+         d.due_at, d.expires_at, d.deferred_until
   from punctual_deliveries d
   where d.schedule_id = g.schedule_id and d.state in ('pending', 'retry')
     and d.reminder_key = g.reminder_key
@@ -230,7 +235,7 @@ cross join lateral (
          or (s.misfire = 'latest' and d.state = 'pending' and d.stale_at is not null
              and coalesce(d.deferred_until, d.due_at) <= ${NOW}))
 ) x
-order by x.schedule_id, x.reminder_key, x.due_at, x.id`;
+order by x.schedule_id, x.reminder_key, x.recipient_id, x.due_at, x.id`;
 
 /** Locks one schedule for an edit. $1 now, $2 tenant, $3 id. */
 export const LOCK_SCHEDULE_FOR_EDIT_SQL = `

@@ -5,8 +5,9 @@
  * opt-outs judged at send, the critical bypass, per-recipient quiet hours, realign on a
  * zone change, paged membership changes and removal from the registry.
  */
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { ValidationError } from "../../src/errors/index.js";
+import { deferred } from "../support/channels.js";
 import { deliveries, testPunctual, tickAndDrain, type TestPunctual } from "../support/punctual.js";
 
 let t: TestPunctual | null = null;
@@ -188,6 +189,39 @@ describe("API-11: schedules for recipients", () => {
   });
 });
 
+describe("REC-6: missed occurrences per recipient", () => {
+  it("REC-6, API-11: misfire `latest` after downtime sends each recipient their own most recent missed occurrence, not one for the whole audience", async () => {
+    t = await testPunctual({ start: "2027-01-04T08:00:00Z", scheduler: { planAheadMs: 5 * DAY } });
+    const { punctual, channel, clock } = t;
+    for (const id of ["ann", "bob"])
+      await punctual.putRecipient(id, { tzid: "UTC", targets: { test: {} } });
+    await punctual.createSchedule({
+      dtstart: "2027-01-04T09:00:00Z",
+      rrule: "FREQ=DAILY;COUNT=5",
+      misfire: "latest",
+      recipients: ["ann", "bob"],
+      reminders: [{ key: "r", channel: "test" }],
+    });
+    await tickAndDrain(punctual);
+    // Down from before the first occurrence until 2027-01-06 12:00: three missed each.
+    clock.set("2027-01-06T12:00:00Z");
+    await tickAndDrain(punctual);
+    expect(
+      channel.sends.map((s) => [s.delivery.recipient?.id, s.delivery.dueAt.toISOString()]).sort(),
+    ).toEqual([
+      ["ann", "2027-01-06T09:00:00.000Z"],
+      ["bob", "2027-01-06T09:00:00.000Z"],
+    ]);
+    const missed = (await deliveries(punctual)).filter((d) => d.state === "skipped");
+    expect(missed.map((d) => [d.recipientId, d.dueAt, d.reason]).sort()).toEqual([
+      ["ann", "2027-01-04T09:00:00.000Z", "stale"],
+      ["ann", "2027-01-05T09:00:00.000Z", "stale"],
+      ["bob", "2027-01-04T09:00:00.000Z", "stale"],
+      ["bob", "2027-01-05T09:00:00.000Z", "stale"],
+    ]);
+  });
+});
+
 describe("API-13: preferences at send", () => {
   it("API-13: an opt-out of the category made a second before the send skips it OPTED_OUT; a critical reminder goes past it and says so", async () => {
     t = await testPunctual({ start: "2027-01-04T08:00:00Z" });
@@ -221,6 +255,43 @@ describe("API-13: preferences at send", () => {
     expect(rows.find((d) => d.reminderKey === "alarm")).toMatchObject({
       state: "sent",
       bypassed: ["OPTED_OUT"],
+    });
+  });
+
+  it("API-13: an opt-out made while the delivery is already claimed and queued for its send still skips it OPTED_OUT", async () => {
+    // One send at a time: the 08:59 reminder holds the slot while the 09:00 one waits,
+    // claimed, in the queue; the opt-out lands then, before its send.
+    t = await testPunctual({ start: "2027-01-04T08:00:00Z", scheduler: { concurrency: 1 } });
+    const { punctual, channel, clock } = t;
+    await punctual.putRecipient("ann", { tzid: "UTC", targets: { test: { to: "ann" } } });
+    await punctual.createSchedule({
+      dtstart: "2027-01-04T09:00:00Z",
+      recipients: ["ann"],
+      reminders: [
+        { key: "early", channel: "test", offset: "-PT1M" },
+        { key: "digest", channel: "test", category: "digest" },
+      ],
+    });
+    const release = deferred<{ messageId: null }>();
+    channel.behaviour = () => release.promise;
+    clock.set("2027-01-04T09:00:00Z");
+    await punctual.scheduler.tick();
+    await vi.waitFor(() => expect(channel.sends).toHaveLength(1));
+    expect((await deliveries(punctual)).map((d) => [d.reminderKey, d.state]).sort()).toEqual([
+      ["digest", "claimed"],
+      ["early", "claimed"],
+    ]);
+    await punctual.putRecipient("ann", {
+      tzid: "UTC",
+      targets: { test: { to: "ann" } },
+      preferences: { optOut: { categories: ["digest"] } },
+    });
+    release.resolve({ messageId: null });
+    await punctual.scheduler.drain();
+    expect(channel.sends.map((s) => s.delivery.reminderKey)).toEqual(["early"]);
+    expect((await deliveries(punctual)).find((d) => d.reminderKey === "digest")).toMatchObject({
+      state: "skipped",
+      reason: "OPTED_OUT",
     });
   });
 
@@ -370,6 +441,176 @@ describe("API-12: changes realign", () => {
     }
     expect(channel.sends).toHaveLength(1);
     expect(await dueOf(t, "kei", "sent")).toEqual(["2027-01-04T14:00:00.000Z"]);
+  });
+
+  it("DEL-9, REC-6: moved east after today's time has passed in the new zone: today's delivery keeps its key, moves into the past and is skipped as stale, never vanished", async () => {
+    // Daily 09:00 floating; at 08:00 in New York (13:00Z) the recipient moves to Tokyo,
+    // where today's 09:00 (00:00Z) is already 13 hours past.
+    t = await testPunctual({ start: "2027-01-03T12:00:00Z", scheduler: { planAheadMs: 2 * DAY } });
+    const { punctual, channel, clock } = t;
+    await punctual.putRecipient("kei", { tzid: "America/New_York", targets: { test: {} } });
+    await punctual.createSchedule({
+      dtstart: "2027-01-04T09:00:00",
+      floating: true,
+      rrule: "FREQ=DAILY;COUNT=3",
+      recipients: ["kei"],
+      reminders: [{ key: "r", channel: "test" }],
+    });
+    await tickAndDrain(punctual);
+    const before = (await deliveries(punctual)).filter((d) => d.recipientId === "kei");
+    const today = before.find((d) => d.dueAt === "2027-01-04T14:00:00.000Z")!;
+    expect(today).toMatchObject({ state: "pending" });
+    clock.set("2027-01-04T13:00:00Z");
+    await punctual.putRecipient("kei", { tzid: "Asia/Tokyo", targets: { test: {} } });
+    // Moved in the same transaction: same key, today's 09:00 in Tokyo.
+    const moved = (await deliveries(punctual)).find((d) => d.deliveryKey === today.deliveryKey);
+    expect(moved).toMatchObject({
+      occurrenceAt: "2027-01-04T00:00:00.000Z",
+      dueAt: "2027-01-04T00:00:00.000Z",
+      runAt: "2027-01-04T00:00:00.000Z",
+      state: "pending",
+    });
+    await tickAndDrain(punctual);
+    // REC-6, misfire `skip` (the default for series): past its grace, recorded as stale.
+    expect(channel.sends).toHaveLength(0);
+    const rows = (await deliveries(punctual)).filter((d) => d.recipientId === "kei");
+    expect(
+      rows.map((d) => [d.deliveryKey === today.deliveryKey, d.dueAt, d.state, d.reason]),
+    ).toEqual([
+      [true, "2027-01-04T00:00:00.000Z", "skipped", "stale"],
+      [false, "2027-01-05T00:00:00.000Z", "pending", null],
+      [false, "2027-01-06T00:00:00.000Z", "pending", null],
+    ]);
+  });
+
+  it("DEL-9, REC-6: moved east past today's time under misfire `latest`: today's delivery is sent late, once", async () => {
+    t = await testPunctual({ start: "2027-01-03T12:00:00Z", scheduler: { planAheadMs: 2 * DAY } });
+    const { punctual, channel, clock } = t;
+    await punctual.putRecipient("kei", { tzid: "America/New_York", targets: { test: {} } });
+    await punctual.createSchedule({
+      dtstart: "2027-01-04T09:00:00",
+      floating: true,
+      rrule: "FREQ=DAILY;COUNT=2",
+      misfire: "latest",
+      recipients: ["kei"],
+      reminders: [{ key: "r", channel: "test" }],
+    });
+    await tickAndDrain(punctual);
+    const [today] = (await deliveries(punctual)).filter(
+      (d) => d.dueAt === "2027-01-04T14:00:00.000Z",
+    );
+    clock.set("2027-01-04T13:00:00Z");
+    await punctual.putRecipient("kei", { tzid: "Asia/Tokyo", targets: { test: {} } });
+    for (const at of ["2027-01-04T13:00:00Z", "2027-01-04T14:00:00Z"]) {
+      clock.set(at);
+      await tickAndDrain(punctual);
+    }
+    expect(channel.keys()).toEqual([today!.deliveryKey]);
+    expect(
+      (await deliveries(punctual)).find((d) => d.deliveryKey === today!.deliveryKey),
+    ).toMatchObject({
+      dueAt: "2027-01-04T00:00:00.000Z",
+      state: "sent",
+      late: true,
+    });
+  });
+
+  it("DEL-9: moves across a DST change keep each day's key: east into the past (New York to Berlin the day before Berlin's change), west later (Berlin to New York across New York's)", async () => {
+    // 08:30 in New York, which is on EDT (−04:00) since 2027-03-14: 09:00 is 13:00Z.
+    t = await testPunctual({
+      start: "2027-03-27T12:30:00Z",
+      scheduler: { planAheadMs: 2.5 * DAY },
+    });
+    const { punctual } = t;
+    await punctual.putRecipient("ann", { tzid: "America/New_York", targets: { test: {} } });
+    await punctual.putRecipient("bob", { tzid: "Europe/Berlin", targets: { test: {} } });
+    await punctual.createSchedule({
+      dtstart: "2027-03-12T09:00:00",
+      floating: true,
+      rrule: "FREQ=DAILY;COUNT=30",
+      recipients: ["ann", "bob"],
+      reminders: [{ key: "r", channel: "test" }],
+    });
+    const byDay = async (id: string) =>
+      new Map(
+        (await deliveries(punctual))
+          .filter((d) => d.recipientId === id)
+          .map((d) => [d.deliveryKey, [d.dueAt, d.state, d.reason] as const]),
+      );
+    await tickAndDrain(punctual);
+    const ann = await byDay("ann");
+    const bob = await byDay("bob");
+    expect([...ann.values()].map((v) => v[0])).toEqual([
+      "2027-03-27T13:00:00.000Z",
+      "2027-03-28T13:00:00.000Z",
+      "2027-03-29T13:00:00.000Z",
+    ]);
+    // ann moves to Berlin: 2027-03-27 09:00 CET (08:00Z) is past;
+    // from 2027-03-28 Berlin is on CEST (+02:00): 07:00Z.
+    await punctual.putRecipient("ann", { tzid: "Europe/Berlin", targets: { test: {} } });
+    await tickAndDrain(punctual);
+    const annMoved = await byDay("ann");
+    expect([...annMoved.keys()].sort()).toEqual([...ann.keys()].sort());
+    expect([...annMoved.values()].sort()).toEqual([
+      ["2027-03-27T08:00:00.000Z", "skipped", "stale"],
+      ["2027-03-28T07:00:00.000Z", "pending", null],
+      ["2027-03-29T07:00:00.000Z", "pending", null],
+    ]);
+    // bob, in Berlin (created after its 2027-03-27 09:00), moves west to New York (EDT):
+    // each day later, one each, and 2027-03-27 09:00 in New York is still ahead.
+    await punctual.putRecipient("bob", { tzid: "America/New_York", targets: { test: {} } });
+    await tickAndDrain(punctual);
+    const bobMoved = await byDay("bob");
+    expect([...bob.values()].map((v) => v[0])).toEqual([
+      "2027-03-28T07:00:00.000Z",
+      "2027-03-29T07:00:00.000Z",
+    ]);
+    expect([...bobMoved.keys()].slice(0, 2)).toEqual([...bob.keys()]);
+    expect([...bobMoved.values()].sort()).toEqual([
+      ["2027-03-27T13:00:00.000Z", "pending", null],
+      ["2027-03-28T13:00:00.000Z", "pending", null],
+      ["2027-03-29T13:00:00.000Z", "pending", null],
+    ]);
+  });
+
+  it("DEL-9: a delivery claimed (being sent) when its recipient moves is untouched: sent at its old time, and the new zone's same day is not sent again", async () => {
+    t = await testPunctual({ start: "2027-01-03T12:00:00Z", scheduler: { planAheadMs: 2 * DAY } });
+    const { punctual, channel, clock } = t;
+    await punctual.putRecipient("kei", { tzid: "Asia/Tokyo", targets: { test: {} } });
+    await punctual.createSchedule({
+      dtstart: "2027-01-04T09:00:00",
+      floating: true,
+      rrule: "FREQ=DAILY;COUNT=2",
+      recipients: ["kei"],
+      reminders: [{ key: "r", channel: "test" }],
+    });
+    await tickAndDrain(punctual);
+    const release = deferred<{ messageId: null }>();
+    channel.behaviour = () => release.promise;
+    clock.set("2027-01-04T00:00:00Z");
+    await punctual.scheduler.tick();
+    await vi.waitFor(() => expect(channel.sends).toHaveLength(1));
+    const [claimed] = (await deliveries(punctual)).filter((d) => d.state === "claimed");
+    expect(claimed).toMatchObject({ dueAt: "2027-01-04T00:00:00.000Z" });
+    await punctual.putRecipient("kei", { tzid: "America/New_York", targets: { test: {} } });
+    expect((await deliveries(punctual)).find((d) => d.id === claimed!.id)).toMatchObject({
+      state: "claimed",
+      dueAt: "2027-01-04T00:00:00.000Z",
+      occurrenceAt: "2027-01-04T00:00:00.000Z",
+    });
+    release.resolve({ messageId: null });
+    await punctual.scheduler.drain();
+    channel.behaviour = () => ({ messageId: null });
+    for (const at of ["2027-01-04T14:00:00Z", "2027-01-05T14:00:00Z"]) {
+      clock.set(at);
+      await tickAndDrain(punctual);
+    }
+    const rows = (await deliveries(punctual)).filter((d) => d.recipientId === "kei");
+    expect(rows.map((d) => [d.dueAt, d.state]).sort()).toEqual([
+      ["2027-01-04T00:00:00.000Z", "sent"],
+      ["2027-01-05T14:00:00.000Z", "sent"],
+    ]);
+    expect(channel.sends).toHaveLength(2);
   });
 
   it("API-12: an edit of a schedule for recipients replans their future; recipients in the patch replace the list", async () => {

@@ -11,12 +11,13 @@
  * schedule-level sweep; every statement that reads recipients is scoped by tenant, so a
  * recipient of another tenant is never added, read or changed.
  */
-import type { QuietHours } from "../../recurrence/index.js";
-import type { Queryable } from "../database.js";
+import type { DstPolicy, QuietHours } from "../../recurrence/index.js";
+import { PINNED_SETTINGS, type Queryable } from "../database.js";
 import type { PlanScheduleRow } from "../planning.js";
 import { DELIVERY_ROW_KEYS, type DeliveryRow } from "../schedules.js";
 import { columnsOf, execute, firstRow, rows } from "../statement.js";
 import { heldBy, NOW } from "./sql.js";
+import { staleAtSql } from "./waiting.js";
 
 /**
  * API-11: makes a schedule one for recipients (or changes whether it is floating);
@@ -165,10 +166,12 @@ export const FORGET_RECIPIENT_COLUMNS = REMOVE_MEMBERS_COLUMNS;
  * recipient's zone or quiet hours changed, or the schedule was edited. Waiting rows due
  * from now on that were never tried are deleted (the planner writes them again as they
  * are now: another instant in a new zone, the same key where nothing moved); rows already
- * tried keep their history and their retry. Each membership's watermark goes back to now
- * (one never planned stays so). $1 now, $2 tenant, $3 recipient ids text[] or NULL (all),
- * $4 schedule id or NULL (all of the tenant's). Returns `replanned` (memberships) and
- * `cleared` (deliveries deleted).
+ * tried keep their history and their retry. Rows moved in place before, in the same
+ * transaction ({@link MOVE_MEMBER_DELIVERIES_SQL}: a floating occurrence kept under its key
+ * at its instant in the new zone), are kept (`$5`). Each membership's watermark goes back
+ * to now (one never planned stays so). $1 now, $2 tenant, $3 recipient ids text[] or NULL
+ * (all), $4 schedule id or NULL (all of the tenant's), $5 ids of rows to keep bigint[].
+ * Returns `replanned` (memberships) and `cleared` (deliveries deleted).
  */
 export const REPLAN_MEMBERS_SQL = `
 with m as (
@@ -185,6 +188,7 @@ cleared as (
   where d.recipient_id = m.recipient_id and d.schedule_id = m.schedule_id
     and d.state in ('pending', 'retry', 'paused') and d.attempt = 0 and d.due_at >= ${NOW}
     and not exists (select 1 from punctual_triggers t where t.delivery_id = d.id)
+    and not (d.id = any($5::bigint[]))
   returning d.id
 )
 select (select count(*) from m) as replanned, (select count(*) from cleared) as cleared`;
@@ -197,6 +201,136 @@ export interface ReplannedRow {
 
 /** Result columns of {@link REPLAN_MEMBERS_SQL}. */
 export const REPLAN_MEMBERS_COLUMNS = columnsOf<ReplannedRow>()(["replanned", "cleared"]);
+
+/**
+ * API-12 / DEL-9: locks the memberships of recipients `$2` of tenant `$1` (in key order),
+ * before their rows are read for a realign: a planner that holds one finishes first, so
+ * the rows it wrote in the old zone are seen (and moved) by the statements that follow.
+ * Returns `locked`.
+ */
+export const LOCK_RECIPIENT_MEMBERSHIPS_SQL = `
+with locked as (
+  select m.schedule_id from punctual_schedule_recipients m
+  where m.tenant = $1 and m.recipient_id = any($2::text[])
+  order by m.schedule_id, m.recipient_id
+  for update of m
+)
+select count(*) as locked from locked`;
+
+/** Result columns of {@link LOCK_RECIPIENT_MEMBERSHIPS_SQL}. */
+export const LOCK_RECIPIENT_MEMBERSHIPS_COLUMNS = columnsOf<{ locked: number }>()(["locked"]);
+
+/**
+ * API-12 / DEL-9 / REC-6: the waiting rows a zone change moves rather than clears — the
+ * never-tried, untriggered rows due from now on of recipients `$3` of tenant `$2` on
+ * floating schedules (the rows {@link REPLAN_MEMBERS_SQL} would clear), locked, each with
+ * what its move needs: its key (a floating key names the occurrence's local date-time,
+ * whatever the zone), its occurrence instant, the schedule's rule and the recipient's zone
+ * and quiet window as they are now. Claimed, tried and finished rows are not read, so
+ * never moved. $1 now, $2 tenant, $3 recipient ids text[]. Ordered by schedule,
+ * recipient, occurrence.
+ */
+export const MOVABLE_MEMBER_ROWS_SQL = `
+select d.id, d.schedule_id, d.recipient_id, d.reminder_key, d.delivery_key, d.occurrence_at,
+       s.dtstart, s.rrule, s.rdate, s.exdate, s.ends_at, s.dst_gap, s.dst_overlap,
+       r.tzid as recipient_tzid, r.preferences -> 'quietHours' as recipient_quiet_hours
+from punctual_schedule_recipients m
+join punctual_schedule_audiences a on a.schedule_id = m.schedule_id and a.floating
+join punctual_schedules s on s.id = m.schedule_id
+join punctual_recipients r on r.tenant = m.tenant and r.id = m.recipient_id
+join punctual_deliveries d on d.recipient_id = m.recipient_id and d.schedule_id = m.schedule_id
+where m.tenant = $2 and m.recipient_id = any($3::text[])
+  and d.state in ('pending', 'retry', 'paused') and d.attempt = 0 and d.due_at >= ${NOW}
+  and not exists (select 1 from punctual_triggers t where t.delivery_id = d.id)
+order by d.schedule_id, d.recipient_id, d.occurrence_at, d.id
+for update of d`;
+
+/** One row of {@link MOVABLE_MEMBER_ROWS_SQL}. */
+export interface MovableMemberRow {
+  id: number;
+  schedule_id: string;
+  recipient_id: string;
+  reminder_key: string;
+  delivery_key: string;
+  occurrence_at: Date;
+  dtstart: string;
+  rrule: string | null;
+  rdate: string[];
+  exdate: string[];
+  ends_at: Date | null;
+  dst_gap: DstPolicy["gap"];
+  dst_overlap: DstPolicy["overlap"];
+  /** The recipient's zone, as it is now. */
+  recipient_tzid: string;
+  /** The recipient's own quiet window (`preferences.quietHours`), or null. */
+  recipient_quiet_hours: (Omit<QuietHours, "tzid"> & { tzid?: string }) | null;
+}
+
+/** Result columns of {@link MOVABLE_MEMBER_ROWS_SQL}. */
+export const MOVABLE_MEMBER_ROWS_COLUMNS = columnsOf<MovableMemberRow>()([
+  "id",
+  "schedule_id",
+  "recipient_id",
+  "reminder_key",
+  "delivery_key",
+  "occurrence_at",
+  "dtstart",
+  "rrule",
+  "rdate",
+  "exdate",
+  "ends_at",
+  "dst_gap",
+  "dst_overlap",
+  "recipient_tzid",
+  "recipient_quiet_hours",
+]);
+
+/**
+ * API-12 / DEL-9 / REC-6: moves waiting rows of recipients in place — same id, same
+ * delivery key — to the occurrence, due time and quiet-hours deferral (DEL-15) they have
+ * now (a recipient's new zone): `run_at` is the new due time or deferral even when it is
+ * already past, and `stale_at` is counted from it, so a row moved into the past is judged
+ * by the schedule's misfire policy (sent late, or skipped `stale` and recorded), never
+ * dropped. Only never-tried waiting rows move; a row claimed meanwhile is left alone.
+ * $1 now, then per row: $2 ids bigint[], $3 occurrence instants timestamptz[], $4 due
+ * instants timestamptz[], $5 deferrals timestamptz[] (NULL: none), $6 bypassed text[]
+ * (NULL: nothing). Returns `moved`.
+ */
+export const MOVE_MEMBER_DELIVERIES_SQL = `
+with u as (
+  select * from unnest($2::bigint[], $3::timestamptz[], $4::timestamptz[], $5::timestamptz[],
+                       $6::text[])
+    as u(id, occurrence_at, due_at, deferred_until, bypassed)
+),
+moved as (
+  update punctual_deliveries d
+  set occurrence_at = u.occurrence_at, due_at = u.due_at,
+      run_at = coalesce(u.deferred_until, u.due_at),
+      deferred_until = u.deferred_until,
+      deferred_reason = case when u.deferred_until is not null then 'QUIET_HOURS' end,
+      bypassed = u.bypassed,
+      stale_at = ${staleAtSql("s", "coalesce(u.deferred_until, u.due_at)")},
+      updated_at = ${NOW}
+  from u, punctual_schedules s
+  where d.id = u.id and s.id = d.schedule_id
+    and d.state in ('pending', 'retry', 'paused') and d.attempt = 0
+  returning d.id
+)
+select count(*) as moved from moved`;
+
+/** Result columns of {@link MOVE_MEMBER_DELIVERIES_SQL}. */
+export const MOVE_MEMBER_DELIVERIES_COLUMNS = columnsOf<{ moved: number }>()(["moved"]);
+
+/** One move for {@link moveMemberDeliveries}. */
+export interface MemberDeliveryMove {
+  id: number;
+  occurrenceAt: Date;
+  dueAt: Date;
+  /** DEL-15: the end of the quiet window the row waits for; null: none. */
+  deferredUntil: Date | null;
+  /** API-13: what a critical reminder went past (`QUIET_HOURS`); null: nothing. */
+  bypassed: string | null;
+}
 
 /** A membership the per-recipient planner reads: its schedule, its recipient's zone. */
 export type MemberPlanRow = PlanScheduleRow & {
@@ -211,8 +345,124 @@ export type MemberPlanRow = PlanScheduleRow & {
   floating: boolean;
 };
 
+/** A membership locked for planning ({@link LOCK_MEMBERS_TO_PLAN_SQL}): what differs per recipient. */
+export interface LockedMemberRow {
+  schedule_id: string;
+  /** The schedule's (and the membership's) tenant. */
+  tenant: string;
+  recipient_id: string;
+  /** The membership's watermark; null: never planned. */
+  planned_until: Date | null;
+  /** The recipient's IANA zone. */
+  recipient_tzid: string;
+  /** The recipient's own quiet window (`preferences.quietHours`), or null. */
+  recipient_quiet_hours: (Omit<QuietHours, "tzid"> & { tzid?: string }) | null;
+}
+
 /** Result columns of {@link LOCK_MEMBERS_TO_PLAN_SQL}. */
-export const LOCK_MEMBERS_TO_PLAN_COLUMNS = columnsOf<MemberPlanRow>()([
+export const LOCK_MEMBERS_TO_PLAN_COLUMNS = columnsOf<LockedMemberRow>()([
+  "schedule_id",
+  "tenant",
+  "recipient_id",
+  "planned_until",
+  "recipient_tzid",
+  "recipient_quiet_hours",
+]);
+
+/**
+ * OPS-12: the planner settings of a per-recipient planning transaction, `SET LOCAL` (they
+ * end with it): sequential and bitmap heap scans off ({@link PINNED_SETTINGS}, as the claim
+ * path runs), so {@link LOCK_MEMBERS_TO_PLAN_SQL} walks the watermark index in order and
+ * every other statement of the pass reads rows by key, whatever the statistics — never
+ * analyzed, the embedded engine read 20,000 memberships through two bitmap scans and a
+ * sort per batch — and JIT off, which the cost of a disabled path would otherwise start.
+ * No parameters; returns the settings as set.
+ */
+export const PIN_MEMBER_PLAN_SQL = `
+select ${Object.entries({ ...PINNED_SETTINGS, jit: "off" })
+  .map(([name, value]) => `set_config('${name}', '${value}', true) as ${name}`)
+  .join(", ")}`;
+
+/** Result columns of {@link PIN_MEMBER_PLAN_SQL}. */
+export const PIN_MEMBER_PLAN_COLUMNS = columnsOf<{
+  enable_seqscan: string;
+  enable_bitmapscan: string;
+  jit: string;
+}>()(["enable_seqscan", "enable_bitmapscan", "jit"]);
+
+/** OPS-12: runs {@link PIN_MEMBER_PLAN_SQL} in the planning transaction `tx`. */
+export async function pinMemberPlan(tx: Queryable): Promise<void> {
+  await rows(tx, PIN_MEMBER_PLAN_SQL, []);
+}
+
+/**
+ * API-11: locks a batch of memberships of active schedules whose watermark is within `$2`
+ * ms of now + plan-ahead (`planned_until` is the membership's) and moves each watermark to
+ * now + `$4` ms (the plan-ahead): the watermark a pass of a series usually ends with, so the
+ * planner writes again only the memberships whose plan ended elsewhere
+ * ({@link SET_MEMBER_WATERMARKS_SQL}); the whole is one transaction with the rows planned,
+ * so a failed pass moves nothing. Returns each membership with its watermark from before
+ * and the recipient's zone and quiet window; the schedules come apart, once each
+ * ({@link AUDIENCE_SCHEDULES_SQL}). $1 now, $2 ms ahead, $3 limit, $4 plan-ahead ms.
+ *
+ * Shape (OPS-12): an ordered walk of `punctual_schedule_recipients_plan` that stops after
+ * `$3` rows (SKIP LOCKED, so many planners take different memberships), each locked row
+ * then updated through its `ctid` and its recipient read by primary key (`offset 0` keeps
+ * that a probe per row). Memberships of schedules that are not active are passed over by a
+ * hashed sub-plan over the schedules with an audience, not by a join: with a join in the
+ * walk, the planner multiplied the join's default selectivity into its estimate (a few
+ * hundred rows for 30,000 due), judged the `LIMIT` to take them all, and chose a
+ * sequential scan of every due membership joined with its recipient and sorted, spilled to
+ * disk, per batch — 340 ms a batch at 30,000 memberships, growing with the audience (a
+ * schedule of 100,000 is planned over 50 and more batches: quadratic). The walk reads
+ * about `$3` index entries whatever the audience's size (6 ms for 2,000 of 30,000). The
+ * watermark written here replaces a second update of every membership after planning (a
+ * join of the batch with the whole membership table, 200 ms a batch at 100,000). Rows are
+ * narrow: the schedule's columns are not repeated per recipient (docs/benchmarks.md).
+ */
+export const LOCK_MEMBERS_TO_PLAN_SQL = `
+with m as (
+  select m.ctid as tid, m.schedule_id, m.tenant, m.recipient_id, m.planned_until
+  from punctual_schedule_recipients m
+  where (m.planned_until is null
+         or m.planned_until < ${NOW} + make_interval(secs => $2::double precision / 1000))
+    and m.schedule_id not in (
+      select a.schedule_id from punctual_schedule_audiences a
+      join punctual_schedules s on s.id = a.schedule_id
+      where s.state <> 'active')
+  order by m.planned_until nulls first
+  limit $3
+  for update of m skip locked
+),
+marked as (
+  update punctual_schedule_recipients x
+  set planned_until = greatest(x.planned_until,
+                               ${NOW} + make_interval(secs => $4::double precision / 1000))
+  from m
+  where x.ctid = m.tid
+  returning m.schedule_id, m.tenant, m.recipient_id, m.planned_until
+)
+select m.schedule_id, m.tenant, m.recipient_id, m.planned_until, r.tzid as recipient_tzid,
+       r.quiet_hours as recipient_quiet_hours
+from marked m
+cross join lateral (
+  select r.tzid, r.preferences -> 'quietHours' as quiet_hours
+  from punctual_recipients r
+  where r.tenant = m.tenant and r.id = m.recipient_id
+  offset 0
+) r`;
+
+/** A schedule for recipients as the planner reads it ({@link AUDIENCE_SCHEDULES_SQL}). */
+export type AudienceScheduleRow = Omit<PlanScheduleRow, "planned_until"> & {
+  tenant: string;
+  /** The schedule is read in each recipient's zone. */
+  floating: boolean;
+  /** The schedule's state now: only `active` ones are planned. */
+  state: string;
+};
+
+/** Result columns of {@link AUDIENCE_SCHEDULES_SQL}. */
+export const AUDIENCE_SCHEDULES_COLUMNS = columnsOf<AudienceScheduleRow>()([
   "id",
   "version",
   "dtstart",
@@ -227,52 +477,38 @@ export const LOCK_MEMBERS_TO_PLAN_COLUMNS = columnsOf<MemberPlanRow>()([
   "dst_overlap",
   "grace_ms",
   "perpetual",
-  "planned_until",
   "cap_logged_at",
   "created_at",
   "trace_parent",
   "db_now",
   "tenant",
-  "recipient_id",
-  "recipient_tzid",
-  "recipient_quiet_hours",
   "floating",
+  "state",
 ]);
 
 /**
- * API-11: locks a batch of memberships of active schedules whose watermark is within `$2`
- * ms of now + plan-ahead (`planned_until` is the membership's), with what planning needs
- * of the schedule and the recipient. $1 now, $2 ms ahead, $3 limit.
- *
- * Shape: a walk of `punctual_schedule_recipients_plan` in watermark order, the schedule,
- * audience and recipient read by primary key per row; SKIP LOCKED, so many planners take
- * different memberships. The batch bounds one pass (OPS-12): a schedule of 100,000
- * recipients is planned over many passes, each a few thousand rows.
+ * API-11: the schedules of a batch of locked memberships, each once, by primary key, with
+ * their audience (`floating`) and state. $1 now, $2 schedule ids uuid[].
  */
-export const LOCK_MEMBERS_TO_PLAN_SQL = `
+export const AUDIENCE_SCHEDULES_SQL = `
 select s.id, s.version, s.dtstart, s.tzid, s.rrule, s.rdate, s.exdate, s.recurring, s.ends_at,
-       s.expires_at, s.dst_gap, s.dst_overlap, s.grace_ms, s.perpetual, m.planned_until,
-       s.cap_logged_at, s.created_at, s.trace_parent, ${NOW} as db_now, m.tenant,
-       m.recipient_id, r.tzid as recipient_tzid,
-       r.preferences -> 'quietHours' as recipient_quiet_hours, a.floating
-from punctual_schedule_recipients m
-join punctual_schedules s on s.id = m.schedule_id
-join punctual_schedule_audiences a on a.schedule_id = m.schedule_id
-join punctual_recipients r on r.tenant = m.tenant and r.id = m.recipient_id
-where (m.planned_until is null
-       or m.planned_until < ${NOW} + make_interval(secs => $2::double precision / 1000))
-  and s.state = 'active'
-order by m.planned_until nulls first
-limit $3
-for update of m skip locked`;
+       s.expires_at, s.dst_gap, s.dst_overlap, s.grace_ms, s.perpetual, s.cap_logged_at,
+       s.created_at, s.trace_parent, ${NOW} as db_now, s.tenant, a.floating, s.state
+from (select distinct unnest($2::uuid[]) as id) ids
+cross join lateral (select * from punctual_schedules x where x.id = ids.id offset 0) s
+join punctual_schedule_audiences a on a.schedule_id = s.id`;
 
 /**
- * API-11: advances membership watermarks (only forward). $1 schedule ids uuid[],
- * $2 recipient ids text[], $3 watermarks timestamptz[] ('infinity': nothing left).
+ * API-11: sets the watermarks of memberships locked by {@link LOCK_MEMBERS_TO_PLAN_SQL} in
+ * this transaction whose plan ended elsewhere than the watermark that statement wrote: a
+ * finite series planned to its end, a pass cut short by the expansion's caps, a rule that
+ * does not parse in the recipient's zone (its watermark as it was). Each membership by
+ * primary key. $1 schedule ids uuid[], $2 recipient ids text[], $3 watermarks
+ * timestamptz[] (NULL: never planned).
  */
-export const ADVANCE_MEMBERS_SQL = `
+export const SET_MEMBER_WATERMARKS_SQL = `
 update punctual_schedule_recipients m
-set planned_until = greatest(m.planned_until, u.planned_until)
+set planned_until = u.planned_until
 from unnest($1::uuid[], $2::text[], $3::timestamptz[]) as u(schedule_id, recipient_id, planned_until)
 where m.schedule_id = u.schedule_id and m.recipient_id = u.recipient_id`;
 
@@ -675,6 +911,8 @@ export async function replanMembers(
     recipientIds: readonly string[] | null;
     /** Null: every schedule of the tenant. */
     scheduleId: string | null;
+    /** Rows moved in place ({@link moveMemberDeliveries}): kept. */
+    keep?: readonly number[];
   },
 ): Promise<ReplannedRow> {
   const row = await firstRow<ReplannedRow>(tx, REPLAN_MEMBERS_SQL, [
@@ -682,24 +920,64 @@ export async function replanMembers(
     p.tenant,
     p.recipientIds,
     p.scheduleId,
+    p.keep ?? [],
   ]);
   return { replanned: Number(row?.replanned ?? 0), cleared: Number(row?.cleared ?? 0) };
 }
 
-/** API-11: runs {@link LOCK_MEMBERS_TO_PLAN_SQL}. */
-export function lockMembersToPlan(
+/**
+ * API-11: runs {@link LOCK_MEMBERS_TO_PLAN_SQL}, then {@link AUDIENCE_SCHEDULES_SQL} for the
+ * batch's schedules. @returns each locked membership of an active schedule with its
+ * schedule's columns (one object per schedule shared by the planner's rows).
+ */
+export async function lockMembersToPlan(
   tx: Queryable,
-  p: { now: Date | null; aheadMs: number; limit: number },
-): Promise<MemberPlanRow[]> {
-  return rows<MemberPlanRow>(tx, LOCK_MEMBERS_TO_PLAN_SQL, [p.now, p.aheadMs, p.limit]);
+  p: {
+    now: Date | null;
+    aheadMs: number;
+    limit: number;
+    /** The plan-ahead (ms): each locked watermark becomes now + this. */
+    planAheadMs: number;
+  },
+): Promise<{ members: MemberPlanRow[]; locked: number }> {
+  const locked = await rows<LockedMemberRow>(tx, LOCK_MEMBERS_TO_PLAN_SQL, [
+    p.now,
+    p.aheadMs,
+    p.limit,
+    p.planAheadMs,
+  ]);
+  if (locked.length === 0) return { members: [], locked: 0 };
+  const schedules = new Map(
+    (
+      await rows<AudienceScheduleRow>(tx, AUDIENCE_SCHEDULES_SQL, [
+        p.now,
+        [...new Set(locked.map((m) => m.schedule_id))],
+      ])
+    ).map((s) => [s.id, s]),
+  );
+  const members: MemberPlanRow[] = [];
+  for (const m of locked) {
+    const s = schedules.get(m.schedule_id);
+    if (!s || s.state !== "active") continue;
+    members.push({
+      ...s,
+      planned_until: m.planned_until,
+      tenant: m.tenant,
+      recipient_id: m.recipient_id,
+      recipient_tzid: m.recipient_tzid,
+      recipient_quiet_hours: m.recipient_quiet_hours,
+    });
+  }
+  return { members, locked: locked.length };
 }
 
-/** API-11: runs {@link ADVANCE_MEMBERS_SQL}. */
-export async function advanceMembers(
+/** API-11: runs {@link SET_MEMBER_WATERMARKS_SQL}. */
+export async function setMemberWatermarks(
   tx: Queryable,
-  p: { marks: ReadonlyArray<{ scheduleId: string; recipientId: string; until: Date }> },
+  p: { marks: ReadonlyArray<{ scheduleId: string; recipientId: string; until: Date | null }> },
 ): Promise<void> {
-  await execute(tx, ADVANCE_MEMBERS_SQL, [
+  if (p.marks.length === 0) return;
+  await execute(tx, SET_MEMBER_WATERMARKS_SQL, [
     p.marks.map((m) => m.scheduleId),
     p.marks.map((m) => m.recipientId),
     p.marks.map((m) => m.until),
@@ -754,4 +1032,44 @@ export function listScheduleRecipientRows(
     p.afterId,
     p.limit,
   ]);
+}
+
+/** API-12 / DEL-9: runs {@link LOCK_RECIPIENT_MEMBERSHIPS_SQL}. @returns how many were locked. */
+export async function lockRecipientMemberships(
+  tx: Queryable,
+  p: { tenant: string; recipientIds: readonly string[] },
+): Promise<number> {
+  const row = await firstRow<{ locked: number }>(tx, LOCK_RECIPIENT_MEMBERSHIPS_SQL, [
+    p.tenant,
+    p.recipientIds,
+  ]);
+  return Number(row?.locked ?? 0);
+}
+
+/** API-12 / DEL-9: runs {@link MOVABLE_MEMBER_ROWS_SQL}. */
+export function movableMemberRows(
+  tx: Queryable,
+  p: { now: Date | null; tenant: string; recipientIds: readonly string[] },
+): Promise<MovableMemberRow[]> {
+  return rows<MovableMemberRow>(tx, MOVABLE_MEMBER_ROWS_SQL, [p.now, p.tenant, p.recipientIds]);
+}
+
+/**
+ * API-12 / DEL-9 / REC-6: runs {@link MOVE_MEMBER_DELIVERIES_SQL}.
+ * @returns how many rows moved.
+ */
+export async function moveMemberDeliveries(
+  tx: Queryable,
+  p: { now: Date | null; moves: readonly MemberDeliveryMove[] },
+): Promise<number> {
+  if (p.moves.length === 0) return 0;
+  const row = await firstRow<{ moved: number }>(tx, MOVE_MEMBER_DELIVERIES_SQL, [
+    p.now,
+    p.moves.map((m) => m.id),
+    p.moves.map((m) => m.occurrenceAt),
+    p.moves.map((m) => m.dueAt),
+    p.moves.map((m) => m.deferredUntil),
+    p.moves.map((m) => m.bypassed),
+  ]);
+  return Number(row?.moved ?? 0);
 }

@@ -111,6 +111,36 @@ describe("API-11 / API-12 in the HTTP API", () => {
     expect((await punctual.listSchedules()).items).toHaveLength(before);
   });
 
+  it("API-11, API-12: more than 10,000 recipients in one body is a 400 naming the field and its count; nothing stored", async () => {
+    const before = (await punctual.listSchedules()).items.length;
+    const many = Array.from({ length: 10_001 }, (_, i) => `r-${i}`);
+    const created = await send("POST", "/v1/schedules", { ...schedule, recipients: many });
+    expect(created.status).toBe(400);
+    expect(((await created.json()) as ErrorBody).error.issues).toEqual([
+      {
+        field: "recipients",
+        message:
+          "must list at most 10000 recipients; add more with PUT /v1/schedules/{id}/recipients",
+        value: 10_001,
+      },
+    ]);
+    expect((await punctual.listSchedules()).items).toHaveLength(before);
+    await punctual.putRecipient("ann", { tzid: "UTC" });
+    const existing = (await (await send("POST", "/v1/schedules", schedule)).json()) as ScheduleView;
+    const page = await send("PUT", `/v1/schedules/${existing.id}/recipients`, { remove: many });
+    expect(page.status).toBe(400);
+    expect(((await page.json()) as ErrorBody).error.issues).toEqual([
+      {
+        field: "remove",
+        message: "a page holds at most 10000 ids; send more pages",
+        value: 10_001,
+      },
+    ]);
+    expect((await punctual.listScheduleRecipients(existing.id)).items.map((r) => r.id)).toEqual([
+      "ann",
+    ]);
+  });
+
   it("API-12: the page route and the list route are in the OpenAPI document", async () => {
     const doc = (await (await app.request("/openapi.json")).json()) as {
       paths: Record<string, Record<string, unknown>>;

@@ -70,4 +70,18 @@ describe("sizes, ranges and options in words", () => {
       }),
     ).toEqual(["reminders: must have at most 2 items", "attempts: must be at most 100"]);
   });
+
+  it("API-1: a list of too many or too few items is named by its count as the value", () => {
+    const result = bounded.safeParse({
+      reminders: ["a", "b", "c"],
+      title: "t",
+      code: "abc",
+      attempts: 1,
+      misfire: "all",
+    });
+    if (result.success) throw new Error("expected a failure");
+    expect(issuesFromZod(result.error, "", { reminders: ["a", "b", "c"] })).toEqual([
+      { field: "reminders", message: "must have at most 2 items", value: 3 },
+    ]);
+  });
 });
