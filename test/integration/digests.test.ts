@@ -233,6 +233,15 @@ describe("DEL-19: digests", () => {
         "x",
         "y",
       ]);
+      // OPS-16: explain shows the digest the member was frozen into and sent in.
+      const [x] = await deliveries(survivor.punctual);
+      const { entry } = await survivor.punctual.explainDelivery(x!.id);
+      expect(entry).toMatchObject({ verdict: "sent", digestId: stuckId });
+      expect(entry.events.filter((e) => e.digestId === stuckId).map((e) => e.type)).toEqual([
+        "digested",
+        "sent",
+      ]);
+      expect(entry.events.find((e) => e.type === "digested")!.items).toBe(2);
       const rows = await deliveries(survivor.punctual);
       expect(rows.map((d) => [d.state, d.digestId])).toEqual([
         ["sent", stuckId],
@@ -263,6 +272,11 @@ describe("DEL-19: digests", () => {
     clock.set("2027-01-04T09:00:01Z");
     const firstTick = punctual.scheduler.tick();
     await expect.poll(() => channel.sends.length).toBe(1);
+    // OPS-16: while its digest is being sent, a member is pending (in_digest), digest named.
+    const [grouped] = await deliveries(punctual);
+    const during = await punctual.explainDelivery(grouped!.id);
+    expect(during.entry).toMatchObject({ verdict: "pending", reason: "in_digest" });
+    expect(during.entry.digestId).toBe(channel.sends[0]!.ctx.idempotencyKey);
     const survivor = await peer(t, { start: "2027-01-04T09:00:12Z", idempotent: false });
     try {
       await tickAndDrain(survivor.punctual);
@@ -276,6 +290,12 @@ describe("DEL-19: digests", () => {
       stalled.resolve({ messageId: null });
       await firstTick;
       expect((await deliveries(punctual)).map((d) => d.state)).toEqual(["in_doubt", "in_doubt"]);
+      const after = await punctual.explainDelivery(grouped!.id);
+      expect(after.entry).toMatchObject({ verdict: "in_doubt", reason: "LEASE_EXPIRED" });
+      expect(after.entry.events.at(-1)).toMatchObject({
+        type: "in_doubt",
+        digestId: channel.sends[0]!.ctx.idempotencyKey,
+      });
     } finally {
       stalled.resolve({ messageId: null });
       await survivor.close();
