@@ -26,7 +26,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { cpus, loadavg } from "node:os";
-import { dirname, join } from "node:path";
+import { dirname } from "node:path";
 import { fileURLToPath } from "node:url";
 import pg from "pg";
 import { createPunctual } from "../src/index.js";
@@ -183,11 +183,12 @@ while ((await settled()) < RECIPIENTS * SCHEDULES && Date.now() < deadline) {
 }
 
 // --- report --------------------------------------------------------------------------------
+// int8 comes back as text from `pg`: compare ids as numbers.
 const rows = (
-  await db.query<{ id: number; state: string; digest_id: string | null }>(
+  await db.query<{ id: string; state: string; digest_id: string | null }>(
     "select id, state, digest_id from punctual_deliveries",
   )
-).rows;
+).rows.map((r) => ({ ...r, id: Number(r.id) }));
 const itemsById = new Map<string, string>();
 let inconsistent = 0;
 for (const r of receipts) {
@@ -204,7 +205,9 @@ for (const [id, items] of itemsById) {
   }
 }
 const missing = rows.filter((r) => !digestOf.has(r.id)).length;
-const matching = rows.filter((r) => r.state === "sent" && r.digest_id === digestOf.get(r.id)).length;
+const matching = rows.filter(
+  (r) => r.state === "sent" && r.digest_id === digestOf.get(r.id),
+).length;
 const byState = new Map<string, number>();
 for (const r of rows) byState.set(r.state, (byState.get(r.state) ?? 0) + 1);
 const repeats = receipts.length - itemsById.size;

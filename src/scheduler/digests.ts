@@ -50,8 +50,13 @@ export interface DigestDeps {
   owner: string;
 }
 
-/** Most digests one claim takes. */
-export const DIGEST_BATCH = 100;
+/**
+ * Most digests one claim takes: twice the digests in flight, so the last of a batch starts
+ * about two sends after its claim, well inside its lease (a digest's lease is not renewed;
+ * with 100 per claim under load, the tail of a batch found its lease nearly spent and was
+ * given back, docs/benchmarks.md).
+ */
+export const DIGEST_BATCH = 32;
 
 /** Most digests one pass sends (the rest wait for the next pass). */
 const DIGESTS_PER_PASS = 2_000;
