@@ -17,6 +17,7 @@
  * Exit 0 when every member is in exactly one digest id and 1,000 ids arrived; else 1.
  *
  *   npm run bench:digest
+ *   npm run bench:digest -- --quick          200 recipients
  *   npm run bench:digest -- --recipients 200 --schedules 10 --kill-after 50
  *
  * PostgreSQL: DATABASE_URL (a database it may fill: it creates and drops
@@ -32,10 +33,11 @@ import pg from "pg";
 import { createPunctual } from "../src/index.js";
 // @ts-expect-error -- a plain .mjs helper without types
 import { findPgBin, startCluster } from "../scripts/pg-cluster.mjs";
-import { flag } from "./lib/harness.js";
+import { flag, hasFlag } from "./lib/harness.js";
 
 const ROOT = dirname(dirname(fileURLToPath(import.meta.url)));
-const RECIPIENTS = Number(flag("recipients") ?? 1_000);
+const QUICK = hasFlag("quick");
+const RECIPIENTS = Number(flag("recipients") ?? (QUICK ? 200 : 1_000));
 const SCHEDULES = Number(flag("schedules") ?? 10);
 const SPREAD_MS = 60_000;
 const WINDOW_MS = 60_000;
