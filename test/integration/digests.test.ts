@@ -180,6 +180,66 @@ describe("DEL-19: digests", () => {
     expect(moved.map((r) => [r.state, r.dueAt])).toEqual([["pending", "2027-01-04T10:00:00.000Z"]]);
   });
 
+  it("DEL-19 / REC-6: a member of a series waiting for its window is not skipped as stale: its grace counts from the window's end", async () => {
+    t = await testPunctual({ start: "2027-01-04T08:30:00Z" });
+    const { punctual, channel, clock } = t;
+    await punctual.createSchedule({
+      dtstart: "2027-01-04T09:00:00Z",
+      tzid: "UTC",
+      rrule: "FREQ=DAILY;COUNT=2",
+      misfire: "skip",
+      graceMs: 60_000,
+      title: "series",
+      reminders: [{ key: "r", channel: "test", digest: { windowMs: WINDOW, key: "k" } }],
+    });
+    await tickAndDrain(punctual);
+    // Past the 1-minute grace of its due time, inside its 5-minute window.
+    clock.set("2027-01-04T09:03:00Z");
+    await tickAndDrain(punctual);
+    expect((await deliveries(punctual))[0]!.state).toBe("pending");
+    clock.set("2027-01-04T09:05:00Z");
+    await tickAndDrain(punctual);
+    expect(channel.sends).toHaveLength(1);
+    expect((await deliveries(punctual))[0]!.state).toBe("sent");
+  });
+
+  it("DEL-19 / DEL-9: an edit that removes a reminder's digest sends its waiting deliveries alone; one that adds it makes them members", async () => {
+    t = await testPunctual({ start: "2027-01-04T08:30:00Z" });
+    const { punctual, channel, clock } = t;
+    const digest = { windowMs: WINDOW, key: "k" };
+    const { schedule: a } = await punctual.createSchedule(
+      oneOff("2027-01-04T09:00:00Z", "was member", digest),
+    );
+    const { schedule: b } = await punctual.createSchedule({
+      dtstart: "2027-01-04T09:01:00Z",
+      tzid: "UTC",
+      title: "now member",
+      reminders: [{ key: "r", channel: "test" }],
+    });
+    await tickAndDrain(punctual);
+    await punctual.updateSchedule(
+      a.id,
+      { reminders: [{ key: "r", channel: "test" }] },
+      { version: a.version },
+    );
+    await punctual.updateSchedule(
+      b.id,
+      { reminders: [{ key: "r", channel: "test", digest }] },
+      { version: b.version },
+    );
+    const rows = await deliveries(punctual);
+    expect(rows.find((r) => r.scheduleId === a.id)!.digestKey).toBeUndefined();
+    expect(rows.find((r) => r.scheduleId === b.id)!.digestKey).toBe("k");
+    clock.set("2027-01-04T09:01:00Z");
+    await tickAndDrain(punctual);
+    expect(channel.sends.map((x) => x.delivery.digest)).toEqual([undefined]);
+    expect(channel.sends[0]!.delivery.scheduleId).toBe(a.id);
+    clock.set("2027-01-04T09:06:00Z");
+    await tickAndDrain(punctual);
+    expect(channel.sends).toHaveLength(2);
+    expect(channel.sends[1]!.delivery.digest!.items.map((i) => i.title)).toEqual(["now member"]);
+  });
+
   it("DEL-19 / DEL-4: a failed digest retries with the same id and the same items; its members share the outcome", async () => {
     t = await testPunctual({ start: "2027-01-04T08:00:00Z", scheduler: { backoffBaseMs: 1_000 } });
     const { punctual, channel, clock } = t;
