@@ -113,6 +113,9 @@ create table punctual_digests (
 create index punctual_digests_retry on punctual_digests (run_at, id) where state = 'retry';
 create index punctual_digests_lease_expiry
   on punctual_digests (lease_expires_at, id) where state = 'claimed';
+-- Retention deletes sent and skipped digests oldest first, as it does their members.
+create index punctual_digests_finished
+  on punctual_digests (updated_at, id) where state in ('sent', 'skipped');
 
 -- The digest key of a delivery of a reminder with `digest` (NULL: none): the reminder's
 -- `key`, else the recipient's id, else the channel and target hashed.

@@ -119,7 +119,7 @@ describe("DEL-19: digests", () => {
   });
 
   it("DEL-19: maxItems due members send the digest before the window ends; the rest open the next", async () => {
-    t = await testPunctual({ start: "2027-01-04T08:00:00Z" });
+    t = await testPunctual({ start: "2027-01-04T08:00:00Z", scheduler: { retentionDays: 1 } });
     const { punctual, channel, clock } = t;
     const digest = { windowMs: WINDOW, key: "k", maxItems: 3 };
     for (let i = 0; i < 5; i++) {
@@ -144,6 +144,15 @@ describe("DEL-19: digests", () => {
     await tickAndDrain(punctual);
     expect(channel.sends).toHaveLength(2);
     expect(channel.sends[1]!.delivery.digest!.items.map((i) => i.title)).toEqual(["m3", "m4"]);
+    // OPS-12: retention deletes the sent digests with their members.
+    const digests = async () =>
+      (await punctual.db.query<{ n: number }>("select count(*)::int as n from punctual_digests"))
+        .rows[0]!.n;
+    expect(await digests()).toBe(2);
+    clock.set("2027-01-05T09:06:00Z");
+    await tickAndDrain(punctual);
+    expect(await digests()).toBe(0);
+    expect(await deliveries(punctual)).toEqual([]);
   });
 
   it("DEL-19 / DEL-10 / DEL-9: a member cancelled or edited away before its digest is formed leaves it", async () => {

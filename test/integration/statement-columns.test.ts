@@ -113,6 +113,7 @@ const PARAMS: Record<string, readonly unknown[]> = {
   SETTLE_DIGEST_SQL: [null, "owner", "dg_none", 1, "sent", null, null, null, 0, null, null, null],
   RELEASE_DIGEST_SQL: [null, "owner", "dg_none", 1],
   RECOVER_DIGESTS_SQL: [null, 1, 0],
+  DIGEST_RETENTION_SQL: [null, 1_000, 1],
   // deliveries/counts.ts
   DELIVERY_COUNTS_SQL: [null, 1_000, null],
   // activity.ts

@@ -22,8 +22,8 @@
  */
 import type { ReminderTemplate } from "../../channels/template.js";
 import type { Database, Queryable } from "../database.js";
-import { columnsOf, firstRow, rows } from "../statement.js";
-import { msAfterNow, NOW } from "./sql.js";
+import { columnsOf, execute, firstRow, rows } from "../statement.js";
+import { msAfterNow, msBeforeNow, NOW } from "./sql.js";
 
 /** A digest this worker holds (formed or re-claimed), as the send needs it. */
 export interface ClaimedDigest {
@@ -394,6 +394,28 @@ export const RECOVER_DIGESTS_COLUMNS = columnsOf<RecoveredDigest>()([
   "member_count",
   "members_finished",
 ]);
+
+/**
+ * Retention (OPS-12): deletes sent and skipped digests older than the retention period, in
+ * a bounded batch, oldest first (index `punctual_digests_finished`), as the retention of
+ * delivery rows deletes their members; dead and in-doubt digests stay, like their members,
+ * until a person acts. $1 now, $2 retention ms, $3 limit.
+ */
+export const DIGEST_RETENTION_SQL = `
+delete from punctual_digests g where g.id = any(array(
+  select id from punctual_digests
+  where state in ('sent', 'skipped') and updated_at < ${msBeforeNow("$2")}
+  order by updated_at, id limit $3))`;
+
+/** Runs {@link DIGEST_RETENTION_SQL}; returns how many digests it deleted. */
+export function deleteFinishedDigests(
+  db: Queryable,
+  now: Date | null,
+  retentionMs: number,
+  limit: number,
+): Promise<number> {
+  return execute(db, DIGEST_RETENTION_SQL, [now, retentionMs, limit]);
+}
 
 /** Parameters of {@link formDigests}. */
 export interface FormDigestParams {
