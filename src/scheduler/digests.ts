@@ -48,6 +48,8 @@ export interface DigestDeps {
   channels: ReadonlyMap<string, Channel>;
   /** This process's lease owner. */
   owner: string;
+  /** OPS-6: true once the process is stopping: no further digests are claimed. */
+  stopping?: () => boolean;
 }
 
 /**
@@ -98,7 +100,7 @@ export async function digestSweep(d: DigestDeps): Promise<DigestSweepReport> {
   }
   const channels = [...d.channels.keys()];
   let taken = 0;
-  while (taken < DIGESTS_PER_PASS) {
+  while (taken < DIGESTS_PER_PASS && !d.stopping?.()) {
     const startedAt = d.clock.now();
     const p = {
       now: d.clock.sqlNow(),

@@ -465,6 +465,8 @@ export class Scheduler {
       options,
       channels,
       owner: this.owner,
+      // OPS-6: a stopping process claims no further digests.
+      stopping: () => this.#stopping,
     });
   }
 
