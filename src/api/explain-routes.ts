@@ -36,6 +36,11 @@ export const explainEventSchema = z
     leaseExpiresAt: instantText.optional(),
     until: instantText.optional(),
     reason: z.string().optional(),
+    digestId: z
+      .string()
+      .optional()
+      .describe("DEL-19: the digest (dg_…) of a digest member: the message's idempotency key"),
+    items: z.number().int().optional().describe("DEL-19: `digested`: the digest's item count"),
   })
   .meta({ id: "ExplainEvent" });
 
@@ -50,6 +55,10 @@ export const explainEntrySchema = z
     reason: z.string().nullable(),
     deliveryId: z.number().int().nullable(),
     triggered: z.boolean(),
+    digestId: z
+      .string()
+      .optional()
+      .describe("DEL-19: the digest it was sent in (or is being sent in)"),
     events: z.array(explainEventSchema),
   })
   .meta({ id: "ExplainEntry" });

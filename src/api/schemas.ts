@@ -18,6 +18,7 @@ import {
   instantSchema,
   catchUpSchema,
   quietHoursSchema,
+  digestSchema,
   type AttemptView,
   type DeliveryView,
   type ErrorBody,
@@ -74,6 +75,9 @@ export const reminderViewSchema = z
     quietHours: quietHoursSchema.nullable(),
     priority: z.enum(["normal", "critical"]),
     category: z.string().optional().describe("API-13: the reminder's category, when it has one"),
+    digest: digestSchema
+      .optional()
+      .describe("DEL-19: the reminder's digest settings, when it has them"),
     templateTruncated: z
       .literal(true)
       .optional()
@@ -248,6 +252,16 @@ export const deliveryViewSchema = z
       .optional()
       .describe(
         "API-13: what its critical reminder went past: QUIET_HOURS, OPTED_OUT; absent when nothing",
+      ),
+    digestKey: z
+      .string()
+      .optional()
+      .describe("DEL-19: the digest key of a digest member; absent on other deliveries"),
+    digestId: z
+      .string()
+      .optional()
+      .describe(
+        "DEL-19: the digest (dg_…) the member was sent in, the message's idempotency key; absent until its digest is formed",
       ),
     createdAt: instantText,
     updatedAt: instantText,

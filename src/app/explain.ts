@@ -510,6 +510,9 @@ export function rowVerdict(
       return { verdict: "sent", reason: row.reason };
     case "claimed":
       return { verdict: "pending", reason: "sending" };
+    // DEL-19: frozen into a digest that is being sent or waits to retry.
+    case "grouped":
+      return { verdict: "pending", reason: "in_digest" };
     case "paused":
       return { verdict: "deferred", reason: "PAUSED" };
     case "pending": {
@@ -608,6 +611,16 @@ function rowEntry(
       ...(row.send_status === null ? {} : { status: row.send_status }),
     });
   }
+  // DEL-19: the member was frozen into a digest; its outcome is the digest's.
+  const digest = row.digest_id === null ? {} : { digestId: row.digest_id };
+  if (row.digest_id !== null && row.digest_formed_ms !== null) {
+    events.push({
+      type: "digested",
+      at: iso(row.digest_formed_ms),
+      digestId: row.digest_id,
+      ...(row.digest_items === null ? {} : { items: row.digest_items }),
+    });
+  }
   const last = attempts.at(-1);
   switch (row.state) {
     case "claimed":
@@ -643,15 +656,26 @@ function rowEntry(
         type: "sent",
         at: iso(row.sent_ms!),
         ...(row.sent_by === null ? {} : { by: row.sent_by }),
+        ...digest,
       });
       break;
     case "skipped":
     case "in_doubt":
     case "cancelled":
-      events.push({ type: row.state, at: iso(row.finished_ms!), reason: row.reason ?? "" });
+      events.push({
+        type: row.state,
+        at: iso(row.finished_ms!),
+        reason: row.reason ?? "",
+        ...digest,
+      });
       break;
     case "dead":
-      events.push({ type: "failed", at: iso(row.finished_ms!), reason: row.reason ?? "" });
+      events.push({
+        type: "failed",
+        at: iso(row.finished_ms!),
+        reason: row.reason ?? "",
+        ...digest,
+      });
       break;
     default:
       break;
@@ -668,6 +692,7 @@ function rowEntry(
     reason,
     deliveryId: row.id,
     triggered: row.triggered,
+    ...digest,
     events,
   };
 }

@@ -22,7 +22,7 @@ import { occurrenceCounts } from "../store/missed.js";
 /** Widening of the scan for calendar offsets (`P1D`) that a DST change lengthens, ms. */
 const DST_SLACK_MS = 2 * 3_600_000;
 
-const WAITING = new Set(["pending", "retry", "claimed", "paused"]);
+const WAITING = new Set(["pending", "retry", "claimed", "paused", "grouped"]);
 const FAILED = new Set(["dead", "in_doubt"]);
 
 /**

@@ -329,6 +329,14 @@ function checkDefinition(
       });
       return;
     }
+    // DEL-19: a digest goes out as one message with items: only a channel that renders them.
+    if (reminder.digest && app.channels.get(reminder.channel).digests !== true) {
+      issues.push({
+        field: `${at}.digest`,
+        message: `channel "${reminder.channel}" cannot send a digest (a handler channel needs a digest handler: handlerChannel(name, fn, { digest }))`,
+        value: reminder.channel,
+      });
+    }
     // API-11: a reminder to recipients without a target of its own uses theirs.
     const recipientsTarget = value.recipients !== undefined && reminder.target === undefined;
     if (!recipientsTarget)

@@ -290,6 +290,7 @@ function createChatChannel(name: "slack" | "discord", options: ChatChannelOption
   return {
     name,
     idempotent: false,
+    digests: true,
     validateTarget(target: unknown): void {
       const { issues } = inspect(target);
       if (issues.length > 0) throw new ValidationError(issues);

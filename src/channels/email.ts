@@ -727,6 +727,7 @@ export function createEmailChannel(options: EmailChannelOptions): EmailChannel {
   return {
     name: "email",
     idempotent: false,
+    digests: true,
     server: shown,
     validateTarget(target: unknown, context: TargetContext = {}): void {
       const issues = emailTargetIssues(target, {

@@ -44,6 +44,12 @@ export interface HandlerChannelOptions {
    * `target.<field>`. Default: any object, or none.
    */
   validateTarget?: (target: unknown) => void;
+  /**
+   * DEL-19: the function that sends a digest (`delivery.digest.items`, one call per
+   * digest, `idempotencyKey` the digest id). Without it, a reminder with `digest` on this
+   * channel is refused at create: `fn` receives one delivery at a time.
+   */
+  digest?: HandlerFunction;
 }
 
 const NAME = /^[a-z][a-z0-9_-]{0,63}$/;
@@ -78,9 +84,11 @@ export function handlerChannel(
     });
   }
   const check = options.validateTarget;
+  const digestFn = options.digest;
   return {
     name,
     idempotent: options.idempotent,
+    digests: digestFn !== undefined,
     ...(options.timeoutMs !== undefined ? { timeoutMs: options.timeoutMs } : {}),
     validateTarget(target: unknown): void {
       if (check) {
@@ -98,7 +106,8 @@ export function handlerChannel(
           code: "SEND_ABORTED",
         });
       }
-      const result = await fn(delivery, {
+      const call = delivery.digest && digestFn ? digestFn : fn;
+      const result = await call(delivery, {
         idempotencyKey: ctx.idempotencyKey,
         signal: ctx.signal,
       });

@@ -44,6 +44,7 @@ export function createLogChannel(options: LogChannelOptions): Channel {
   return {
     name: "log",
     idempotent: false,
+    digests: true,
     validateTarget(target: unknown): void {
       if (target === undefined || target === null) return;
       if (typeof target !== "object" || Array.isArray(target)) {

@@ -3,7 +3,9 @@
  * rendered with LiquidJS against
  * `{ payload, occurrenceAt, dueAt, deliveryKey, attempt, late, schedule: { id, tzid },
  * reminder: { key, channel }, recipient: { id, tzid, attributes } | null }` (instants
- * ISO 8601 UTC with `Z`; `recipient` for a schedule for recipients, API-11).
+ * ISO 8601 UTC with `Z`; `recipient` for a schedule for recipients, API-11), and for a
+ * digest (DEL-19) `items: [{ title, occurrenceAt, dueAt, payload, scheduleId, reminderKey,
+ * deliveryId, deliveryKey }]` and `digest: { id, key }`.
  *
  * Why LiquidJS: Liquid was designed for templates written by people other than the
  * operator (shop owners), so it evaluates no JavaScript, reads only own properties, and
@@ -50,7 +52,7 @@ import {
 import { RENDER_DEADLINE_MS, templateRenderPool } from "./template-pool.js";
 
 export { RENDER_DEADLINE_MS };
-import type { ChannelDelivery } from "./types.js";
+import { digestItemsJson, type ChannelDelivery } from "./types.js";
 
 /** The template fields a reminder may carry, each a Liquid template. */
 export interface ReminderTemplate {
@@ -436,6 +438,13 @@ export function templateContext(delivery: ChannelDelivery): Record<string, unkno
     reminder: { key: delivery.reminderKey, channel: delivery.channel ?? null },
     // API-11: whom the delivery is for, as the registry has it at send time.
     recipient: delivery.recipient ?? null,
+    // DEL-19: a digest's items (each: title, occurrenceAt, dueAt, payload, …) and id.
+    ...(delivery.digest
+      ? {
+          items: digestItemsJson(delivery.digest),
+          digest: { id: delivery.digest.id, key: delivery.digest.key },
+        }
+      : {}),
   };
 }
 

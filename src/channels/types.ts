@@ -10,6 +10,31 @@
  */
 import type { ReminderTemplate } from "./template.js";
 
+/** DEL-19: one item of a digest: a member delivery. */
+export interface DigestItem {
+  /** The member delivery's id and key. */
+  deliveryId: number;
+  deliveryKey: string;
+  scheduleId: string;
+  /** The schedule's title, or null. */
+  title: string | null;
+  reminderKey: string;
+  occurrenceAt: Date;
+  dueAt: Date;
+  /** The schedule's payload (any JSON), as it is at send time. */
+  payload: unknown;
+}
+
+/** DEL-19: what makes a {@link ChannelDelivery} a digest: one message for many deliveries. */
+export interface DigestOfDelivery {
+  /** The digest id (`dg_…`): the idempotency key of the message. */
+  id: string;
+  /** The digest key its members share (per tenant and channel). */
+  key: string;
+  /** The members, oldest due first; each is in this digest only. */
+  items: DigestItem[];
+}
+
 /** What a channel receives about one delivery. Instants are `Date`s (UTC). */
 export interface ChannelDelivery {
   /** Stable idempotency key of (schedule, reminder, occurrence); never changes across attempts. */
@@ -63,6 +88,12 @@ export interface ChannelDelivery {
    * as `X-Trace-Id` (the trace id alone), so a receiver's own spans join the trace.
    */
   traceParent?: string;
+  /**
+   * DEL-19: set when this is a digest: `deliveryKey` is then the digest id, the schedule,
+   * reminder, occurrence and template are the first item's, and `payload` is null (each
+   * item carries its own).
+   */
+  digest?: DigestOfDelivery;
 }
 
 /** Per-send context. */
@@ -114,6 +145,11 @@ export interface Channel {
    */
   readonly timeoutMs?: number;
   /**
+   * DEL-19: true when the channel renders a digest (`delivery.digest`, its `items`) as one
+   * message; a reminder with `digest` on a channel without it is refused at create.
+   */
+  readonly digests?: boolean;
+  /**
    * Checks a reminder's target when a schedule is created or edited, for the schedule's
    * tenant (`context.tenant`: e-mail's allowed senders differ per tenant).
    * @throws ValidationError naming `target.<field>`.
@@ -133,6 +169,36 @@ export interface ReminderMessage {
   attempt: number;
   late: boolean;
   payload: unknown;
+  /** DEL-19: the digest id, when the message is a digest. */
+  digestId?: string;
+  /** DEL-19: the digest's items, when the message is a digest (instants ISO 8601 UTC). */
+  items?: ReminderMessageItem[];
+}
+
+/** DEL-19: one item of a digest message, as JSON. */
+export interface ReminderMessageItem {
+  deliveryId: number;
+  deliveryKey: string;
+  scheduleId: string;
+  title: string | null;
+  reminderKey: string;
+  occurrenceAt: string;
+  dueAt: string;
+  payload: unknown;
+}
+
+/** DEL-19: the items of a digest as JSON. */
+export function digestItemsJson(digest: DigestOfDelivery): ReminderMessageItem[] {
+  return digest.items.map((i) => ({
+    deliveryId: i.deliveryId,
+    deliveryKey: i.deliveryKey,
+    scheduleId: i.scheduleId,
+    title: i.title,
+    reminderKey: i.reminderKey,
+    occurrenceAt: i.occurrenceAt.toISOString(),
+    dueAt: i.dueAt.toISOString(),
+    payload: i.payload ?? null,
+  }));
 }
 
 /** The {@link ReminderMessage} of a delivery (`payload` null when the schedule has none). */
@@ -146,5 +212,8 @@ export function reminderMessage(delivery: ChannelDelivery): ReminderMessage {
     attempt: delivery.attempt,
     late: delivery.late,
     payload: delivery.payload ?? null,
+    ...(delivery.digest
+      ? { digestId: delivery.digest.id, items: digestItemsJson(delivery.digest) }
+      : {}),
   };
 }

@@ -272,6 +272,7 @@ export function createWebhookChannel(options: WebhookChannelOptions = {}): Webho
   return {
     name: "webhook",
     idempotent: true,
+    digests: true,
     validateTarget(target: unknown): void {
       const { issues } = inspect(target);
       if (issues.length > 0) throw new ValidationError(issues);

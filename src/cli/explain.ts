@@ -74,6 +74,9 @@ export function eventText(ev: ExplainEvent): string {
   if (ev.reason !== undefined) parts.push(ev.reason);
   if (ev.until !== undefined) parts.push(`until ${ev.until}`);
   if (ev.leaseExpiresAt !== undefined) parts.push(`lease until ${ev.leaseExpiresAt}`);
+  // DEL-19: the digest of a member, and its item count when it was formed.
+  if (ev.digestId !== undefined) parts.push(`digest ${ev.digestId}`);
+  if (ev.items !== undefined) parts.push(`(${ev.items} item${ev.items === 1 ? "" : "s"})`);
   if (ev.by !== undefined) parts.push(`by ${ev.by}`);
   if (ev.settled === false) parts.push("(lease lost, not settled)");
   if (ev.error !== undefined) parts.push(`: ${ev.error}`);

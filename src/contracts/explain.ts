@@ -58,6 +58,7 @@ export const NOT_PLANNED_REASONS = [
 export const EXPLAIN_EVENT_TYPES = [
   "planned",
   "claimed",
+  "digested",
   "attempt",
   "deferred",
   "sent",
@@ -99,6 +100,14 @@ export interface ExplainEvent {
   until?: string;
   /** `deferred`, `skipped`, `failed`, `in_doubt`, `cancelled`, `resolve`: the stable reason code. */
   reason?: string;
+  /**
+   * DEL-19: `digested` (the member was frozen into a digest: when, which, how many items),
+   * and `sent`, `failed`, `in_doubt`, `skipped` of a digest member: the digest id (`dg_…`),
+   * the idempotency key of the one message that carried it.
+   */
+  digestId?: string;
+  /** DEL-19: `digested`: how many items the digest has. */
+  items?: number;
 }
 
 /** One occurrence × reminder (× recipient) of the window. */
@@ -120,6 +129,8 @@ export interface ExplainEntry {
   deliveryId: number | null;
   /** True for a row an operator triggered (not an occurrence of the rule, API-9). */
   triggered: boolean;
+  /** DEL-19: the digest it was sent in (or is being sent in); absent otherwise. */
+  digestId?: string;
   /** The timeline, oldest first. */
   events: ExplainEvent[];
 }

@@ -245,6 +245,36 @@ export const catchUpSchema = z
   })
   .strict();
 
+/** DEL-19: shortest and longest digest window, ms (1 s and 24 h). */
+export const DIGEST_WINDOW_MIN_MS = 1_000;
+export const DIGEST_WINDOW_MAX_MS = 86_400_000;
+/** DEL-19: most items of one digest; the default. */
+export const DIGEST_MAX_ITEMS_LIMIT = 1_000;
+export const DIGEST_DEFAULT_MAX_ITEMS = 50;
+
+/**
+ * DEL-19: a reminder's digest `{ windowMs, key?, maxItems? }`: its deliveries with the same
+ * key (per tenant and channel; default the recipient, else the channel and target) that
+ * fall due within `windowMs` of the first are sent as one message with `items`, at the
+ * first one's due time + `windowMs`, or as soon as `maxItems` (default 50) are due.
+ */
+export const digestSchema = z
+  .object({
+    windowMs: z
+      .number()
+      .int("must be a whole number of milliseconds")
+      .min(DIGEST_WINDOW_MIN_MS, "must be between 1000 (1 s) and 86400000 (24 h) milliseconds")
+      .max(DIGEST_WINDOW_MAX_MS, "must be between 1000 (1 s) and 86400000 (24 h) milliseconds"),
+    key: storableText().min(1).max(200).optional(),
+    maxItems: z
+      .number()
+      .int("must be a whole number")
+      .min(1, `must be between 1 and ${DIGEST_MAX_ITEMS_LIMIT}`)
+      .max(DIGEST_MAX_ITEMS_LIMIT, `must be between 1 and ${DIGEST_MAX_ITEMS_LIMIT}`)
+      .optional(),
+  })
+  .strict();
+
 /** One reminder of a schedule. */
 export const reminderInputSchema = z
   .object({
@@ -299,6 +329,8 @@ export const reminderInputSchema = z
       .string()
       .regex(/^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$/, "must be 1–64 letters, digits, _ . : -")
       .optional(),
+    /** DEL-19: send this reminder's deliveries in digests (`null`: none). */
+    digest: digestSchema.nullable().optional(),
   })
   .strict();
 
@@ -463,6 +495,8 @@ export interface ReminderView {
   priority: "normal" | "critical";
   /** API-13: the reminder's category; absent when it has none. */
   category?: string;
+  /** DEL-19: the reminder's digest settings; absent when it has none. */
+  digest?: { windowMs: number; key?: string; maxItems?: number };
   /**
    * API-3: present (true) on a list item whose template is larger than
    * {@link LIST_FIELD_MAX_BYTES}: `template` is then null there; the single read has it.
@@ -575,6 +609,13 @@ export interface DeliveryView {
    * in; `OPTED_OUT`: the recipient's opt-out); absent when nothing.
    */
   bypassed?: string[];
+  /** DEL-19: the digest key of a digest member; absent on other deliveries. */
+  digestKey?: string;
+  /**
+   * DEL-19: the digest (`dg_…`) the member was sent in (or is being sent in, `grouped`),
+   * the idempotency key of that message; absent until its digest is formed.
+   */
+  digestId?: string;
   createdAt: string;
   updatedAt: string;
 }

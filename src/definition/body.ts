@@ -121,6 +121,8 @@ export interface StoredReminderColumns {
   priority: "normal" | "critical" | null;
   /** API-13: the reminder's category, or null (absent in rows of older releases). */
   category?: string | null;
+  /** DEL-19: the reminder's digest settings, or null (absent in rows of older releases). */
+  digest?: { windowMs: number; key?: string; maxItems?: number } | null;
 }
 
 /**
@@ -172,6 +174,7 @@ export function bodyOfStored(
       ...(r.quiet_hours ? { quietHours: r.quiet_hours } : {}),
       ...(r.priority ? { priority: r.priority } : {}),
       ...(r.category ? { category: r.category } : {}),
+      ...(r.digest ? { digest: r.digest } : {}),
     })),
   };
 }

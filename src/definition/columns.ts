@@ -50,6 +50,8 @@ export interface ReminderColumns {
   priority?: "normal" | "critical" | null;
   /** API-13: the reminder's category; null or absent: none. */
   category?: string | null;
+  /** DEL-19: the digest settings as JSON text, or null (absent: null). */
+  digestJson?: string | null;
 }
 
 /** The definition columns of a checked body. */
@@ -96,5 +98,6 @@ export function reminderColumns(
     quietHoursJson: r.quietHours ? JSON.stringify(r.quietHours) : null,
     priority: r.priority === "critical" ? "critical" : null,
     category: r.category ?? null,
+    digestJson: r.digest ? JSON.stringify(r.digest) : null,
   }));
 }

@@ -50,6 +50,8 @@ export function normalisedDefinition(
       ...(r.priority === "critical" ? { priority: r.priority } : {}),
       // API-13: only hashed when present, so reminders without one keep their hash.
       ...(r.category ? { category: r.category } : {}),
+      // DEL-19: only hashed when present, so reminders without one keep their hash.
+      ...(r.digest ? { digest: r.digest } : {}),
     })),
   };
   if (!definition.catchUp) delete normalised.catchUp;

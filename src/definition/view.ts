@@ -58,5 +58,6 @@ export function reminderView(
     quietHours: row.quiet_hours ?? null,
     priority: row.priority ?? "normal",
     ...(row.category ? { category: row.category } : {}),
+    ...(row.digest ? { digest: row.digest } : {}),
   };
 }

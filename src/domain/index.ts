@@ -22,13 +22,16 @@ export type ScheduleState = (typeof SCHEDULE_STATES)[number];
 /**
  * Lifecycle of a delivery (docs/architecture.md, "Delivery states"). Waiting states:
  * `pending` (never tried) and `retry` are claimable once due (DEL-3); `paused` holds the
- * waiting rows of a paused or quarantined schedule until it resumes (DEL-10).
+ * waiting rows of a paused or quarantined schedule until it resumes (DEL-10). A digest
+ * member (DEL-19) waits `pending` outside the claim index until its digest is formed, then
+ * is `grouped`: frozen into that digest until the digest settles.
  */
 export const DELIVERY_STATES = [
   "pending",
   "claimed",
   "retry",
   "paused",
+  "grouped",
   "sent",
   "dead",
   "in_doubt",
@@ -56,14 +59,18 @@ export const FINAL_DELIVERY_STATES: readonly DeliveryState[] = [
  * columns to each state.
  */
 export const DELIVERY_TRANSITIONS: Readonly<Record<DeliveryState, readonly DeliveryState[]>> = {
-  pending: ["claimed", "paused", "skipped", "cancelled"],
-  retry: ["claimed", "paused", "skipped", "cancelled"],
+  // DEL-19: a digest member is `grouped` when its digest is formed (its membership frozen).
+  pending: ["claimed", "grouped", "paused", "skipped", "cancelled"],
+  retry: ["claimed", "grouped", "paused", "skipped", "cancelled"],
   // Back to waiting: a retry, a recovered lease, a released claim; held or cancelled when
   // the schedule was paused or cancelled (or the reminder removed) meanwhile.
   // API-11 / API-13: skipped at send when its recipient has no target, opted out or left.
   claimed: ["sent", "retry", "pending", "paused", "dead", "in_doubt", "skipped", "cancelled"],
   // DEL-10: resume puts held rows back (`pending` if never tried, else `retry`).
   paused: ["pending", "retry", "cancelled"],
+  // DEL-19: a member ends with its digest's outcome: sent, dead, in doubt with the others, or
+  // skipped with them (a recipient without a target or opted out, judged at send).
+  grouped: ["sent", "dead", "in_doubt", "skipped"],
   sent: [],
   // DEL-12: redrive; resolve `sent` when the operator learns it arrived after all (the
   // resolve of a dead letter as `dead` only marks it `resolved`, no change of state).

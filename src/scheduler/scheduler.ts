@@ -7,8 +7,8 @@
  *        └──── lease keeper renews what is held ────┘   (lease-keeper.ts)
  *
  *   maintenance, every `pollMs` or when woken:
- *   heartbeat → settings → recover (+ orphaned claims) → plan → misfire → retention and
- *   gauges (own cadences)
+ *   heartbeat → settings → recover (+ orphaned claims) → plan → misfire → digest (DEL-19)
+ *   → retention and gauges (own cadences)
  *
  * Wake-ups are event-driven and coalesced: a freed send slot refills the producer only
  * when the held rows fall to half the target; a claim that came back short arms one
@@ -40,6 +40,7 @@ import { CircuitBreaker } from "./circuits.js";
 import { QuietRetries } from "./quiet-retry.js";
 import { planSweep, misfireSweep } from "./plan.js";
 import { audienceSweep } from "./audience.js";
+import { digestSweep } from "./digests.js";
 import { RecipientGate } from "./recipient-gate.js";
 import { Producer } from "./producer.js";
 import { SingleFlight } from "./single-flight.js";
@@ -58,6 +59,8 @@ export interface TickReport {
   claimed: number;
   /** Set when a sweep failed and ended the tick. */
   failedSweep: string | null;
+  /** DEL-19: digests recovered, sent, and settled otherwise in this tick. */
+  digests?: { recovered: number; sent: number; other: number };
 }
 
 export interface SchedulerDeps {
@@ -404,6 +407,8 @@ export class Scheduler {
       // API-11: schedules for recipients, planned per recipient.
       ["plan", async () => void (report.planned += await audienceSweep(this.#planDeps()))],
       ["misfire", async () => void (report.skipped = await misfireSweep(this.#planDeps()))],
+      // DEL-19: digests formed, sent and settled as one unit each.
+      ["digest", async () => void (report.digests = await this.#digests())],
       ["retention", () => this.#retention()],
       ["gauges", () => this.#gauges()],
     ];
@@ -448,6 +453,21 @@ export class Scheduler {
   #planDeps() {
     const { db, clock, metrics, options, channels } = this.#d;
     return { db, clock, logger: this.#log, metrics, options, channels };
+  }
+
+  async #digests() {
+    const { db, clock, metrics, options, channels } = this.#d;
+    return digestSweep({
+      db,
+      clock,
+      logger: this.#log,
+      metrics,
+      options,
+      channels,
+      owner: this.owner,
+      // OPS-6: a stopping process claims no further digests.
+      stopping: () => this.#stopping,
+    });
   }
 
   async #retention(): Promise<void> {

@@ -45,6 +45,14 @@ export interface ExplainDeliveryRow {
   updated_ms: number;
   /** True when `punctual_triggers` records it (an extra send, not an occurrence of the rule). */
   triggered: boolean;
+  /** DEL-19: the digest key of a digest member, or null. */
+  digest_key: string | null;
+  /** DEL-19: the digest the member was formed into, or null. */
+  digest_id: string | null;
+  /** DEL-19: when that digest was formed (its membership frozen), epoch ms, or null. */
+  digest_formed_ms: number | null;
+  /** DEL-19: how many items that digest has, or null. */
+  digest_items: number | null;
 }
 
 /** `column` of alias `d` as epoch ms, truncated to the millisecond (as a `Date` holds it). */
@@ -81,6 +89,11 @@ const EXPLAIN_SELECT = [
   epochMs("created_at", "created_ms"),
   epochMs("updated_at", "updated_ms"),
   "exists (select 1 from punctual_triggers t where t.delivery_id = d.id) as triggered",
+  "d.digest_key",
+  "d.digest_id",
+  `(select round(date_part('epoch', date_trunc('milliseconds', g.created_at)) * 1000)
+     from punctual_digests g where g.id = d.digest_id) as digest_formed_ms`,
+  "(select g.member_count from punctual_digests g where g.id = d.digest_id) as digest_items",
 ].join(",\n       ");
 
 /** The columns of `punctual_deliveries` that {@link EXPLAIN_SELECT} reads, on alias `d`. */
@@ -115,6 +128,10 @@ export const EXPLAIN_DELIVERIES_COLUMNS = columnsOf<ExplainDeliveryRow>()([
   "created_ms",
   "updated_ms",
   "triggered",
+  "digest_key",
+  "digest_id",
+  "digest_formed_ms",
+  "digest_items",
 ]);
 
 /**

@@ -124,6 +124,8 @@ export interface ReminderRow {
   priority: "normal" | "critical" | null;
   /** API-13: the reminder's category (migration 0035), or null. */
   category: string | null;
+  /** DEL-19: the reminder's digest settings (migration 0048), or null. */
+  digest: { windowMs: number; key?: string; maxItems?: number } | null;
 }
 
 /** Result columns of {@link REMINDERS_SQL}. */
@@ -140,6 +142,7 @@ export const REMINDERS_COLUMNS = columnsOf<ReminderRow>()([
   "quiet_hours",
   "priority",
   "category",
+  "digest",
 ]);
 
 /**
@@ -161,12 +164,12 @@ values ($2, $3, $4, $5, $6, $7, $8::text[], $9::text[], $10, $11, $12, $13, $14,
 on conflict (tenant, idempotency_key) where idempotency_key is not null do nothing
 returning *, ${NOW} as db_now`;
 
-/** Parameters: $1 schedule id, then parallel arrays $2 keys, $3 offsets, $4 channels, $5 targets (json text), $6 lost-lease policies, $7 max attempts, $8 templates (json text or null), $9 rate-limit keys (or null, DEL-13), $10 quiet hours (json text or null, DEL-15), $11 priorities (or null). */
+/** Parameters: $1 schedule id, then parallel arrays $2 keys, $3 offsets, $4 channels, $5 targets (json text), $6 lost-lease policies, $7 max attempts, $8 templates (json text or null), $9 rate-limit keys (or null, DEL-13), $10 quiet hours (json text or null, DEL-15), $11 priorities (or null), $12 categories (or null, API-13), $13 digest settings (json text or null, DEL-19). */
 export const INSERT_REMINDERS_SQL = `
-insert into punctual_reminders (schedule_id, key, offset_duration, channel, target, on_lost_lease, max_attempts, template, rate_limit_key, quiet_hours, priority, category)
-select $1, u.key, u.offset_duration, u.channel, u.target::jsonb, u.on_lost_lease, u.max_attempts, u.template::jsonb, u.rate_limit_key, u.quiet_hours::jsonb, u.priority, u.category
-from unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[])
-  as u(key, offset_duration, channel, target, on_lost_lease, max_attempts, template, rate_limit_key, quiet_hours, priority, category)`;
+insert into punctual_reminders (schedule_id, key, offset_duration, channel, target, on_lost_lease, max_attempts, template, rate_limit_key, quiet_hours, priority, category, digest)
+select $1, u.key, u.offset_duration, u.channel, u.target::jsonb, u.on_lost_lease, u.max_attempts, u.template::jsonb, u.rate_limit_key, u.quiet_hours::jsonb, u.priority, u.category, u.digest::jsonb
+from unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[])
+  as u(key, offset_duration, channel, target, on_lost_lease, max_attempts, template, rate_limit_key, quiet_hours, priority, category, digest)`;
 
 /** $1 tenant, $2 idempotency key */
 export const SCHEDULE_BY_IDEMPOTENCY_KEY_SQL = `
@@ -227,7 +230,7 @@ function containsPatternSql(q: string): string {
 const FINISHED_SQL = `((not punctual_schedules.recurring or punctual_schedules.plan_complete)
   and not exists (select 1 from punctual_deliveries d
                   where d.schedule_id = punctual_schedules.id
-                    and d.state in ('pending', 'claimed', 'retry', 'paused'))
+                    and d.state in ('pending', 'claimed', 'retry', 'paused', 'grouped'))
   and (punctual_schedules.recurring or not exists (
          select 1 from punctual_reminders r
          where r.schedule_id = punctual_schedules.id
@@ -640,6 +643,14 @@ export interface DeliveryRow {
   recipient_id: string | null;
   /** API-13: what its critical reminder went past (`QUIET_HOURS`, `OPTED_OUT`), or null. */
   bypassed: string | null;
+  /** DEL-19: a digest member's scope (its schedule's tenant) and key (migration 0048), or null. */
+  digest_tenant: string | null;
+  digest_key: string | null;
+  /** DEL-19: the member's window and most items, copied from its reminder, or null. */
+  digest_window_ms: number | null;
+  digest_max_items: number | null;
+  /** DEL-19: the digest the member was (or is being) sent in, or null. */
+  digest_id: string | null;
   created_at: Date;
   updated_at: Date;
 }
@@ -701,6 +712,11 @@ export const DELIVERY_ROW_KEYS = columnsOf<DeliveryRow>()([
   "round_base",
   "recipient_id",
   "bypassed",
+  "digest_tenant",
+  "digest_key",
+  "digest_window_ms",
+  "digest_max_items",
+  "digest_id",
 ]);
 
 /** API-3: {@link listDeliveriesSql} oldest first. */
@@ -931,6 +947,9 @@ export function toDeliveryView(row: DeliveryRow): DeliveryView {
     // API-11 / API-13: only on deliveries for a recipient.
     ...(row.recipient_id ? { recipientId: row.recipient_id } : {}),
     ...(row.bypassed ? { bypassed: row.bypassed.split(",") } : {}),
+    // DEL-19: only on digest members.
+    ...(row.digest_key ? { digestKey: row.digest_key } : {}),
+    ...(row.digest_id ? { digestId: row.digest_id } : {}),
     createdAt: row.created_at.toISOString(),
     updatedAt: row.updated_at.toISOString(),
   };
@@ -1171,6 +1190,7 @@ export async function insertReminders(
     r.map((x) => x.quietHoursJson ?? null),
     r.map((x) => x.priority ?? null),
     r.map((x) => x.category ?? null),
+    r.map((x) => x.digestJson ?? null),
   ]);
 }
 
@@ -1527,7 +1547,7 @@ select s.id as schedule_id
 from punctual_schedules s
 where s.id = any($1::uuid[])
   and (exists (select 1 from punctual_deliveries d
-               where d.schedule_id = s.id and d.state in ('pending', 'claimed', 'retry', 'paused'))
+               where d.schedule_id = s.id and d.state in ('pending', 'claimed', 'retry', 'paused', 'grouped'))
        or (not s.recurring and exists (
              select 1 from punctual_reminders r
              where r.schedule_id = s.id

@@ -74,6 +74,8 @@ export function attachClock(channel: MockChannel, clock: Clock): void {
 export class MockChannel implements Channel {
   readonly name: string;
   readonly idempotent: boolean;
+  /** DEL-19: takes digests (a digest is one send whose `delivery.digest` lists the items). */
+  readonly digests = true;
   /** Every send received, in order (failed and retried ones too). */
   readonly sends: MockSend[] = [];
   #script: MockStep[] = [];

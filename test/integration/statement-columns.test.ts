@@ -18,6 +18,7 @@ import * as apiKeys from "../../src/store/api-keys.js";
 import * as deliveriesClaim from "../../src/store/deliveries/claim.js";
 import * as deliveriesCounts from "../../src/store/deliveries/counts.js";
 import * as deliveriesDeferrals from "../../src/store/deliveries/deferrals.js";
+import * as deliveriesDigests from "../../src/store/deliveries/digests.js";
 import * as deliveriesOperator from "../../src/store/deliveries/operator.js";
 import * as deliveriesPlanning from "../../src/store/deliveries/planning.js";
 import * as deliveriesRealign from "../../src/store/deliveries/realign.js";
@@ -48,6 +49,7 @@ const MODULES = {
   deliveriesClaim,
   deliveriesCounts,
   deliveriesDeferrals,
+  deliveriesDigests,
   deliveriesOperator,
   deliveriesPlanning,
   deliveriesRealign,
@@ -103,6 +105,15 @@ const PARAMS: Record<string, readonly unknown[]> = {
   NEXT_WAKE_SQL: [null, ["log"]],
   RENEW_SQL: [null, "owner", 1_000, null, null],
   RELEASE_ORPHANS_SQL: [null, "owner", []],
+  // deliveries/digests.ts
+  DIGEST_FORM_LOCK_SQL: [],
+  FORM_DIGESTS_SQL: [null, "owner", 1_000, 1, ["log"]],
+  CLAIM_DIGEST_RETRIES_SQL: [null, "owner", 1_000, 1, ["log"]],
+  DIGEST_ITEMS_SQL: ["dg_none"],
+  SETTLE_DIGEST_SQL: [null, "owner", "dg_none", 1, "sent", null, null, null, 0, null, null, null],
+  RELEASE_DIGEST_SQL: [null, "owner", "dg_none", 1],
+  RECOVER_DIGESTS_SQL: [null, 1, 0],
+  DIGEST_RETENTION_SQL: [null, 1_000, 1],
   // deliveries/counts.ts
   DELIVERY_COUNTS_SQL: [null, 1_000, null],
   // activity.ts
@@ -161,7 +172,7 @@ const PARAMS: Record<string, readonly unknown[]> = {
   NEXT_PLANNING_SQL: [],
   // schedules.ts
   INSERT_SCHEDULE_SQL: [null, "default", null, "hash", ...DEFINITION, ...nulls(5)],
-  INSERT_REMINDERS_SQL: [ID, ...nulls(11)],
+  INSERT_REMINDERS_SQL: [ID, ...nulls(12)],
   SCHEDULE_BY_IDEMPOTENCY_KEY_SQL: ["default", "key"],
   SCHEDULE_BY_ID_SQL: ["default", ID],
   REMINDERS_SQL: [[]],

@@ -29,6 +29,8 @@ function columnsFor(state: DeliveryState): string {
     `sent_at = ${state === "sent" ? "now()" : "null"}`,
     finished ? "finished_at = now(), reason = 'resolved'" : "finished_at = null, reason = null",
     "sent_by = null, send_started_at = null",
+    // DEL-19: a grouped row names its digest (the digest id stays on the row afterwards).
+    state === "grouped" ? "digest_id = 'dg_test'" : "digest_id = digest_id",
   ].join(", ");
 }
 
@@ -99,14 +101,15 @@ describe(`the delivery state machine on ${engineName()}`, () => {
           `insert into punctual_deliveries
              (delivery_key, schedule_id, reminder_key, occurrence_at, due_at, run_at, channel,
               on_lost_lease, attempt, state, lease_owner, lease_expires_at, claimed_at, sent_at,
-              finished_at, reason)
+              finished_at, reason, digest_id)
            values ($1, $2, 'r', $3, $3, $3, 'log', 'retry', 1, $4,
                    case when $4 = 'claimed' then 'test' end,
                    case when $4 = 'claimed' then now() end,
                    case when $4 = 'claimed' then now() end,
                    case when $4 = 'sent' then now() end,
                    case when $4 in ('dead', 'in_doubt', 'skipped', 'cancelled') then now() end,
-                   case when $4 in ('dead', 'in_doubt', 'skipped', 'cancelled') then 'resolved' end)`,
+                   case when $4 in ('dead', 'in_doubt', 'skipped', 'cancelled') then 'resolved' end,
+                   case when $4 = 'grouped' then 'dg_test' end)`,
           [`insert-${state}`, schedule, NOW, state],
         ),
       );

@@ -24,6 +24,8 @@ type Behaviour = (
 export class ScriptedChannel implements Channel {
   readonly sends: RecordedSend[] = [];
   behaviour: Behaviour = () => ({ messageId: null });
+  /** DEL-19: renders digests (a scripted channel records them like any send). */
+  readonly digests = true;
   constructor(
     readonly name = "test",
     readonly idempotent = true,

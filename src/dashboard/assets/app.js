@@ -10,6 +10,7 @@ const DELIVERY_STATES = [
   "paused",
   "claimed",
   "retry",
+  "grouped",
   "sent",
   "dead",
   "in_doubt",
@@ -888,6 +889,8 @@ function eventDetail(e) {
   if (e.reason) parts.push(`reason ${e.reason}`);
   if (e.until) parts.push(`until ${formatIn(e.until, VIEWER_ZONE)}`);
   if (e.leaseExpiresAt) parts.push(`lease until ${formatIn(e.leaseExpiresAt, VIEWER_ZONE)}`);
+  if (e.digestId) parts.push(`digest ${e.digestId}`);
+  if (e.items !== undefined) parts.push(`${e.items} items`);
   if (e.endedAt) parts.push(`ended ${formatIn(e.endedAt, VIEWER_ZONE)}`);
   return parts.join(", ");
 }

@@ -15,6 +15,7 @@
  * - `operator.ts`: trigger, backfill, redrive, resolve, purge;
  * - `retention.ts`: deletion of finished rows and old attempts;
  * - `counts.ts`: the one count by state behind status, metrics and the overview;
+ * - `digests.ts`: digests (DEL-19) — formed, claimed, settled and recovered as one unit;
  * - `recipients.ts`: schedules for recipients — memberships, their planning watermarks,
  *   and the delivery rows they cancel, clear, skip at send or mark bypassed.
  */
@@ -28,3 +29,4 @@ export * from "./operator.js";
 export * from "./retention.js";
 export * from "./counts.js";
 export * from "./recipients.js";
+export * from "./digests.js";

@@ -212,6 +212,18 @@ describe("discord channel (CH-3)", () => {
     expect(bodies.every((b) => b.enforce_nonce === true)).toBe(true);
   });
 
+  it("DEL-19 / CH-3: a digest's Discord nonce comes from the digest id, so a resent digest is refused", async () => {
+    receiver.respond = (_req, res) => res.writeHead(204).end();
+    const digestId = "dg_0123456789abcdef0123456789abcdef";
+    await discord().send(
+      { ...delivery(receiver.url, { channel: "discord" }), deliveryKey: digestId },
+      ctx(),
+    );
+    const body = JSON.parse(receiver.requests[0]!.body) as Record<string, unknown>;
+    expect(body.nonce).toBe(digestId.slice(0, 25));
+    expect(body.enforce_nonce).toBe(true);
+  });
+
   it("CH-3: a 429 with JSON retry_after (seconds, fractional) is rate-limited with that delay", async () => {
     receiver.respond = (_req, res) =>
       res.writeHead(429, { "content-type": "application/json", "retry-after": "60" }).end(

@@ -80,6 +80,37 @@ afterAll(async () => {
 });
 
 describe("email channel (CH-2)", () => {
+  it("DEL-19 / CH-2: a digest is one message whose Message-ID is the digest id, its template rendering every item", async () => {
+    const DIGEST = "dg_0123456789abcdef0123456789abcdef";
+    const item = (n: number) => ({
+      deliveryId: n,
+      deliveryKey: `dk_${String(n).padStart(32, "0")}`,
+      scheduleId: "6f1c7a1e-0000-4000-8000-000000000001",
+      title: `Invoice ${n}`,
+      reminderKey: "invoice",
+      occurrenceAt: new Date("2027-03-01T09:00:00.000Z"),
+      dueAt: new Date("2027-02-28T09:00:00.000Z"),
+      payload: { n },
+    });
+    const result = await channel({ domain: "mail.punctual.example" }).send(
+      delivery({
+        deliveryKey: DIGEST,
+        payload: null,
+        template: {
+          subject: "{{ items | size }} invoices",
+          text: "{% for i in items %}{{ i.title }};{% endfor %}",
+        },
+        digest: { id: DIGEST, key: "billing", items: [item(1), item(2)] },
+      }),
+      ctx({ idempotencyKey: DIGEST }),
+    );
+    expect(result.messageId).toBe(`<${DIGEST}@mail.punctual.example>`);
+    expect(smtp.mails).toHaveLength(1);
+    expect(smtp.mails[0]!.headers["message-id"]).toBe(`<${DIGEST}@mail.punctual.example>`);
+    expect(smtp.mails[0]!.headers.subject).toBe("2 invoices");
+    expect(smtp.mails[0]!.raw).toContain("Invoice 1;Invoice 2;");
+  });
+
   it("CH-2: delivers one message with the deterministic Message-ID <deliveryKey@domain> to every recipient", async () => {
     const ch = channel({ domain: "mail.punctual.example" });
     const result = await ch.send(

@@ -1,0 +1,375 @@
+/**
+ * DEL-19 digests on a real engine (PGlite or PostgreSQL, per PUNCTUAL_TEST_ENGINE), driven
+ * by the test clock: grouping by key within the window, maxItems, members that leave before
+ * the digest is formed, the digest id as idempotency key, the outcome shared by every
+ * member, and recovery of a digest whose worker stopped between claim and settle.
+ */
+import { afterEach, describe, expect, it } from "vitest";
+import { TransientError } from "../../src/errors/index.js";
+import { deferred } from "../support/channels.js";
+import {
+  deliveries,
+  peer,
+  testPunctual,
+  tickAndDrain,
+  type TestPunctual,
+} from "../support/punctual.js";
+
+let t: TestPunctual | null = null;
+
+afterEach(async () => {
+  await t?.close();
+  t = null;
+});
+
+const WINDOW = 300_000;
+
+/** A one-off schedule at `at` whose reminder goes to the test channel in digests. */
+function oneOff(at: string, title: string, digest: Record<string, unknown>) {
+  return {
+    dtstart: at,
+    tzid: "UTC",
+    title,
+    payload: { title },
+    reminders: [{ key: "r", channel: "test", digest }],
+  };
+}
+
+describe("DEL-19: digests", () => {
+  it("DEL-19: deliveries with one key due within the window of the first are one message at the first due time + window; later ones open the next digest", async () => {
+    t = await testPunctual({ start: "2027-01-04T08:30:00Z" });
+    const { punctual, channel, clock } = t;
+    const alice = { windowMs: WINDOW, key: "alice" };
+    await punctual.createSchedule(oneOff("2027-01-04T09:00:00Z", "a1", alice));
+    await punctual.createSchedule(oneOff("2027-01-04T09:01:00Z", "a2", alice));
+    await punctual.createSchedule(oneOff("2027-01-04T09:04:59Z", "a3", alice));
+    await punctual.createSchedule(oneOff("2027-01-04T09:05:00Z", "a4", alice));
+    await punctual.createSchedule(
+      oneOff("2027-01-04T09:02:00Z", "b1", { windowMs: WINDOW, key: "bob" }),
+    );
+    await tickAndDrain(punctual);
+    const planned = await deliveries(punctual);
+    expect(planned.map((d) => d.state)).toEqual(Array(5).fill("pending"));
+    expect(planned.map((d) => d.digestKey).sort()).toEqual([
+      "alice",
+      "alice",
+      "alice",
+      "alice",
+      "bob",
+    ]);
+
+    // Due, but the window of the first (09:00) is still open: nothing goes out alone.
+    clock.set("2027-01-04T09:04:59.999Z");
+    await tickAndDrain(punctual);
+    expect(channel.sends).toHaveLength(0);
+
+    clock.set("2027-01-04T09:05:00Z");
+    await tickAndDrain(punctual);
+    expect(channel.sends).toHaveLength(1);
+    const first = channel.sends[0]!;
+    const digestId = first.delivery.digest!.id;
+    expect(digestId).toMatch(/^dg_[0-9a-f]{32}$/);
+    expect(first.delivery.deliveryKey).toBe(digestId);
+    expect(first.ctx.idempotencyKey).toBe(digestId);
+    expect(first.delivery.digest!.key).toBe("alice");
+    expect(
+      first.delivery.digest!.items.map((i) => [i.title, i.occurrenceAt.toISOString()]),
+    ).toEqual([
+      ["a1", "2027-01-04T09:00:00.000Z"],
+      ["a2", "2027-01-04T09:01:00.000Z"],
+      ["a3", "2027-01-04T09:04:59.000Z"],
+    ]);
+    expect(first.delivery.digest!.items.map((i) => i.payload)).toEqual([
+      { title: "a1" },
+      { title: "a2" },
+      { title: "a3" },
+    ]);
+    const rows = await deliveries(punctual);
+    const at = (iso: string) => rows.find((r) => r.occurrenceAt === iso)!;
+    for (const iso of ["09:00:00", "09:01:00", "09:04:59"]) {
+      expect(at(`2027-01-04T${iso}.000Z`)).toMatchObject({ state: "sent", digestId });
+    }
+    // a4 (09:05, outside the first window) waits in its own window; bob's opened at 09:02.
+    expect(at("2027-01-04T09:05:00.000Z").state).toBe("pending");
+    expect(at("2027-01-04T09:05:00.000Z").digestId).toBeUndefined();
+    expect(at("2027-01-04T09:02:00.000Z").state).toBe("pending");
+
+    clock.set("2027-01-04T09:07:00Z");
+    await tickAndDrain(punctual);
+    expect(channel.sends).toHaveLength(2);
+    expect(channel.sends[1]!.delivery.digest!.key).toBe("bob");
+    expect(channel.sends[1]!.delivery.digest!.items.map((i) => i.title)).toEqual(["b1"]);
+
+    clock.set("2027-01-04T09:10:00Z");
+    await tickAndDrain(punctual);
+    expect(channel.sends).toHaveLength(3);
+    expect(channel.sends[2]!.delivery.digest!.items.map((i) => i.title)).toEqual(["a4"]);
+    const ids = new Set(channel.sends.map((s) => s.ctx.idempotencyKey));
+    expect(ids.size).toBe(3);
+    const final = await deliveries(punctual);
+    expect(final.every((d) => d.state === "sent")).toBe(true);
+    // Each member in exactly one digest, and that digest is the message that carried it.
+    for (const d of final) {
+      const carrier = channel.sends.filter((s) =>
+        s.delivery.digest!.items.some((i) => i.deliveryId === d.id),
+      );
+      expect(carrier).toHaveLength(1);
+      expect(carrier[0]!.delivery.digest!.id).toBe(d.digestId);
+    }
+  });
+
+  it("DEL-19: maxItems due members send the digest before the window ends; the rest open the next", async () => {
+    t = await testPunctual({ start: "2027-01-04T08:00:00Z", scheduler: { retentionDays: 1 } });
+    const { punctual, channel, clock } = t;
+    const digest = { windowMs: WINDOW, key: "k", maxItems: 3 };
+    for (let i = 0; i < 5; i++) {
+      await punctual.createSchedule(oneOff(`2027-01-04T09:00:0${i}Z`, `m${i}`, digest));
+    }
+    clock.set("2027-01-04T09:00:01Z");
+    await tickAndDrain(punctual);
+    expect(channel.sends).toHaveLength(0);
+    clock.set("2027-01-04T09:00:02Z");
+    await tickAndDrain(punctual);
+    expect(channel.sends).toHaveLength(1);
+    expect(channel.sends[0]!.delivery.digest!.items.map((i) => i.title)).toEqual([
+      "m0",
+      "m1",
+      "m2",
+    ]);
+    // m3 opened the next window at 09:00:03: sent at 09:05:03 (it never reaches 3 items).
+    clock.set("2027-01-04T09:05:02Z");
+    await tickAndDrain(punctual);
+    expect(channel.sends).toHaveLength(1);
+    clock.set("2027-01-04T09:05:03Z");
+    await tickAndDrain(punctual);
+    expect(channel.sends).toHaveLength(2);
+    expect(channel.sends[1]!.delivery.digest!.items.map((i) => i.title)).toEqual(["m3", "m4"]);
+    // OPS-12: retention deletes the sent digests with their members.
+    const digests = async () =>
+      (await punctual.db.query<{ n: number }>("select count(*)::int as n from punctual_digests"))
+        .rows[0]!.n;
+    expect(await digests()).toBe(2);
+    clock.set("2027-01-05T09:06:00Z");
+    await tickAndDrain(punctual);
+    expect(await digests()).toBe(0);
+    expect(await deliveries(punctual)).toEqual([]);
+  });
+
+  it("DEL-19 / DEL-10 / DEL-9: a member cancelled or edited away before its digest is formed leaves it", async () => {
+    t = await testPunctual({ start: "2027-01-04T08:00:00Z" });
+    const { punctual, channel, clock } = t;
+    const digest = { windowMs: WINDOW, key: "k" };
+    const { schedule: a } = await punctual.createSchedule(
+      oneOff("2027-01-04T09:00:00Z", "stays", digest),
+    );
+    const { schedule: b } = await punctual.createSchedule(
+      oneOff("2027-01-04T09:01:00Z", "cancelled", digest),
+    );
+    const { schedule: c } = await punctual.createSchedule(
+      oneOff("2027-01-04T09:02:00Z", "moved", digest),
+    );
+    clock.set("2027-01-04T09:03:00Z");
+    await tickAndDrain(punctual);
+    await punctual.cancelSchedule(b.id);
+    // Moved to 10:00: no longer due inside this window.
+    await punctual.updateSchedule(
+      c.id,
+      { dtstart: "2027-01-04T10:00:00Z" },
+      { version: c.version },
+    );
+    clock.set("2027-01-04T09:05:00Z");
+    await tickAndDrain(punctual);
+    expect(channel.sends).toHaveLength(1);
+    expect(channel.sends[0]!.delivery.digest!.items.map((i) => i.title)).toEqual(["stays"]);
+    const rows = await deliveries(punctual);
+    expect(rows.find((r) => r.scheduleId === a.id)).toMatchObject({ state: "sent" });
+    expect(rows.find((r) => r.scheduleId === b.id)).toMatchObject({ state: "cancelled" });
+    expect(rows.find((r) => r.scheduleId === b.id)!.digestId).toBeUndefined();
+    const moved = rows.filter((r) => r.scheduleId === c.id);
+    expect(moved.map((r) => [r.state, r.dueAt])).toEqual([["pending", "2027-01-04T10:00:00.000Z"]]);
+  });
+
+  it("DEL-19 / REC-6: a member of a series waiting for its window is not skipped as stale: its grace counts from the window's end", async () => {
+    t = await testPunctual({ start: "2027-01-04T08:30:00Z" });
+    const { punctual, channel, clock } = t;
+    await punctual.createSchedule({
+      dtstart: "2027-01-04T09:00:00Z",
+      tzid: "UTC",
+      rrule: "FREQ=DAILY;COUNT=2",
+      misfire: "skip",
+      graceMs: 60_000,
+      title: "series",
+      reminders: [{ key: "r", channel: "test", digest: { windowMs: WINDOW, key: "k" } }],
+    });
+    await tickAndDrain(punctual);
+    // Past the 1-minute grace of its due time, inside its 5-minute window.
+    clock.set("2027-01-04T09:03:00Z");
+    await tickAndDrain(punctual);
+    expect((await deliveries(punctual))[0]!.state).toBe("pending");
+    clock.set("2027-01-04T09:05:00Z");
+    await tickAndDrain(punctual);
+    expect(channel.sends).toHaveLength(1);
+    expect((await deliveries(punctual))[0]!.state).toBe("sent");
+  });
+
+  it("DEL-19 / DEL-9: an edit that removes a reminder's digest sends its waiting deliveries alone; one that adds it makes them members", async () => {
+    t = await testPunctual({ start: "2027-01-04T08:30:00Z" });
+    const { punctual, channel, clock } = t;
+    const digest = { windowMs: WINDOW, key: "k" };
+    const { schedule: a } = await punctual.createSchedule(
+      oneOff("2027-01-04T09:00:00Z", "was member", digest),
+    );
+    const { schedule: b } = await punctual.createSchedule({
+      dtstart: "2027-01-04T09:01:00Z",
+      tzid: "UTC",
+      title: "now member",
+      reminders: [{ key: "r", channel: "test" }],
+    });
+    await tickAndDrain(punctual);
+    await punctual.updateSchedule(
+      a.id,
+      { reminders: [{ key: "r", channel: "test" }] },
+      { version: a.version },
+    );
+    await punctual.updateSchedule(
+      b.id,
+      { reminders: [{ key: "r", channel: "test", digest }] },
+      { version: b.version },
+    );
+    const rows = await deliveries(punctual);
+    expect(rows.find((r) => r.scheduleId === a.id)!.digestKey).toBeUndefined();
+    expect(rows.find((r) => r.scheduleId === b.id)!.digestKey).toBe("k");
+    clock.set("2027-01-04T09:01:00Z");
+    await tickAndDrain(punctual);
+    expect(channel.sends.map((x) => x.delivery.digest)).toEqual([undefined]);
+    expect(channel.sends[0]!.delivery.scheduleId).toBe(a.id);
+    clock.set("2027-01-04T09:06:00Z");
+    await tickAndDrain(punctual);
+    expect(channel.sends).toHaveLength(2);
+    expect(channel.sends[1]!.delivery.digest!.items.map((i) => i.title)).toEqual(["now member"]);
+  });
+
+  it("DEL-19 / DEL-4: a failed digest retries with the same id and the same items; its members share the outcome", async () => {
+    t = await testPunctual({ start: "2027-01-04T08:00:00Z", scheduler: { backoffBaseMs: 1_000 } });
+    const { punctual, channel, clock } = t;
+    const digest = { windowMs: 1_000, key: "k" };
+    await punctual.createSchedule(oneOff("2027-01-04T09:00:00Z", "x", digest));
+    await punctual.createSchedule(oneOff("2027-01-04T09:00:00.500Z", "y", digest));
+    channel.behaviour = (_d, _c, n) => {
+      if (n === 1) throw new TransientError("503 from the receiver");
+      return { messageId: null };
+    };
+    clock.set("2027-01-04T09:00:01Z");
+    await tickAndDrain(punctual);
+    expect(channel.sends).toHaveLength(1);
+    expect((await deliveries(punctual)).map((d) => d.state)).toEqual(["grouped", "grouped"]);
+    // A member that arrives now is not added to the digest being retried.
+    await punctual.createSchedule(oneOff("2027-01-04T09:00:00.900Z", "late", digest));
+    clock.set("2027-01-04T09:01:00Z");
+    await tickAndDrain(punctual);
+    await tickAndDrain(punctual);
+    // The retry and the next digest go out in the same pass, in either order.
+    expect(channel.sends).toHaveLength(3);
+    const first = channel.sends[0]!.ctx.idempotencyKey;
+    const retried = channel.sends.slice(1).filter((x) => x.ctx.idempotencyKey === first);
+    const next = channel.sends.slice(1).filter((x) => x.ctx.idempotencyKey !== first);
+    expect(retried.map((x) => x.delivery.digest!.items.map((i) => i.title))).toEqual([["x", "y"]]);
+    expect(next.map((x) => x.delivery.digest!.items.map((i) => i.title))).toEqual([["late"]]);
+    expect((await deliveries(punctual)).map((d) => d.state)).toEqual(["sent", "sent", "sent"]);
+  });
+
+  it("DEL-19 / DEL-6: a digest whose worker stopped between claim and settle is recovered: retried once with the same id (idempotent channel), never in a second digest", async () => {
+    t = await testPunctual({ start: "2027-01-04T08:00:00Z", scheduler: { leaseMs: 10_000 } });
+    const { punctual, channel, clock } = t;
+    const digest = { windowMs: 1_000, key: "k" };
+    await punctual.createSchedule(oneOff("2027-01-04T09:00:00Z", "x", digest));
+    await punctual.createSchedule(oneOff("2027-01-04T09:00:00.200Z", "y", digest));
+    // The first worker's send does not return: it is stalled after its claim, and when it
+    // comes back at last its settle is fenced out (the digest was recovered meanwhile).
+    const stalled = deferred<{ messageId: null }>();
+    channel.behaviour = () => stalled.promise;
+    clock.set("2027-01-04T09:00:01Z");
+    const firstTick = punctual.scheduler.tick();
+    await expect.poll(() => channel.sends.length).toBe(1);
+    const stuckId = channel.sends[0]!.ctx.idempotencyKey;
+    expect((await deliveries(punctual)).map((d) => d.state)).toEqual(["grouped", "grouped"]);
+
+    const survivor = await peer(t, { start: "2027-01-04T09:00:12Z" });
+    try {
+      await tickAndDrain(survivor.punctual); // recovers the expired lease: retry, same id
+      await tickAndDrain(survivor.punctual);
+      expect(survivor.channel.sends).toHaveLength(1);
+      expect(survivor.channel.sends[0]!.ctx.idempotencyKey).toBe(stuckId);
+      expect(survivor.channel.sends[0]!.delivery.digest!.items.map((i) => i.title)).toEqual([
+        "x",
+        "y",
+      ]);
+      // OPS-16: explain shows the digest the member was frozen into and sent in.
+      const [x] = await deliveries(survivor.punctual);
+      const { entry } = await survivor.punctual.explainDelivery(x!.id);
+      expect(entry).toMatchObject({ verdict: "sent", digestId: stuckId });
+      expect(entry.events.filter((e) => e.digestId === stuckId).map((e) => e.type)).toEqual([
+        "digested",
+        "sent",
+      ]);
+      expect(entry.events.find((e) => e.type === "digested")!.items).toBe(2);
+      const rows = await deliveries(survivor.punctual);
+      expect(rows.map((d) => [d.state, d.digestId])).toEqual([
+        ["sent", stuckId],
+        ["sent", stuckId],
+      ]);
+      stalled.resolve({ messageId: null });
+      await firstTick;
+      expect(t.logs.some((l) => /digest lease lost/.test(JSON.stringify(l)))).toBe(true);
+      expect((await deliveries(punctual)).map((d) => d.state)).toEqual(["sent", "sent"]);
+    } finally {
+      stalled.resolve({ messageId: null });
+      await survivor.close();
+    }
+  });
+
+  it("DEL-19 / DEL-6: on a channel that does not de-duplicate, a digest whose lease expired is in doubt with all its members", async () => {
+    t = await testPunctual({
+      start: "2027-01-04T08:00:00Z",
+      idempotent: false,
+      scheduler: { leaseMs: 10_000 },
+    });
+    const { punctual, channel, clock } = t;
+    const digest = { windowMs: 1_000, key: "k" };
+    await punctual.createSchedule(oneOff("2027-01-04T09:00:00Z", "x", digest));
+    await punctual.createSchedule(oneOff("2027-01-04T09:00:00.200Z", "y", digest));
+    const stalled = deferred<{ messageId: null }>();
+    channel.behaviour = () => stalled.promise;
+    clock.set("2027-01-04T09:00:01Z");
+    const firstTick = punctual.scheduler.tick();
+    await expect.poll(() => channel.sends.length).toBe(1);
+    // OPS-16: while its digest is being sent, a member is pending (in_digest), digest named.
+    const [grouped] = await deliveries(punctual);
+    const during = await punctual.explainDelivery(grouped!.id);
+    expect(during.entry).toMatchObject({ verdict: "pending", reason: "in_digest" });
+    expect(during.entry.digestId).toBe(channel.sends[0]!.ctx.idempotencyKey);
+    const survivor = await peer(t, { start: "2027-01-04T09:00:12Z", idempotent: false });
+    try {
+      await tickAndDrain(survivor.punctual);
+      await tickAndDrain(survivor.punctual);
+      expect(survivor.channel.sends).toHaveLength(0);
+      const rows = await deliveries(survivor.punctual);
+      expect(rows.map((d) => [d.state, d.reason, d.digestId])).toEqual([
+        ["in_doubt", "LEASE_EXPIRED", channel.sends[0]!.ctx.idempotencyKey],
+        ["in_doubt", "LEASE_EXPIRED", channel.sends[0]!.ctx.idempotencyKey],
+      ]);
+      stalled.resolve({ messageId: null });
+      await firstTick;
+      expect((await deliveries(punctual)).map((d) => d.state)).toEqual(["in_doubt", "in_doubt"]);
+      const after = await punctual.explainDelivery(grouped!.id);
+      expect(after.entry).toMatchObject({ verdict: "in_doubt", reason: "LEASE_EXPIRED" });
+      expect(after.entry.events.at(-1)).toMatchObject({
+        type: "in_doubt",
+        digestId: channel.sends[0]!.ctx.idempotencyKey,
+      });
+    } finally {
+      stalled.resolve({ messageId: null });
+      await survivor.close();
+    }
+  });
+});
