@@ -21,13 +21,16 @@ import {
   lockRecipientMemberships,
   missingRecipients,
   movableMemberRows,
+  movableScheduleRows,
   moveMemberDeliveries,
   putAudience,
   removeMembers,
   replanMembers,
+  type MemberDeliveryMove,
 } from "../store/deliveries/index.js";
 import { lockScheduleForEdit, remindersOf } from "../store/planning.js";
-import { floatingMoves } from "../scheduler/audience.js";
+import type { Channel } from "../channels/types.js";
+import { memberMoves } from "../scheduler/audience.js";
 import { scheduleById } from "../store/schedules.js";
 import { cursorPart, decodeCursor, encodeCursor, type CursorScope } from "./cursor.js";
 import { DEFAULT_TENANT, type AppContext, type CallContext } from "./context.js";
@@ -136,14 +139,24 @@ export interface AudienceEditReport {
   cancelled: number;
   /** Memberships planned again from now. */
   replanned: number;
+  /** Waiting deliveries moved in place (same key) to an instant already past (DEL-9, REC-6). */
+  moved: number;
 }
 
 /**
- * API-12 (DEL-9 rules): realigns a schedule for recipients after an edit, in the edit's
- * transaction. `recipients`, when given, replaces the list: new ones are planned from now
- * (never backfilled), removed ones have their waiting deliveries cancelled; every other
- * membership's future is planned again from now (never-tried rows due from now on are
- * cleared and written again by the planner as the schedule now is).
+ * API-12 (DEL-9 rules, REC-6): realigns a schedule for recipients after an edit, in the
+ * edit's transaction, as an ordinary schedule's edit realigns it. `recipients`, when given,
+ * replaces the list: new ones are planned from now (never backfilled), removed ones have
+ * their waiting deliveries cancelled. Every never-tried waiting row of the others is placed
+ * in the edited schedule ({@link memberMoves}: the occurrence that bears its key, in the
+ * recipient's zone or the schedule's): a row whose occurrence left the set is deleted; a
+ * row whose due time is now past, before or after the edit (a reminder 15 minutes before
+ * 09:00 made 30 minutes before at 08:40), keeps its key and moves there in place, so the
+ * misfire policy sends it late or records it skipped `stale` — never lost because the
+ * planner, which plans from now, would not write it again; the other rows due from now on
+ * are cleared and every membership planned again from now (the planner writes them as the
+ * schedule now is, same key where the occurrence stayed). Rows claimed, tried, triggered
+ * or finished are untouched.
  * @throws ValidationError for unknown ids.
  */
 export async function editAudience(
@@ -155,9 +168,17 @@ export async function editAudience(
     scheduleId: string;
     recipients: string[] | undefined;
     floating: boolean;
+    /** The channels by name, for the lost-lease policy of a moved row (DEL-6). */
+    channels: ReadonlyMap<string, Channel>;
   },
 ): Promise<AudienceEditReport> {
-  const report: AudienceEditReport = { added: 0, removed: 0, cancelled: 0, replanned: 0 };
+  const report: AudienceEditReport = {
+    added: 0,
+    removed: 0,
+    cancelled: 0,
+    replanned: 0,
+    moved: 0,
+  };
   await putAudience(tx, { scheduleId: p.scheduleId, floating: p.floating });
   if (p.recipients !== undefined) {
     const issues = await unknownIssues(tx, p.tenant, p.recipients, "recipients");
@@ -177,11 +198,37 @@ export async function editAudience(
       plannedUntil: p.dbNow,
     });
   }
+  // DEL-9 / REC-6: the rows the planner, planning from now, would not write again.
+  const movable = await movableScheduleRows(tx, { scheduleId: p.scheduleId });
+  const keep: number[] = [];
+  const clear: number[] = [];
+  if (movable.length > 0) {
+    const nowMs = p.dbNow.getTime();
+    const reminders = await remindersOf(tx, { scheduleIds: [p.scheduleId] });
+    const placed = new Map(
+      (await memberMoves(movable, reminders, p.channels)).map((m) => [m.id, m]),
+    );
+    const moves: MemberDeliveryMove[] = [];
+    for (const row of movable) {
+      const move = placed.get(row.id);
+      const past = row.due_at.getTime() < nowMs;
+      if (!move) {
+        // Left the set: a row due from now on is cleared with the rest below.
+        if (past) clear.push(row.id);
+      } else if (past || move.dueAt.getTime() < nowMs) {
+        moves.push(move);
+        keep.push(row.id);
+      }
+    }
+    report.moved = await moveMemberDeliveries(tx, { now: p.now, moves });
+  }
   const replanned = await replanMembers(tx, {
     now: p.now,
     tenant: p.tenant,
     recipientIds: null,
     scheduleId: p.scheduleId,
+    keep,
+    clear,
   });
   report.replanned = replanned.replanned;
   return report;
@@ -282,7 +329,7 @@ export async function putScheduleRecipients(
  * API-12 (DEL-9 rules, REC-6): a recipient's zone or quiet hours changed: its future
  * deliveries on every schedule are realigned, in the writing transaction. On a floating
  * schedule each never-tried waiting row due from now on keeps its key and moves to its
- * occurrence's instant in the new zone ({@link floatingMoves}), even one already past (a
+ * occurrence's instant in the new zone ({@link memberMoves}), even one already past (a
  * move east at 08:00 in New York puts today's 09:00 in Tokyo 13 hours back): the misfire
  * policy then sends it late or records it skipped `stale`, so no day is lost silently, and a
  * move west (the instant later) stays one delivery. The rest of those rows — on other
@@ -309,7 +356,7 @@ export async function realignRecipients(
     const reminders = await remindersOf(tx, {
       scheduleIds: [...new Set(movable.map((r) => r.schedule_id))],
     });
-    const moves = await floatingMoves(movable, reminders);
+    const moves = await memberMoves(movable, reminders);
     await moveMemberDeliveries(tx, { now: p.now, moves });
     keep = moves.map((m) => m.id);
   }

@@ -93,7 +93,7 @@ import { audienceOf, floatingOf } from "../store/deliveries/index.js";
 
 /** API-12: an audience edit as the edit's realign report (cancelled rows count as deleted). */
 function audienceRealigned(r: AudienceEditReport): RealignReport {
-  return { deleted: r.cancelled, moved: 0, created: 0 };
+  return { deleted: r.cancelled, moved: r.moved, created: 0 };
 }
 
 export { definitionHash } from "../definition/index.js";
@@ -643,6 +643,7 @@ export async function updateSchedule(
             scheduleId: id,
             recipients: "recipients" in sent ? value.recipients : undefined,
             floating: value.floating ?? audience.floating,
+            channels: planDeps(app).channels,
           }),
         )
       : await realignSchedule(tx, updated!, planDeps(app));

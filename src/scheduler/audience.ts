@@ -241,34 +241,40 @@ function firstAtOrAfter(occurrences: readonly Occurrence[], ms: number): number 
 }
 
 /**
- * API-12 / DEL-9 / REC-6: where the waiting rows of floating schedules go when their
- * recipients' zones changed (rows of {@link MovableMemberRow}, the recipients' zones and
- * quiet windows as they are now). A floating row's key names its occurrence's local
- * date-time (RFC 5545 §3.3.5 floating time, {@link floatingDeliveryKey}), not its zone, so
- * the row is the occurrence in the new zone that bears its key; that occurrence lies within
- * {@link ZONE_SPREAD_MS} of the old instant, and the rule is expanded once per (schedule,
- * zone) over the rows' span. The move carries the new occurrence instant, the reminder's
- * due time from it (its offset read in the new zone) and the deferral of the reminder's and
- * the recipient's quiet hours (DEL-15; none for a critical reminder, which records the
- * bypass) — what planning in the new zone writes — even when that instant is already past:
- * such a row is then judged by the misfire policy, never dropped silently.
+ * API-12 / DEL-9 / REC-6: where waiting rows of schedules for recipients go in the schedule
+ * and the recipients' zones and quiet windows as they are now (rows of
+ * {@link MovableMemberRow}): after a recipient's zone change (floating schedules) or an
+ * edit of the schedule (reminder offsets, rule, RDATE/EXDATE, `endsAt`, DST policy). A
+ * row's key names its occurrence ({@link memberDeliveryKey}): a floating row's the local
+ * date-time (RFC 5545 §3.3.5 floating time, {@link floatingDeliveryKey}), not its zone,
+ * any other's the instant; so the row is the occurrence of the rule as it is now, in the
+ * recipient's zone (floating) or the schedule's, that bears its key. That occurrence lies
+ * within {@link ZONE_SPREAD_MS} of the old instant, and the rule is expanded once per
+ * (schedule, zone) over the rows' span. The move carries the occurrence instant, the
+ * reminder's due time from it (its offset as it is now, read in that zone) and the deferral
+ * of the reminder's and the recipient's quiet hours (DEL-15; none for a critical reminder,
+ * which records the bypass) — what planning writes — even when that instant is already
+ * past: such a row is then judged by the misfire policy, never dropped silently.
  *
- * A row no occurrence in the new zone bears (a local time the new zone skips under the
- * `skip` gap policy or renames under `shift`, an instant past the rule's UNTIL or
- * `endsAt`, a rule that does not parse in the zone) gets no move: the caller clears it
- * like any row no longer in the set (DEL-9), and the planner writes what the new zone has.
- * Pure apart from giving the event loop a turn every {@link SLICE_MS} of work (OPS-12).
+ * A row no occurrence bears (a local time the new zone skips under the `skip` gap policy
+ * or renames under `shift`, an occurrence the edit removed, an instant past the rule's
+ * UNTIL or `endsAt`, a reminder that no longer exists, a rule that does not parse in the
+ * zone) gets no move: the caller clears it like any row no longer in the set (DEL-9), and
+ * the planner writes what the schedule now has. Pure apart from giving the event loop a
+ * turn every {@link SLICE_MS} of work (OPS-12).
  * @param reminders the reminders of the rows' schedules.
+ * @param channels when given, each move carries its reminder's lost-lease policy (DEL-6).
  * @returns one move per row placed, in the rows' order.
  */
-export async function floatingMoves(
+export async function memberMoves(
   rows: readonly MovableMemberRow[],
   reminders: readonly PlanReminderRow[],
+  channels?: PlanDeps["channels"],
 ): Promise<MemberDeliveryMove[]> {
   const reminderOf = new Map(reminders.map((r) => [`${r.schedule_id}\u0000${r.key}`, r]));
   const groups = new Map<string, MovableMemberRow[]>();
   for (const row of rows) {
-    const key = `${row.schedule_id}\u0000${row.recipient_tzid}`;
+    const key = `${row.schedule_id}\u0000${row.floating ? row.recipient_tzid : row.tzid}`;
     let group = groups.get(key);
     if (!group) groups.set(key, (group = []));
     group.push(row);
@@ -277,7 +283,7 @@ export async function floatingMoves(
   let sliceStart = performance.now();
   for (const group of groups.values()) {
     const first = group[0]!;
-    const zone = first.recipient_tzid;
+    const zone = first.floating ? first.recipient_tzid : first.tzid;
     const rule = parseRule(ruleInputOfRow({ ...first, tzid: zone }));
     if (!rule.ok) continue;
     const { recurrence } = rule;
@@ -303,7 +309,18 @@ export async function floatingMoves(
       for (let i = firstAtOrAfter(occurrences, at - ZONE_SPREAD_MS); i < occurrences.length; i++) {
         const o = occurrences[i]!;
         if (o.instant > at + ZONE_SPREAD_MS) break;
-        const key = floatingDeliveryKey(row.schedule_id, reminder.key, o.local, row.recipient_id);
+        // A zoned row's key names its instant: only that occurrence can bear it.
+        if (!row.floating && o.instant !== at) continue;
+        const key = memberDeliveryKey(
+          row.schedule_id,
+          row.floating,
+          {
+            reminderKey: reminder.key,
+            occurrenceAt: new Date(o.instant),
+            occurrenceLocal: o.local,
+          },
+          row.recipient_id,
+        );
         if (key !== row.delivery_key) continue;
         const due = applyOffset(o, reminder.offset_duration, recurrence.tzid, recurrence.dst);
         const { deferredUntil, bypassed } = recipientDeferral(reminder, quietOf(row), due);
@@ -313,6 +330,7 @@ export async function floatingMoves(
           dueAt: new Date(due),
           deferredUntil,
           bypassed,
+          onLostLease: channels ? lostLeasePolicy(reminder, channels.get(reminder.channel)) : null,
         });
         break;
       }

@@ -703,3 +703,103 @@ describe("API-12: changes realign", () => {
     );
   });
 });
+
+describe("DEL-9: an edit of a schedule for recipients realigns as any schedule's edit does", () => {
+  /**
+   * One ordinary schedule and two for the recipient "ann" in Berlin (zoned, floating), each
+   * 09:00 daily three times with a reminder 15 minutes before, planned at once; at `editAt`
+   * each gets the same edit `patch`. @returns per kind, each row after a tick, by due time:
+   * whether it kept the key its day's row had before, its due time, state, reason and late
+   * flag.
+   */
+  async function editedSeries(editAt: string, patch: Record<string, unknown>) {
+    t = await testPunctual({ start: "2027-01-03T12:00:00Z", scheduler: { planAheadMs: 3 * DAY } });
+    const { punctual, clock } = t;
+    await punctual.putRecipient("ann", { tzid: "Europe/Berlin", targets: { test: {} } });
+    const series = {
+      dtstart: "2027-01-04T09:00:00",
+      rrule: "FREQ=DAILY;COUNT=3",
+      reminders: [{ key: "r", offset: "-PT15M", channel: "test" }],
+    };
+    const kinds = {
+      ordinary: { ...series, tzid: "Europe/Berlin" },
+      zoned: { ...series, tzid: "Europe/Berlin", recipients: ["ann"] },
+      floating: { ...series, floating: true, recipients: ["ann"] },
+    };
+    const ids = new Map<string, string>();
+    for (const [kind, body] of Object.entries(kinds)) {
+      ids.set(kind, (await punctual.createSchedule(body)).schedule.id);
+    }
+    const rowsOf = async (id: string) =>
+      (await deliveries(punctual))
+        .filter((d) => d.scheduleId === id)
+        .sort((a, b) => a.dueAt.localeCompare(b.dueAt));
+    await tickAndDrain(punctual);
+    const before = new Map<string, string[]>();
+    for (const [kind, id] of ids)
+      before.set(
+        kind,
+        (await rowsOf(id)).map((d) => d.deliveryKey),
+      );
+    // Every kind planned 08:45 in Berlin (07:45Z) for each of the three days.
+    expect([...before.values()].map((keys) => keys.length)).toEqual([3, 3, 3]);
+    clock.set(editAt);
+    for (const id of ids.values()) await punctual.updateSchedule(id, patch);
+    await tickAndDrain(punctual);
+    const after: Record<string, unknown[]> = {};
+    for (const [kind, id] of ids) {
+      after[kind] = (await rowsOf(id)).map((d) => [
+        before.get(kind)!.includes(d.deliveryKey),
+        d.dueAt,
+        d.state,
+        d.reason,
+        d.late,
+      ]);
+    }
+    return after;
+  }
+
+  it("DEL-9, REC-6: at 08:40 the reminder moved from 08:45 to 08:30 keeps its key and is sent late, as an ordinary schedule's is; the day no longer in the series goes", async () => {
+    const expected = [
+      [true, "2027-01-04T07:30:00.000Z", "sent", null, true],
+      [true, "2027-01-05T07:30:00.000Z", "pending", null, false],
+    ];
+    const edit = {
+      rrule: "FREQ=DAILY;COUNT=2",
+      reminders: [{ key: "r", offset: "-PT30M", channel: "test" }],
+    };
+    expect(await editedSeries("2027-01-04T07:40:00Z", edit)).toEqual({
+      ordinary: expected,
+      zoned: expected,
+      floating: expected,
+    });
+    expect(t!.channel.sends).toHaveLength(3);
+  });
+
+  it("DEL-9, REC-6: at 08:40 the reminder moved from 08:45 to 08:00, past the grace: it keeps its key and is recorded skipped `stale`, never vanished", async () => {
+    const { zoned, floating } = await editedSeries("2027-01-04T07:40:00Z", {
+      rrule: "FREQ=DAILY;COUNT=2",
+      reminders: [{ key: "r", offset: "-PT1H", channel: "test" }],
+    });
+    const expected = [
+      [true, "2027-01-04T07:00:00.000Z", "skipped", "stale", false],
+      [true, "2027-01-05T07:00:00.000Z", "pending", null, false],
+    ];
+    expect({ zoned, floating }).toEqual({ zoned: expected, floating: expected });
+    expect(t!.channel.sends).toHaveLength(0);
+  });
+
+  it("DEL-9: at 08:50, the 08:45 reminder not yet sent, an edit that starts the series a day later deletes today's row, as an ordinary schedule's edit does; the other days keep their keys", async () => {
+    const expected = [
+      [true, "2027-01-05T07:45:00.000Z", "pending", null, false],
+      [true, "2027-01-06T07:45:00.000Z", "pending", null, false],
+    ];
+    expect(
+      await editedSeries("2027-01-04T07:50:00Z", {
+        dtstart: "2027-01-05T09:00:00",
+        rrule: "FREQ=DAILY;COUNT=2",
+      }),
+    ).toEqual({ ordinary: expected, zoned: expected, floating: expected });
+    expect(t!.channel.sends).toHaveLength(0);
+  });
+});

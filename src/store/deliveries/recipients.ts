@@ -169,9 +169,12 @@ export const FORGET_RECIPIENT_COLUMNS = REMOVE_MEMBERS_COLUMNS;
  * tried keep their history and their retry. Rows moved in place before, in the same
  * transaction ({@link MOVE_MEMBER_DELIVERIES_SQL}: a floating occurrence kept under its key
  * at its instant in the new zone), are kept (`$5`). Each membership's watermark goes back
- * to now (one never planned stays so). $1 now, $2 tenant, $3 recipient ids text[] or NULL
- * (all), $4 schedule id or NULL (all of the tenant's), $5 ids of rows to keep bigint[].
- * Returns `replanned` (memberships) and `cleared` (deliveries deleted).
+ * to now (one never planned stays so). Rows `$6` (never tried, waiting, of those
+ * memberships) are deleted whatever their due time: an edit's rows already due whose
+ * occurrence left the schedule (DEL-9). $1 now, $2 tenant, $3 recipient ids text[] or NULL
+ * (all), $4 schedule id or NULL (all of the tenant's), $5 ids of rows to keep bigint[], $6
+ * ids of rows to clear bigint[]. Returns `replanned` (memberships) and `cleared`
+ * (deliveries deleted).
  */
 export const REPLAN_MEMBERS_SQL = `
 with m as (
@@ -186,7 +189,8 @@ cleared as (
   delete from punctual_deliveries d
   using m
   where d.recipient_id = m.recipient_id and d.schedule_id = m.schedule_id
-    and d.state in ('pending', 'retry', 'paused') and d.attempt = 0 and d.due_at >= ${NOW}
+    and d.state in ('pending', 'retry', 'paused') and d.attempt = 0
+    and (d.due_at >= ${NOW} or d.id = any($6::bigint[]))
     and not exists (select 1 from punctual_triggers t where t.delivery_id = d.id)
     and not (d.id = any($5::bigint[]))
   returning d.id
@@ -220,6 +224,12 @@ select count(*) as locked from locked`;
 /** Result columns of {@link LOCK_RECIPIENT_MEMBERSHIPS_SQL}. */
 export const LOCK_RECIPIENT_MEMBERSHIPS_COLUMNS = columnsOf<{ locked: number }>()(["locked"]);
 
+/** The columns of a row {@link MOVABLE_MEMBER_ROWS_SQL} and {@link MOVABLE_SCHEDULE_ROWS_SQL} read. */
+const MOVABLE_COLUMNS_SQL = `d.id, d.schedule_id, d.recipient_id, d.reminder_key, d.delivery_key,
+       d.occurrence_at, d.due_at, a.floating, s.tzid, s.dtstart, s.rrule, s.rdate, s.exdate,
+       s.ends_at, s.dst_gap, s.dst_overlap, r.tzid as recipient_tzid,
+       r.preferences -> 'quietHours' as recipient_quiet_hours`;
+
 /**
  * API-12 / DEL-9 / REC-6: the waiting rows a zone change moves rather than clears — the
  * never-tried, untriggered rows due from now on of recipients `$3` of tenant `$2` on
@@ -231,9 +241,7 @@ export const LOCK_RECIPIENT_MEMBERSHIPS_COLUMNS = columnsOf<{ locked: number }>(
  * recipient, occurrence.
  */
 export const MOVABLE_MEMBER_ROWS_SQL = `
-select d.id, d.schedule_id, d.recipient_id, d.reminder_key, d.delivery_key, d.occurrence_at,
-       s.dtstart, s.rrule, s.rdate, s.exdate, s.ends_at, s.dst_gap, s.dst_overlap,
-       r.tzid as recipient_tzid, r.preferences -> 'quietHours' as recipient_quiet_hours
+select ${MOVABLE_COLUMNS_SQL}
 from punctual_schedule_recipients m
 join punctual_schedule_audiences a on a.schedule_id = m.schedule_id and a.floating
 join punctual_schedules s on s.id = m.schedule_id
@@ -245,7 +253,27 @@ where m.tenant = $2 and m.recipient_id = any($3::text[])
 order by d.schedule_id, d.recipient_id, d.occurrence_at, d.id
 for update of d`;
 
-/** One row of {@link MOVABLE_MEMBER_ROWS_SQL}. */
+/**
+ * DEL-9 / REC-6 (API-12): the waiting rows of a schedule for recipients that its edit
+ * realigns — never tried, untriggered, of its current recipients, whatever their due time
+ * — locked, each with what its placement in the edited schedule needs: its key, occurrence
+ * and due time, the schedule's rule as edited, whether it is floating, and the recipient's
+ * zone and quiet window. Claimed, tried and finished rows are not read, so never moved.
+ * $1 schedule id. Ordered by recipient, occurrence.
+ */
+export const MOVABLE_SCHEDULE_ROWS_SQL = `
+select ${MOVABLE_COLUMNS_SQL}
+from punctual_deliveries d
+join punctual_schedules s on s.id = d.schedule_id
+join punctual_schedule_audiences a on a.schedule_id = s.id
+join punctual_schedule_recipients m on m.schedule_id = s.id and m.recipient_id = d.recipient_id
+join punctual_recipients r on r.tenant = m.tenant and r.id = m.recipient_id
+where d.schedule_id = $1 and d.state in ('pending', 'retry', 'paused') and d.attempt = 0
+  and not exists (select 1 from punctual_triggers t where t.delivery_id = d.id)
+order by d.recipient_id, d.occurrence_at, d.id
+for update of d`;
+
+/** One row of {@link MOVABLE_MEMBER_ROWS_SQL} and {@link MOVABLE_SCHEDULE_ROWS_SQL}. */
 export interface MovableMemberRow {
   id: number;
   schedule_id: string;
@@ -253,6 +281,12 @@ export interface MovableMemberRow {
   reminder_key: string;
   delivery_key: string;
   occurrence_at: Date;
+  /** The row's due time as it was planned. */
+  due_at: Date;
+  /** The schedule is read in each recipient's zone (the key names the local date-time). */
+  floating: boolean;
+  /** The schedule's own zone (not read when floating). */
+  tzid: string;
   dtstart: string;
   rrule: string | null;
   rdate: string[];
@@ -274,6 +308,9 @@ export const MOVABLE_MEMBER_ROWS_COLUMNS = columnsOf<MovableMemberRow>()([
   "reminder_key",
   "delivery_key",
   "occurrence_at",
+  "due_at",
+  "floating",
+  "tzid",
   "dtstart",
   "rrule",
   "rdate",
@@ -285,22 +322,27 @@ export const MOVABLE_MEMBER_ROWS_COLUMNS = columnsOf<MovableMemberRow>()([
   "recipient_quiet_hours",
 ]);
 
+/** Result columns of {@link MOVABLE_SCHEDULE_ROWS_SQL}. */
+export const MOVABLE_SCHEDULE_ROWS_COLUMNS = MOVABLE_MEMBER_ROWS_COLUMNS;
+
 /**
  * API-12 / DEL-9 / REC-6: moves waiting rows of recipients in place — same id, same
  * delivery key — to the occurrence, due time and quiet-hours deferral (DEL-15) they have
  * now (a recipient's new zone): `run_at` is the new due time or deferral even when it is
  * already past, and `stale_at` is counted from it, so a row moved into the past is judged
  * by the schedule's misfire policy (sent late, or skipped `stale` and recorded), never
- * dropped. Only never-tried waiting rows move; a row claimed meanwhile is left alone.
+ * dropped. The row takes its reminder's channel, attempt budget and limiter as they are
+ * now (an edit may have changed them with the offset), and the lost-lease policy given
+ * (NULL: kept). Only never-tried waiting rows move; a row claimed meanwhile is left alone.
  * $1 now, then per row: $2 ids bigint[], $3 occurrence instants timestamptz[], $4 due
  * instants timestamptz[], $5 deferrals timestamptz[] (NULL: none), $6 bypassed text[]
- * (NULL: nothing). Returns `moved`.
+ * (NULL: nothing), $7 lost-lease policies text[] (NULL: kept). Returns `moved`.
  */
 export const MOVE_MEMBER_DELIVERIES_SQL = `
 with u as (
   select * from unnest($2::bigint[], $3::timestamptz[], $4::timestamptz[], $5::timestamptz[],
-                       $6::text[])
-    as u(id, occurrence_at, due_at, deferred_until, bypassed)
+                       $6::text[], $7::text[])
+    as u(id, occurrence_at, due_at, deferred_until, bypassed, on_lost_lease)
 ),
 moved as (
   update punctual_deliveries d
@@ -310,9 +352,13 @@ moved as (
       deferred_reason = case when u.deferred_until is not null then 'QUIET_HOURS' end,
       bypassed = u.bypassed,
       stale_at = ${staleAtSql("s", "coalesce(u.deferred_until, u.due_at)")},
+      channel = r.channel, max_attempts = r.max_attempts,
+      limiter = s.tenant || '/' || coalesce(r.rate_limit_key, r.channel),
+      on_lost_lease = coalesce(u.on_lost_lease, d.on_lost_lease),
       updated_at = ${NOW}
-  from u, punctual_schedules s
+  from u, punctual_schedules s, punctual_reminders r
   where d.id = u.id and s.id = d.schedule_id
+    and r.schedule_id = d.schedule_id and r.key = d.reminder_key
     and d.state in ('pending', 'retry', 'paused') and d.attempt = 0
   returning d.id
 )
@@ -330,6 +376,8 @@ export interface MemberDeliveryMove {
   deferredUntil: Date | null;
   /** API-13: what a critical reminder went past (`QUIET_HOURS`); null: nothing. */
   bypassed: string | null;
+  /** DEL-6: the reminder's lost-lease policy as it is now; null or absent: kept. */
+  onLostLease?: "retry" | "in_doubt" | null;
 }
 
 /** A membership the per-recipient planner reads: its schedule, its recipient's zone. */
@@ -913,6 +961,8 @@ export async function replanMembers(
     scheduleId: string | null;
     /** Rows moved in place ({@link moveMemberDeliveries}): kept. */
     keep?: readonly number[];
+    /** Never-tried waiting rows deleted whatever their due time (DEL-9: left the set). */
+    clear?: readonly number[];
   },
 ): Promise<ReplannedRow> {
   const row = await firstRow<ReplannedRow>(tx, REPLAN_MEMBERS_SQL, [
@@ -921,6 +971,7 @@ export async function replanMembers(
     p.recipientIds,
     p.scheduleId,
     p.keep ?? [],
+    p.clear ?? [],
   ]);
   return { replanned: Number(row?.replanned ?? 0), cleared: Number(row?.cleared ?? 0) };
 }
@@ -1046,6 +1097,14 @@ export async function lockRecipientMemberships(
   return Number(row?.locked ?? 0);
 }
 
+/** DEL-9 / API-12: runs {@link MOVABLE_SCHEDULE_ROWS_SQL}. */
+export function movableScheduleRows(
+  tx: Queryable,
+  p: { scheduleId: string },
+): Promise<MovableMemberRow[]> {
+  return rows<MovableMemberRow>(tx, MOVABLE_SCHEDULE_ROWS_SQL, [p.scheduleId]);
+}
+
 /** API-12 / DEL-9: runs {@link MOVABLE_MEMBER_ROWS_SQL}. */
 export function movableMemberRows(
   tx: Queryable,
@@ -1070,6 +1129,7 @@ export async function moveMemberDeliveries(
     p.moves.map((m) => m.dueAt),
     p.moves.map((m) => m.deferredUntil),
     p.moves.map((m) => m.bypassed),
+    p.moves.map((m) => m.onLostLease ?? null),
   ]);
   return Number(row?.moved ?? 0);
 }
