@@ -7,7 +7,6 @@
  */
 import { isUtf8 } from "node:buffer";
 import type { MiddlewareHandler } from "hono";
-import { HTTPException } from "hono/http-exception";
 import { ValidationError } from "../errors/index.js";
 
 /** Content types whose bodies are text in UTF-8: JSON, `+json` and NDJSON. */
@@ -97,12 +96,10 @@ export function nonFiniteNumberPath(value: unknown): string | null {
 /**
  * API-7: refuses with 400 a JSON (or NDJSON) body that is not well-formed UTF-8
  * (`body: is not valid UTF-8 at byte N`), and a JSON body holding a number too large to
- * represent (`payload: … overflows`), naming the field; nothing is read further. A
- * non-empty JSON body that does not parse is a 400 `INVALID_JSON` here, for every route
- * alike (a route that reads its body itself would otherwise see the parser's error as a
- * 500); an empty one is left to the route (its "body required"). The parsed body is
- * handed on, so the route does not parse it again.
- * @throws ValidationError as above; HTTPException 400 for a body that is not JSON.
+ * represent (`payload: … overflows`), naming the field; nothing is read further. A body
+ * that does not parse is left to the route (its own 400). The parsed body is handed on,
+ * so the route does not parse it again.
+ * @throws ValidationError as above.
  */
 export const jsonBodyGuard: MiddlewareHandler = async (c, next) => {
   const type = c.req.header("content-type");
@@ -118,12 +115,10 @@ export const jsonBodyGuard: MiddlewareHandler = async (c, next) => {
   }
   if (/x-ndjson/i.test(type)) return next();
   let parsed: unknown;
-  const text = new TextDecoder().decode(bytes);
-  if (text.trim() === "") return next();
   try {
-    parsed = JSON.parse(text);
-  } catch (cause) {
-    throw new HTTPException(400, { message: "Malformed JSON in request body", cause });
+    parsed = JSON.parse(new TextDecoder().decode(bytes));
+  } catch {
+    return next();
   }
   const field = nonFiniteNumberPath(parsed);
   if (field !== null) {

@@ -23,6 +23,7 @@ import {
 import { tenantOf } from "./auth.js";
 import { errorBody } from "./errors.js";
 import { common, error, json, secured } from "./routes.js";
+import { HTTPException } from "hono/http-exception";
 
 /** Path of the bulk upsert route. */
 export const RECIPIENTS_BULK_PATH = "/v1/recipients:bulk";
@@ -345,7 +346,7 @@ export function registerRecipientRoutes(app: OpenAPIHono, punctual: Punctual): v
     }
     // NDJSON stays text (the service reads it line by line); JSON is parsed here.
     const body: unknown =
-      mediaType === "application/x-ndjson" ? await c.req.text() : await c.req.json();
+      mediaType === "application/x-ndjson" ? await c.req.text() : await jsonBodyOf(c.req);
     return c.json(await punctual.bulkUpsertRecipients(body, tenantOf(c)), 200);
   });
 }
@@ -356,3 +357,16 @@ const viewMatches: Same<z.output<typeof recipientViewSchema>, RecipientView> = t
 const bulkMatches: Same<z.output<typeof bulkSummarySchema>, BulkRecipientsSummary> = true;
 void viewMatches;
 void bulkMatches;
+
+/**
+ * The request's JSON body. A body that does not parse is a 400 `INVALID_JSON` naming the
+ * parser's position (API-7), not the parser's own error, which the API would answer 500.
+ * @throws HTTPException 400 for a body that is not JSON.
+ */
+async function jsonBodyOf(req: { json(): Promise<unknown> }): Promise<unknown> {
+  try {
+    return await req.json();
+  } catch (cause) {
+    throw new HTTPException(400, { message: "Malformed JSON in request body", cause });
+  }
+}
