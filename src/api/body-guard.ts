@@ -8,6 +8,7 @@
 import { isUtf8 } from "node:buffer";
 import type { MiddlewareHandler } from "hono";
 import { ValidationError } from "../errors/index.js";
+import { errorBody } from "./errors.js";
 
 /** Content types whose bodies are text in UTF-8: JSON, `+json` and NDJSON. */
 const JSON_TYPE = /^application\/(?:[\w.+-]+\+)?(?:json|x-ndjson)\s*(?:;|$)/i;
@@ -92,6 +93,32 @@ export function nonFiniteNumberPath(value: unknown): string | null {
   }
   return null;
 }
+
+/**
+ * API-7: a request body sent with a content coding (RFC 9110 §8.4: `Content-Encoding:
+ * gzip`, `br`, `deflate`…) is refused with 415 `UNSUPPORTED_MEDIA_TYPE` naming the coding,
+ * and the reply carries `Accept-Encoding: identity` (RFC 9110 §12.5.3: what the server
+ * accepts). The API reads bodies as sent; without this guard a compressed JSON body would
+ * be read as bytes and refused as invalid UTF-8 or JSON, which hides the real cause.
+ * `identity` (or no header) passes, and so does any GET or HEAD (no body to read).
+ */
+export const contentEncodingGuard: MiddlewareHandler = async (c, next) => {
+  const coding = c.req.header("content-encoding");
+  if (coding === undefined || c.req.method === "GET" || c.req.method === "HEAD") return next();
+  const codings = coding
+    .split(",")
+    .map((part) => part.trim().toLowerCase())
+    .filter((part) => part !== "" && part !== "identity");
+  if (codings.length === 0) return next();
+  c.header("Accept-Encoding", "identity");
+  return c.json(
+    errorBody(
+      "UNSUPPORTED_MEDIA_TYPE",
+      `Content-Encoding ${codings.join(", ")} is not supported; send the body uncompressed (Content-Encoding: identity or none).`,
+    ),
+    415,
+  );
+};
 
 /**
  * API-7: refuses with 400 a JSON (or NDJSON) body that is not well-formed UTF-8

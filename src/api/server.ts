@@ -25,7 +25,7 @@ import { importCalendar, type ImportOptions, type ImportSummary } from "../app/i
 import { summaryFields } from "../app/calendar-task.js";
 import { readinessBody } from "../app/health.js";
 import { slicedJson } from "./sliced-json.js";
-import { jsonBodyGuard } from "./body-guard.js";
+import { contentEncodingGuard, jsonBodyGuard } from "./body-guard.js";
 import type { Punctual } from "../app/punctual.js";
 import { VERSION } from "../app/punctual.js";
 import { NotFoundError, ValidationError, type FieldIssue } from "../errors/index.js";
@@ -488,6 +488,7 @@ export function createApi(punctual: Punctual, options: ApiOptions = {}): Punctua
   });
   // API-14: an unsubscribe link's signed token is its credential; it needs no API key.
   app.use("/v1/*", (c, next) => (UNSUBSCRIBE_PATH.test(c.req.path) ? next() : auth(c, next)));
+  app.use("/v1/*", contentEncodingGuard);
   app.use("/v1/*", jsonBodyGuard);
   app.use("/metrics", auth);
   // OPS-13: without a key, /metrics answers only a peer on this machine (socket address).

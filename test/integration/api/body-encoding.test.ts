@@ -3,6 +3,7 @@
  * that overflow, over HTTP through `app.request()` on the test engine (PGlite or
  * PostgreSQL, PUNCTUAL_TEST_ENGINE). Each refusal stores nothing.
  */
+import { gzipSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createApi, type PunctualApi } from "../../../src/api/server.js";
 import type { ErrorBody } from "../../../src/contracts/index.js";
@@ -42,6 +43,31 @@ async function stored(): Promise<number> {
 }
 
 describe("request body encoding (API-7)", () => {
+  it("API-7: a body sent gzip-compressed is 415 naming the coding, with Accept-Encoding: identity; nothing is stored", async () => {
+    const before = await stored();
+    const json = JSON.stringify({ ...base, title: "compressed" });
+    for (const coding of ["gzip", "br", "identity, gzip"]) {
+      const res = await app.request("/v1/schedules", {
+        method: "POST",
+        headers: { "content-type": "application/json", "content-encoding": coding },
+        body: new Uint8Array(gzipSync(json)),
+      });
+      expect(res.status).toBe(415);
+      expect(res.headers.get("accept-encoding")).toBe("identity");
+      const body = (await res.json()) as ErrorBody;
+      expect(body.error.code).toBe("UNSUPPORTED_MEDIA_TYPE");
+      expect(body.error.message).toContain(`Content-Encoding ${coding.replace("identity, ", "")}`);
+    }
+    expect(await stored()).toBe(before);
+    // `identity` is no coding at all: the body is read as sent.
+    const ok = await app.request("/v1/schedules", {
+      method: "POST",
+      headers: { "content-type": "application/json", "content-encoding": "identity" },
+      body: json,
+    });
+    expect(ok.status).toBe(201);
+  });
+
   it("API-7: a JSON body that is not valid UTF-8 is refused with 400 naming the body and the byte; nothing is stored", async () => {
     const before = await stored();
     const text = JSON.stringify({ ...base, title: "Caf__" });
