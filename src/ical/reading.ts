@@ -382,6 +382,21 @@ export class EventReader {
     }
     const dtstartProp = prop(comp, "DTSTART");
     if (dtstartProp === undefined || dtstartProp.value.trim() === "") fail("no DTSTART");
+    // RFC 5545 §3.6.1: DTSTART may occur once in a VEVENT. The same value twice (an
+    // exporter's repetition) is one start; two different ones leave the event's time
+    // undecidable, so the event is skipped with both values named, never one picked.
+    const starts = props(comp, "DTSTART");
+    const other = starts.find(
+      (p) =>
+        p.value.trim() !== dtstartProp.value.trim() || p.params.TZID !== dtstartProp.params.TZID,
+    );
+    if (other !== undefined) {
+      const shown = (p: typeof other) =>
+        `${p.params.TZID === undefined ? "" : `TZID=${p.params.TZID.slice(0, 40)}:`}${p.value.trim().slice(0, 40)}`;
+      fail(
+        `more than one DTSTART (${shown(dtstartProp)}, ${shown(other)}; RFC 5545 §3.6.1 allows one): event not imported`,
+      );
+    }
     const t = parseIcalTime(dtstartProp.value, dtstartProp.params.VALUE);
     if (t === null) fail(`DTSTART "${dtstartProp.value.slice(0, 40)}" is not a date or date-time`);
     const tzParam = t.kind === "local" ? dtstartProp.params.TZID : undefined;

@@ -332,6 +332,31 @@ describe("iCalendar import: malformed input", () => {
     expect(reason("no-dtstart")?.reason).toBe("no DTSTART");
   });
 
+  it("API-5: an event with two different DTSTARTs is skipped naming both; the same one twice imports", () => {
+    const calendar = (uid: string, starts: string[]) =>
+      [
+        "BEGIN:VEVENT",
+        `UID:${uid}`,
+        ...starts.map((start) => `DTSTART;TZID=Europe/Berlin:${start}`),
+        "SUMMARY:Stand-up",
+        "END:VEVENT",
+      ].join("\r\n");
+    const text = [
+      "BEGIN:VCALENDAR",
+      "VERSION:2.0",
+      "PRODID:-//test//EN",
+      calendar("two-starts", ["20270105T090000", "20270105T100000"]),
+      calendar("same-start-twice", ["20270105T090000", "20270105T090000"]),
+      "END:VCALENDAR",
+    ].join("\r\n");
+    const parsed = parseCalendar(text, { source: "test-calendar", remind: ["-PT15M"] });
+    expect(parsed.events.map((e) => e.uid)).toEqual(["same-start-twice"]);
+    expect(event(parsed, "same-start-twice").schedule.dtstart).toBe("2027-01-05T09:00:00");
+    expect(parsed.skipped.find((s) => s.uid === "two-starts")?.reason).toBe(
+      "more than one DTSTART (TZID=Europe/Berlin:20270105T090000, TZID=Europe/Berlin:20270105T100000; RFC 5545 §3.6.1 allows one): event not imported",
+    );
+  });
+
   it("API-5: broken folding, lower-case names and missing END lines are repaired", () => {
     expect(event(result, "good-one").schedule.payload.description).toBe(
       "A description whose line was broken\nwithout folding by the exporter",
