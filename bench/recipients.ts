@@ -6,7 +6,11 @@
  * `PUT /v1/schedules/{id}/recipients` runs), then ticks the scheduler until every
  * recipient's first delivery exists (every membership's watermark past the first day), and
  * reports the time that took (`firstDayRows`: recipients with a delivery) and the longest
- * stretch the event loop was held (a 1 ms interval timer's largest lateness).
+ * stretch the event loop was held (a 1 ms interval timer's largest lateness), and the
+ * process's heap and resident set at the start of planning and at their peak (sampled every
+ * 50 ms; run two sizes to see whether the peak grows with the audience). Under
+ * `node --expose-gc` it also collects after each tick and reports the largest heap left
+ * behind by a pass (`retainedAfterTickPeak`), which garbage does not inflate.
  * Target (issue 23): the first day's rows within 30 s, no stretch over 100 ms.
  *
  *   npm run bench:recipients                      100,000 recipients
@@ -70,12 +74,30 @@ const timer = setInterval(() => {
   maxStretch = Math.max(maxStretch, now - last - 1);
   last = now;
 }, 1);
+// Memory while planning: the heap and resident set, sampled every 50 ms (the planner works
+// in batches, so the peak should not grow with the audience: compare two sizes).
+const mb = (bytes: number) => Math.round(bytes / 1_048_576);
+const memAtStart = process.memoryUsage();
+let heapPeak = memAtStart.heapUsed;
+let rssPeak = memAtStart.rss;
+const memTimer = setInterval(() => {
+  const m = process.memoryUsage();
+  heapPeak = Math.max(heapPeak, m.heapUsed);
+  rssPeak = Math.max(rssPeak, m.rss);
+}, 50);
+const collect = (globalThis as { gc?: () => void }).gc;
+let retainedPeak = 0;
 const load0 = loadavg()[0]!;
 const tPlan = process.hrtime.bigint();
 let ticks = 0;
 for (;;) {
   ticks++;
   const report = await p.scheduler.tick();
+  if (collect) {
+    // What a pass leaves behind (garbage aside): `node --expose-gc` makes this measurable.
+    collect();
+    retainedPeak = Math.max(retainedPeak, process.memoryUsage().heapUsed);
+  }
   if (report.failedSweep) throw new Error(`sweep ${report.failedSweep} failed`);
   const left = Number(
     (
@@ -89,6 +111,7 @@ for (;;) {
 }
 const planMs = ms(tPlan);
 clearInterval(timer);
+clearInterval(memTimer);
 const planned = Number(
   (
     await db.query<{ n: string }>(
@@ -113,6 +136,12 @@ console.log(
       firstDayRows: planned,
       rowsPlanned: rows,
       maxEventLoopStretchMs: Math.round(maxStretch),
+      heapUsedMb: {
+        atStart: mb(memAtStart.heapUsed),
+        peak: mb(heapPeak),
+        ...(collect ? { retainedAfterTickPeak: mb(retainedPeak) } : {}),
+      },
+      rssMb: { atStart: mb(memAtStart.rss), peak: mb(rssPeak) },
       loadAverage: [load0, loadavg()[0]].map((x) => Number(x!.toFixed(2))),
       cpus: cpus().length,
     },
