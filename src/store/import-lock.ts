@@ -50,6 +50,11 @@ export async function withImportLock<T>(
   return queued(key, async () => {
     if (db.engine !== "postgres") return fn();
     return db.transaction(async (tx) => {
+      // This transaction idles by design while the import writes on other connections
+      // (minutes for a large calendar): it is exempt from the idle limit every other
+      // transaction has (IDLE_IN_TRANSACTION_TIMEOUT_MS). A killed importer's session
+      // still ends with its connection, releasing the lock.
+      await tx.query("set local idle_in_transaction_session_timeout = 0");
       await tx.query(
         "select pg_advisory_xact_lock(hashtext('punctual.import'), hashtext($1::text))",
         [key],

@@ -30,7 +30,25 @@ export interface PostgresOptions {
   maxConnections?: number;
   /** Called for errors of idle clients (a server restart): logged, never thrown. */
   onError?: (err: Error) => void;
+  /**
+   * How long a transaction of this pool may sit idle between its statements before the
+   * server ends its session, ms; default {@link IDLE_IN_TRANSACTION_TIMEOUT_MS}.
+   */
+  idleInTransactionTimeoutMs?: number;
 }
+
+/**
+ * OPS-8: the longest a transaction may sit idle between two of its statements, ms (set per
+ * transaction as PostgreSQL's `idle_in_transaction_session_timeout`). A process stopped in the
+ * middle of a transaction (SIGSTOP, a frozen VM, a partition the TCP stack has not noticed)
+ * would otherwise keep its locks, row locks and advisory locks alike, for as long as its
+ * session lives (hours with default keepalives), and every other process needing them
+ * would wait: the server ends such a session after this long, its transaction rolls back and
+ * its locks are free. No transaction of punctual waits on anything but its own statements
+ * and a little computation between them (sends never run inside one), so a minute is far
+ * beyond any legitimate pause, even on a loaded machine.
+ */
+export const IDLE_IN_TRANSACTION_TIMEOUT_MS = 60_000;
 
 /** Host, port and database of a URL, without credentials, for logs. */
 export function describeUrl(url: string): string {
@@ -44,6 +62,10 @@ export function describeUrl(url: string): string {
 
 /** Opens a pool. Connections are made lazily; the first query proves reachability. */
 export function openPostgres(options: PostgresOptions): Database & { pool: pg.Pool } {
+  const idleInTransactionMs = Math.max(
+    1,
+    Math.round(options.idleInTransactionTimeoutMs ?? IDLE_IN_TRANSACTION_TIMEOUT_MS),
+  );
   const pool = new pg.Pool({
     connectionString: options.url,
     max: options.maxConnections ?? 10,
@@ -138,7 +160,11 @@ export function openPostgres(options: PostgresOptions): Database & { pool: pg.Po
       const onClientError = (err: Error) => options.onError?.(err);
       client.on("error", onClientError);
       try {
-        await client.query("begin");
+        // Local to this transaction: the session keeps no setting (poolers such as
+        // PgBouncer hand sessions around), and autocommit statements are not concerned.
+        await client.query(
+          `begin; set local idle_in_transaction_session_timeout = ${idleInTransactionMs}`,
+        );
         const result = await fn({ query: (sql, params) => run(client, sql, params) });
         await client.query("commit");
         client.off("error", onClientError);
