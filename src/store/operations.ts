@@ -8,6 +8,7 @@
 import type { Database, Queryable } from "./database.js";
 import { NOW } from "./deliveries/sql.js";
 import { columnsOf, execute, firstRow, rows } from "./statement.js";
+import { FINISHED_SQL } from "./schedules.js";
 
 /**
  * Registers or refreshes an instance at the start of a tick: `last_tick_at` only, never
@@ -157,8 +158,17 @@ export interface LeaseRow {
 /** Result columns of {@link ACQUIRE_LEASE_SQL}. */
 export const ACQUIRE_LEASE_COLUMNS = columnsOf<LeaseRow>()(["name", "owner", "expires_at"]);
 
-/** Schedules by state. */
-export const SCHEDULE_COUNTS_SQL = `select state, count(*) as count from punctual_schedules group by state`;
+/**
+ * OPS-3: schedules by state as views and lists show them (API-3): an `active` schedule with
+ * nothing left to send counts as `finished` ({@link FINISHED_SQL}, the rule of the list's
+ * `state` filter), so `GET /v1/status` agrees with `GET /v1/schedules?state=…&total=true`.
+ * The rule's probes run only for `active` rows that have nothing left to plan.
+ */
+export const SCHEDULE_COUNTS_SQL = `
+select case when state = 'active' and ${FINISHED_SQL} then 'finished' else state end as state,
+       count(*) as count
+from punctual_schedules
+group by 1`;
 
 /** One line of {@link SCHEDULE_COUNTS_SQL}. */
 export interface ScheduleCountRow {

@@ -227,7 +227,7 @@ function containsPatternSql(q: string): string {
  * delivery for each of a one-off's reminders, and none of its deliveries waiting or in
  * flight. The same rule as {@link finishedScheduleIds}, for the list's `state` filter.
  */
-const FINISHED_SQL = `((not punctual_schedules.recurring or punctual_schedules.plan_complete)
+export const FINISHED_SQL = `((not punctual_schedules.recurring or punctual_schedules.plan_complete)
   and not exists (select 1 from punctual_deliveries d
                   where d.schedule_id = punctual_schedules.id
                     and d.state in ('pending', 'claimed', 'retry', 'paused', 'grouped'))
