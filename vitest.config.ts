@@ -50,8 +50,9 @@ export default defineConfig({
           exclude: ["test/e2e/package.test.ts", ...(postgresStage ? EMBEDDED_ONLY_E2E : [])],
           // Builds the PGlite templates once per run (test/support/db.ts loads them).
           globalSetup: ["test/global-setup.ts"],
-          // The end-to-end tests spawn a dozen CLI processes each (every one loads tsx);
-          // the documentation test builds the package and starts a server in its hook.
+          // The end-to-end tests spawn a dozen CLI processes each, and wait in a hook on the
+          // run's one build of the package (test/support/built-package.ts), which the first
+          // of them makes; the documentation test also starts a server in its hook.
           testTimeout: 240_000,
           hookTimeout: 240_000,
         },

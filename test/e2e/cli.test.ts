@@ -1,6 +1,7 @@
 /**
- * The `punctual` command as a subprocess (API-3, OPS-4, OPS-6, REC-3, REC-7):
- * `node --import tsx src/cli/main.ts …`. The server test starts `punctual start` on a
+ * The `punctual` command as a subprocess (API-3, OPS-4, OPS-6, REC-3, REC-7): the command
+ * of the package built from src/ once per run (test/support/built-package.ts), as
+ * `node bin/punctual.js …`. The server test starts `punctual start` on a
  * free port with a temporary data folder and waits on its startup line, never on a timer.
  */
 import { spawn, type ChildProcess } from "node:child_process";
@@ -10,10 +11,14 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { builtPackage, punctualBin } from "../support/built-package.js";
 import { until } from "../support/processes.js";
 
 const root = fileURLToPath(new URL("../../", import.meta.url));
-const main = join(root, "src/cli/main.ts");
+let main = "";
+beforeAll(async () => {
+  main = punctualBin(await builtPackage());
+});
 
 interface Result {
   code: number | null;
@@ -31,7 +36,7 @@ function cleanEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
 }
 
 function spawnCli(args: string[], env = cleanEnv()): ChildProcess {
-  return spawn(process.execPath, ["--import", "tsx", main, ...args], {
+  return spawn(process.execPath, [main, ...args], {
     cwd: root,
     env,
     stdio: ["ignore", "pipe", "pipe"],

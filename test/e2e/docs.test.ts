@@ -21,7 +21,6 @@
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import {
-  copyFileSync,
   mkdirSync,
   mkdtempSync,
   readdirSync,
@@ -34,6 +33,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { builtPackage } from "../support/built-package.js";
 import { until } from "../support/processes.js";
 
 const root = fileURLToPath(new URL("../../", import.meta.url));
@@ -191,7 +191,7 @@ describe.skipIf(engine !== "pglite")(
   "documentation examples run against the built package (skipped on the PostgreSQL stage: the examples use the embedded engine, run in the PGlite stage)",
   () => {
     const tmp = mkdtempSync(join(tmpdir(), "punctual-docs-"));
-    const pkg = join(tmp, "pkg");
+    let pkg = "";
     let server: ChildProcess | null = null;
     let serverLog = "";
     let url = "";
@@ -220,27 +220,9 @@ describe.skipIf(engine !== "pglite")(
     }
 
     beforeAll(async () => {
-      // The package as npm would install it, built from src/ now (dist/ may be stale).
-      mkdirSync(join(pkg, "bin"), { recursive: true });
-      const tsc = join(root, "node_modules/typescript/bin/tsc");
-      const built = await run(
-        process.execPath,
-        [tsc, "-p", join(root, "tsconfig.build.json"), "--outDir", join(pkg, "dist")],
-        { cwd: root, env: cleanEnv() },
-      );
-      if (built.code !== 0) throw new Error(`build failed:\n${built.stdout}${built.stderr}`);
-      // The rest of `npm run build`: the dashboard's files beside the compiled code.
-      const copied = await run(
-        process.execPath,
-        [join(root, "scripts/copy-assets.mjs"), join(pkg, "dist")],
-        { cwd: root, env: cleanEnv() },
-      );
-      if (copied.code !== 0) throw new Error(`copy failed:\n${copied.stderr}`);
-      copyFileSync(join(root, "package.json"), join(pkg, "package.json"));
-      copyFileSync(join(root, "bin/punctual.js"), join(pkg, "bin/punctual.js"));
-      symlinkSync(join(root, "migrations"), join(pkg, "migrations"), "dir");
-      symlinkSync(join(root, "node_modules"), join(pkg, "node_modules"), "dir");
-
+      // The package as npm would install it, built from src/ now (dist/ may be stale),
+      // once per run for every end-to-end file (test/support/built-package.ts).
+      pkg = await builtPackage();
       env = {
         ...cleanEnv(),
         NODE_OPTIONS: `--import=${guard}`,

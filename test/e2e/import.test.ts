@@ -1,5 +1,6 @@
 /**
- * `punctual import` as a subprocess (API-5): `node --import tsx src/cli/main.ts import …`.
+ * `punctual import` as a subprocess (API-5): the command of the package built from src/
+ * once per run (test/support/built-package.ts), as `node bin/punctual.js import …`.
  * The dry run needs no server and touches nothing; its `--json` output is a contract.
  */
 import { spawn, type ChildProcess } from "node:child_process";
@@ -8,9 +9,13 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { builtPackage, punctualBin } from "../support/built-package.js";
 
 const root = fileURLToPath(new URL("../../", import.meta.url));
-const main = join(root, "src/cli/main.ts");
+let main = "";
+beforeAll(async () => {
+  main = punctualBin(await builtPackage());
+});
 const fixture = (name: string) => join("test/fixtures/ics", name);
 
 interface Result {
@@ -28,7 +33,7 @@ function spawnCli(args: string[]): ChildProcess & {
   for (const key of Object.keys(env)) {
     if (key.startsWith("PUNCTUAL_") || key === "DATABASE_URL") delete env[key];
   }
-  return spawn(process.execPath, ["--import", "tsx", main, ...args], {
+  return spawn(process.execPath, [main, ...args], {
     cwd: root,
     env,
     stdio: ["ignore", "pipe", "pipe"],

@@ -13,10 +13,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
+import { builtPackage, punctualBin } from "../support/built-package.js";
 import { startReceiver, type Receiver } from "../unit/channels/receiver.js";
 
 const root = fileURLToPath(new URL("../../", import.meta.url));
-const main = join(root, "src/cli/main.ts");
 const dir = mkdtempSync(join(tmpdir(), "punctual-otel-"));
 const TRACE = "0af7651916cd43dd8448eb211c80319c";
 const CALLER = `00-${TRACE}-b7ad6b7169203331-01`;
@@ -90,7 +90,15 @@ describe("OPS-15: punctual start --otel against a real OTLP/HTTP receiver", () =
 
     child = spawn(
       process.execPath,
-      ["--import", "tsx", main, "start", "--otel", "--port", "0", "--data-dir", join(dir, "d")],
+      [
+        punctualBin(await builtPackage()),
+        "start",
+        "--otel",
+        "--port",
+        "0",
+        "--data-dir",
+        join(dir, "d"),
+      ],
       {
         cwd: root,
         env: {

@@ -16,9 +16,9 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { PGlite } from "@electric-sql/pglite";
 import { afterAll, describe, expect, it } from "vitest";
+import { builtPackage, punctualBin } from "../support/built-package.js";
 
 const root = fileURLToPath(new URL("../../", import.meta.url));
-const main = join(root, "src/cli/main.ts");
 const dir = mkdtempSync(join(tmpdir(), "punctual-pipe-"));
 
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -34,17 +34,18 @@ function cleanEnv(): NodeJS.ProcessEnv {
 
 describe("OPS-6: shutdown with stdout and stderr on a pipe", () => {
   it("OPS-6: SIGINT after the pipe's reader is gone (tee killed first) still stops cleanly: exit 0, the instance marked stopped", async () => {
+    const bin = punctualBin(await builtPackage());
     const fifo = join(dir, "out.fifo");
     expect(spawnSync("mkfifo", [fifo]).status).toBe(0);
     // The reader first (non-blocking open needs no writer), then the child's write end.
     const readFd = openSync(fifo, constants.O_RDONLY | constants.O_NONBLOCK);
     const writeFd = openSync(fifo, constants.O_WRONLY);
     const dataDir = join(dir, "data");
-    const child = spawn(
-      process.execPath,
-      ["--import", "tsx", main, "start", "--port", "0", "--data-dir", dataDir],
-      { cwd: root, env: cleanEnv(), stdio: ["ignore", writeFd, writeFd] },
-    );
+    const child = spawn(process.execPath, [bin, "start", "--port", "0", "--data-dir", dataDir], {
+      cwd: root,
+      env: cleanEnv(),
+      stdio: ["ignore", writeFd, writeFd],
+    });
     closeSync(writeFd);
     const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
       child.on("exit", (code, signal) => resolve({ code, signal })),
