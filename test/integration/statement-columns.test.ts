@@ -164,6 +164,7 @@ const PARAMS: Record<string, readonly unknown[]> = {
   APPLY_MISFIRE_SQL: [null, null, null, null, null],
   LOCK_SCHEDULE_FOR_EDIT_SQL: [null, "default", ID],
   REALIGN_DELETE_MANY_SQL: [null, [ID], []],
+  WAITING_NOT_IN_MANY_SQL: [[ID], []],
   SYNC_WAITING_MANY_SQL: [null, [ID]],
   LOCK_SCHEDULES_FOR_EDIT_SQL: [null, "default", [ID]],
   OLDEST_WAITING_MANY_SQL: [[ID]],
