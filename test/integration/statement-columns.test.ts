@@ -295,6 +295,7 @@ const PARAMS: Record<string, readonly unknown[]> = {
   MOVABLE_MEMBER_ROWS_SQL: [null, "default", ["r-1"]],
   MOVABLE_SCHEDULE_ROWS_SQL: [ID],
   MOVE_MEMBER_DELIVERIES_SQL: [null, ...nulls(6)],
+  CANCEL_REALIGNED_MEMBER_ROWS_SQL: [null, []],
   PIN_MEMBER_PLAN_SQL: [],
   LOCK_MEMBERS_TO_PLAN_SQL: [null, 1_000, 1, 1_000],
   AUDIENCE_SCHEDULES_SQL: [null, [ID]],
