@@ -461,6 +461,26 @@ describe("realign on edit: a waiting occurrence that stays keeps its day", () =>
     expect(done.attempts.map((a) => a.outcome)).toEqual(["transient", "sent"]);
   });
 
+  it("DEL-9, DEL-4: a retrying row whose due time moves past the planning window keeps waiting there, never cancelled", async () => {
+    const { tp, schedule, before } = await setUp();
+    tp.channel.behaviour = () => {
+      throw new TransientError("503");
+    };
+    tp.clock.set("2027-01-04T07:45:00Z");
+    await tickAndDrain(tp.punctual);
+    // Three days after the occurrence: beyond the two days the realign plans ahead.
+    const { realigned } = await tp.punctual.updateSchedule(schedule.id, {
+      reminders: [{ key: "r", offset: "P3D", channel: "test" }],
+    });
+    expect(realigned.deleted).toBe(0);
+    expect(await tp.punctual.getDelivery(before.id)).toMatchObject({
+      state: "retry",
+      deliveryKey: before.deliveryKey,
+      dueAt: "2027-01-07T08:00:00.000Z",
+      runAt: "2027-01-07T08:00:00.000Z",
+    });
+  });
+
   it("DEL-9, DEL-4: a retrying row whose due time moves later than its backoff waits for the new due time", async () => {
     const { tp, schedule, before } = await setUp();
     tp.channel.behaviour = () => {
