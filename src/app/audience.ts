@@ -15,6 +15,7 @@ import { NotFoundError, ValidationError, type FieldIssue } from "../errors/index
 import type { Queryable } from "../store/database.js";
 import {
   addMembers,
+  cancelRealignedMemberRows,
   audienceOf,
   listScheduleRecipientRows,
   forgetRecipient,
@@ -135,7 +136,7 @@ export async function createAudience(
 export interface AudienceEditReport {
   added: number;
   removed: number;
-  /** Waiting deliveries cancelled (recipients removed). */
+  /** Waiting deliveries cancelled (recipients removed; tried ones whose occurrence left, DEL-9). */
   cancelled: number;
   /** Memberships planned again from now. */
   replanned: number;
@@ -147,7 +148,7 @@ export interface AudienceEditReport {
  * API-12 (DEL-9 rules, REC-6): realigns a schedule for recipients after an edit, in the
  * edit's transaction, as an ordinary schedule's edit realigns it. `recipients`, when given,
  * replaces the list: new ones are planned from now (never backfilled), removed ones have
- * their waiting deliveries cancelled. Every never-tried waiting row of the others is placed
+ * their waiting deliveries cancelled. Every waiting row of the others is placed
  * in the edited schedule ({@link memberMoves}: the occurrence that bears its key, in the
  * recipient's zone or the schedule's): a row whose occurrence left the set is deleted; a
  * row whose due time is now past, before or after the edit (a reminder 15 minutes before
@@ -155,8 +156,11 @@ export interface AudienceEditReport {
  * misfire policy sends it late or records it skipped `stale` — never lost because the
  * planner, which plans from now, would not write it again; the other rows due from now on
  * are cleared and every membership planned again from now (the planner writes them as the
- * schedule now is, same key where the occurrence stayed). Rows claimed, tried, triggered
- * or finished are untouched.
+ * schedule now is, same key where the occurrence stayed). A row waiting to retry (tried,
+ * DEL-4) is never deleted nor planned again: placed, it moves in place keeping its backoff
+ * (its next try at the later of its retry time and its new due time); not placed, it is
+ * cancelled with reason `realigned`, keeping its attempts (DEL-14). Rows claimed,
+ * triggered or finished are untouched.
  * @throws ValidationError for unknown ids.
  */
 export async function editAudience(
@@ -209,18 +213,24 @@ export async function editAudience(
       (await memberMoves(movable, reminders, p.channels)).map((m) => [m.id, m]),
     );
     const moves: MemberDeliveryMove[] = [];
+    const cancel: number[] = [];
     for (const row of movable) {
       const move = placed.get(row.id);
       const past = row.due_at.getTime() < nowMs;
+      // DEL-4 / DEL-14: a tried row is never planned again nor deleted: it moves or is
+      // cancelled here, whatever its due time.
+      const tried = row.attempt > 0;
       if (!move) {
         // Left the set: a row due from now on is cleared with the rest below.
-        if (past) clear.push(row.id);
-      } else if (past || move.dueAt.getTime() < nowMs) {
+        if (tried) cancel.push(row.id);
+        else if (past) clear.push(row.id);
+      } else if (tried || past || move.dueAt.getTime() < nowMs) {
         moves.push(move);
         keep.push(row.id);
       }
     }
     report.moved = await moveMemberDeliveries(tx, { now: p.now, moves });
+    report.cancelled += await cancelRealignedMemberRows(tx, { now: p.now, ids: cancel });
   }
   const replanned = await replanMembers(tx, {
     now: p.now,

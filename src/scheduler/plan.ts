@@ -154,6 +154,37 @@ export function lostLeasePolicy(
 }
 
 /**
+ * The delivery of one reminder for one occurrence of a (non-recipient) schedule, as
+ * planning writes it: its key (schedule, reminder, occurrence instant), its due time (the
+ * reminder's offset applied to the occurrence in the schedule's zone with its DST policy,
+ * RFC 5545 §3.8.6.3), the reminder's channel, attempt budget and quiet-hours deferral
+ * (DEL-15). Pure. Planning and the realign of an edit (DEL-9) both build rows here.
+ * @param policy the reminder's lost-lease policy ({@link lostLeasePolicy}).
+ */
+export function plannedDelivery(
+  scheduleId: string,
+  reminder: PlanReminderRow,
+  occurrence: Occurrence,
+  recurrence: Recurrence,
+  policy: "retry" | "in_doubt",
+): PlannedDelivery {
+  const due = applyOffset(occurrence, reminder.offset_duration, recurrence.tzid, recurrence.dst);
+  const occurrenceAt = new Date(occurrence.instant);
+  return {
+    key: deliveryKey(scheduleId, reminder.key, occurrenceAt),
+    scheduleId,
+    reminderKey: reminder.key,
+    occurrenceAt,
+    occurrenceLocal: occurrence.local,
+    dueAt: new Date(due),
+    channel: reminder.channel,
+    onLostLease: policy,
+    maxAttempts: reminder.max_attempts,
+    deferredUntil: quietDeferral(reminder, due),
+  };
+}
+
+/**
  * Plans one schedule: the deliveries due in [from, to) (ms), pure apart from its inputs.
  * `from` is the watermark; for a schedule never planned, recurring ones start at
  * creation minus the grace period (occurrences before a schedule existed were never
@@ -229,26 +260,10 @@ export function planSchedule(
     }
     const policy = lostLeasePolicy(reminder, channels.get(reminder.channel));
     for (const occurrence of occurrences) {
-      const due = applyOffset(
-        occurrence,
-        reminder.offset_duration,
-        recurrence.tzid,
-        recurrence.dst,
-      );
+      const delivery = plannedDelivery(schedule.id, reminder, occurrence, recurrence, policy);
+      const due = delivery.dueAt.getTime();
       if (due < from || due >= to) continue;
-      const occurrenceAt = new Date(occurrence.instant);
-      deliveries.push({
-        key: deliveryKey(schedule.id, reminder.key, occurrenceAt),
-        scheduleId: schedule.id,
-        reminderKey: reminder.key,
-        occurrenceAt,
-        occurrenceLocal: occurrence.local,
-        dueAt: new Date(due),
-        channel: reminder.channel,
-        onLostLease: policy,
-        maxAttempts: reminder.max_attempts,
-        deferredUntil: quietDeferral(reminder, due),
-      });
+      deliveries.push(delivery);
     }
     if (full) {
       // Too many in one window: advance only to the last planned due time; the next pass

@@ -6,11 +6,18 @@
  * offset changed move their due time, missing rows are created; rows already claimed,
  * sent, dead, in doubt or skipped are never touched. A recurring series' new rows start
  * at the edit (nothing of the new definition is created in the past and sent late); rows
- * that already existed and were missed follow the misfire policy (REC-6) like any other. Last, the admission columns of
- * every waiting row are rewritten from the edited schedule (held or not, expiry,
- * `stale_at` for a changed grace or recurrence), so the claim never needs the schedule
- * (DEL-3). A reminder removed by the edit has no key in the new set: its waiting rows are
- * deleted (never tried) or cancelled (with attempts) here.
+ * that already existed keep their day: a waiting row whose occurrence and reminder the
+ * edited schedule still has moves in place (same key) to its new due time wherever that
+ * lies — before now minus the grace period (a reminder 15 minutes before 09:00 made an
+ * hour before, edited at 08:30) or past the planning window — and is then judged by the
+ * misfire policy (REC-6) like any missed row: sent late, or skipped `stale` and recorded,
+ * never dropped silently. A tried row (`retry`) moves the same way and keeps its backoff:
+ * its next try is at its retry time or its new due time, whichever is later (DEL-4). Last,
+ * the admission columns of every waiting row are rewritten from the edited schedule (held
+ * or not, expiry, `stale_at` for a changed grace or recurrence), so the claim never needs
+ * the schedule (DEL-3). A reminder removed by the edit, or an occurrence (EXDATE, a
+ * shortened COUNT, a changed rule), has no key in the new set: its waiting rows are
+ * deleted (never tried) or cancelled with reason `realigned` (with attempts) here.
  */
 import type { Channel } from "../channels/types.js";
 import type { Clock } from "../clock/index.js";
@@ -31,10 +38,19 @@ import {
   realignWaiting,
   removeWaitingNotInMany,
   syncWaitingMany,
+  waitingNotInMany,
   type RealignedDelivery,
+  type WaitingNotInRow,
 } from "../store/deliveries/index.js";
 import { ruleInputOfRow } from "../definition/index.js";
-import { insertDeliveries, planSchedule, type PlannedDelivery } from "./plan.js";
+import type { Recurrence } from "../recurrence/types.js";
+import {
+  insertDeliveries,
+  lostLeasePolicy,
+  plannedDelivery,
+  planSchedule,
+  type PlannedDelivery,
+} from "./plan.js";
 
 /**
  * Longest stretch, in ms, that {@link realignSchedules} plans before it lets the event
@@ -99,12 +115,14 @@ export async function realignSchedules(
   const movesBy = new Map<number, RealignedDelivery[]>();
   const fresh: PlannedDelivery[] = [];
   const marks: SetWatermarkParams[] = [];
+  const recurrences = new Map<string, Recurrence>();
   let sliceStart = performance.now();
   for (const schedule of schedules) {
     const parsed = parseRule(ruleInputOfRow(schedule));
     // Strict validation ran before; a failure here means nothing can be planned: no keys,
     // so every waiting row of the schedule goes.
     if (!parsed.ok) continue;
+    recurrences.set(schedule.id, parsed.recurrence);
     const nowMs = schedule.db_now.getTime();
     // DEL-9: an edited series takes effect from the edit on. New rows of a recurring series
     // start at now: an occurrence of the new definition before the edit was never in the
@@ -138,8 +156,19 @@ export async function realignSchedules(
       sliceStart = performance.now();
     }
   }
+  // REC-6: a waiting row the window left out whose occurrence stays keeps its day.
+  const placed = await placeWaiting(
+    await waitingNotInMany(tx, { scheduleIds, keys }),
+    recurrences,
+    remindersBy,
+    deps.channels,
+  );
+  for (const d of placed) keys.push(d.key);
   const deleted = await removeWaitingNotInMany(tx, { now, scheduleIds, keys });
   let moved = 0;
+  if (placed.length > 0) {
+    moved += await realignWaiting(tx, { now, deliveries: placed, reopenFrom: null });
+  }
   for (const [reopenFrom, deliveries] of movesBy) {
     moved += await realignWaiting(tx, {
       now,
@@ -159,4 +188,45 @@ export async function realignSchedules(
     );
   }
   return { deleted, moved, created };
+}
+
+/**
+ * DEL-9 / REC-6: places in the edited schedules the waiting rows their realign window did
+ * not plan ({@link waitingNotInMany}): a row keeps its day when its reminder is still on
+ * the schedule and its occurrence instant is still in the edited set (its delivery key
+ * names the instant, so an occurrence the edit moved is another occurrence, and the row of
+ * the old one goes). Each such row becomes the delivery planning would write for it —
+ * same key, the due time from the reminder's offset as it is now, even one already past
+ * or beyond the planning window — and moves in place; a row not placed is removed by the
+ * caller (DEL-9). One bounded expansion per row (`scan` of its own instant, OPS-12), the
+ * event loop given a turn every {@link REALIGN_SLICE_MS}.
+ * @param recurrences the edited recurrence of each schedule (absent: not parsed, nothing placed).
+ * @param remindersBy the reminders of each schedule as edited.
+ * @returns the deliveries of the rows placed.
+ */
+export async function placeWaiting(
+  rows: readonly WaitingNotInRow[],
+  recurrences: ReadonlyMap<string, Recurrence>,
+  remindersBy: ReadonlyMap<string, readonly PlanReminderRow[]>,
+  channels: ReadonlyMap<string, Channel>,
+): Promise<PlannedDelivery[]> {
+  const placed: PlannedDelivery[] = [];
+  let sliceStart = performance.now();
+  for (const row of rows) {
+    if (performance.now() - sliceStart >= REALIGN_SLICE_MS) {
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      sliceStart = performance.now();
+    }
+    const recurrence = recurrences.get(row.schedule_id);
+    const reminder = remindersBy.get(row.schedule_id)?.find((r) => r.key === row.reminder_key);
+    if (!recurrence || !reminder) continue;
+    const at = row.occurrence_at.getTime();
+    const [occurrence] = recurrence.scan(at, at + 1, 1).occurrences;
+    if (!occurrence || occurrence.instant !== at) continue;
+    const policy = lostLeasePolicy(reminder, channels.get(reminder.channel));
+    const delivery = plannedDelivery(row.schedule_id, reminder, occurrence, recurrence, policy);
+    // A row keyed otherwise (not by this occurrence) is not this occurrence's: not placed.
+    if (delivery.key === row.delivery_key) placed.push(delivery);
+  }
+  return placed;
 }

@@ -289,3 +289,219 @@ describe("realign on edit: a new rule starts at the edit", () => {
     expect(channel.sends).toHaveLength(1);
   });
 });
+
+describe("realign on edit: a waiting occurrence that stays keeps its day", () => {
+  // Daily at 09:00 Berlin (08:00Z), reminded 15 minutes before (07:45Z). At 07:30Z the
+  // reminder is made an hour before: its new due time, 07:00Z, is before now − grace
+  // (07:15Z), outside the window a realign plans from.
+  const daily = {
+    dtstart: "2027-01-04T09:00:00",
+    tzid: "Europe/Berlin",
+    rrule: "FREQ=DAILY;COUNT=5",
+    reminders: [{ key: "r", offset: "-PT15M", channel: "test" }],
+  };
+  const hourBefore = { reminders: [{ key: "r", offset: "-PT1H", channel: "test" }] };
+  const today = "2027-01-04T08:00:00.000Z";
+
+  async function setUp(extra: Record<string, unknown> = {}) {
+    t = await testPunctual({
+      start: "2027-01-04T07:00:00Z",
+      scheduler: { planAheadMs: 2 * 86_400_000 },
+    });
+    const { schedule } = await t.punctual.createSchedule({ ...daily, ...extra });
+    await t.punctual.scheduler.tick(); // today's and tomorrow's rows; nothing due yet
+    const before = (await deliveries(t.punctual)).find((d) => d.occurrenceAt === today)!;
+    expect(before).toMatchObject({ state: "pending", dueAt: "2027-01-04T07:45:00.000Z" });
+    return { tp: t, schedule, before };
+  }
+
+  async function entryOf(tp: TestPunctual, scheduleId: string, occurrenceAt: string) {
+    const page = await tp.punctual.explainSchedule(scheduleId, {
+      from: "2027-01-04T00:00:00Z",
+      to: "2027-01-06T00:00:00Z",
+    });
+    return page.entries.filter((e) => e.occurrenceAt === occurrenceAt);
+  }
+
+  it("DEL-9, REC-6: a reminder moved before now − grace keeps its key and is judged by the misfire policy (skip: recorded stale), never dropped", async () => {
+    const { tp, schedule, before } = await setUp();
+    tp.clock.set("2027-01-04T07:30:00Z");
+    const { realigned } = await tp.punctual.updateSchedule(schedule.id, hourBefore);
+    expect(realigned.deleted).toBe(0);
+    const moved = await tp.punctual.getDelivery(before.id);
+    expect(moved).toMatchObject({
+      state: "pending",
+      deliveryKey: before.deliveryKey,
+      dueAt: "2027-01-04T07:00:00.000Z",
+    });
+    await tickAndDrain(tp.punctual);
+    expect(await tp.punctual.getDelivery(before.id)).toMatchObject({
+      state: "skipped",
+      reason: "stale",
+    });
+    expect(tp.channel.sends).toHaveLength(0);
+    // OPS-16: one entry for the occurrence, the moved row's, with its verdict.
+    const entries = await entryOf(tp, schedule.id, today);
+    expect(entries.map((e) => [e.deliveryId, e.dueAt, e.verdict, e.reason])).toEqual([
+      [before.id, "2027-01-04T07:00:00.000Z", "skipped", "stale"],
+    ]);
+    // The next days' rows moved with it, still ahead.
+    expect(await waiting(tp)).toEqual(["2027-01-05T07:00:00.000Z", "2027-01-06T07:00:00.000Z"]);
+  });
+
+  it("DEL-9, REC-6: under misfire latest the moved reminder is sent late, once, under its key", async () => {
+    const { tp, schedule, before } = await setUp({ misfire: "latest" });
+    tp.clock.set("2027-01-04T07:30:00Z");
+    await tp.punctual.updateSchedule(schedule.id, hourBefore);
+    await tickAndDrain(tp.punctual);
+    expect(await tp.punctual.getDelivery(before.id)).toMatchObject({
+      state: "sent",
+      late: true,
+      dueAt: "2027-01-04T07:00:00.000Z",
+    });
+    expect(tp.channel.keys()).toEqual([before.deliveryKey]);
+    const entries = await entryOf(tp, schedule.id, today);
+    expect(entries.map((e) => [e.deliveryId, e.verdict])).toEqual([[before.id, "sent"]]);
+  });
+
+  it("DEL-9, DEL-10, REC-6: an edit while paused moves the held row; resume judges it by the misfire policy", async () => {
+    const { tp, schedule, before } = await setUp();
+    await tp.punctual.pauseSchedule(schedule.id);
+    tp.clock.set("2027-01-04T07:30:00Z");
+    await tp.punctual.updateSchedule(schedule.id, hourBefore);
+    expect(await tp.punctual.getDelivery(before.id)).toMatchObject({
+      state: "paused",
+      dueAt: "2027-01-04T07:00:00.000Z",
+    });
+    await tp.punctual.resumeSchedule(schedule.id);
+    await tickAndDrain(tp.punctual);
+    expect(await tp.punctual.getDelivery(before.id)).toMatchObject({
+      state: "skipped",
+      reason: "stale",
+    });
+    expect(tp.channel.sends).toHaveLength(0);
+  });
+
+  it("DEL-9, REC-6: a DTSTART edit that keeps the occurrence's instant keeps its row too", async () => {
+    const { tp, schedule, before } = await setUp();
+    tp.clock.set("2027-01-04T07:30:00Z");
+    // The series now starts a day earlier (one more occurrence): today's 09:00 stays.
+    await tp.punctual.updateSchedule(schedule.id, {
+      dtstart: "2027-01-03T09:00:00",
+      rrule: "FREQ=DAILY;COUNT=6",
+      ...hourBefore,
+    });
+    expect(await tp.punctual.getDelivery(before.id)).toMatchObject({
+      state: "pending",
+      deliveryKey: before.deliveryKey,
+      dueAt: "2027-01-04T07:00:00.000Z",
+    });
+  });
+
+  it("DEL-9: an occurrence the edit removes (EXDATE) still goes, whatever its new due time", async () => {
+    const { tp, schedule, before } = await setUp();
+    tp.clock.set("2027-01-04T07:30:00Z");
+    const { realigned } = await tp.punctual.updateSchedule(schedule.id, {
+      exdate: ["2027-01-04T09:00:00"],
+      ...hourBefore,
+    });
+    expect(realigned.deleted).toBe(1);
+    expect((await deliveries(tp.punctual)).map((d) => d.id)).not.toContain(before.id);
+    expect(await waiting(tp)).toEqual(["2027-01-05T07:00:00.000Z", "2027-01-06T07:00:00.000Z"]);
+  });
+
+  it("REC-6: a one-off whose reminder is moved into the past is sent late", async () => {
+    t = await testPunctual({ start: "2027-01-04T07:30:00Z" });
+    const { punctual } = t;
+    const { schedule } = await punctual.createSchedule({
+      dtstart: "2027-01-04T08:00:00Z",
+      reminders: [{ key: "r", offset: "-PT15M", channel: "test" }],
+    });
+    const [row] = await deliveries(punctual);
+    await punctual.updateSchedule(schedule.id, hourBefore);
+    await tickAndDrain(punctual);
+    expect(await punctual.getDelivery(row!.id)).toMatchObject({
+      state: "sent",
+      late: true,
+      dueAt: "2027-01-04T07:00:00.000Z",
+    });
+  });
+
+  it("DEL-9, DEL-4: a retrying row whose due time moves before now − grace keeps its retry and its backoff", async () => {
+    const { tp, schedule, before } = await setUp();
+    tp.channel.behaviour = () => {
+      throw new TransientError("503");
+    };
+    tp.clock.set("2027-01-04T07:45:00Z");
+    await tickAndDrain(tp.punctual);
+    const tried = await tp.punctual.getDelivery(before.id);
+    expect(tried).toMatchObject({ state: "retry", failures: 1 });
+    tp.clock.set("2027-01-04T07:45:00.500Z");
+    const { realigned } = await tp.punctual.updateSchedule(schedule.id, hourBefore);
+    expect(realigned.deleted).toBe(0);
+    const moved = await tp.punctual.getDelivery(before.id);
+    // Its next try stays where the backoff put it (later than the new due time).
+    expect(moved).toMatchObject({
+      state: "retry",
+      dueAt: "2027-01-04T07:00:00.000Z",
+      runAt: tried.runAt,
+    });
+    const [entry] = await entryOf(tp, schedule.id, today);
+    expect(entry).toMatchObject({
+      deliveryId: before.id,
+      verdict: "deferred",
+      reason: "RETRY",
+      dueAt: "2027-01-04T07:00:00.000Z",
+    });
+    tp.channel.behaviour = () => ({ messageId: "ok" });
+    tp.clock.set(tried.runAt);
+    await tickAndDrain(tp.punctual);
+    const done = await tp.punctual.getDelivery(before.id);
+    expect(done.state).toBe("sent");
+    expect(done.attempts.map((a) => a.outcome)).toEqual(["transient", "sent"]);
+  });
+
+  it("DEL-9, DEL-4: a retrying row whose due time moves past the planning window keeps waiting there, never cancelled", async () => {
+    const { tp, schedule, before } = await setUp();
+    tp.channel.behaviour = () => {
+      throw new TransientError("503");
+    };
+    tp.clock.set("2027-01-04T07:45:00Z");
+    await tickAndDrain(tp.punctual);
+    // Three days after the occurrence: beyond the two days the realign plans ahead.
+    const { realigned } = await tp.punctual.updateSchedule(schedule.id, {
+      reminders: [{ key: "r", offset: "P3D", channel: "test" }],
+    });
+    expect(realigned.deleted).toBe(0);
+    expect(await tp.punctual.getDelivery(before.id)).toMatchObject({
+      state: "retry",
+      deliveryKey: before.deliveryKey,
+      dueAt: "2027-01-07T08:00:00.000Z",
+      runAt: "2027-01-07T08:00:00.000Z",
+    });
+  });
+
+  it("DEL-9, DEL-4: a retrying row whose due time moves later than its backoff waits for the new due time", async () => {
+    const { tp, schedule, before } = await setUp();
+    tp.channel.behaviour = () => {
+      throw new TransientError("503");
+    };
+    tp.clock.set("2027-01-04T07:45:00Z");
+    await tickAndDrain(tp.punctual);
+    await tp.punctual.updateSchedule(schedule.id, {
+      reminders: [{ key: "r", offset: "PT1H", channel: "test" }],
+    });
+    expect(await tp.punctual.getDelivery(before.id)).toMatchObject({
+      state: "retry",
+      dueAt: "2027-01-04T09:00:00.000Z",
+      runAt: "2027-01-04T09:00:00.000Z",
+    });
+    tp.channel.behaviour = () => ({ messageId: "ok" });
+    tp.clock.set("2027-01-04T08:59:59Z");
+    await tickAndDrain(tp.punctual);
+    expect(tp.channel.keys()).toEqual([before.deliveryKey]); // the first try only
+    tp.clock.set("2027-01-04T09:00:00Z");
+    await tickAndDrain(tp.punctual);
+    expect(await tp.punctual.getDelivery(before.id)).toMatchObject({ state: "sent" });
+  });
+});

@@ -6,7 +6,7 @@
  * zone change, paged membership changes and removal from the registry.
  */
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { ValidationError } from "../../src/errors/index.js";
+import { TransientError, ValidationError } from "../../src/errors/index.js";
 import { deferred } from "../support/channels.js";
 import { deliveries, testPunctual, tickAndDrain, type TestPunctual } from "../support/punctual.js";
 
@@ -776,16 +776,17 @@ describe("DEL-9: an edit of a schedule for recipients realigns as any schedule's
     expect(t!.channel.sends).toHaveLength(3);
   });
 
-  it("DEL-9, REC-6: at 08:40 the reminder moved from 08:45 to 08:00, past the grace: it keeps its key and is recorded skipped `stale`, never vanished", async () => {
-    const { zoned, floating } = await editedSeries("2027-01-04T07:40:00Z", {
-      rrule: "FREQ=DAILY;COUNT=2",
-      reminders: [{ key: "r", offset: "-PT1H", channel: "test" }],
-    });
+  it("DEL-9, REC-6: at 08:40 the reminder moved from 08:45 to 08:00, past the grace: it keeps its key and is recorded skipped `stale`, never vanished, on every kind of schedule", async () => {
     const expected = [
       [true, "2027-01-04T07:00:00.000Z", "skipped", "stale", false],
       [true, "2027-01-05T07:00:00.000Z", "pending", null, false],
     ];
-    expect({ zoned, floating }).toEqual({ zoned: expected, floating: expected });
+    expect(
+      await editedSeries("2027-01-04T07:40:00Z", {
+        rrule: "FREQ=DAILY;COUNT=2",
+        reminders: [{ key: "r", offset: "-PT1H", channel: "test" }],
+      }),
+    ).toEqual({ ordinary: expected, zoned: expected, floating: expected });
     expect(t!.channel.sends).toHaveLength(0);
   });
 
@@ -801,5 +802,88 @@ describe("DEL-9: an edit of a schedule for recipients realigns as any schedule's
       }),
     ).toEqual({ ordinary: expected, zoned: expected, floating: expected });
     expect(t!.channel.sends).toHaveLength(0);
+  });
+});
+
+describe("DEL-9, DEL-4: an edit realigns the deliveries waiting to retry, on every kind of schedule", () => {
+  /**
+   * One ordinary schedule and two for the recipient "ann" in Berlin (zoned, floating), each
+   * 09:00 daily three times with a reminder 15 minutes before (07:45Z); today's send fails
+   * once (transient), so each has a row waiting to retry. At 07:46Z each gets `patch`.
+   * @returns per kind, today's row after the edit (same id): key kept, state, reason, due
+   * time, whether its run time is its retry time, and the run time.
+   */
+  async function editedRetry(patch: Record<string, unknown>) {
+    t = await testPunctual({ start: "2027-01-03T12:00:00Z", scheduler: { planAheadMs: 3 * DAY } });
+    const { punctual, clock, channel } = t;
+    await punctual.putRecipient("ann", { tzid: "Europe/Berlin", targets: { test: {} } });
+    const series = {
+      dtstart: "2027-01-04T09:00:00",
+      rrule: "FREQ=DAILY;COUNT=3",
+      reminders: [{ key: "r", offset: "-PT15M", channel: "test" }],
+    };
+    const kinds = {
+      ordinary: { ...series, tzid: "Europe/Berlin" },
+      zoned: { ...series, tzid: "Europe/Berlin", recipients: ["ann"] },
+      floating: { ...series, floating: true, recipients: ["ann"] },
+    };
+    const ids = new Map<string, string>();
+    for (const [kind, body] of Object.entries(kinds)) {
+      ids.set(kind, (await punctual.createSchedule(body)).schedule.id);
+    }
+    await tickAndDrain(punctual);
+    channel.behaviour = () => {
+      throw new TransientError("503");
+    };
+    clock.set("2027-01-04T07:45:00Z");
+    await tickAndDrain(punctual);
+    const tried = (await deliveries(punctual)).filter((d) => d.state === "retry");
+    expect(tried).toHaveLength(3);
+    clock.set("2027-01-04T07:46:00Z");
+    for (const id of ids.values()) await punctual.updateSchedule(id, patch);
+    const after: Record<string, unknown[]> = {};
+    for (const [kind, id] of ids) {
+      const before = tried.find((d) => d.scheduleId === id)!;
+      const row = await punctual.getDelivery(before.id);
+      after[kind] = [
+        row.deliveryKey === before.deliveryKey,
+        row.state,
+        row.reason,
+        row.dueAt,
+        row.runAt === before.runAt,
+        row.attempts.length,
+      ];
+    }
+    return after;
+  }
+
+  it("DEL-9, DEL-4: a reminder made an hour earlier moves the retrying row in place (before now − grace); its backoff stands", async () => {
+    const expected = [true, "retry", null, "2027-01-04T07:00:00.000Z", true, 1];
+    expect(
+      await editedRetry({ reminders: [{ key: "r", offset: "-PT1H", channel: "test" }] }),
+    ).toEqual({ ordinary: expected, zoned: expected, floating: expected });
+  });
+
+  it("DEL-9, DEL-4: a reminder made later than the backoff moves the next try to the new due time", async () => {
+    const expected = [true, "retry", null, "2027-01-04T09:00:00.000Z", false, 1];
+    const after = await editedRetry({
+      reminders: [{ key: "r", offset: "PT1H", channel: "test" }],
+    });
+    expect(after).toEqual({ ordinary: expected, zoned: expected, floating: expected });
+    const runAts = (await deliveries(t!.punctual))
+      .filter((d) => d.state === "retry")
+      .map((d) => d.runAt);
+    expect(runAts).toEqual(Array(3).fill("2027-01-04T09:00:00.000Z"));
+  });
+
+  it("DEL-9, DEL-14: an occurrence removed by EXDATE cancels its retrying row with reason `realigned`, attempts kept", async () => {
+    const expected = [true, "cancelled", "realigned", "2027-01-04T07:45:00.000Z", true, 1];
+    expect(await editedRetry({ exdate: ["2027-01-04T09:00:00"] })).toEqual({
+      ordinary: expected,
+      zoned: expected,
+      floating: expected,
+    });
+    await tickAndDrain(t!.punctual);
+    expect(t!.channel.sends).toHaveLength(3); // the first tries only
   });
 });

@@ -6,7 +6,7 @@
  * statistics of the engine say. `$1` is always "now" (NULL = database clock).
  */
 import type { Queryable } from "../database.js";
-import { columnsOf, firstRow } from "../statement.js";
+import { columnsOf, firstRow, rows } from "../statement.js";
 import { NOW } from "./sql.js";
 import { syncWaitingSql } from "./waiting.js";
 
@@ -53,6 +53,45 @@ export interface RemovedManyRow {
 export const REALIGN_DELETE_MANY_COLUMNS = columnsOf<RemovedManyRow>()(["removed"]);
 
 /**
+ * DEL-9 / REC-6: the waiting rows (`pending`, `retry`, `paused`, never-tried or tried) of
+ * the schedules $1 whose delivery key is not among $2 (the deliveries the realign planned
+ * in its window), untriggered: the rows {@link REALIGN_DELETE_MANY_SQL} would remove, read
+ * first so that each one whose occurrence and reminder the edited schedule still has is
+ * placed there instead (moved in place, same key, even to an instant already past or past
+ * the planning window) and only the others are removed. Ordered by schedule, occurrence.
+ * Parameters: $1 schedule ids, $2 delivery keys.
+ */
+export const WAITING_NOT_IN_MANY_SQL = `
+select x.id, x.schedule_id, x.reminder_key, x.delivery_key, x.occurrence_at
+from (select distinct unnest($1::uuid[]) as id) ids
+cross join lateral (
+  select d.id, d.schedule_id, d.reminder_key, d.delivery_key, d.occurrence_at
+  from punctual_deliveries d
+  where d.schedule_id = ids.id and d.state in ('pending', 'retry', 'paused')
+    and not (d.delivery_key = any($2::text[]))
+    and not exists (select 1 from punctual_triggers t where t.delivery_id = d.id)
+) x
+order by x.schedule_id, x.occurrence_at, x.id`;
+
+/** One row of {@link WAITING_NOT_IN_MANY_SQL}. */
+export interface WaitingNotInRow {
+  id: number;
+  schedule_id: string;
+  reminder_key: string;
+  delivery_key: string;
+  occurrence_at: Date;
+}
+
+/** Result columns of {@link WAITING_NOT_IN_MANY_SQL}. */
+export const WAITING_NOT_IN_MANY_COLUMNS = columnsOf<WaitingNotInRow>()([
+  "id",
+  "schedule_id",
+  "reminder_key",
+  "delivery_key",
+  "occurrence_at",
+]);
+
+/**
  * DEL-3 / DEL-9 / DEL-10: rewrites the admission columns of the waiting rows of the
  * schedules $2 from each schedule as it is now (held or not, expiry, `stale_at` for its
  * grace and recurrence). Run after the schedule rows and the rows moved, in the same
@@ -96,6 +135,14 @@ export async function removeWaitingNotInMany(
     p.keys,
   ]);
   return Number(row?.removed ?? 0);
+}
+
+/** DEL-9 / REC-6: runs {@link WAITING_NOT_IN_MANY_SQL}. */
+export function waitingNotInMany(
+  tx: Queryable,
+  p: { scheduleIds: readonly string[]; keys: readonly string[] },
+): Promise<WaitingNotInRow[]> {
+  return rows<WaitingNotInRow>(tx, WAITING_NOT_IN_MANY_SQL, [p.scheduleIds, p.keys]);
 }
 
 /** DEL-3 / DEL-9 / DEL-10: runs {@link SYNC_WAITING_MANY_SQL}. @returns how many rows were rewritten. */

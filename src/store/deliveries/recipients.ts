@@ -226,7 +226,7 @@ export const LOCK_RECIPIENT_MEMBERSHIPS_COLUMNS = columnsOf<{ locked: number }>(
 
 /** The columns of a row {@link MOVABLE_MEMBER_ROWS_SQL} and {@link MOVABLE_SCHEDULE_ROWS_SQL} read. */
 const MOVABLE_COLUMNS_SQL = `d.id, d.schedule_id, d.recipient_id, d.reminder_key, d.delivery_key,
-       d.occurrence_at, d.due_at, a.floating, s.tzid, s.dtstart, s.rrule, s.rdate, s.exdate,
+       d.occurrence_at, d.due_at, d.attempt, a.floating, s.tzid, s.dtstart, s.rrule, s.rdate, s.exdate,
        s.ends_at, s.dst_gap, s.dst_overlap, r.tzid as recipient_tzid,
        r.preferences -> 'quietHours' as recipient_quiet_hours`;
 
@@ -255,11 +255,12 @@ for update of d`;
 
 /**
  * DEL-9 / REC-6 (API-12): the waiting rows of a schedule for recipients that its edit
- * realigns — never tried, untriggered, of its current recipients, whatever their due time
- * — locked, each with what its placement in the edited schedule needs: its key, occurrence
- * and due time, the schedule's rule as edited, whether it is floating, and the recipient's
- * zone and quiet window. Claimed, tried and finished rows are not read, so never moved.
- * $1 schedule id. Ordered by recipient, occurrence.
+ * realigns — never tried or waiting to retry (DEL-4), untriggered, of its current
+ * recipients, whatever their due time — locked, each with what its placement in the edited
+ * schedule needs: its key, occurrence, due time and attempts, the schedule's rule as
+ * edited, whether it is floating, and the recipient's zone and quiet window. Claimed and
+ * finished rows are not read, so never moved. $1 schedule id. Ordered by recipient,
+ * occurrence.
  */
 export const MOVABLE_SCHEDULE_ROWS_SQL = `
 select ${MOVABLE_COLUMNS_SQL}
@@ -268,7 +269,7 @@ join punctual_schedules s on s.id = d.schedule_id
 join punctual_schedule_audiences a on a.schedule_id = s.id
 join punctual_schedule_recipients m on m.schedule_id = s.id and m.recipient_id = d.recipient_id
 join punctual_recipients r on r.tenant = m.tenant and r.id = m.recipient_id
-where d.schedule_id = $1 and d.state in ('pending', 'retry', 'paused') and d.attempt = 0
+where d.schedule_id = $1 and d.state in ('pending', 'retry', 'paused')
   and not exists (select 1 from punctual_triggers t where t.delivery_id = d.id)
 order by d.recipient_id, d.occurrence_at, d.id
 for update of d`;
@@ -283,6 +284,8 @@ export interface MovableMemberRow {
   occurrence_at: Date;
   /** The row's due time as it was planned. */
   due_at: Date;
+  /** Attempts spent (0: never tried; more: a `retry` row, or one held while retrying). */
+  attempt: number;
   /** The schedule is read in each recipient's zone (the key names the local date-time). */
   floating: boolean;
   /** The schedule's own zone (not read when floating). */
@@ -309,6 +312,7 @@ export const MOVABLE_MEMBER_ROWS_COLUMNS = columnsOf<MovableMemberRow>()([
   "delivery_key",
   "occurrence_at",
   "due_at",
+  "attempt",
   "floating",
   "tzid",
   "dtstart",
@@ -333,7 +337,9 @@ export const MOVABLE_SCHEDULE_ROWS_COLUMNS = MOVABLE_MEMBER_ROWS_COLUMNS;
  * by the schedule's misfire policy (sent late, or skipped `stale` and recorded), never
  * dropped. The row takes its reminder's channel, attempt budget and limiter as they are
  * now (an edit may have changed them with the offset), and the lost-lease policy given
- * (NULL: kept). Only never-tried waiting rows move; a row claimed meanwhile is left alone.
+ * (NULL: kept). A row already tried (an edit's, DEL-9) keeps its backoff: it waits until
+ * the later of its retry time and its new due time or deferral (DEL-4). Only waiting rows
+ * move; a row claimed meanwhile is left alone.
  * $1 now, then per row: $2 ids bigint[], $3 occurrence instants timestamptz[], $4 due
  * instants timestamptz[], $5 deferrals timestamptz[] (NULL: none), $6 bypassed text[]
  * (NULL: nothing), $7 lost-lease policies text[] (NULL: kept). Returns `moved`.
@@ -347,7 +353,8 @@ with u as (
 moved as (
   update punctual_deliveries d
   set occurrence_at = u.occurrence_at, due_at = u.due_at,
-      run_at = coalesce(u.deferred_until, u.due_at),
+      run_at = case when d.attempt = 0 then coalesce(u.deferred_until, u.due_at)
+                    else greatest(d.run_at, coalesce(u.deferred_until, u.due_at)) end,
       deferred_until = u.deferred_until,
       deferred_reason = case when u.deferred_until is not null then 'QUIET_HOURS' end,
       bypassed = u.bypassed,
@@ -359,13 +366,34 @@ moved as (
   from u, punctual_schedules s, punctual_reminders r
   where d.id = u.id and s.id = d.schedule_id
     and r.schedule_id = d.schedule_id and r.key = d.reminder_key
-    and d.state in ('pending', 'retry', 'paused') and d.attempt = 0
+    and d.state in ('pending', 'retry', 'paused')
   returning d.id
 )
 select count(*) as moved from moved`;
 
 /** Result columns of {@link MOVE_MEMBER_DELIVERIES_SQL}. */
 export const MOVE_MEMBER_DELIVERIES_COLUMNS = columnsOf<{ moved: number }>()(["moved"]);
+
+/**
+ * DEL-9 / DEL-14 (API-12): the waiting rows `$2` already tried whose occurrence an edit
+ * removed from the schedule are cancelled with reason `realigned`, keeping their attempt
+ * history (never-tried ones are deleted by {@link REPLAN_MEMBERS_SQL}), as an ordinary
+ * schedule's realign does. A row claimed meanwhile is left alone. $1 now, $2 ids bigint[].
+ * Returns `cancelled`.
+ */
+export const CANCEL_REALIGNED_MEMBER_ROWS_SQL = `
+with cancelled as (
+  update punctual_deliveries d
+  set state = 'cancelled', reason = 'realigned', finished_at = ${NOW}, updated_at = ${NOW}
+  where d.id = any($2::bigint[]) and d.state in ('pending', 'retry', 'paused') and d.attempt > 0
+  returning d.id
+)
+select count(*) as cancelled from cancelled`;
+
+/** Result columns of {@link CANCEL_REALIGNED_MEMBER_ROWS_SQL}. */
+export const CANCEL_REALIGNED_MEMBER_ROWS_COLUMNS = columnsOf<{ cancelled: number }>()([
+  "cancelled",
+]);
 
 /** One move for {@link moveMemberDeliveries}. */
 export interface MemberDeliveryMove {
@@ -1111,6 +1139,19 @@ export function movableMemberRows(
   p: { now: Date | null; tenant: string; recipientIds: readonly string[] },
 ): Promise<MovableMemberRow[]> {
   return rows<MovableMemberRow>(tx, MOVABLE_MEMBER_ROWS_SQL, [p.now, p.tenant, p.recipientIds]);
+}
+
+/** DEL-9 / API-12: runs {@link CANCEL_REALIGNED_MEMBER_ROWS_SQL}. @returns how many rows were cancelled. */
+export async function cancelRealignedMemberRows(
+  tx: Queryable,
+  p: { now: Date | null; ids: readonly number[] },
+): Promise<number> {
+  if (p.ids.length === 0) return 0;
+  const row = await firstRow<{ cancelled: number }>(tx, CANCEL_REALIGNED_MEMBER_ROWS_SQL, [
+    p.now,
+    p.ids,
+  ]);
+  return Number(row?.cancelled ?? 0);
 }
 
 /**
