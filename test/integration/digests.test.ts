@@ -521,6 +521,26 @@ describe("DEL-19: digest sends run off the maintenance pass", () => {
   });
 });
 
+describe("DEL-19 / API-8: drain() waits for digest sends", () => {
+  it("DEL-19 / API-8: tickAndDrain returns once the digest sends a pass started are settled, however long they take", async () => {
+    t = await testPunctual({ start: "2027-01-04T08:00:00Z" });
+    const { punctual, channel, clock } = t;
+    // A receiver that answers only after many round trips of the database: far later than
+    // the rest of the pass.
+    channel.behaviour = async () => {
+      for (let i = 0; i < 40; i++) await punctual.db.query("select 1");
+      return { messageId: "m" };
+    };
+    const digest = { windowMs: 1_000, key: "k" };
+    await punctual.createSchedule(oneOff("2027-01-04T09:00:00Z", "x", digest));
+    await punctual.createSchedule(oneOff("2027-01-04T09:00:00.500Z", "y", digest));
+    clock.set("2027-01-04T09:00:01Z");
+    await tickAndDrain(punctual);
+    expect(punctual.scheduler.digestsInFlight).toBe(0);
+    expect((await deliveries(punctual)).map((d) => d.state)).toEqual(["sent", "sent"]);
+  });
+});
+
 describe("DEL-19 / DEL-14: each try of a digest is an attempt of every member", () => {
   it("DEL-19 / DEL-14 / OPS-16: failed tries (transient, timeout, permanent) are recorded per member, shown by its attempts and its explanation", async () => {
     t = await testPunctual({
