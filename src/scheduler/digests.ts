@@ -111,7 +111,7 @@ export class DigestSender {
   #stopped = false;
   /** The last claim took every free slot: ready digests may be left. */
   #saturated = false;
-  #waiters: Array<() => void> = [];
+  #changed: { promise: Promise<void>; resolve: () => void } | null = null;
 
   constructor(deps: DigestDeps) {
     this.#d = deps;
@@ -127,15 +127,23 @@ export class DigestSender {
     return Math.max(0, this.#d.options.digestConcurrency - this.#held.size);
   }
 
-  /** Resolves at the next change of the digests in flight (one started or settled). */
+  /**
+   * Resolves at the next change of the digests in flight (one started or settled); every
+   * caller until then shares one promise, so waiting often costs nothing more.
+   */
   changed(): Promise<void> {
-    return new Promise((resolve) => this.#waiters.push(resolve));
+    if (!this.#changed) {
+      let resolve!: () => void;
+      const promise = new Promise<void>((r) => (resolve = r));
+      this.#changed = { promise, resolve };
+    }
+    return this.#changed.promise;
   }
 
   #notify(): void {
-    const waiters = this.#waiters;
-    this.#waiters = [];
-    for (const w of waiters) w();
+    const changed = this.#changed;
+    this.#changed = null;
+    changed?.resolve();
   }
 
   /** Resolves once no digest send is in flight. */

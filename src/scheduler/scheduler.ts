@@ -674,11 +674,10 @@ export class Scheduler {
 
   /**
    * Waits until every held row and every digest in flight (DEL-19) has been sent and
-   * settled (tests, shutdown), or until
-   * `enough()` holds: it is checked before each wait and each time a row leaves (the
-   * testing kit stops once only sends waiting on its test clock are held). Rows waiting
-   * for their rate-limit slot ({@link waitingForSlot}) are not waited for: they go when
-   * the clock reaches their slot.
+   * settled (tests, shutdown), or until `enough()` holds: it is checked before each wait
+   * and each time a row or digest leaves (the testing kit stops once only sends waiting on
+   * its test clock are held). Rows waiting for their rate-limit slot
+   * ({@link waitingForSlot}) are not waited for: they go when the clock reaches their slot.
    */
   async drain(enough?: () => boolean): Promise<void> {
     const idle = () =>
@@ -704,9 +703,9 @@ export class Scheduler {
 
   /**
    * OPS-6, DEL-16: stops claiming, gives back at once the rows it will not send, lets
-   * in-flight sends (digests too, DEL-19) finish within `graceMs`, then aborts the rest (their outcome is
-   * settled as unknown: retry on idempotent channels, in doubt otherwise), records every
-   * outcome, and marks the instance stopped.
+   * in-flight sends (digests too, DEL-19) finish within `graceMs`, then aborts the rest
+   * (their outcome is settled as unknown: retry on idempotent channels, in doubt
+   * otherwise), records every outcome, and marks the instance stopped.
    */
   async stop(graceMs: number = this.#d.options.shutdownGraceMs): Promise<void> {
     this.#stopped = true;
