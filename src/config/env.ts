@@ -157,6 +157,12 @@ export const ENV_VARS: ReadonlyArray<{ name: string; path: string; kind: Kind; h
     help: "sends in flight per process (default 100)",
   },
   {
+    name: "PUNCTUAL_DIGEST_CONCURRENCY",
+    path: "scheduler.digestConcurrency",
+    kind: "int",
+    help: "digest sends in flight per process, off the maintenance pass (default 16)",
+  },
+  {
     name: "PUNCTUAL_MAX_ATTEMPTS",
     path: "scheduler.maxAttempts",
     kind: "int",

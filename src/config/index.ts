@@ -46,6 +46,12 @@ export const schedulerOptionsSchema = z
     /** Most deliveries one worker sends at once (its free send slots). Default 100. */
     concurrency: z.number().int().min(1).max(1_000).default(100),
     /**
+     * DEL-19: most digest sends in flight per process, beside `concurrency`. Digests are sent
+     * off the maintenance pass; a digest whose receiver hangs holds one of these slots (up
+     * to the send timeout), never the pass. Default 16.
+     */
+    digestConcurrency: z.number().int().min(1).max(1_000).default(16),
+    /**
      * Most rows one claim statement takes. Default 300: under a burst a claim's fixed cost
      * (about 1.5 ms of database CPU) is shared by up to this many rows (docs/benchmarks.md).
      */

@@ -1,23 +1,29 @@
 /**
- * The digest sweep (DEL-19), part of each maintenance pass after the misfire sweep:
+ * The digest sweep and sender (DEL-19). Each maintenance pass, after the misfire sweep:
  *
  * 1. recovery: digests whose lease expired go back to `retry` (same id, same members) where
  *    the channel de-duplicates or the reminder chose at-least-once, else `in_doubt` with
  *    every member (DEL-6);
- * 2. claim: digests whose retry time has come, then the digests that are ready to form
- *    (their first member's due time + window has come, or `maxItems` members are due),
- *    formed and claimed in one statement under the formers' lock;
- * 3. send: each held digest once, under the lease it was claimed with (never started with
- *    less than the safety margin left: given back instead), its id as the idempotency key,
- *    its items read as they are now; the outcome decided by `decideOutcome` as a
- *    delivery's, and settled fenced, the members with it.
+ * 2. claim, up to the free digest slots (`digestConcurrency`): digests whose retry time
+ *    has come, then the digests that are ready to form (their first member's due time +
+ *    window has come, or `maxItems` members are due), formed and claimed in one statement
+ *    under the formers' lock;
+ * 3. each claimed digest is handed to the {@link DigestSender}, which sends it **off the
+ *    pass**: the pass never waits for a receiver, so a digest whose receiver hangs until
+ *    the send timeout holds neither the other digests nor recovery nor the misfire sweep.
  *
- * A digest is sent within one pass of its time (`pollMs`, the safety-net poll); a digest's
- * send is bounded by the channel's timeout, which stays below the lease (the lease is not
- * renewed during a digest send: a channel timeout at or above `leaseMs − leaseMarginMs` is
- * cut to it).
+ * A digest send has the guarantees of an ordinary send: it never starts with less than
+ * the safety margin of lease left (given back instead); its lease is renewed, fenced,
+ * every third of the lease while it runs (DEL-16: a digest send slower than the lease
+ * reaches the receiver once), and a watchdog aborts it a margin before a lease that could
+ * not be renewed ends; its budget is the channel's timeout; its id is the idempotency
+ * key; its outcome is decided by `decideOutcome` as a delivery's and settled fenced, the
+ * members with it, each failed try recorded as an attempt of every member (DEL-14). A
+ * stopping process claims no further digests and drains (or, past its grace period,
+ * aborts and settles) the ones in flight (OPS-6). When a send frees a slot while ready
+ * digests were left unclaimed, the scheduler claims again without waiting for the poll.
  */
-import type { Clock } from "../clock/index.js";
+import type { CancelTimer, Clock } from "../clock/index.js";
 import type { Channel, ChannelDelivery, SendResult } from "../channels/types.js";
 import type { SchedulerOptions } from "../config/index.js";
 import { PermanentError } from "../errors/index.js";
@@ -31,14 +37,17 @@ import {
   recipientAtSend,
   recoverDigests,
   releaseDigest,
+  renewDigestLeases,
   settleDigest,
   type ClaimedDigest,
   type DigestItemRow,
 } from "../store/deliveries/index.js";
+import { leaseMarginMs } from "./executor.js";
 import { decideOutcome, type SendResult as OutcomeInput } from "./outcome.js";
 import { judgeRecipient } from "./recipient-gate.js";
+import { OwnAbortReason, SendAbort } from "./send-abort.js";
 
-/** What the digest sweep needs. */
+/** What the digest sweep and sender need. */
 export interface DigestDeps {
   db: Database;
   clock: Clock;
@@ -50,86 +59,466 @@ export interface DigestDeps {
   owner: string;
   /** OPS-6: true once the process is stopping: no further digests are claimed. */
   stopping?: () => boolean;
+  /**
+   * Called when a digest send ends and frees its slot while the last claim left ready
+   * digests unclaimed (all slots were taken): the scheduler claims again.
+   */
+  onSlotFree?: () => void;
 }
 
 /**
- * Most digests one claim takes: twice the digests in flight, so the last of a batch starts
- * about two sends after its claim, well inside its lease (a digest's lease is not renewed;
- * with 100 per claim under load, the tail of a batch found its lease nearly spent and was
- * given back, docs/benchmarks.md).
+ * Most digests one claim statement takes (fewer when fewer slots are free): a claim's
+ * fixed cost is shared by up to this many, and the lease of each starts at its claim.
  */
 export const DIGEST_BATCH = 32;
 
-/** Most digests one pass sends (the rest wait for the next pass). */
+/** Most digests one pass claims (the rest wait for a freed slot or the next pass). */
 const DIGESTS_PER_PASS = 2_000;
-
-/** Most digests sent at once by one process. */
-const DIGEST_CONCURRENCY = 16;
 
 /** What one digest sweep did. */
 export interface DigestSweepReport {
+  /** Digests whose expired lease was recovered. */
   recovered: number;
-  sent: number;
-  /** Digests settled otherwise (retry, dead, in doubt, skipped) or given back. */
-  other: number;
+  /** Digests claimed and handed to the sender (their sends run on, off the pass). */
+  started: number;
+}
+
+/** One digest this process is sending, with what it knows of its lease. */
+interface HeldDigest {
+  readonly g: ClaimedDigest;
+  /** Lease expiry, database clock epoch ms. */
+  leaseExpiresAt: number;
+  /**
+   * Database clock minus the process clock read just before the claim or renewal was
+   * sent, ms: the lease left is never overstated (DEL-16).
+   */
+  offsetMs: number;
+  /** Aborts the send while it runs. */
+  abort: SendAbort | null;
+  /** Aborts the send a safety margin before the lease ends, unless renewed first. */
+  watchdog: CancelTimer | null;
 }
 
 /**
- * Runs one digest sweep (see the module comment). Errors of one digest's send are its
- * outcome; a database error ends the sweep (OPS-1) and the held digests come back through
- * recovery after their lease.
+ * The digests one process sends, off the maintenance pass, at most `digestConcurrency`
+ * at once; their leases renewed while they run (DEL-16).
  */
-export async function digestSweep(d: DigestDeps): Promise<DigestSweepReport> {
-  const report: DigestSweepReport = { recovered: 0, sent: 0, other: 0 };
-  const recovered = await recoverDigests(d.db, d.clock.sqlNow(), d.options.recoverBatch, 0);
-  for (const r of recovered) {
-    report.recovered++;
-    d.metrics.attempts.inc({ channel: r.channel, outcome: "lease_expired" });
-    const fields = { digestId: r.id, state: r.state, members: r.member_count };
-    if (r.state === "retry") {
-      d.logger.warn(fields, "digest lease expired mid-send: retrying with the same digest id");
-    } else {
-      d.metrics.outcomes.inc({ channel: r.channel, outcome: r.state }, r.members_finished);
-      d.logger.error(
-        fields,
-        r.state === "in_doubt"
-          ? "digest lease expired mid-send: the digest and its members are in doubt; resolve or redrive them"
-          : "digest lease expired on its last attempt: dead (SEND_FAILED)",
-      );
-    }
+export class DigestSender {
+  readonly #d: DigestDeps;
+  readonly #held = new Map<string, HeldDigest>();
+  #renewTimer: CancelTimer | null = null;
+  #renewing: Promise<void> | null = null;
+  #stopped = false;
+  /** The last claim took every free slot: ready digests may be left. */
+  #saturated = false;
+  #changed: { promise: Promise<void>; resolve: () => void } | null = null;
+
+  constructor(deps: DigestDeps) {
+    this.#d = deps;
   }
-  const channels = [...d.channels.keys()];
-  let taken = 0;
-  while (taken < DIGESTS_PER_PASS && !d.stopping?.()) {
-    const startedAt = d.clock.now();
-    const p = {
-      now: d.clock.sqlNow(),
-      owner: d.owner,
-      leaseMs: d.options.leaseMs,
-      limit: DIGEST_BATCH,
-      channels,
-    };
-    const held: ClaimedDigest[] = [...(await claimDigestRetries(d.db, p))];
-    if (held.length < DIGEST_BATCH) {
-      held.push(...(await formDigests(d.db, { ...p, limit: DIGEST_BATCH - held.length })));
+
+  /** Digest sends in flight (claimed and not yet settled). */
+  get inFlight(): number {
+    return this.#held.size;
+  }
+
+  /** Free digest slots. */
+  get free(): number {
+    return Math.max(0, this.#d.options.digestConcurrency - this.#held.size);
+  }
+
+  /**
+   * Resolves at the next change of the digests in flight (one started or settled); every
+   * caller until then shares one promise, so waiting often costs nothing more.
+   */
+  changed(): Promise<void> {
+    if (!this.#changed) {
+      let resolve!: () => void;
+      const promise = new Promise<void>((r) => (resolve = r));
+      this.#changed = { promise, resolve };
     }
-    if (held.length === 0) break;
-    taken += held.length;
-    let next = 0;
-    const worker = async () => {
-      while (next < held.length) {
-        const g = held[next++]!;
-        const sent = await sendDigest(d, g, startedAt);
-        if (sent) report.sent++;
-        else report.other++;
+    return this.#changed.promise;
+  }
+
+  #notify(): void {
+    const changed = this.#changed;
+    this.#changed = null;
+    changed?.resolve();
+  }
+
+  /** Resolves once no digest send is in flight. */
+  async idle(): Promise<void> {
+    while (this.#held.size > 0) await this.changed();
+  }
+
+  /**
+   * One digest sweep (see the module comment): recovery, then claims up to the free
+   * slots; the sends run on. A database error ends the sweep (OPS-1): it throws, and the
+   * digests it claimed and handed on are sent all the same.
+   */
+  async sweep(): Promise<DigestSweepReport> {
+    const d = this.#d;
+    const report: DigestSweepReport = { recovered: 0, started: 0 };
+    const recovered = await recoverDigests(d.db, d.clock.sqlNow(), d.options.recoverBatch, 0);
+    for (const r of recovered) {
+      report.recovered++;
+      d.metrics.attempts.inc({ channel: r.channel, outcome: "lease_expired" });
+      const fields = { digestId: r.id, state: r.state, members: r.member_count };
+      if (r.state === "retry") {
+        d.logger.warn(fields, "digest lease expired mid-send: retrying with the same digest id");
+      } else {
+        d.metrics.outcomes.inc({ channel: r.channel, outcome: r.state }, r.members_finished);
+        d.logger.error(
+          fields,
+          r.state === "in_doubt"
+            ? "digest lease expired mid-send: the digest and its members are in doubt; resolve or redrive them"
+            : "digest lease expired on its last attempt: dead (SEND_FAILED)",
+        );
       }
-    };
-    await Promise.all(
-      Array.from({ length: Math.min(DIGEST_CONCURRENCY, held.length) }, () => worker()),
-    );
-    if (held.length < DIGEST_BATCH) break;
+    }
+    report.started = await this.fill();
+    return report;
   }
-  return report;
+
+  /**
+   * Claims digests (retries first, then those ready to form) up to the free slots and
+   * starts their sends. Returns how many it started. Claims nothing once stopping.
+   * @throws the database's error when a claim fails (the digests started before it run on).
+   */
+  async fill(): Promise<number> {
+    const d = this.#d;
+    const channels = [...d.channels.keys()];
+    let taken = 0;
+    this.#saturated = false;
+    while (taken < DIGESTS_PER_PASS && !d.stopping?.() && !this.#stopped) {
+      const want = Math.min(DIGEST_BATCH, this.free, DIGESTS_PER_PASS - taken);
+      if (want === 0) {
+        this.#saturated = true;
+        break;
+      }
+      // DEL-16: read before the statement is sent; the lease is counted from then.
+      const sentAt = d.clock.now();
+      const p = {
+        now: d.clock.sqlNow(),
+        owner: d.owner,
+        leaseMs: d.options.leaseMs,
+        limit: want,
+        channels,
+      };
+      const claimed: ClaimedDigest[] = [...(await claimDigestRetries(d.db, p))];
+      if (claimed.length < want) {
+        claimed.push(...(await formDigests(d.db, { ...p, limit: want - claimed.length })));
+      }
+      for (const g of claimed) this.#start(g, sentAt);
+      taken += claimed.length;
+      if (claimed.length < want) break;
+    }
+    return taken;
+  }
+
+  #start(g: ClaimedDigest, sentAt: number): void {
+    const held: HeldDigest = {
+      g,
+      leaseExpiresAt: g.lease_expires_at.getTime(),
+      offsetMs: g.db_now.getTime() - sentAt,
+      abort: null,
+      watchdog: null,
+    };
+    this.#held.set(g.id, held);
+    this.#ensureRenewal();
+    this.#notify();
+    void this.#run(held);
+  }
+
+  /** One digest from send to settle; never rejects. */
+  async #run(held: HeldDigest): Promise<void> {
+    const fields = { digestId: held.g.id, digestKey: held.g.digest_key, attempt: held.g.attempt };
+    try {
+      await this.#send(held);
+    } catch (err) {
+      // A database error reading the items or settling: the lease runs out and recovery
+      // decides (retry with the same id, or in doubt), as for a crash.
+      this.#d.logger.error(
+        { ...fields, err },
+        "digest send could not be settled; its lease expires and recovery takes it",
+      );
+    } finally {
+      held.watchdog?.();
+      held.watchdog = null;
+      held.abort = null;
+      this.#held.delete(held.g.id);
+      if (this.#held.size === 0) {
+        this.#renewTimer?.();
+        this.#renewTimer = null;
+      }
+      this.#notify();
+      if (this.#saturated && !this.#d.stopping?.() && !this.#stopped) this.#d.onSlotFree?.();
+    }
+  }
+
+  /** The lease left on a held digest at process-clock time `localNow`, ms (database clock). */
+  static #leaseLeft(held: HeldDigest, localNow: number): number {
+    return held.leaseExpiresAt - (localNow + held.offsetMs);
+  }
+
+  /** (Re)arms the watchdog of a sending digest from the lease it knows of. */
+  #armWatchdog(held: HeldDigest): void {
+    if (!held.abort) return;
+    held.watchdog?.();
+    const abort = held.abort;
+    const delay =
+      DigestSender.#leaseLeft(held, this.#d.clock.now()) - leaseMarginMs(this.#d.options);
+    const fire = () =>
+      abort.abort(new OwnAbortReason("digest lease about to end and not renewed: send aborted"));
+    if (delay <= 0) {
+      held.watchdog = null;
+      fire();
+      return;
+    }
+    held.watchdog = this.#d.clock.setTimer(delay, () => {
+      held.watchdog = null;
+      fire();
+    });
+  }
+
+  /** Renewal period, ms: a third of the lease, as the lease keeper's. */
+  get #renewEveryMs(): number {
+    return Math.max(100, Math.floor(this.#d.options.leaseMs / 3));
+  }
+
+  #ensureRenewal(): void {
+    if (this.#stopped || this.#renewTimer || this.#held.size === 0) return;
+    this.#renewTimer = this.#d.clock.setTimer(this.#renewEveryMs, () => {
+      this.#renewTimer = null;
+      void this.renew().finally(() => this.#ensureRenewal());
+    });
+  }
+
+  /**
+   * DEL-16: renews the lease of every digest in flight now, fenced (coalesced with a
+   * renewal in flight). A digest the renewal no longer finds (recovered elsewhere, or its
+   * lease ran out) has its send aborted. Never throws: a failed renewal leaves the
+   * watchdogs to abort sends before their leases end.
+   */
+  renew(): Promise<void> {
+    if (!this.#renewing) {
+      this.#renewing = this.#renew().finally(() => {
+        this.#renewing = null;
+      });
+    }
+    return this.#renewing;
+  }
+
+  async #renew(): Promise<void> {
+    const d = this.#d;
+    const held = [...this.#held.values()];
+    if (held.length === 0) return;
+    const sentAt = d.clock.now();
+    let renewed;
+    try {
+      renewed = await renewDigestLeases(
+        d.db,
+        d.clock.sqlNow(),
+        d.owner,
+        d.options.leaseMs,
+        held.map((h) => ({ id: h.g.id, attempt: h.g.attempt })),
+      );
+    } catch (err) {
+      d.logger.warn({ err, digests: held.length }, "could not renew digest leases");
+      return;
+    }
+    const byId = new Map(renewed.map((r) => [r.id, r]));
+    for (const h of held) {
+      if (this.#held.get(h.g.id) !== h) continue; // settled meanwhile
+      const r = byId.get(h.g.id);
+      if (r && DigestSender.#leaseLeft(h, sentAt) > 0) {
+        h.leaseExpiresAt = r.lease_expires_at.getTime();
+        h.offsetMs = r.db_now.getTime() - sentAt;
+        this.#armWatchdog(h);
+        continue;
+      }
+      if (r) continue; // ran out before the renewal left: not extended (DEL-16)
+      if (!h.abort) continue; // not sending (reading its items, or settling): its fence decides
+      d.metrics.claimsReleased.inc({ reason: "lease_lost" });
+      d.logger.warn(
+        { digestId: h.g.id, attempt: h.g.attempt },
+        "digest lease lost before the send finished (recovered elsewhere): aborting its send",
+      );
+      h.abort.abort(new OwnAbortReason("digest lease lost: another worker may own it now"));
+    }
+  }
+
+  /** OPS-6: aborts every digest send in flight (forced shutdown); each settles as unknown. */
+  abortAll(reason: string): void {
+    for (const h of this.#held.values()) h.abort?.abort(new OwnAbortReason(reason));
+  }
+
+  /** Stops renewing and claiming (shutdown); digests in flight keep the lease they have. */
+  stop(): void {
+    this.#stopped = true;
+    this.#renewTimer?.();
+    this.#renewTimer = null;
+  }
+
+  /** Allows claims and renewals again after {@link stop}. */
+  resume(): void {
+    this.#stopped = false;
+    this.#ensureRenewal();
+  }
+
+  /** Sends one held digest and settles it. */
+  async #send(held: HeldDigest): Promise<void> {
+    const d = this.#d;
+    const g = held.g;
+    const o = d.options;
+    const clock = d.clock;
+    const dbNow = () => clock.now() + held.offsetMs;
+    const margin = leaseMarginMs(o);
+    const fields = { digestId: g.id, digestKey: g.digest_key, attempt: g.attempt };
+    const items = await digestItems(d.db, g.id);
+    const channel = d.channels.get(g.channel);
+    const startedAt = new Date(dbNow());
+    let target: unknown = items[0]?.target ?? null;
+    let recipient: ChannelDelivery["recipient"];
+    let result: OutcomeInput | null = null;
+    let skip: string | null = null;
+    if (items.length === 0) {
+      result = {
+        kind: "failed",
+        error: new PermanentError("the digest has no members left"),
+        aborted: false,
+      };
+    } else if (!channel) {
+      result = {
+        kind: "failed",
+        error: new PermanentError(`no channel named "${g.channel}" in this process`),
+        aborted: false,
+      };
+    } else if (items[0]!.recipient_id !== null) {
+      // API-11 / API-13: a digest for a recipient goes to the recipient's target now.
+      const first = items[0]!;
+      const verdict = judgeRecipient(
+        await recipientAtSend(d.db, {
+          tenant: g.tenant,
+          recipientId: first.recipient_id!,
+          scheduleId: first.schedule_id,
+          reminderKey: first.reminder_key,
+        }),
+        { recipientId: first.recipient_id!, channel: g.channel, target: first.target },
+      );
+      if (verdict.action === "skip") skip = verdict.reason;
+      else {
+        target = verdict.target;
+        recipient = verdict.recipient;
+      }
+    }
+    if (skip !== null) {
+      const s = await settleDigest(d.db, clock.sqlNow(), d.owner, {
+        id: g.id,
+        attempt: g.attempt,
+        state: "skipped",
+        runAt: null,
+        reason: skip,
+        error: null,
+        failure: 0,
+        startedAt,
+        status: null,
+        messageId: null,
+        outcome: null,
+      });
+      if (s.settled === 0) d.logger.warn(fields, "digest lease lost before its skip was recorded");
+      else d.metrics.outcomes.inc({ channel: g.channel, outcome: "skipped" }, s.members);
+      return;
+    }
+    if (result === null && DigestSender.#leaseLeft(held, clock.now()) <= margin) {
+      // DEL-16: never start a send this worker may no longer own.
+      d.metrics.claimsReleased.inc({ reason: "lease_low" });
+      await releaseDigest(d.db, clock.sqlNow(), d.owner, g);
+      return;
+    }
+    if (result === null) {
+      const delivery = digestDelivery(g, items, target);
+      if (recipient) delivery.recipient = recipient;
+      // The channel's budget, independent of the lease: the lease is renewed meanwhile.
+      const timeoutMs = channel!.timeoutMs ?? o.sendTimeoutMs;
+      const abort = new SendAbort();
+      held.abort = abort;
+      this.#armWatchdog(held);
+      let cancel: (() => void) | null = null;
+      try {
+        const sent = await new Promise<SendResult | "deadline">((resolve, reject) => {
+          cancel = clock.setTimer(timeoutMs, () => {
+            abort.abort(new Error("digest send deadline reached"));
+            resolve("deadline");
+          });
+          Promise.resolve(
+            channel!.send(delivery, {
+              idempotencyKey: g.id,
+              get signal() {
+                return abort.signal;
+              },
+              timeoutMs,
+              now: dbNow,
+            }),
+          ).then(resolve, reject);
+        });
+        result =
+          sent === "deadline"
+            ? { kind: "deadline", message: `digest send did not finish within ${timeoutMs} ms` }
+            : { kind: "sent", status: sent.status ?? null, messageId: sent.messageId ?? null };
+      } catch (err) {
+        result = { kind: "failed", error: err, aborted: abort.aborted };
+      } finally {
+        (cancel as (() => void) | null)?.();
+        held.watchdog?.();
+        held.watchdog = null;
+        held.abort = null;
+      }
+    }
+    const decision = decideOutcome(
+      result!,
+      {
+        failures: g.failures,
+        maxAttempts: g.max_attempts,
+        onLostLease: g.on_lost_lease,
+        deferrals: 0,
+        firstAttemptAtMs: null,
+      },
+      {
+        backoffBaseMs: o.backoffBaseMs,
+        backoffCapMs: o.backoffCapMs,
+        rateLimitMaxDeferrals: o.rateLimitMaxDeferrals,
+        rateLimitMaxAgeMs: o.rateLimitMaxAgeMs,
+        rateLimitMaxDelayMs: o.rateLimitMaxDelayMs,
+      },
+      dbNow(),
+    );
+    if (decision.log) {
+      d.logger[decision.log.level]({ ...fields, ...decision.log.fields }, decision.log.message);
+    }
+    d.metrics.attempts.inc({ channel: g.channel, outcome: decision.outcome });
+    const settled = await settleDigest(d.db, clock.sqlNow(), d.owner, {
+      id: g.id,
+      attempt: g.attempt,
+      state: decision.state,
+      runAt: decision.runAt,
+      reason: decision.reason,
+      error: decision.error,
+      failure: decision.failure,
+      startedAt,
+      status: decision.status,
+      messageId: decision.messageId,
+      outcome: decision.outcome,
+    });
+    if (settled.settled === 0) {
+      d.metrics.leaseLost.inc();
+      d.logger.warn(fields, "digest lease lost before its outcome was recorded; nothing changed");
+      return;
+    }
+    if (decision.state !== "retry") {
+      d.metrics.outcomes.inc({ channel: g.channel, outcome: decision.state }, settled.members);
+    }
+  }
 }
 
 /** The message of a digest: the first item's schedule, reminder and template; every item. */
@@ -168,155 +557,4 @@ function digestDelivery(
       })),
     },
   };
-}
-
-/**
- * Sends one held digest and settles it. Returns true when it settled `sent`.
- * @param claimedAtMs the process clock just before the claim (lease arithmetic: the lease
- *   is counted from then, so a slow reply makes it look shorter, never longer; DEL-16).
- */
-async function sendDigest(d: DigestDeps, g: ClaimedDigest, claimedAtMs: number): Promise<boolean> {
-  const o = d.options;
-  const clock = d.clock;
-  const offset = g.db_now.getTime() - claimedAtMs;
-  const dbNow = () => clock.now() + offset;
-  const margin = Math.min(o.leaseMarginMs, o.leaseMs / 4);
-  const leaseLeft = () => g.lease_expires_at.getTime() - dbNow();
-  const fields = { digestId: g.id, digestKey: g.digest_key, attempt: g.attempt };
-  const items = await digestItems(d.db, g.id);
-  const channel = d.channels.get(g.channel);
-  const startedAt = new Date(dbNow());
-  let target: unknown = items[0]?.target ?? null;
-  let recipient: ChannelDelivery["recipient"];
-  let result: OutcomeInput | null = null;
-  let skip: string | null = null;
-  if (items.length === 0) {
-    result = {
-      kind: "failed",
-      error: new PermanentError("the digest has no members left"),
-      aborted: false,
-    };
-  } else if (!channel) {
-    result = {
-      kind: "failed",
-      error: new PermanentError(`no channel named "${g.channel}" in this process`),
-      aborted: false,
-    };
-  } else if (items[0]!.recipient_id !== null) {
-    // API-11 / API-13: a digest for a recipient goes to the recipient's target now.
-    const first = items[0]!;
-    const verdict = judgeRecipient(
-      await recipientAtSend(d.db, {
-        tenant: g.tenant,
-        recipientId: first.recipient_id!,
-        scheduleId: first.schedule_id,
-        reminderKey: first.reminder_key,
-      }),
-      { recipientId: first.recipient_id!, channel: g.channel, target: first.target },
-    );
-    if (verdict.action === "skip") skip = verdict.reason;
-    else {
-      target = verdict.target;
-      recipient = verdict.recipient;
-    }
-  }
-  if (skip !== null) {
-    const s = await settleDigest(d.db, clock.sqlNow(), d.owner, {
-      id: g.id,
-      attempt: g.attempt,
-      state: "skipped",
-      runAt: null,
-      reason: skip,
-      error: null,
-      failure: 0,
-      startedAt,
-      status: null,
-      messageId: null,
-    });
-    if (s.settled === 0) d.logger.warn(fields, "digest lease lost before its skip was recorded");
-    else d.metrics.outcomes.inc({ channel: g.channel, outcome: "skipped" }, s.members);
-    return false;
-  }
-  if (result === null && leaseLeft() < margin) {
-    // DEL-16: never start a send this worker may no longer own.
-    await releaseDigest(d.db, clock.sqlNow(), d.owner, g);
-    return false;
-  }
-  if (result === null) {
-    const delivery = digestDelivery(g, items, target);
-    if (recipient) delivery.recipient = recipient;
-    const timeoutMs = Math.max(
-      1,
-      Math.min(channel!.timeoutMs ?? o.sendTimeoutMs, leaseLeft() - margin),
-    );
-    const abort = new AbortController();
-    let cancel: (() => void) | null = null;
-    try {
-      const sent = await new Promise<SendResult | "deadline">((resolve, reject) => {
-        cancel = clock.setTimer(timeoutMs, () => {
-          abort.abort(new Error("digest send deadline reached"));
-          resolve("deadline");
-        });
-        Promise.resolve(
-          channel!.send(delivery, {
-            idempotencyKey: g.id,
-            signal: abort.signal,
-            timeoutMs,
-            now: dbNow,
-          }),
-        ).then(resolve, reject);
-      });
-      result =
-        sent === "deadline"
-          ? { kind: "deadline", message: `digest send did not finish within ${timeoutMs} ms` }
-          : { kind: "sent", status: sent.status ?? null, messageId: sent.messageId ?? null };
-    } catch (err) {
-      result = { kind: "failed", error: err, aborted: abort.signal.aborted };
-    } finally {
-      (cancel as (() => void) | null)?.();
-    }
-  }
-  const decision = decideOutcome(
-    result!,
-    {
-      failures: g.failures,
-      maxAttempts: g.max_attempts,
-      onLostLease: g.on_lost_lease,
-      deferrals: 0,
-      firstAttemptAtMs: null,
-    },
-    {
-      backoffBaseMs: o.backoffBaseMs,
-      backoffCapMs: o.backoffCapMs,
-      rateLimitMaxDeferrals: o.rateLimitMaxDeferrals,
-      rateLimitMaxAgeMs: o.rateLimitMaxAgeMs,
-      rateLimitMaxDelayMs: o.rateLimitMaxDelayMs,
-    },
-    dbNow(),
-  );
-  if (decision.log) {
-    d.logger[decision.log.level]({ ...fields, ...decision.log.fields }, decision.log.message);
-  }
-  d.metrics.attempts.inc({ channel: g.channel, outcome: decision.outcome });
-  const settled = await settleDigest(d.db, clock.sqlNow(), d.owner, {
-    id: g.id,
-    attempt: g.attempt,
-    state: decision.state,
-    runAt: decision.runAt,
-    reason: decision.reason,
-    error: decision.error,
-    failure: decision.failure,
-    startedAt,
-    status: decision.status,
-    messageId: decision.messageId,
-  });
-  if (settled.settled === 0) {
-    d.metrics.leaseLost.inc();
-    d.logger.warn(fields, "digest lease lost before its outcome was recorded; nothing changed");
-    return false;
-  }
-  if (decision.state !== "retry") {
-    d.metrics.outcomes.inc({ channel: g.channel, outcome: decision.state }, settled.members);
-  }
-  return decision.state === "sent";
 }

@@ -7,8 +7,9 @@
  *        └──── lease keeper renews what is held ────┘   (lease-keeper.ts)
  *
  *   maintenance, every `pollMs` or when woken:
- *   heartbeat → settings → recover (+ orphaned claims) → plan → misfire → digest (DEL-19)
- *   → retention and gauges (own cadences)
+ *   heartbeat → settings → recover (+ orphaned claims) → plan → misfire → digest (DEL-19:
+ *   recover and claim; the digest sends run on, off the pass) → retention and gauges
+ *   (own cadences)
  *
  * Wake-ups are event-driven and coalesced: a freed send slot refills the producer only
  * when the held rows fall to half the target; a claim that came back short arms one
@@ -40,7 +41,7 @@ import { CircuitBreaker } from "./circuits.js";
 import { QuietRetries } from "./quiet-retry.js";
 import { planSweep, misfireSweep } from "./plan.js";
 import { audienceSweep } from "./audience.js";
-import { digestSweep } from "./digests.js";
+import { DigestSender } from "./digests.js";
 import { RecipientGate } from "./recipient-gate.js";
 import { Producer } from "./producer.js";
 import { SingleFlight } from "./single-flight.js";
@@ -59,8 +60,11 @@ export interface TickReport {
   claimed: number;
   /** Set when a sweep failed and ended the tick. */
   failedSweep: string | null;
-  /** DEL-19: digests recovered, sent, and settled otherwise in this tick. */
-  digests?: { recovered: number; sent: number; other: number };
+  /**
+   * DEL-19: digests recovered, and claimed and started in this tick (their sends run on,
+   * off the pass; `drain()` waits for them).
+   */
+  digests?: { recovered: number; started: number };
 }
 
 export interface SchedulerDeps {
@@ -118,6 +122,9 @@ export class Scheduler {
   #stopped = false;
   readonly #maintenance: SingleFlight;
   readonly #claims: SingleFlight;
+  /** DEL-19: claims of digests when a digest slot frees (coalesced). */
+  readonly #digestClaims: SingleFlight;
+  readonly #digests: DigestSender;
   #pollTimer: CancelTimer | null = null;
   #wakeTimer: CancelTimer | null = null;
   #emptyBackoffMs = 0;
@@ -156,6 +163,7 @@ export class Scheduler {
         this.#wakeTimer = null;
       },
     );
+    this.#digestClaims = new SingleFlight(() => this.#claimDigests(), live);
     this.owner = makeOwnerId();
     this.#log = deps.logger.child({ component: "scheduler", owner: this.owner });
     const { db, clock, metrics, options } = deps;
@@ -170,6 +178,18 @@ export class Scheduler {
       version: deps.version,
       role: deps.role,
     };
+    this.#digests = new DigestSender({
+      db,
+      clock,
+      logger: this.#log,
+      metrics,
+      options,
+      channels: deps.channels,
+      owner: this.owner,
+      // OPS-6: a stopping process claims no further digests.
+      stopping: () => this.#stopping,
+      onSlotFree: () => this.#digestClaims.request(),
+    });
     this.#completer = new Completer({
       db,
       clock,
@@ -277,14 +297,22 @@ export class Scheduler {
     return this.#heartbeat.skewMs;
   }
 
-  /** Number of sends in flight. */
+  /** Number of sends in flight (deliveries; digests apart: {@link digestsInFlight}). */
   get inFlight(): number {
     return this.#executor.sending;
   }
 
-  /** Rows this process holds: claimed and queued, sending, or waiting for their settle. */
+  /** DEL-19: digest sends in flight (claimed, not yet settled), off the maintenance pass. */
+  get digestsInFlight(): number {
+    return this.#digests.inFlight;
+  }
+
+  /**
+   * Rows this process holds: claimed and queued, sending, or waiting for their settle;
+   * each digest in flight counts as one (DEL-19).
+   */
   get held(): number {
-    return this.#book.size;
+    return this.#book.size + this.#digests.inFlight;
   }
 
   /**
@@ -308,6 +336,7 @@ export class Scheduler {
     this.#stopped = false;
     this.#producer.resume();
     this.#keeper.resume();
+    this.#digests.resume();
     await this.#listen();
     this.#requestMaintenance();
   }
@@ -407,8 +436,8 @@ export class Scheduler {
       // API-11: schedules for recipients, planned per recipient.
       ["plan", async () => void (report.planned += await audienceSweep(this.#planDeps()))],
       ["misfire", async () => void (report.skipped = await misfireSweep(this.#planDeps()))],
-      // DEL-19: digests formed, sent and settled as one unit each.
-      ["digest", async () => void (report.digests = await this.#digests())],
+      // DEL-19: digests recovered, formed and claimed; their sends run on, off the pass.
+      ["digest", async () => void (report.digests = await this.#digests.sweep())],
       ["retention", () => this.#retention()],
       ["gauges", () => this.#gauges()],
     ];
@@ -455,19 +484,15 @@ export class Scheduler {
     return { db, clock, logger: this.#log, metrics, options, channels };
   }
 
-  async #digests() {
-    const { db, clock, metrics, options, channels } = this.#d;
-    return digestSweep({
-      db,
-      clock,
-      logger: this.#log,
-      metrics,
-      options,
-      channels,
-      owner: this.owner,
-      // OPS-6: a stopping process claims no further digests.
-      stopping: () => this.#stopping,
-    });
+  /** DEL-19: claims digests into slots freed since the last pass (errors end in the streak log). */
+  async #claimDigests(): Promise<void> {
+    try {
+      await this.#digests.fill();
+      this.#streak("digest").success();
+    } catch (err) {
+      this.#d.metrics.sweepFailures.inc({ sweep: "digest" });
+      this.#streak("digest").failure(err, { sweep: "digest" });
+    }
   }
 
   async #retention(): Promise<void> {
@@ -500,9 +525,12 @@ export class Scheduler {
     return recovered;
   }
 
-  /** DEL-16: renews the lease of every held row now (the keeper also does it on its own). */
-  renewLeases(): Promise<void> {
-    return this.#keeper.renew();
+  /**
+   * DEL-16: renews the lease of every held row and digest in flight now (the keeper and
+   * the digest sender also do it on their own); joins a renewal already under way.
+   */
+  async renewLeases(): Promise<void> {
+    await Promise.all([this.#keeper.renew(), this.#digests.renew()]);
   }
 
   // ── dispatch ───────────────────────────────────────────────────────────────────────
@@ -645,16 +673,17 @@ export class Scheduler {
   }
 
   /**
-   * Waits until every held row has been sent and settled (tests, shutdown), or until
-   * `enough()` holds: it is checked before each wait and each time a row leaves (the
-   * testing kit stops once only sends waiting on its test clock are held). Rows waiting
-   * for their rate-limit slot ({@link waitingForSlot}) are not waited for: they go when
-   * the clock reaches their slot.
+   * Waits until every held row and every digest in flight (DEL-19) has been sent and
+   * settled (tests, shutdown), or until `enough()` holds: it is checked before each wait
+   * and each time a row or digest leaves (the testing kit stops once only sends waiting on
+   * its test clock are held). Rows waiting for their rate-limit slot
+   * ({@link waitingForSlot}) are not waited for: they go when the clock reaches their slot.
    */
   async drain(enough?: () => boolean): Promise<void> {
-    const idle = () => this.#book.size <= this.#executor.waitingForSlot;
+    const idle = () =>
+      this.#book.size <= this.#executor.waitingForSlot && this.#digests.inFlight === 0;
     while (!idle() && !enough?.()) {
-      const changed = this.#book.changed();
+      const changed = Promise.race([this.#book.changed(), this.#digests.changed()]);
       await this.#completer.flush();
       if (idle() || enough?.()) break;
       await changed;
@@ -674,14 +703,14 @@ export class Scheduler {
 
   /**
    * OPS-6, DEL-16: stops claiming, gives back at once the rows it will not send, lets
-   * in-flight sends finish within `graceMs`, then aborts the rest (their outcome is
-   * settled as unknown: retry on idempotent channels, in doubt otherwise), records every
-   * outcome, and marks the instance stopped.
+   * in-flight sends (digests too, DEL-19) finish within `graceMs`, then aborts the rest
+   * (their outcome is settled as unknown: retry on idempotent channels, in doubt
+   * otherwise), records every outcome, and marks the instance stopped.
    */
   async stop(graceMs: number = this.#d.options.shutdownGraceMs): Promise<void> {
     this.#stopped = true;
     // A scheduler driven by tick() (never started) may still hold rows: stop them too.
-    if (!this.#running && this.#book.size === 0) return;
+    if (!this.#running && this.#book.size === 0 && this.#digests.inFlight === 0) return;
     this.#stopping = true;
     this.#producer.stop();
     // The grace period starts now, before anything is awaited.
@@ -698,15 +727,17 @@ export class Scheduler {
     this.#unlisten = null;
     await this.#maintenance.current;
     await this.#claims.current;
+    await this.#digestClaims.current;
     await this.#releaseQueued();
-    if (this.#executor.sending > 0) {
+    if (this.#executor.sending > 0 || this.#digests.inFlight > 0) {
       const timedOut = await Promise.race([this.#sendsDone().then(() => false), graceOver]);
       if (timedOut) {
         this.#log.warn(
-          { inFlight: this.#executor.sending },
+          { inFlight: this.#executor.sending, digestsInFlight: this.#digests.inFlight },
           "shutdown deadline reached: aborting in-flight sends",
         );
         this.#executor.abortAll("shutting down");
+        this.#digests.abortAll("shutting down");
         await Promise.race([
           this.#sendsDone(),
           new Promise<void>((resolve) => setTimeout(resolve, 2_000).unref()),
@@ -718,6 +749,7 @@ export class Scheduler {
     await this.#completer.flush();
     await this.#producer.releaseOrphans().catch(() => undefined);
     this.#keeper.stop();
+    this.#digests.stop();
     await markInstanceStopped(this.#d.db, this.#d.clock.sqlNow(), this.owner).catch(
       () => undefined,
     );
@@ -725,9 +757,10 @@ export class Scheduler {
     this.#stopping = false;
   }
 
-  /** Resolves once no send is in flight. */
+  /** Resolves once no send (delivery or digest, DEL-19) is in flight. */
   async #sendsDone(): Promise<void> {
     while (this.#executor.sending > 0) await this.#book.changed();
+    await this.#digests.idle();
   }
 
   /** DEL-16: claimed rows that never started go back at once, not a lease later. */

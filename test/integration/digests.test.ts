@@ -5,7 +5,8 @@
  * member, and recovery of a digest whose worker stopped between claim and settle.
  */
 import { afterEach, describe, expect, it } from "vitest";
-import { TransientError } from "../../src/errors/index.js";
+import type { SendContext, SendResult } from "../../src/channels/types.js";
+import { PermanentError, TransientError } from "../../src/errors/index.js";
 import { deferred } from "../support/channels.js";
 import {
   deliveries,
@@ -87,7 +88,8 @@ describe("DEL-19: digests", () => {
     const rows = await deliveries(punctual);
     const at = (iso: string) => rows.find((r) => r.occurrenceAt === iso)!;
     for (const iso of ["09:00:00", "09:01:00", "09:04:59"]) {
-      expect(at(`2027-01-04T${iso}.000Z`)).toMatchObject({ state: "sent", digestId });
+      // Sent on time for a digest (at its window's end): not late because the window held it.
+      expect(at(`2027-01-04T${iso}.000Z`)).toMatchObject({ state: "sent", digestId, late: false });
     }
     // a4 (09:05, outside the first window) waits in its own window; bob's opened at 09:02.
     expect(at("2027-01-04T09:05:00.000Z").state).toBe("pending");
@@ -320,6 +322,8 @@ describe("DEL-19: digests", () => {
       ]);
       stalled.resolve({ messageId: null });
       await firstTick;
+      // The pass did not wait for the send (it runs on, off the pass): drain it.
+      await punctual.scheduler.drain();
       expect(t.logs.some((l) => /digest lease lost/.test(JSON.stringify(l)))).toBe(true);
       expect((await deliveries(punctual)).map((d) => d.state)).toEqual(["sent", "sent"]);
     } finally {
@@ -360,6 +364,7 @@ describe("DEL-19: digests", () => {
       ]);
       stalled.resolve({ messageId: null });
       await firstTick;
+      await punctual.scheduler.drain();
       expect((await deliveries(punctual)).map((d) => d.state)).toEqual(["in_doubt", "in_doubt"]);
       const after = await punctual.explainDelivery(grouped!.id);
       expect(after.entry).toMatchObject({ verdict: "in_doubt", reason: "LEASE_EXPIRED" });
@@ -369,6 +374,260 @@ describe("DEL-19: digests", () => {
       });
     } finally {
       stalled.resolve({ messageId: null });
+      await survivor.close();
+    }
+  });
+});
+
+/** A send that never answers: it ends only when aborted (deadline, watchdog, shutdown). */
+function hangs(_d: unknown, ctx: SendContext): Promise<SendResult> {
+  return new Promise((_resolve, reject) => {
+    ctx.signal.addEventListener("abort", () => reject(ctx.signal.reason as Error), { once: true });
+  });
+}
+
+/** The digest rows, by key. */
+async function digestRows(t: TestPunctual) {
+  const { rows } = await t.punctual.db.query<{
+    id: string;
+    digest_key: string;
+    state: string;
+    attempt: number;
+    lease_expires_at: Date | null;
+  }>("select id, digest_key, state, attempt, lease_expires_at from punctual_digests order by id");
+  return rows;
+}
+
+describe("DEL-19: digest sends run off the maintenance pass", () => {
+  it("DEL-19 / OPS-1 / DEL-6: a digest whose receiver never answers holds neither the pass, nor another key's digest, nor the recovery of an expired lease; stop() settles it", async () => {
+    t = await testPunctual({
+      start: "2027-01-04T08:00:00Z",
+      scheduler: { sendTimeoutMs: 300_000 },
+    });
+    const { punctual, channel, clock } = t;
+    channel.behaviour = (d, ctx) =>
+      d.digest?.key === "hang" ? hangs(d, ctx) : { messageId: null };
+    await punctual.createSchedule(
+      oneOff("2027-01-04T09:00:00Z", "hung", { windowMs: 1_000, key: "hang" }),
+    );
+    await punctual.createSchedule(
+      oneOff("2027-01-04T09:00:10Z", "other", { windowMs: 1_000, key: "other" }),
+    );
+    const { schedule: plain } = await punctual.createSchedule({
+      dtstart: "2027-01-04T09:00:05Z",
+      tzid: "UTC",
+      title: "plain",
+      reminders: [{ key: "r", channel: "test" }],
+    });
+    await tickAndDrain(punctual);
+
+    // The hung digest is formed and its send starts; the pass returns without it.
+    clock.set("2027-01-04T09:00:01Z");
+    const report = await punctual.scheduler.tick();
+    expect(report).toMatchObject({ failedSweep: null, digests: { started: 1 } });
+    await expect.poll(() => channel.sends.length).toBe(1);
+    expect(punctual.scheduler.digestsInFlight).toBe(1);
+
+    // Another worker claims the ordinary delivery and stalls with it (its clock stops).
+    const stalled = await peer(t, {
+      start: "2027-01-04T09:00:05Z",
+      scheduler: { leaseMs: 10_000 },
+    });
+    try {
+      stalled.channel.behaviour = hangs;
+      await stalled.punctual.scheduler.tick();
+      await expect.poll(() => stalled.channel.sends.length).toBe(1);
+
+      // The next pass forms and sends the other key's digest while the first still hangs.
+      clock.set("2027-01-04T09:00:12Z");
+      expect((await punctual.scheduler.tick()).failedSweep).toBeNull();
+      await punctual.scheduler.drain(() => punctual.scheduler.digestsInFlight === 1);
+      expect(channel.sends.map((x) => x.delivery.digest?.key)).toEqual(["hang", "other"]);
+      // And a later pass recovers the stalled worker's expired lease; the delivery is sent.
+      clock.set("2027-01-04T09:00:16Z");
+      const later = await punctual.scheduler.tick();
+      expect(later.recovered).toBe(1);
+      await punctual.scheduler.drain(() => punctual.scheduler.held === 1);
+      const rows = await deliveries(punctual);
+      const byTitle = async (title: string) => {
+        const all = await punctual.listSchedules({ limit: 10 });
+        const id = all.items.find((x) => x.title === title)!.id;
+        return rows.find((r) => r.scheduleId === id)!;
+      };
+      expect((await byTitle("other")).state).toBe("sent");
+      expect((await byTitle("hung")).state).toBe("grouped");
+      expect(rows.find((r) => r.scheduleId === plain.id)!.state).toBe("sent");
+      expect(channel.sends.at(-1)!.delivery.scheduleId).toBe(plain.id);
+      expect(punctual.scheduler.digestsInFlight).toBe(1);
+
+      // OPS-6: stop() without grace aborts the hung send and settles it (unknown outcome on
+      // an idempotent channel: retry, same id), rather than leaving it to recovery.
+      await punctual.scheduler.stop(0);
+      expect(punctual.scheduler.digestsInFlight).toBe(0);
+      const hung = (await digestRows(t)).find((g) => g.digest_key === "hang")!;
+      expect(hung).toMatchObject({ state: "retry", lease_expires_at: null });
+      expect((await byTitle("hung")).state).toBe("grouped");
+    } finally {
+      await stalled.close();
+    }
+  });
+
+  it("DEL-19 / DEL-16 / OPS-6: a digest send slower than the lease keeps its lease renewed and reaches the receiver once; a graceful stop waits for it", async () => {
+    t = await testPunctual({
+      start: "2027-01-04T08:00:00Z",
+      scheduler: { leaseMs: 10_000, leaseMarginMs: 1_000, sendTimeoutMs: 120_000 },
+    });
+    const { punctual, channel, clock } = t;
+    const slow = deferred<{ messageId: string }>();
+    channel.behaviour = () => slow.promise;
+    await punctual.createSchedule(
+      oneOff("2027-01-04T09:00:00Z", "x", { windowMs: 1_000, key: "k" }),
+    );
+    await punctual.createSchedule(
+      oneOff("2027-01-04T09:00:00.500Z", "y", { windowMs: 1_000, key: "k" }),
+    );
+    await tickAndDrain(punctual);
+    clock.set("2027-01-04T09:00:01Z");
+    await punctual.scheduler.tick();
+    await expect.poll(() => channel.sends.length).toBe(1);
+    const leaseOf = async () => (await digestRows(t!))[0]!.lease_expires_at!.getTime();
+    expect(await leaseOf()).toBe(clock.now() + 10_000);
+    // Three leases long: each third of the lease the renewal moves it on.
+    const every = Math.floor(10_000 / 3);
+    for (let i = 0; i < 9; i++) {
+      clock.advance(every);
+      const expected = clock.now() + 10_000;
+      await expect.poll(leaseOf).toBe(expected);
+    }
+    // Another worker, past the first lease, finds nothing to recover or send.
+    const other = await peer(t, { start: new Date(clock.now()).toISOString() });
+    try {
+      const report = await other.punctual.scheduler.tick();
+      await other.punctual.scheduler.drain();
+      expect(report.digests).toMatchObject({ recovered: 0, started: 0 });
+      expect(other.channel.sends).toHaveLength(0);
+    } finally {
+      await other.close();
+    }
+    // OPS-6: a graceful stop drains the digest in flight: it settles when its send ends.
+    let stopped = false;
+    const stopping = punctual.scheduler.stop(60_000).then(() => (stopped = true));
+    await punctual.db.query("select 1");
+    expect(stopped).toBe(false);
+    slow.resolve({ messageId: "m-1" });
+    await stopping;
+    expect(channel.sends).toHaveLength(1);
+    expect((await digestRows(t))[0]).toMatchObject({ state: "sent", attempt: 1 });
+    expect((await deliveries(punctual)).map((d) => d.state)).toEqual(["sent", "sent"]);
+  });
+});
+
+describe("DEL-19 / API-8: drain() waits for digest sends", () => {
+  it("DEL-19 / API-8: tickAndDrain returns once the digest sends a pass started are settled, however long they take", async () => {
+    t = await testPunctual({ start: "2027-01-04T08:00:00Z" });
+    const { punctual, channel, clock } = t;
+    // A receiver that answers only after many round trips of the database: far later than
+    // the rest of the pass.
+    channel.behaviour = async () => {
+      for (let i = 0; i < 40; i++) await punctual.db.query("select 1");
+      return { messageId: "m" };
+    };
+    const digest = { windowMs: 1_000, key: "k" };
+    await punctual.createSchedule(oneOff("2027-01-04T09:00:00Z", "x", digest));
+    await punctual.createSchedule(oneOff("2027-01-04T09:00:00.500Z", "y", digest));
+    clock.set("2027-01-04T09:00:01Z");
+    await tickAndDrain(punctual);
+    expect(punctual.scheduler.digestsInFlight).toBe(0);
+    expect((await deliveries(punctual)).map((d) => d.state)).toEqual(["sent", "sent"]);
+  });
+});
+
+describe("DEL-19 / DEL-14: each try of a digest is an attempt of every member", () => {
+  it("DEL-19 / DEL-14 / OPS-16: failed tries (transient, timeout, permanent) are recorded per member, shown by its attempts and its explanation", async () => {
+    t = await testPunctual({
+      start: "2027-01-04T08:00:00Z",
+      scheduler: { backoffBaseMs: 1_000, sendTimeoutMs: 5_000 },
+    });
+    const { punctual, channel, clock } = t;
+    channel.behaviour = (d, ctx, n) => {
+      if (n === 1) throw new TransientError("503 from the receiver");
+      if (n === 2) return hangs(d, ctx);
+      throw Object.assign(new PermanentError("410 gone"), { status: 410 });
+    };
+    const digest = { windowMs: 1_000, key: "k" };
+    await punctual.createSchedule(oneOff("2027-01-04T09:00:00Z", "x", digest));
+    await punctual.createSchedule(oneOff("2027-01-04T09:00:00.500Z", "y", digest));
+    clock.set("2027-01-04T09:00:01Z");
+    await tickAndDrain(punctual);
+    // Retry after the backoff; the second try hangs until its 5 s budget.
+    clock.set("2027-01-04T09:00:03Z");
+    await punctual.scheduler.tick();
+    await expect.poll(() => channel.sends.length).toBe(2);
+    clock.advance(5_000);
+    await punctual.scheduler.drain();
+    clock.set("2027-01-04T09:01:00Z");
+    await tickAndDrain(punctual);
+    expect(channel.sends).toHaveLength(3);
+    const members = await deliveries(punctual);
+    expect(members.map((d) => d.state)).toEqual(["dead", "dead"]);
+    for (const m of members) {
+      const { attempts } = await punctual.getDelivery(m.id);
+      expect(attempts.map((a) => [a.attempt, a.outcome, a.settled])).toEqual([
+        [1, "transient", true],
+        [2, "timeout", true],
+        [3, "permanent", true],
+      ]);
+      expect(attempts[0]!.error).toContain("503");
+      expect(attempts[2]!.status).toBe(410);
+      const { entry } = await punctual.explainDelivery(m.id);
+      expect(entry).toMatchObject({ verdict: "failed", digestId: m.digestId });
+      expect(
+        entry.events.filter((e) => e.type === "attempt").map((e) => [e.attempt, e.outcome]),
+      ).toEqual([
+        [1, "transient"],
+        [2, "timeout"],
+        [3, "permanent"],
+      ]);
+      expect(m).toMatchObject({ attempt: 3, failures: 3 });
+    }
+  });
+
+  it("DEL-19 / DEL-14 / DEL-6: a digest whose lease expired records a lease_expired attempt for every member", async () => {
+    t = await testPunctual({ start: "2027-01-04T08:00:00Z", scheduler: { leaseMs: 10_000 } });
+    const { punctual, channel, clock } = t;
+    const stuck = deferred<{ messageId: null }>();
+    channel.behaviour = () => stuck.promise;
+    const digest = { windowMs: 1_000, key: "k" };
+    await punctual.createSchedule(oneOff("2027-01-04T09:00:00Z", "x", digest));
+    await punctual.createSchedule(oneOff("2027-01-04T09:00:00.500Z", "y", digest));
+    clock.set("2027-01-04T09:00:01Z");
+    await punctual.scheduler.tick();
+    await expect.poll(() => channel.sends.length).toBe(1);
+    const survivor = await peer(t, { start: "2027-01-04T09:00:12Z" });
+    try {
+      await tickAndDrain(survivor.punctual);
+      await tickAndDrain(survivor.punctual);
+      expect(survivor.channel.sends).toHaveLength(1);
+      for (const m of await deliveries(survivor.punctual)) {
+        const { attempts } = await survivor.punctual.getDelivery(m.id);
+        expect(attempts.map((a) => [a.attempt, a.outcome])).toEqual([
+          [1, "lease_expired"],
+          [2, "sent"],
+        ]);
+      }
+      stuck.resolve({ messageId: null });
+      await punctual.scheduler.drain();
+      // The stalled worker's late outcome changed nothing; its try is recorded unsettled.
+      for (const m of await deliveries(punctual)) {
+        const { attempts } = await punctual.getDelivery(m.id);
+        expect(attempts.map((a) => [a.attempt, a.outcome, a.settled])).toEqual([
+          [1, "lease_expired", true],
+          [1, "sent", false],
+          [2, "sent", true],
+        ]);
+      }
+    } finally {
+      stuck.resolve({ messageId: null });
       await survivor.close();
     }
   });

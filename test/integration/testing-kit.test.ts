@@ -133,6 +133,33 @@ describe.skipIf(engine !== "pglite")(
       expect(mock.sends).toHaveLength(1);
     });
 
+    it("API-8 / DEL-19: tick() and runUntil() wait for digest sends, except those waiting on the test clock", async () => {
+      const t = await open({ now: "2027-01-04T08:00:00Z" });
+      const mock = t.channel("mock").script([{ latencyMs: 5_000 }]);
+      const digestAt = async (at: string) =>
+        t.createSchedule({
+          dtstart: at,
+          reminders: [
+            { key: "r", offset: "PT0S", channel: "mock", digest: { windowMs: 60_000, key: "k" } },
+          ],
+        });
+      await digestAt("2027-01-04T09:00:00Z");
+      await digestAt("2027-01-04T09:00:30Z");
+      await t.runUntil("2027-01-04T09:01:00Z");
+      expect(mock.waiting).toBe(1);
+      expect(await states(t)).toEqual(["grouped", "grouped"]);
+      await t.runUntil("2027-01-04T09:01:05Z");
+      expect(mock.waiting).toBe(0);
+      expect(await states(t)).toEqual(["sent", "sent"]);
+      expect(mock.sends).toHaveLength(1);
+      // The script is used up: the next digest answers at once, settled when tick() returns.
+      await digestAt("2027-01-04T10:00:00Z");
+      t.clock.set("2027-01-04T10:01:00Z");
+      await t.tick();
+      expect(await states(t)).toEqual(["sent", "sent", "sent"]);
+      expect(mock.sends).toHaveLength(2);
+    });
+
     it("API-8: crash() keeps the claim until its lease ends; recovery retries with the same key", async () => {
       const t = await open({ now: "2027-01-04T08:00:00Z", scheduler: { leaseMs: 30_000 } });
       const mock = t.channel("mock").script([{ latencyMs: Infinity }]);

@@ -182,6 +182,8 @@ export const FORM_DIGESTS_COLUMNS = columnsOf<FormedDigestRow>()([
  * DEL-19: claims digests waiting to retry (their members stay `grouped`: the same items,
  * the same id). Parameters: $1 now, $2 owner, $3 lease ms, $4 limit, $5 channel names.
  * `FOR UPDATE SKIP LOCKED` on the retry index: concurrent workers never take the same one.
+ * Each member's `attempt` counts the try with the digest's (DEL-14: the attempt a member
+ * records for this try is its own next number).
  */
 export const CLAIM_DIGEST_RETRIES_SQL = `
 with due as (
@@ -190,12 +192,23 @@ with due as (
   order by g.run_at, g.id
   limit $4
   for update of g skip locked
+),
+claimed as (
+  update punctual_digests g
+  set state = 'claimed', attempt = g.attempt + 1, lease_owner = $2,
+      lease_expires_at = ${msAfterNow("$3")}, claimed_at = ${NOW}, updated_at = ${NOW}
+  where g.id in (select id from due)
+  returning ${CLAIMED_DIGEST_RETURNING}
+),
+members as (
+  update punctual_deliveries d
+  set attempt = d.attempt + 1, updated_at = ${NOW}
+  from claimed c
+  where d.digest_id = c.id and d.state = 'grouped'
+  returning d.id
 )
-update punctual_digests g
-set state = 'claimed', attempt = g.attempt + 1, lease_owner = $2,
-    lease_expires_at = ${msAfterNow("$3")}, claimed_at = ${NOW}, updated_at = ${NOW}
-where g.id in (select id from due)
-returning ${CLAIMED_DIGEST_RETURNING}`;
+select c.* from claimed c
+order by c.id`;
 
 /** Result columns of {@link CLAIM_DIGEST_RETRIES_SQL}. */
 export const CLAIM_DIGEST_RETRIES_COLUMNS = CLAIMED_DIGEST_KEYS;
@@ -259,16 +272,33 @@ export interface DigestSettleInput {
   startedAt: Date;
   status: number | null;
   messageId: string | null;
+  /**
+   * DEL-14: the try's outcome as an attempt records it (`transient`, `permanent`,
+   * `timeout`, `rate_limited`, `sent`); null when no try was made (nothing recorded).
+   */
+  outcome: string | null;
 }
 
 /**
- * DEL-19 / DEL-2: settles one digest, fenced by id, attempt, `claimed` and owner, and
- * gives its outcome to every `grouped` member in the same statement: `sent` (the sending
- * attempt kept on each row, as a delivery's own), `dead` or `in_doubt` with the reason;
- * on `retry` the members stay grouped for the next try of the same digest.
+ * DEL-19 / DEL-2 / DEL-14: settles one digest, fenced by id, attempt, `claimed` and owner,
+ * and gives its outcome to every `grouped` member in the same statement: `sent` (the
+ * sending attempt kept on each row, as a delivery's own), `dead` or `in_doubt` with the
+ * reason; on `retry` the members stay grouped for the next try of the same digest, each
+ * counting the failure (`failures`, `last_error`) as the digest does.
+ *
+ * Every try that did not send is recorded for each member as a row of
+ * `punctual_attempts` (its outcome `$13`: transient, permanent, timeout, rate_limited),
+ * with the member's own number for that try (a member's attempt counts with its digest's
+ * from its forming: claims and give-backs move both), so its attempts and explanation show
+ * each failed try of its digest; `settled` is false when the settle was fenced out (the
+ * digest was recovered meanwhile), and the row is then recorded for every member of the
+ * digest, whatever its state now. `$13` NULL records nothing (no try was made: a digest
+ * skipped before its send).
+ *
  * Parameters: $1 now, $2 owner, $3 id, $4 attempt, $5 state, $6 run_at, $7 reason,
- * $8 error, $9 failure increment, $10 started_at, $11 status, $12 message id.
- * Returns one row: `settled` (0 when the lease was lost: nothing changed) and `members`.
+ * $8 error, $9 failure increment, $10 started_at, $11 status, $12 message id, $13 outcome.
+ * Returns one row: `settled` (0 when the lease was lost: nothing changed) and `members`
+ * (members that left `grouped`).
  */
 export const SETTLE_DIGEST_SQL = `
 with settled as (
@@ -290,11 +320,12 @@ with settled as (
 ),
 members as (
   update punctual_deliveries d
-  set state = s.state,
+  set state = case when s.state = 'retry' then 'grouped' else s.state end,
       sent_at = case when s.state = 'sent' then ${NOW} end,
       finished_at = case when s.state in ('dead', 'in_doubt', 'skipped') then ${NOW} end,
       reason = case when s.state in ('dead', 'in_doubt', 'skipped') then $7::text end,
       last_error = coalesce($8::text, d.last_error),
+      failures = d.failures + $9::int,
       first_attempt_at = coalesce(d.first_attempt_at, $10::timestamptz),
       sent_by = case when s.state = 'sent' then $2 end,
       send_started_at = case when s.state = 'sent' then $10::timestamptz end,
@@ -302,10 +333,21 @@ members as (
       send_message_id = case when s.state = 'sent' then $12::text end,
       updated_at = ${NOW}
   from settled s
-  where d.digest_id = s.id and d.state = 'grouped' and s.state <> 'retry'
-  returning d.id
+  where d.digest_id = s.id and d.state = 'grouped'
+  returning d.id, d.state
+),
+recorded as (
+  insert into punctual_attempts
+    (delivery_id, attempt, worker, started_at, ended_at, outcome, settled, status, message_id, error)
+  select d.id, d.attempt - (g.attempt - $4::int), $2, $10::timestamptz, ${NOW}, $13::text,
+         exists (select 1 from settled), $11::int, $12::text, $8::text
+  from punctual_deliveries d join punctual_digests g on g.id = $3
+  where $13::text is not null and d.digest_id = $3
+    and (not exists (select 1 from settled) or d.state = 'grouped')
+    and not (exists (select 1 from settled) and $5::text = 'sent' and $8::text is null)
 )
-select (select count(*) from settled)::int as settled, (select count(*) from members)::int as members`;
+select (select count(*) from settled)::int as settled,
+       (select count(*) from members m where m.state <> 'grouped')::int as members`;
 
 /** The row of {@link SETTLE_DIGEST_SQL}. */
 export interface DigestSettled {
@@ -318,29 +360,89 @@ export const SETTLE_DIGEST_COLUMNS = columnsOf<DigestSettled>()(["settled", "mem
 
 /**
  * DEL-19 / DEL-16: gives a digest back unsent (its lease too short to start, shutdown):
- * `retry` now with its attempt restored, its members still grouped (the same items go
- * out under the same id). Fenced like the settle. $1 now, $2 owner, $3 id, $4 attempt.
+ * `retry` now with its attempt restored (its members' too), its members still grouped
+ * (the same items go out under the same id). Fenced like the settle. $1 now, $2 owner,
+ * $3 id, $4 attempt.
  */
 export const RELEASE_DIGEST_SQL = `
-update punctual_digests g
-set state = 'retry', attempt = g.attempt - 1, run_at = ${NOW},
-    lease_owner = null, lease_expires_at = null, claimed_at = null, updated_at = ${NOW}
-where g.id = $3 and g.attempt = $4 and g.state = 'claimed' and g.lease_owner = $2
-returning g.id`;
+with released as (
+  update punctual_digests g
+  set state = 'retry', attempt = g.attempt - 1, run_at = ${NOW},
+      lease_owner = null, lease_expires_at = null, claimed_at = null, updated_at = ${NOW}
+  where g.id = $3 and g.attempt = $4 and g.state = 'claimed' and g.lease_owner = $2
+  returning g.id
+),
+members as (
+  update punctual_deliveries d
+  set attempt = d.attempt - 1, updated_at = ${NOW}
+  from released r
+  where d.digest_id = r.id and d.state = 'grouped' and d.attempt > d.failures
+  returning d.id
+)
+select r.id from released r`;
 
 /** Result columns of {@link RELEASE_DIGEST_SQL}. */
 export const RELEASE_DIGEST_COLUMNS = columnsOf<{ id: string }>()(["id"]);
+
+/**
+ * DEL-19 / DEL-16: renews the leases of the digests this worker is sending, fenced like the
+ * settle (id, attempt, `claimed`, owner) and only while the lease has not run out, so a
+ * digest send slower than the lease keeps its lease and reaches the receiver once.
+ * $1 now, $2 owner, $3 lease ms, $4 ids (text[]), $5 attempts (int[]). Returns the digests
+ * renewed, each with its new expiry and the database's now.
+ */
+export const RENEW_DIGEST_LEASES_SQL = `
+update punctual_digests g
+set lease_expires_at = ${msAfterNow("$3")}, updated_at = ${NOW}
+from unnest($4::text[], $5::int[]) as u(id, attempt)
+where g.id = u.id and g.attempt = u.attempt and g.state = 'claimed' and g.lease_owner = $2
+  and g.lease_expires_at > ${NOW}
+returning g.id, g.lease_expires_at, ${NOW} as db_now`;
+
+/** A digest lease {@link RENEW_DIGEST_LEASES_SQL} renewed. */
+export interface RenewedDigestLease {
+  id: string;
+  lease_expires_at: Date;
+  db_now: Date;
+}
+
+/** Result columns of {@link RENEW_DIGEST_LEASES_SQL}. */
+export const RENEW_DIGEST_LEASES_COLUMNS = columnsOf<RenewedDigestLease>()([
+  "id",
+  "lease_expires_at",
+  "db_now",
+]);
+
+/** DEL-19 / DEL-16: runs {@link RENEW_DIGEST_LEASES_SQL}. */
+export async function renewDigestLeases(
+  db: Queryable,
+  now: Date | null,
+  owner: string,
+  leaseMs: number,
+  held: ReadonlyArray<{ id: string; attempt: number }>,
+): Promise<RenewedDigestLease[]> {
+  if (held.length === 0) return [];
+  return rows<RenewedDigestLease>(db, RENEW_DIGEST_LEASES_SQL, [
+    now,
+    owner,
+    leaseMs,
+    held.map((h) => h.id),
+    held.map((h) => h.attempt),
+  ]);
+}
 
 /**
  * DEL-19 / DEL-6: recovers digests whose lease expired before they settled (a crashed or
  * stalled worker): back to `retry` with the same id and members where the channel
  * de-duplicates by idempotency key or the reminder chose at-least-once (counting one
  * failure; `dead` when that was the last), else `in_doubt` (LEASE_EXPIRED) — the digest
- * and all its members together, in one statement. $1 now, $2 limit, $3 retry delay ms.
+ * and all its members together, in one statement. Each member counts the failure and
+ * records the lost try as an attempt `lease_expired` (DEL-14), as a recovered delivery
+ * does. $1 now, $2 limit, $3 retry delay ms.
  */
 export const RECOVER_DIGESTS_SQL = `
 with expired as (
-  select g.id from punctual_digests g
+  select g.id, g.lease_owner, g.claimed_at from punctual_digests g
   where g.state = 'claimed' and g.lease_expires_at <= ${NOW}
   order by g.lease_expires_at, g.id
   limit $2
@@ -364,17 +466,27 @@ recovered as (
 ),
 members as (
   update punctual_deliveries d
-  set state = r.state,
-      finished_at = ${NOW},
-      reason = case when r.state = 'in_doubt' then 'LEASE_EXPIRED' else 'SEND_FAILED' end,
+  set state = case when r.state = 'retry' then 'grouped' else r.state end,
+      finished_at = case when r.state = 'retry' then null else ${NOW} end,
+      reason = case when r.state = 'in_doubt' then 'LEASE_EXPIRED'
+                    when r.state = 'dead' then 'SEND_FAILED' end,
+      failures = d.failures + 1,
+      first_attempt_at = coalesce(d.first_attempt_at, e.claimed_at),
       last_error = 'lease expired before the digest settled (worker crashed, stalled or lost the database)',
       updated_at = ${NOW}
-  from recovered r
-  where d.digest_id = r.id and d.state = 'grouped' and r.state <> 'retry'
-  returning d.id
+  from recovered r join expired e on e.id = r.id
+  where d.digest_id = r.id and d.state = 'grouped'
+  returning d.id, d.state
+),
+recorded as (
+  insert into punctual_attempts (delivery_id, attempt, worker, started_at, ended_at, outcome, settled, error)
+  select d.id, d.attempt, e.lease_owner, e.claimed_at, ${NOW}, 'lease_expired', true, 'lease expired'
+  from punctual_deliveries d join expired e on e.id = d.digest_id
+  join recovered r on r.id = e.id
+  where d.state = 'grouped'
 )
 select r.id, r.state, r.channel, r.member_count,
-       (select count(*) from members)::int as members_finished
+       (select count(*) from members m where m.state <> 'grouped')::int as members_finished
 from recovered r`;
 
 /** A digest {@link RECOVER_DIGESTS_SQL} moved out of `claimed`. */
@@ -485,6 +597,7 @@ export async function settleDigest(
     s.startedAt,
     s.status,
     s.messageId,
+    s.outcome,
   ]);
   return row ?? { settled: 0, members: 0 };
 }
