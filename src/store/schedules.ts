@@ -1117,27 +1117,32 @@ ${reviveCancelledSql("r", "revived r")}`;
 /** The definition columns a statement writes (see {@link DefinitionColumns}). */
 export type ScheduleDefinition = DefinitionColumns;
 
-/** The fields of a definition in the order the statements take them ($n … $n+13). */
-const DEFINITION_PARAM_KEYS = [
-  "dtstart",
-  "tzid",
-  "rrule",
-  "rdate",
-  "exdate",
-  "recurring",
-  "endsAt",
-  "expiresAt",
-  "dstGap",
-  "dstOverlap",
-  "misfire",
-  "graceMs",
-  "perpetual",
-  "payloadJson",
-] as const satisfies readonly (keyof ScheduleDefinition)[];
+/**
+ * The fields of a definition in the order the statements take them ($n … $n+13), each as
+ * `read` gives it.
+ */
+function inParamOrder<T>(read: (field: keyof ScheduleDefinition) => T): T[] {
+  return [
+    read("dtstart"),
+    read("tzid"),
+    read("rrule"),
+    read("rdate"),
+    read("exdate"),
+    read("recurring"),
+    read("endsAt"),
+    read("expiresAt"),
+    read("dstGap"),
+    read("dstOverlap"),
+    read("misfire"),
+    read("graceMs"),
+    read("perpetual"),
+    read("payloadJson"),
+  ];
+}
 
 /** The definition in the order the statements take it ($n … $n+13). */
 export function definitionParams(d: ScheduleDefinition): unknown[] {
-  return DEFINITION_PARAM_KEYS.map((k) => d[k]);
+  return inParamOrder((f) => d[f]);
 }
 
 /**
@@ -1146,8 +1151,8 @@ export function definitionParams(d: ScheduleDefinition): unknown[] {
  * (an array of arrays is not a parameter type).
  */
 export function definitionArrays(defs: readonly ScheduleDefinition[]): unknown[][] {
-  return DEFINITION_PARAM_KEYS.map((k) =>
-    defs.map((d) => (k === "rdate" || k === "exdate" ? JSON.stringify(d[k]) : d[k])),
+  return inParamOrder((f) =>
+    defs.map((d) => (f === "rdate" || f === "exdate" ? JSON.stringify(d[f]) : d[f])),
   );
 }
 
