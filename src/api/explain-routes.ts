@@ -5,6 +5,7 @@
  */
 import { createRoute, type OpenAPIHono } from "@hono/zod-openapi";
 import { z } from "zod";
+import type { Assert, SchemaMatches } from "./schema-proof.js";
 import type { Punctual } from "../app/punctual.js";
 import {
   EXPLAIN_EVENT_TYPES,
@@ -81,14 +82,11 @@ export const deliveryExplanationSchema = z
   .object({ scheduleId: z.string(), entry: explainEntrySchema })
   .meta({ id: "DeliveryExplanation" });
 
-type Equals<A, B> =
-  (<T>() => T extends A ? 1 : 2) extends <T>() => T extends B ? 1 : 2 ? true : false;
-type Assert<T extends true> = T;
 /** Compile-time proof that the schemas and the contract agree. */
 export type ExplainSchemasMatchContract = [
-  Assert<Equals<z.infer<typeof explainEntrySchema>, ExplainEntry>>,
-  Assert<Equals<z.infer<typeof scheduleExplanationSchema>, ScheduleExplanation>>,
-  Assert<Equals<z.infer<typeof deliveryExplanationSchema>, DeliveryExplanation>>,
+  Assert<SchemaMatches<typeof explainEntrySchema, ExplainEntry>>,
+  Assert<SchemaMatches<typeof scheduleExplanationSchema, ScheduleExplanation>>,
+  Assert<SchemaMatches<typeof deliveryExplanationSchema, DeliveryExplanation>>,
 ];
 
 export const explainScheduleRoute = createRoute({

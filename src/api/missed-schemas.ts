@@ -4,6 +4,7 @@
  * compile if the schema and `MissedOccurrencesView` of the contracts drift apart.
  */
 import { z } from "zod";
+import type { Assert, SchemaMatches } from "./schema-proof.js";
 import type { MissedOccurrencesView } from "../contracts/missed.js";
 import { scheduleViewSchema } from "./schemas.js";
 
@@ -62,10 +63,7 @@ export const scheduleReadSchema = scheduleViewSchema
   .extend({ missed: missedOccurrencesSchema })
   .meta({ id: "ScheduleRead" });
 
-type Equals<A, B> =
-  (<T>() => T extends A ? 1 : 2) extends <T>() => T extends B ? 1 : 2 ? true : false;
-type Assert<T extends true> = T;
 /** Compile-time proof that the schema and the contract agree. */
 export type MissedSchemaMatchesContract = Assert<
-  Equals<z.infer<typeof missedOccurrencesSchema>, MissedOccurrencesView>
+  SchemaMatches<typeof missedOccurrencesSchema, MissedOccurrencesView>
 >;

@@ -4,6 +4,7 @@
  */
 import { createRoute, type OpenAPIHono } from "@hono/zod-openapi";
 import { z } from "zod";
+import type { Assert, SchemaMatches } from "./schema-proof.js";
 import type { Punctual } from "../app/punctual.js";
 import type { RecipientZones } from "../app/recipient-zones.js";
 import { tenantOf } from "./auth.js";
@@ -29,12 +30,9 @@ export const recipientZonesSchema = z
   })
   .meta({ id: "RecipientZones" });
 
-type Equals<A, B> =
-  (<T>() => T extends A ? 1 : 2) extends <T>() => T extends B ? 1 : 2 ? true : false;
-type Assert<T extends true> = T;
 /** Compile-time proof that the schema and the contract agree. */
 export type RecipientZonesSchemaMatchesContract = Assert<
-  Equals<z.infer<typeof recipientZonesSchema>, RecipientZones>
+  SchemaMatches<typeof recipientZonesSchema, RecipientZones>
 >;
 
 export const recipientZonesRoute = createRoute({

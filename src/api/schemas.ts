@@ -9,6 +9,7 @@
  * two ever drift apart.
  */
 import { z } from "zod";
+import type { Assert, Equals, SchemaMatches } from "./schema-proof.js";
 import { circuitViewSchema } from "./rate-limit-schemas.js";
 import {
   DELIVERY_STATE_VALUES,
@@ -482,14 +483,11 @@ export type StatusView = z.infer<typeof statusSchema>;
 export type PreviewRequest = z.output<typeof previewInputSchema>;
 
 // Compile-time proof that the view schemas and the contract interfaces agree.
-type Equals<A, B> =
-  (<T>() => T extends A ? 1 : 2) extends <T>() => T extends B ? 1 : 2 ? true : false;
-type Assert<T extends true> = T;
 export type ViewSchemasMatchContracts = [
-  Assert<Equals<z.infer<typeof reminderViewSchema>, ReminderView>>,
-  Assert<Equals<z.infer<typeof scheduleViewSchema>, ScheduleView>>,
-  Assert<Equals<z.infer<typeof deliveryViewSchema>, DeliveryView>>,
-  Assert<Equals<z.infer<typeof attemptViewSchema>, AttemptView>>,
+  Assert<SchemaMatches<typeof reminderViewSchema, ReminderView>>,
+  Assert<SchemaMatches<typeof scheduleViewSchema, ScheduleView>>,
+  Assert<SchemaMatches<typeof deliveryViewSchema, DeliveryView>>,
+  Assert<SchemaMatches<typeof attemptViewSchema, AttemptView>>,
   Assert<Equals<z.infer<typeof errorBodySchema>["error"]["code"], ErrorBody["error"]["code"]>>,
 ];
 
@@ -645,7 +643,7 @@ export type ImportQuery = z.output<typeof importQuerySchema>;
 
 /** Compile-time proof that the import schemas and the import's own types agree. */
 export type ImportSchemasMatch = [
-  Assert<Equals<z.infer<typeof importSummarySchema>, ImportSummary>>,
-  Assert<Equals<z.infer<typeof dryRunDeliverySchema>, DryRunDelivery>>,
-  Assert<Equals<z.infer<typeof importViewSchema>, ImportView>>,
+  Assert<SchemaMatches<typeof importSummarySchema, ImportSummary>>,
+  Assert<SchemaMatches<typeof dryRunDeliverySchema, DryRunDelivery>>,
+  Assert<SchemaMatches<typeof importViewSchema, ImportView>>,
 ];

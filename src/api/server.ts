@@ -31,7 +31,7 @@ import { VERSION } from "../app/punctual.js";
 import { NotFoundError, ValidationError, type FieldIssue } from "../errors/index.js";
 import { DEFAULT_MAX_BYTES } from "../ical/index.js";
 import { validateRule, type DstPolicy, type RecurrenceInput } from "../recurrence/index.js";
-import { ruleInputOfRaw } from "../definition/index.js";
+import { ruleInputOfBody, ruleInputOfRaw } from "../definition/index.js";
 import { borrowRuleWork, offloadPool } from "../offload/index.js";
 import { isUnstorableText } from "../contracts/index.js";
 import { registerApiKeyRoutes } from "./api-keys.js";
@@ -726,13 +726,7 @@ export function createApi(punctual: Punctual, options: ApiOptions = {}): Punctua
     // OPS-12: computed on a worker thread, never on this event loop.
     return c.json(
       await offloadPool().run("preview", {
-        dtstart: input.dtstart,
-        tzid: input.tzid,
-        rrule: input.rrule ?? null,
-        rdate: input.rdate,
-        exdate: input.exdate,
-        endsAt: input.endsAt ?? null,
-        ...(input.dst ? { dst: input.dst } : {}),
+        ...ruleInputOfBody(input),
         after: input.after ?? null,
         before: input.before ?? null,
         count: input.count,

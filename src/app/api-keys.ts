@@ -18,7 +18,7 @@ import {
 import { deleteApiKeySessions } from "../store/sessions.js";
 import { listOrderSchema, pageLimitSchema } from "../contracts/index.js";
 import type { AppContext } from "./context.js";
-import { cursorPart, decodeCursor, encodeCursor, type CursorScope } from "./cursor.js";
+import { cursorPart, decodeCursor, keysetPage, type CursorScope } from "./cursor.js";
 import { parseInput } from "./input.js";
 
 /** Scopes a key may carry, weakest first. */
@@ -153,11 +153,7 @@ export async function listApiKeyPage(
     limit: q.limit,
     order: q.order,
   });
-  const last = rows.length === q.limit ? rows[rows.length - 1] : undefined;
-  return {
-    items: rows.map(toView),
-    nextCursor: last ? encodeCursor([last.created_at_cursor, last.id], scope) : null,
-  };
+  return keysetPage(rows, q.limit, scope, (r) => [r.created_at_cursor, r.id], toView);
 }
 
 /**

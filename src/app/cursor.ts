@@ -98,3 +98,22 @@ export const cursorPart = {
   /** Any short text. */
   text: (v: unknown): boolean => typeof v === "string" && v.length <= 400,
 } as const;
+
+/**
+ * API-3: a keyset page of `rows`, read with `limit`: each row as `view` shows it, and
+ * `nextCursor`, the cursor after the last row (its `key`, bound to `scope`) when the page
+ * is full, else null.
+ */
+export function keysetPage<R, V>(
+  rows: readonly R[],
+  limit: number,
+  scope: CursorScope,
+  key: (last: R) => readonly CursorKeyPart[],
+  view: (row: R) => V,
+): { items: V[]; nextCursor: string | null } {
+  const last = rows.length === limit ? rows[rows.length - 1] : undefined;
+  return {
+    items: rows.map((r) => view(r)),
+    nextCursor: last === undefined ? null : encodeCursor(key(last), scope),
+  };
+}

@@ -20,9 +20,10 @@ import {
 } from "../store/schedules.js";
 import { redriveDeliveryRow, resolveDeliveryRow } from "../store/deliveries/index.js";
 import { recordDeliveryActions } from "../store/explain.js";
+import type { Queryable } from "../store/database.js";
 import { DEFAULT_TENANT, type AppContext, type CallContext } from "./context.js";
 import { cursorPart, decodeCursor, encodeCursor, type CursorScope } from "./cursor.js";
-import { parseInput } from "./input.js";
+import { checkWindow, parseInput } from "./input.js";
 
 /** One page of deliveries (API-3): the items, the cursor of the next page (null at the end). */
 export interface DeliveryPage {
@@ -51,13 +52,7 @@ export async function listDeliveries(
   ctx: CallContext = {},
 ): Promise<DeliveryPage> {
   const q = parseInput(listDeliveriesQuerySchema, query);
-  if (q.dueFrom && q.dueTo && Date.parse(q.dueFrom) > Date.parse(q.dueTo)) {
-    throw new ValidationError({
-      field: "dueTo",
-      message: "must not be before dueFrom",
-      value: q.dueTo,
-    });
-  }
+  checkWindow(q.dueFrom, q.dueTo, ["dueFrom", "dueTo"]);
   const scope: CursorScope = {
     list: "deliveries",
     order: q.order,
@@ -121,30 +116,46 @@ export async function getDelivery(
   return { ...toDeliveryView(row), attempts: attempts.map(toAttemptView) };
 }
 
+/**
+ * OPS-16: runs `change` (an operator's redrive or resolve) in one transaction and records,
+ * in that same transaction, `action` with its `outcome` by the caller's actor (default
+ * `library`) on each delivery it changed.
+ * @returns the rows `change` changed.
+ */
+export function recordedAction<R extends { id: number | string }>(
+  app: AppContext,
+  ctx: CallContext,
+  action: "redrive" | "resolve",
+  outcome: "sent" | "dead" | null,
+  change: (tx: Queryable) => Promise<R[]>,
+): Promise<R[]> {
+  return app.db.transaction(async (tx) => {
+    const done = await change(tx);
+    await recordDeliveryActions(tx, {
+      now: app.now(),
+      deliveryIds: done.map((r) => Number(r.id)),
+      action,
+      outcome,
+      actor: ctx.actor ?? "library",
+    });
+    return done;
+  });
+}
+
+/** The row of a single action, as {@link recordedAction} takes it: none or one. */
+const oneRow = <R>(row: R | null): R[] => (row ? [row] : []);
+
 /** DEL-12: sends a dead or in-doubt delivery again, with the same delivery key. */
 export async function redriveDelivery(
   app: AppContext,
   id: number,
   ctx: CallContext = {},
 ): Promise<DeliveryView> {
-  // OPS-16: the action is recorded with who did it, in the redrive's transaction.
-  const row = await app.db.transaction(async (tx) => {
-    const done = await redriveDeliveryRow(tx, {
-      now: app.now(),
-      tenant: ctx.tenant ?? DEFAULT_TENANT,
-      id,
-    });
-    if (done) {
-      await recordDeliveryActions(tx, {
-        now: app.now(),
-        deliveryIds: [id],
-        action: "redrive",
-        outcome: null,
-        actor: ctx.actor ?? "library",
-      });
-    }
-    return done;
-  });
+  const [row] = await recordedAction(app, ctx, "redrive", null, async (tx) =>
+    oneRow(
+      await redriveDeliveryRow(tx, { now: app.now(), tenant: ctx.tenant ?? DEFAULT_TENANT, id }),
+    ),
+  );
   if (!row) {
     const current = await getDelivery(app, id, ctx);
     throw new ConflictError(
@@ -164,25 +175,16 @@ export async function resolveDelivery(
   outcome: "sent" | "dead",
   ctx: CallContext = {},
 ): Promise<DeliveryView> {
-  // OPS-16: the action is recorded with who did it, in the resolve's transaction.
-  const row = await app.db.transaction(async (tx) => {
-    const done = await resolveDeliveryRow(tx, {
-      now: app.now(),
-      tenant: ctx.tenant ?? DEFAULT_TENANT,
-      id,
-      outcome,
-    });
-    if (done) {
-      await recordDeliveryActions(tx, {
+  const [row] = await recordedAction(app, ctx, "resolve", outcome, async (tx) =>
+    oneRow(
+      await resolveDeliveryRow(tx, {
         now: app.now(),
-        deliveryIds: [id],
-        action: "resolve",
+        tenant: ctx.tenant ?? DEFAULT_TENANT,
+        id,
         outcome,
-        actor: ctx.actor ?? "library",
-      });
-    }
-    return done;
-  });
+      }),
+    ),
+  );
   if (!row) {
     const current = await getDelivery(app, id, ctx);
     throw new ConflictError(

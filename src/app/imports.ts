@@ -4,7 +4,7 @@
  * from its start; a reader first marks failed the running imports whose process died.
  */
 import { listImportsQuerySchema, type ImportRunView, type ImportView } from "../contracts/index.js";
-import { NotFoundError, ValidationError } from "../errors/index.js";
+import { NotFoundError } from "../errors/index.js";
 import {
   abandonExpiredImports,
   getImportRow,
@@ -12,8 +12,8 @@ import {
   type ImportRow,
 } from "../store/imports.js";
 import { DEFAULT_TENANT, type AppContext, type CallContext } from "./context.js";
-import { cursorPart, decodeCursor, encodeCursor, type CursorScope } from "./cursor.js";
-import { parseInput } from "./input.js";
+import { cursorPart, decodeCursor, keysetPage, type CursorScope } from "./cursor.js";
+import { checkWindow, parseInput } from "./input.js";
 
 function toImportRunView(r: ImportRow): ImportRunView {
   return {
@@ -71,13 +71,7 @@ export async function listImports(
   ctx: CallContext = {},
 ): Promise<{ items: ImportRunView[]; nextCursor: string | null }> {
   const q = parseInput(listImportsQuerySchema, query);
-  if (q.importedFrom && q.importedTo && Date.parse(q.importedFrom) > Date.parse(q.importedTo)) {
-    throw new ValidationError({
-      field: "importedTo",
-      message: "must not be before importedFrom",
-      value: q.importedTo,
-    });
-  }
+  checkWindow(q.importedFrom, q.importedTo, ["importedFrom", "importedTo"]);
   const iso = (v: string | undefined) => (v === undefined ? undefined : new Date(v).toISOString());
   const scope: CursorScope = {
     list: "imports",
@@ -98,9 +92,5 @@ export async function listImports(
     limit: q.limit,
     order: q.order,
   });
-  const last = rows.length === q.limit ? rows[rows.length - 1] : undefined;
-  return {
-    items: rows.map(toImportRunView),
-    nextCursor: last ? encodeCursor([Number(last.id)], scope) : null,
-  };
+  return keysetPage(rows, q.limit, scope, (r) => [Number(r.id)], toImportRunView);
 }

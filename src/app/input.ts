@@ -33,6 +33,25 @@ export function issuesFromZod(error: z.ZodError, prefix = "", input?: unknown): 
   });
 }
 
+/**
+ * API-3: refuses a time window whose end comes before its start (ISO 8601 instants; either
+ * bound may be absent).
+ * @throws ValidationError naming the end field (`fields[1]`) and its value.
+ */
+export function checkWindow(
+  from: string | undefined,
+  to: string | undefined,
+  fields: readonly [from: string, to: string],
+): void {
+  if (from && to && Date.parse(from) > Date.parse(to)) {
+    throw new ValidationError({
+      field: fields[1],
+      message: `must not be before ${fields[0]}`,
+      value: to,
+    });
+  }
+}
+
 /** What a JSON value is, in words ("a string", "null", "an array"), for messages. */
 function kindOf(value: unknown): string {
   if (value === null) return "null";

@@ -50,7 +50,7 @@ import {
   type BackfillDelivery,
   type BulkFilter,
 } from "../store/deliveries/index.js";
-import { debounceState, recordDeliveryActions, startDebounceBurst } from "../store/explain.js";
+import { debounceState, startDebounceBurst } from "../store/explain.js";
 import {
   insertReminders,
   remindersOfSchedules,
@@ -63,6 +63,7 @@ import { activeTraceParent } from "../observability/tracing.js";
 import { parseInput } from "./input.js";
 import { definitionColumns, definitionHash, reminderColumns } from "../definition/index.js";
 import { getSchedule, updateSchedule, validateSchedule } from "./schedules.js";
+import { recordedAction } from "./deliveries.js";
 
 const DAY_MS = 86_400_000;
 /** Deliveries per backfill insert statement (OPS-12: short statements). */
@@ -468,18 +469,9 @@ export async function redriveDeliveries(
   const q = parseInput(bulkRedriveInputSchema, input ?? {});
   const filter = filterOf(q);
   if (q.dryRun) return dryRun(app, "redrive", tenant, filter);
-  // OPS-16: each redriven row records who did it, in the same transaction.
-  const rows = await app.db.transaction(async (tx) => {
-    const done = await bulkRedrive(tx, { now: app.now(), tenant, filter, limit: q.limit });
-    await recordDeliveryActions(tx, {
-      now: app.now(),
-      deliveryIds: done.map((r) => Number(r.id)),
-      action: "redrive",
-      outcome: null,
-      actor: ctx.actor ?? "library",
-    });
-    return done;
-  });
+  const rows = await recordedAction(app, ctx, "redrive", null, (tx) =>
+    bulkRedrive(tx, { now: app.now(), tenant, filter, limit: q.limit }),
+  );
   if (rows.length > 0) app.wake();
   return {
     dryRun: false,
@@ -505,24 +497,9 @@ export async function resolveDeliveries(
   const q = parseInput(bulkResolveInputSchema, input ?? {});
   const filter = filterOf(q);
   if (q.dryRun) return dryRun(app, "resolve", tenant, filter);
-  // OPS-16: each resolved row records who did it, in the same transaction.
-  const rows = await app.db.transaction(async (tx) => {
-    const done = await bulkResolve(tx, {
-      now: app.now(),
-      tenant,
-      filter,
-      outcome: q.outcome,
-      limit: q.limit,
-    });
-    await recordDeliveryActions(tx, {
-      now: app.now(),
-      deliveryIds: done.map((r) => Number(r.id)),
-      action: "resolve",
-      outcome: q.outcome,
-      actor: ctx.actor ?? "library",
-    });
-    return done;
-  });
+  const rows = await recordedAction(app, ctx, "resolve", q.outcome, (tx) =>
+    bulkResolve(tx, { now: app.now(), tenant, filter, outcome: q.outcome, limit: q.limit }),
+  );
   return {
     dryRun: false,
     count: rows.length,

@@ -31,6 +31,27 @@ import { parseStoredRule, type StoredRule } from "./stored-rule.js";
 
 /** Recipients per page read, and rows per insert statement. */
 const PAGE = 1_000;
+
+/**
+ * Writes `rows` through {@link insertRecipientDeliveries} ({@link PAGE} a statement, with
+ * the rest of its parameters `p`, "now" the app's).
+ * @returns how many rows it inserted in all (a row whose key exists is not).
+ */
+async function insertInPages(
+  app: AppContext,
+  tx: Queryable,
+  rows: readonly RecipientDeliveryToInsert[],
+  p: Omit<Parameters<typeof insertRecipientDeliveries>[1], "now" | "rows">,
+): Promise<number> {
+  let inserted = 0;
+  for (let i = 0; i < rows.length; i += PAGE) {
+    const page = rows.slice(i, i + PAGE);
+    inserted += (await insertRecipientDeliveries(tx, { ...p, now: app.now(), rows: page }))
+      .inserted;
+  }
+  return inserted;
+}
+
 /** Deliveries a trigger's reply lists (the first, by id); `total` counts them all. */
 export const TRIGGER_REPLY_LIMIT = 100;
 
@@ -125,19 +146,13 @@ export async function triggerForRecipients(
           });
         });
       }
-      for (let i = 0; i < rows.length; i += PAGE) {
-        inserted += (
-          await insertRecipientDeliveries(tx, {
-            now: app.now(),
-            tenant: p.tenant,
-            scheduleId: p.scheduleId,
-            mode: "trigger",
-            reminders: policies,
-            triggerId: p.triggerId,
-            rows: rows.slice(i, i + PAGE),
-          })
-        ).inserted;
-      }
+      inserted += await insertInPages(app, tx, rows, {
+        tenant: p.tenant,
+        scheduleId: p.scheduleId,
+        mode: "trigger",
+        reminders: policies,
+        triggerId: p.triggerId,
+      });
     }
     return inserted;
   });
@@ -235,19 +250,10 @@ export async function insertBackfillForRecipients(
     rows: readonly RecipientBackfillRow[];
   },
 ): Promise<number> {
-  const policies = withPolicy(app, p.reminders);
-  let inserted = 0;
-  for (let i = 0; i < p.rows.length; i += PAGE) {
-    inserted += (
-      await insertRecipientDeliveries(tx, {
-        now: app.now(),
-        tenant: p.tenant,
-        scheduleId: p.scheduleId,
-        mode: "backfill",
-        reminders: policies,
-        rows: p.rows.slice(i, i + PAGE),
-      })
-    ).inserted;
-  }
-  return inserted;
+  return insertInPages(app, tx, p.rows, {
+    tenant: p.tenant,
+    scheduleId: p.scheduleId,
+    mode: "backfill",
+    reminders: withPolicy(app, p.reminders),
+  });
 }

@@ -17,23 +17,19 @@
  *   Discord `Unknown Webhook`) and 3xx → {@link PermanentError};
  * - a private target → {@link PermanentError} `TARGET_FORBIDDEN` (the webhook's SSRF rules).
  */
-import {
-  PermanentError,
-  RateLimitedError,
-  TransientError,
-  ValidationError,
-} from "../errors/index.js";
+import { PermanentError, RateLimitedError, TransientError } from "../errors/index.js";
 import type { FieldIssue } from "../errors/index.js";
-import { lazyChild, silentLogger, type Logger } from "../observability/logger.js";
+import { lazyChild } from "../observability/logger.js";
 import {
   checkTargetUrl,
-  createGuardedHttp,
   excerptOf,
   headerValue,
   parseRetryAfter,
   postCapped,
   type CappedResponse,
-  type ResolveHost,
+  httpChannelBase,
+  targetValidator,
+  type HttpChannelOptions,
 } from "./http.js";
 import { DEFAULT_TEXT_TEMPLATE, renderTemplate, type RenderedMessage } from "./template.js";
 import type { Channel, ChannelDelivery, SendContext, SendResult } from "./types.js";
@@ -44,25 +40,8 @@ export interface ChatTarget {
   url: string;
 }
 
-/** Options of {@link createSlackChannel} and {@link createDiscordChannel}. */
-export interface ChatChannelOptions {
-  /** Allow private, loopback and link-local targets (`PUNCTUAL_ALLOW_PRIVATE_TARGETS`). Default false. */
-  allowPrivateTargets?: boolean;
-  /** Hostnames, IPs or CIDRs allowed even when private. */
-  allowlist?: readonly string[];
-  /** Upper bound of one send, ms; the send uses min(this, `ctx.timeoutMs`). Default 10 000. */
-  timeoutMs?: number;
-  /** `user-agent` header. Default `punctual-<channel>/1`. */
-  userAgent?: string;
-  /** Where to log sends (debug) and refused targets (warn). Default silent. */
-  logger?: Logger;
-  /** Ceiling of a service's retry delay, ms. Default 3 600 000 (1 hour). */
-  maxRetryAfterMs?: number;
-  /** Hostname resolution (tests, custom DNS). */
-  resolve?: ResolveHost;
-  /** Current time, epoch ms (HTTP-date `Retry-After`). Default `Date.now`. */
-  now?: () => number;
-}
+/** Options of {@link createSlackChannel} and {@link createDiscordChannel}: those of every HTTP channel. */
+export type ChatChannelOptions = HttpChannelOptions;
 
 /** A chat channel, with a `close()` that releases its pooled connections. */
 export interface ChatChannel extends Channel {
@@ -101,9 +80,7 @@ export function discordNonce(deliveryKey: string): string {
   return deliveryKey.replace(/^dk_/, "").slice(0, DISCORD_NONCE_CHARS);
 }
 
-const DEFAULT_TIMEOUT_MS = 10_000;
 const MAX_RESPONSE_BYTES = 16 * 1024;
-const DEFAULT_MAX_RETRY_AFTER_MS = 60 * 60 * 1000;
 
 function cut(text: string, max: number): string {
   return text.length > max ? `${text.slice(0, max - 1)}…` : text;
@@ -169,18 +146,8 @@ export async function discordBody(delivery: ChannelDelivery): Promise<DiscordBod
 }
 
 function createChatChannel(name: "slack" | "discord", options: ChatChannelOptions): ChatChannel {
-  const timeoutCapMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
-  const userAgent = options.userAgent ?? `punctual-${name}/1`;
-  const logger = options.logger ?? silentLogger();
-  const maxRetryAfterMs = options.maxRetryAfterMs ?? DEFAULT_MAX_RETRY_AFTER_MS;
-  const now = options.now ?? Date.now;
-  const http = createGuardedHttp({
-    allowPrivateTargets: options.allowPrivateTargets,
-    allowlist: options.allowlist,
-    connectTimeoutMs: timeoutCapMs,
-    ...(options.resolve ? { resolve: options.resolve } : {}),
-  });
-  let closed = false;
+  const base = httpChannelBase(options, `punctual-${name}/1`);
+  const { timeoutCapMs, userAgent, logger, maxRetryAfterMs, now, http } = base;
 
   function inspect(target: unknown): { issues: FieldIssue[]; forbidden: boolean } {
     if (typeof target !== "object" || target === null || Array.isArray(target)) {
@@ -239,7 +206,8 @@ function createChatChannel(name: "slack" | "discord", options: ChatChannelOption
   }
 
   async function send(delivery: ChannelDelivery, ctx: SendContext): Promise<SendResult> {
-    if (closed) throw new TransientError(`${name} channel is closed`, { code: "CHANNEL_CLOSED" });
+    if (base.closed)
+      throw new TransientError(`${name} channel is closed`, { code: "CHANNEL_CLOSED" });
     const { issues, forbidden } = inspect(delivery.target);
     if (issues.length > 0) {
       if (forbidden) logger.warn({ deliveryKey: delivery.deliveryKey }, `${name} target refused`);
@@ -291,15 +259,9 @@ function createChatChannel(name: "slack" | "discord", options: ChatChannelOption
     name,
     idempotent: false,
     digests: true,
-    validateTarget(target: unknown): void {
-      const { issues } = inspect(target);
-      if (issues.length > 0) throw new ValidationError(issues);
-    },
+    validateTarget: targetValidator(inspect),
     send,
-    async close(): Promise<void> {
-      closed = true;
-      await http.close();
-    },
+    close: base.close,
   };
 }
 

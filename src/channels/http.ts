@@ -12,8 +12,13 @@ import { lookup as dnsLookup } from "node:dns/promises";
 import type { LookupAddress } from "node:dns";
 import { Agent, buildConnector, request } from "undici";
 import type { Dispatcher } from "undici";
-import { PermanentError, TransientError } from "../errors/index.js";
-import type { LineLog } from "../observability/logger.js";
+import {
+  PermanentError,
+  TransientError,
+  ValidationError,
+  type FieldIssue,
+} from "../errors/index.js";
+import { silentLogger, type LineLog, type Logger } from "../observability/logger.js";
 import { TargetAllowlist, isForbiddenAddress, isIpLiteral, isLocalhostName } from "./address.js";
 
 /** Resolves a hostname to its addresses (the shape of `dns.promises.lookup(h, { all: true })`). */
@@ -53,6 +58,84 @@ export interface GuardedHttp {
   hostAllowedEarly(hostname: string): boolean;
   /** Closes pooled connections. */
   close(): Promise<void>;
+}
+
+/** The options every HTTP channel (webhook, Slack, Discord) takes. */
+export interface HttpChannelOptions {
+  /** Allow private, loopback and link-local targets (`PUNCTUAL_ALLOW_PRIVATE_TARGETS`). Default false. */
+  allowPrivateTargets?: boolean;
+  /** Hostnames (`hooks.internal`, `*.svc.local`), IPs or CIDRs allowed even when private. */
+  allowlist?: readonly string[];
+  /** Upper bound of one send in milliseconds; the send uses min(this, `ctx.timeoutMs`). Default 10 000. */
+  timeoutMs?: number;
+  /** `user-agent` header. Default `punctual-<channel>/1`. */
+  userAgent?: string;
+  /** Where to log sends (debug) and refused targets (warn). Default silent. */
+  logger?: Logger;
+  /** Ceiling of a receiver's retry delay (`Retry-After`), in milliseconds. Default 3 600 000 (1 hour). */
+  maxRetryAfterMs?: number;
+  /** Hostname resolution (tests, custom DNS). Default `dns.promises.lookup` with `all: true`. */
+  resolve?: ResolveHost;
+  /** Current time in epoch milliseconds (HTTP-date `Retry-After`, signatures). Default `Date.now`. */
+  now?: () => number;
+}
+
+/** An HTTP channel's options with their defaults filled in, its guarded agent and its state. */
+export interface HttpChannelBase {
+  readonly timeoutCapMs: number;
+  readonly userAgent: string;
+  readonly logger: Logger;
+  readonly maxRetryAfterMs: number;
+  readonly now: () => number;
+  readonly http: GuardedHttp;
+  /** Whether {@link HttpChannelBase.close} was called: a send then fails as `CHANNEL_CLOSED`. */
+  readonly closed: boolean;
+  /** Refuses new sends and closes the pooled connections. */
+  close(): Promise<void>;
+}
+
+/**
+ * The set-up every HTTP channel shares: `options` with their defaults (`userAgent` when
+ * none is given) and the guarded agent (connect timeout: the send's upper bound).
+ * @throws ValidationError (field `allowlist.<i>`) for a malformed allow-list entry.
+ */
+export function httpChannelBase(options: HttpChannelOptions, userAgent: string): HttpChannelBase {
+  const timeoutCapMs = options.timeoutMs ?? 10_000;
+  const http = createGuardedHttp({
+    allowPrivateTargets: options.allowPrivateTargets,
+    allowlist: options.allowlist,
+    connectTimeoutMs: timeoutCapMs,
+    ...(options.resolve ? { resolve: options.resolve } : {}),
+  });
+  let closed = false;
+  return {
+    timeoutCapMs,
+    userAgent: options.userAgent ?? userAgent,
+    logger: options.logger ?? silentLogger(),
+    maxRetryAfterMs: options.maxRetryAfterMs ?? 60 * 60 * 1000,
+    now: options.now ?? Date.now,
+    http,
+    get closed() {
+      return closed;
+    },
+    async close(): Promise<void> {
+      closed = true;
+      await http.close();
+    },
+  };
+}
+
+/**
+ * A channel's `validateTarget` from its `inspect` (which lists every issue of a target).
+ * @throws ValidationError naming each bad field of the target.
+ */
+export function targetValidator(
+  inspect: (target: unknown) => { issues: FieldIssue[] },
+): (target: unknown) => void {
+  return (target) => {
+    const { issues } = inspect(target);
+    if (issues.length > 0) throw new ValidationError(issues);
+  };
 }
 
 const defaultResolve: ResolveHost = (hostname) => dnsLookup(hostname, { all: true });

@@ -12,23 +12,18 @@
  * - a target that is or resolves to a private address → {@link PermanentError} with code
  *   `TARGET_FORBIDDEN`, unless allowed (no SSRF).
  */
-import {
-  PermanentError,
-  RateLimitedError,
-  TransientError,
-  ValidationError,
-} from "../errors/index.js";
+import { PermanentError, RateLimitedError, TransientError } from "../errors/index.js";
 import type { FieldIssue } from "../errors/index.js";
-import { lazyChild, silentLogger } from "../observability/logger.js";
-import type { Logger } from "../observability/logger.js";
+import { lazyChild } from "../observability/logger.js";
 import {
   checkTargetUrl,
-  createGuardedHttp,
   excerptOf,
   headerValue,
   parseRetryAfter as parseRetryAfterHeader,
   postCapped,
-  type ResolveHost,
+  httpChannelBase,
+  targetValidator,
+  type HttpChannelOptions,
 } from "./http.js";
 import { renderTemplate, type RenderedMessage } from "./template.js";
 import { signWebhook, WEBHOOK_SECRET_PREFIX } from "./webhook-signature.js";
@@ -71,7 +66,11 @@ export interface WebhookBody extends ReminderMessage {
 export type { ResolveHost } from "./http.js";
 
 /** Options of {@link createWebhookChannel}. */
-export interface WebhookChannelOptions {
+/**
+ * Options of {@link createWebhookChannel}: those of every HTTP channel (its `user-agent`
+ * defaults to `punctual-webhook/1`, `now` also stamps `webhook-timestamp`) and these.
+ */
+export interface WebhookChannelOptions extends HttpChannelOptions {
   /**
    * Default signing secret (`whsec_<base64>`, from `PUNCTUAL_WEBHOOK_SECRET` via config);
    * a target's own `secret` wins. With neither, targets are refused.
@@ -89,24 +88,8 @@ export interface WebhookChannelOptions {
     nowMs: number,
     tenant: string | undefined,
   ) => { current: string; previous: readonly string[] } | null;
-  /** Allow private, loopback and link-local targets (`PUNCTUAL_ALLOW_PRIVATE_TARGETS`). Default false. */
-  allowPrivateTargets?: boolean;
-  /** Hostnames (`hooks.internal`, `*.svc.local`), IPs or CIDRs allowed even when private. */
-  allowlist?: readonly string[];
-  /** Upper bound of one send in milliseconds; the send uses min(this, `ctx.timeoutMs`). Default 10 000. */
-  timeoutMs?: number;
-  /** `user-agent` header. Default `punctual-webhook/1`. */
-  userAgent?: string;
-  /** Where to log sends (debug) and refused targets (warn). Default silent. */
-  logger?: Logger;
   /** Bytes of a response body read before the connection is closed. Default 65 536. */
   maxResponseBytes?: number;
-  /** Ceiling of a receiver's `Retry-After`, in milliseconds. Default 3 600 000 (1 hour). */
-  maxRetryAfterMs?: number;
-  /** Hostname resolution (tests, custom DNS). Default `dns.promises.lookup` with `all: true`. */
-  resolve?: ResolveHost;
-  /** Current time in epoch milliseconds, for `webhook-timestamp` and HTTP-date `Retry-After`. Default `Date.now`. */
-  now?: () => number;
 }
 
 /** The webhook channel, with a `close()` that releases its pooled connections. */
@@ -117,9 +100,7 @@ export interface WebhookChannel extends Channel {
   close(): Promise<void>;
 }
 
-const DEFAULT_TIMEOUT_MS = 10_000;
 const DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024;
-const DEFAULT_MAX_RETRY_AFTER_MS = 60 * 60 * 1000;
 
 /**
  * Creates the webhook channel.
@@ -133,19 +114,9 @@ const DEFAULT_MAX_RETRY_AFTER_MS = 60 * 60 * 1000;
  * @throws ValidationError (field `allowlist.<i>`) for a malformed allow-list entry.
  */
 export function createWebhookChannel(options: WebhookChannelOptions = {}): WebhookChannel {
-  const timeoutCapMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
-  const userAgent = options.userAgent ?? "punctual-webhook/1";
-  const logger = options.logger ?? silentLogger();
+  const base = httpChannelBase(options, "punctual-webhook/1");
+  const { timeoutCapMs, userAgent, logger, maxRetryAfterMs, now, http } = base;
   const maxResponseBytes = options.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES;
-  const maxRetryAfterMs = options.maxRetryAfterMs ?? DEFAULT_MAX_RETRY_AFTER_MS;
-  const now = options.now ?? Date.now;
-  const http = createGuardedHttp({
-    allowPrivateTargets: options.allowPrivateTargets,
-    allowlist: options.allowlist,
-    connectTimeoutMs: timeoutCapMs,
-    ...(options.resolve ? { resolve: options.resolve } : {}),
-  });
-  let closed = false;
 
   function inspect(target: unknown): {
     issues: FieldIssue[];
@@ -205,7 +176,8 @@ export function createWebhookChannel(options: WebhookChannelOptions = {}): Webho
     parseRetryAfterHeader(value, now(), maxRetryAfterMs);
 
   async function send(delivery: ChannelDelivery, ctx: SendContext): Promise<SendResult> {
-    if (closed) throw new TransientError("webhook channel is closed", { code: "CHANNEL_CLOSED" });
+    if (base.closed)
+      throw new TransientError("webhook channel is closed", { code: "CHANNEL_CLOSED" });
     const checked = inspect(delivery.target);
     if (!checked.target) {
       const message = checked.issues.map((i) => `${i.field}: ${i.message}`).join("; ");
@@ -273,15 +245,9 @@ export function createWebhookChannel(options: WebhookChannelOptions = {}): Webho
     name: "webhook",
     idempotent: true,
     digests: true,
-    validateTarget(target: unknown): void {
-      const { issues } = inspect(target);
-      if (issues.length > 0) throw new ValidationError(issues);
-    },
+    validateTarget: targetValidator(inspect),
     send,
-    async close(): Promise<void> {
-      closed = true;
-      await http.close();
-    },
+    close: base.close,
   };
 }
 

@@ -110,6 +110,13 @@ const envHelp = (...prefixes: string[]): string =>
     .join("");
 const example = (lines: string[]) => `\nExample:\n${lines.map((l) => `  $ ${l}`).join("\n")}\n`;
 
+/** `--otel` of the commands that run the scheduler (`start`, `worker`). */
+const otelOption = (): Option =>
+  new Option(
+    "--otel",
+    "export OpenTelemetry traces and metrics over OTLP/HTTP to OTEL_EXPORTER_OTLP_ENDPOINT",
+  );
+
 /** Flags of commands that open the database. */
 function databaseOptions(cmd: Command, withMigrate: boolean): Command {
   cmd
@@ -229,12 +236,7 @@ export function buildProgram(io: Io): Command {
           .env("PUNCTUAL_HOST")
           .default("127.0.0.1"),
       )
-      .addOption(
-        new Option(
-          "--otel",
-          "export OpenTelemetry traces and metrics over OTLP/HTTP to OTEL_EXPORTER_OTLP_ENDPOINT",
-        ),
-      ),
+      .addOption(otelOption()),
     true,
   )
     .addHelpText(
@@ -281,12 +283,7 @@ export function buildProgram(io: Io): Command {
           .env("PUNCTUAL_METRICS_HOST")
           .default("127.0.0.1"),
       )
-      .addOption(
-        new Option(
-          "--otel",
-          "export OpenTelemetry traces and metrics over OTLP/HTTP to OTEL_EXPORTER_OTLP_ENDPOINT",
-        ),
-      ),
+      .addOption(otelOption()),
     true,
   )
     .addHelpText(

@@ -1,14 +1,8 @@
 /**
  * Recurrence engine (REC-1 … REC-7): pure, host-time-zone independent.
  */
-export type {
-  DstPolicy,
-  Occurrence,
-  ParseResult,
-  Recurrence,
-  RecurrenceInput,
-  ScanResult,
-} from "./types.js";
+// Every type of the engine's surface (types.ts holds nothing else).
+export type * from "./types.js";
 export {
   DEFAULT_BETWEEN_LIMIT,
   DEFAULT_DST_POLICY,

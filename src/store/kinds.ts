@@ -4,6 +4,7 @@
  * Invariant: a kind's `version` grows by one on each write that changes it and stays put
  * on a write that changes nothing (the library option rewrites its kinds at every start).
  */
+import type { ReminderKindView } from "../contracts/kinds.js";
 import type { Queryable } from "./database.js";
 import { NOW } from "./deliveries/sql.js";
 import { columnsOf, execute, rows } from "./statement.js";
@@ -14,8 +15,8 @@ export interface ReminderKindRow {
   key: string;
   channel: string;
   offset_duration: string;
-  target: Record<string, unknown> | null;
-  template: { subject?: string; text?: string; html?: string } | null;
+  target: ReminderKindView["target"];
+  template: ReminderKindView["template"];
   series_only: boolean;
   enabled: boolean;
   version: number;
@@ -81,18 +82,14 @@ export const REMINDER_KINDS_BY_KEY_COLUMNS = columnsOf<ReminderKindRow>()(KIND_K
 export const DELETE_REMINDER_KIND_SQL = `
 delete from punctual_reminder_kinds where tenant = $1 and key = $2`;
 
-/** A kind to write, as {@link upsertReminderKind} takes it. */
-export interface ReminderKindToWrite {
-  tenant: string;
-  key: string;
-  channel: string;
-  /** ISO 8601 duration, already validated. */
-  offset: string;
-  target: Record<string, unknown> | null;
-  template: { subject?: string; text?: string; html?: string } | null;
-  seriesOnly: boolean;
-  enabled: boolean;
-}
+/**
+ * A kind to write, as {@link upsertReminderKind} takes it: the fields of its view (its
+ * `offset` an ISO 8601 duration, already validated) and its tenant.
+ */
+export type ReminderKindToWrite = Pick<
+  ReminderKindView,
+  "key" | "channel" | "offset" | "target" | "template" | "seriesOnly" | "enabled"
+> & { tenant: string };
 
 /**
  * DEL-11: runs {@link UPSERT_REMINDER_KIND_SQL}, then reads the kind back when the write

@@ -12,7 +12,11 @@
  * `$1` is "now" (NULL = database clock) where present.
  */
 import type { Queryable } from "./database.js";
-import { DELIVERY_COUNTS_SQL, type DeliveryCountsRow } from "./deliveries/counts.js";
+import {
+  DELIVERY_COUNTS_COLUMNS,
+  DELIVERY_COUNTS_SQL,
+  type DeliveryCountsRow,
+} from "./deliveries/counts.js";
 import { msBeforeNow as AGO, NOW } from "./deliveries/sql.js";
 import { columnsOf, execute, firstRow, rows } from "./statement.js";
 
@@ -34,13 +38,7 @@ export type StoredGaugesRow = DeliveryCountsRow & {
 export const STORE_GAUGES_COLUMNS = columnsOf<StoredGaugesRow>()([
   "computed_at",
   "computed_by",
-  "due_backlog",
-  "overdue",
-  "retry_waiting",
-  "in_doubt",
-  "dead",
-  "claimed",
-  "oldest_due_at",
+  ...DELIVERY_COUNTS_COLUMNS,
   "db_now",
 ]);
 

@@ -12,7 +12,7 @@ import {
   INSERT_SCHEDULE_SQL,
   SCHEDULE_AT_ROW_KEYS,
   SCHEDULE_ROW_KEYS,
-  definitionParams,
+  insertScheduleParams,
   type DeliveryRow,
   type InsertScheduleParams,
   type ScheduleRow,
@@ -132,18 +132,11 @@ export function insertScheduleByExternalId(
     externalId: string;
   },
 ): Promise<ScheduleRowAt | null> {
-  return firstRow<ScheduleRowAt>(tx, INSERT_SCHEDULE_BY_EXTERNAL_ID_SQL, [
-    p.now,
-    p.tenant,
-    null,
-    p.requestHash,
-    ...definitionParams(p.definition),
-    p.source,
-    p.externalId,
-    p.definition.catchUpJson ?? null,
-    p.definition.title ?? null,
-    p.traceParent ?? null,
-  ]);
+  return firstRow<ScheduleRowAt>(
+    tx,
+    INSERT_SCHEDULE_BY_EXTERNAL_ID_SQL,
+    insertScheduleParams({ ...p, idempotencyKey: null }),
+  );
 }
 
 /** A missed occurrence of a schedule: a delivery the misfire policy or the expiry skipped. */

@@ -10,7 +10,9 @@ import type { Queryable } from "./database.js";
 import {
   remindersOfIdsSql,
   SCHEDULE_AT_ROW_KEYS,
+  SCHEDULE_TIMING_KEYS,
   type ScheduleRow,
+  type ScheduleTimingKey,
   type ScheduleRowAt,
 } from "./schedules.js";
 import { NOW } from "./deliveries/sql.js";
@@ -20,22 +22,7 @@ import { columnsOf, execute, firstRow, rows } from "./statement.js";
 /** A schedule as the planner reads it. */
 export type PlanScheduleRow = Pick<
   ScheduleRow,
-  | "id"
-  | "version"
-  | "dtstart"
-  | "tzid"
-  | "rrule"
-  | "rdate"
-  | "exdate"
-  | "recurring"
-  | "ends_at"
-  | "expires_at"
-  | "dst_gap"
-  | "dst_overlap"
-  | "grace_ms"
-  | "perpetual"
-  | "created_at"
-  | "trace_parent"
+  "id" | "version" | ScheduleTimingKey | "grace_ms" | "perpetual" | "created_at" | "trace_parent"
 > & {
   /** Planning watermark: deliveries due before it exist. */
   planned_until: Date | null;
@@ -61,16 +48,7 @@ export interface PlanReminderRow {
 export const LOCK_SCHEDULES_TO_PLAN_COLUMNS = columnsOf<PlanScheduleRow>()([
   "id",
   "version",
-  "dtstart",
-  "tzid",
-  "rrule",
-  "rdate",
-  "exdate",
-  "recurring",
-  "ends_at",
-  "expires_at",
-  "dst_gap",
-  "dst_overlap",
+  ...SCHEDULE_TIMING_KEYS,
   "grace_ms",
   "perpetual",
   "planned_until",

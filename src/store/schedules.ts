@@ -15,12 +15,18 @@ import type { Database, Queryable } from "./database.js";
 import { NOW } from "./deliveries/sql.js";
 import { cancelWaitingSql, reviveCancelledSql, syncWaitingSql } from "./deliveries/waiting.js";
 import { columnsOf, execute, firstRow, rows } from "./statement.js";
-import { reminderView, type DefinitionColumns, type ReminderColumns } from "../definition/index.js";
+import {
+  reminderView,
+  type DefinitionColumns,
+  type ReminderColumns,
+  type StoredReminderColumns,
+  type StoredRuleColumns,
+} from "../definition/index.js";
 
 export { redactTarget } from "../definition/index.js";
 
 /** A row of `punctual_schedules`, every column (what `select *` returns). */
-export interface ScheduleRow {
+export interface ScheduleRow extends StoredRuleColumns {
   id: string;
   tenant: string;
   source: string | null;
@@ -30,16 +36,8 @@ export interface ScheduleRow {
   state: (typeof SCHEDULE_STATE_VALUES)[number];
   invalid_reason: string | null;
   version: number;
-  dtstart: string;
-  tzid: string;
-  rrule: string | null;
-  rdate: string[];
-  exdate: string[];
   recurring: boolean;
-  ends_at: Date | null;
   expires_at: Date | null;
-  dst_gap: "shift" | "skip";
-  dst_overlap: "earlier" | "later";
   misfire: "skip" | "latest" | "all";
   grace_ms: number;
   perpetual: boolean;
@@ -62,6 +60,27 @@ export interface ScheduleRow {
   trace_parent: string | null;
 }
 
+/**
+ * The columns of `punctual_schedules` that say when a schedule occurs (its rule, bounds and
+ * DST policy), in table order: the part of a row the planner and the explainer read with
+ * the row's id and version.
+ */
+export const SCHEDULE_TIMING_KEYS = [
+  "dtstart",
+  "tzid",
+  "rrule",
+  "rdate",
+  "exdate",
+  "recurring",
+  "ends_at",
+  "expires_at",
+  "dst_gap",
+  "dst_overlap",
+] as const satisfies readonly (keyof ScheduleRow)[];
+
+/** One of {@link SCHEDULE_TIMING_KEYS}. */
+export type ScheduleTimingKey = (typeof SCHEDULE_TIMING_KEYS)[number];
+
 /** The keys of {@link ScheduleRow}: the columns of `punctual_schedules`, for statements that return its rows whole. */
 export const SCHEDULE_ROW_KEYS = columnsOf<ScheduleRow>()([
   "id",
@@ -73,16 +92,7 @@ export const SCHEDULE_ROW_KEYS = columnsOf<ScheduleRow>()([
   "state",
   "invalid_reason",
   "version",
-  "dtstart",
-  "tzid",
-  "rrule",
-  "rdate",
-  "exdate",
-  "recurring",
-  "ends_at",
-  "expires_at",
-  "dst_gap",
-  "dst_overlap",
+  ...SCHEDULE_TIMING_KEYS,
   "misfire",
   "grace_ms",
   "perpetual",
@@ -105,23 +115,20 @@ export type ScheduleRowAt = ScheduleRow & { db_now: Date };
 /** The keys of {@link ScheduleRowAt}. */
 export const SCHEDULE_AT_ROW_KEYS = columnsOf<ScheduleRowAt>()([...SCHEDULE_ROW_KEYS, "db_now"]);
 
-/** A row of `punctual_reminders`, every column. */
-export interface ReminderRow {
+/**
+ * A row of `punctual_reminders`, every column: the stored reminder columns the definition
+ * reads back ({@link StoredReminderColumns}: `rate_limit_key` (DEL-13), `quiet_hours` and
+ * `priority` (DEL-15), …), with the columns every row of this release has.
+ */
+export interface ReminderRow extends Omit<
+  StoredReminderColumns,
+  "template" | "quiet_hours" | "category" | "digest"
+> {
   schedule_id: string;
-  key: string;
-  offset_duration: string;
-  channel: string;
-  target: Record<string, unknown>;
-  on_lost_lease: "retry" | "in_doubt" | null;
-  max_attempts: number;
   /** CH-6: the reminder's template, or null. */
   template: ReminderTemplate | null;
-  /** DEL-13: the reminder's limiter key; null: its channel name. */
-  rate_limit_key: string | null;
   /** DEL-15: the reminder's quiet window (migration 0009), or null. */
   quiet_hours: QuietHours | null;
-  /** DEL-15: `critical` bypasses the quiet window; null: normal. */
-  priority: "normal" | "critical" | null;
   /** API-13: the reminder's category (migration 0035), or null. */
   category: string | null;
   /** DEL-19: the reminder's digest settings (migration 0048), or null. */
@@ -1110,23 +1117,61 @@ ${reviveCancelledSql("r", "revived r")}`;
 /** The definition columns a statement writes (see {@link DefinitionColumns}). */
 export type ScheduleDefinition = DefinitionColumns;
 
+/**
+ * The fields of a definition in the order the statements take them ($n … $n+13), each as
+ * `read` gives it.
+ */
+function inParamOrder<T>(read: (field: keyof ScheduleDefinition) => T): T[] {
+  return [
+    read("dtstart"),
+    read("tzid"),
+    read("rrule"),
+    read("rdate"),
+    read("exdate"),
+    read("recurring"),
+    read("endsAt"),
+    read("expiresAt"),
+    read("dstGap"),
+    read("dstOverlap"),
+    read("misfire"),
+    read("graceMs"),
+    read("perpetual"),
+    read("payloadJson"),
+  ];
+}
+
 /** The definition in the order the statements take it ($n … $n+13). */
 export function definitionParams(d: ScheduleDefinition): unknown[] {
+  return inParamOrder((f) => d[f]);
+}
+
+/**
+ * The definitions of many schedules as the bulk statements take them: the fields of
+ * {@link definitionParams}, each a parallel array; RDATE and EXDATE lists as JSON text
+ * (an array of arrays is not a parameter type).
+ */
+export function definitionArrays(defs: readonly ScheduleDefinition[]): unknown[][] {
+  return inParamOrder((f) =>
+    defs.map((d) => (f === "rdate" || f === "exdate" ? JSON.stringify(d[f]) : d[f])),
+  );
+}
+
+/**
+ * The parameters of {@link INSERT_SCHEDULE_SQL} and of the statements shaped like it
+ * ($1 now … $23 traceparent).
+ */
+export function insertScheduleParams(p: InsertScheduleParams): unknown[] {
   return [
-    d.dtstart,
-    d.tzid,
-    d.rrule,
-    d.rdate,
-    d.exdate,
-    d.recurring,
-    d.endsAt,
-    d.expiresAt,
-    d.dstGap,
-    d.dstOverlap,
-    d.misfire,
-    d.graceMs,
-    d.perpetual,
-    d.payloadJson,
+    p.now,
+    p.tenant,
+    p.idempotencyKey,
+    p.requestHash,
+    ...definitionParams(p.definition),
+    p.source,
+    p.externalId,
+    p.definition.catchUpJson ?? null,
+    p.definition.title ?? null,
+    p.traceParent ?? null,
   ];
 }
 
@@ -1153,23 +1198,29 @@ export function insertSchedule(
   tx: Queryable,
   p: InsertScheduleParams,
 ): Promise<ScheduleRowAt | null> {
-  return firstRow<ScheduleRowAt>(tx, INSERT_SCHEDULE_SQL, [
-    p.now,
-    p.tenant,
-    p.idempotencyKey,
-    p.requestHash,
-    ...definitionParams(p.definition),
-    p.source,
-    p.externalId,
-    p.definition.catchUpJson ?? null,
-    p.definition.title ?? null,
-    p.traceParent ?? null,
-  ]);
+  return firstRow<ScheduleRowAt>(tx, INSERT_SCHEDULE_SQL, insertScheduleParams(p));
 }
 
 /** A reminder to insert, as {@link insertReminders} and {@link insertRemindersBulk} take it. */
 /** A reminder row to write (see {@link ReminderColumns}). */
 export type ReminderToInsert = ReminderColumns;
+
+/**
+ * The columns both reminder inserts write, each a parallel array: key, offset, channel,
+ * target, lost-lease policy, max attempts, template and rate-limit key.
+ */
+function reminderArrays(r: readonly ReminderToInsert[]): unknown[][] {
+  return [
+    r.map((x) => x.key),
+    r.map((x) => x.offset),
+    r.map((x) => x.channel),
+    r.map((x) => x.targetJson),
+    r.map((x) => x.onLostLease),
+    r.map((x) => x.maxAttempts),
+    r.map((x) => x.templateJson ?? null),
+    r.map((x) => x.rateLimitKey ?? null),
+  ];
+}
 
 /** API-1 / DEL-9: runs {@link INSERT_REMINDERS_SQL}: the reminders of one schedule. */
 export async function insertReminders(
@@ -1179,14 +1230,7 @@ export async function insertReminders(
   const r = p.reminders;
   await execute(tx, INSERT_REMINDERS_SQL, [
     p.scheduleId,
-    r.map((x) => x.key),
-    r.map((x) => x.offset),
-    r.map((x) => x.channel),
-    r.map((x) => x.targetJson),
-    r.map((x) => x.onLostLease),
-    r.map((x) => x.maxAttempts),
-    r.map((x) => x.templateJson ?? null),
-    r.map((x) => x.rateLimitKey ?? null),
+    ...reminderArrays(r),
     r.map((x) => x.quietHoursJson ?? null),
     r.map((x) => x.priority ?? null),
     r.map((x) => x.category ?? null),
@@ -1414,20 +1458,7 @@ export function updateSchedulesBulk(
   return rows<ScheduleRowAt>(tx, UPDATE_SCHEDULES_BULK_SQL, [
     p.now,
     s.map((x) => x.id),
-    s.map((x) => x.definition.dtstart),
-    s.map((x) => x.definition.tzid),
-    s.map((x) => x.definition.rrule),
-    s.map((x) => JSON.stringify(x.definition.rdate)),
-    s.map((x) => JSON.stringify(x.definition.exdate)),
-    s.map((x) => x.definition.recurring),
-    s.map((x) => x.definition.endsAt),
-    s.map((x) => x.definition.expiresAt),
-    s.map((x) => x.definition.dstGap),
-    s.map((x) => x.definition.dstOverlap),
-    s.map((x) => x.definition.misfire),
-    s.map((x) => x.definition.graceMs),
-    s.map((x) => x.definition.perpetual),
-    s.map((x) => x.definition.payloadJson),
+    ...definitionArrays(s.map((x) => x.definition)),
     s.map((x) => x.requestHash),
     s.map((x) => x.definition.catchUpJson ?? null),
     s.map((x) => x.definition.title ?? null),
@@ -1489,20 +1520,7 @@ export function insertSchedulesBulk(
     p.now,
     p.tenant,
     s.map((x) => x.requestHash),
-    s.map((x) => x.definition.dtstart),
-    s.map((x) => x.definition.tzid),
-    s.map((x) => x.definition.rrule),
-    s.map((x) => JSON.stringify(x.definition.rdate)),
-    s.map((x) => JSON.stringify(x.definition.exdate)),
-    s.map((x) => x.definition.recurring),
-    s.map((x) => x.definition.endsAt),
-    s.map((x) => x.definition.expiresAt),
-    s.map((x) => x.definition.dstGap),
-    s.map((x) => x.definition.dstOverlap),
-    s.map((x) => x.definition.misfire),
-    s.map((x) => x.definition.graceMs),
-    s.map((x) => x.definition.perpetual),
-    s.map((x) => x.definition.payloadJson),
+    ...definitionArrays(s.map((x) => x.definition)),
     s.map((x) => x.source),
     s.map((x) => x.externalId),
     s.map((x) => x.definition.title ?? null),
@@ -1515,17 +1533,7 @@ export async function insertRemindersBulk(
   p: { reminders: ReadonlyArray<ReminderToInsert & { scheduleId: string }> },
 ): Promise<void> {
   const r = p.reminders;
-  await execute(tx, INSERT_REMINDERS_BULK_SQL, [
-    r.map((x) => x.scheduleId),
-    r.map((x) => x.key),
-    r.map((x) => x.offset),
-    r.map((x) => x.channel),
-    r.map((x) => x.targetJson),
-    r.map((x) => x.onLostLease),
-    r.map((x) => x.maxAttempts),
-    r.map((x) => x.templateJson ?? null),
-    r.map((x) => x.rateLimitKey ?? null),
-  ]);
+  await execute(tx, INSERT_REMINDERS_BULK_SQL, [r.map((x) => x.scheduleId), ...reminderArrays(r)]);
 }
 
 /** API-5 / DEL-10: runs {@link REVIVE_SCHEDULE_SQL}: a schedule cancelled by an import becomes active again. */

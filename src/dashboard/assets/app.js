@@ -80,6 +80,40 @@ function select(name, options, value) {
   );
 }
 
+/**
+ * The filter form of the list at `page` (`#/schedules`): submitting it opens the list with
+ * the fields that are filled in as its query.
+ */
+function filterForm(page, attrs, ...controls) {
+  return h(
+    "form",
+    {
+      class: "filters",
+      ...attrs,
+      onsubmit: (event) => {
+        event.preventDefault();
+        const next = new URLSearchParams();
+        for (const [k, v] of new FormData(event.target)) if (v) next.set(k, String(v));
+        location.hash = `${page}?${next}`;
+      },
+    },
+    ...controls,
+  );
+}
+
+/**
+ * A table of `items`, one row each (`cells(item)`: its cells), or `empty` as a muted line
+ * when there are none.
+ */
+function itemTable(items, empty, headers, cells) {
+  return items.length === 0
+    ? h("p", { class: "muted" }, empty)
+    : table(
+        headers,
+        items.map((item) => h("tr", {}, cells(item))),
+      );
+}
+
 function table(headers, rows, caption) {
   return h(
     "div",
@@ -381,31 +415,27 @@ async function renderOverview() {
         "section",
         { "aria-labelledby": "h-instances" },
         h("h2", { id: "h-instances" }, "Instances"),
-        status.instances.length === 0
-          ? h("p", { class: "muted" }, "No instance seen in the last hour.")
-          : table(
-              ["Instance", "Host", "Role", "Version", "Heartbeat age", "State"],
-              status.instances.map((i) =>
-                h(
-                  "tr",
-                  {},
-                  h("td", {}, h("code", {}, i.id)),
-                  h("td", {}, `${i.host} (pid ${i.pid})`),
-                  h("td", {}, i.role),
-                  h("td", {}, i.version),
-                  h("td", {}, age(nowMs - Date.parse(i.lastTickAt ?? i.lastPassAt ?? i.startedAt))),
-                  h(
-                    "td",
-                    {},
-                    i.stoppedAt
-                      ? stateBadge("stopped")
-                      : i.stale
-                        ? stateBadge("stale")
-                        : stateBadge("running"),
-                  ),
-                ),
-              ),
+        itemTable(
+          status.instances,
+          "No instance seen in the last hour.",
+          ["Instance", "Host", "Role", "Version", "Heartbeat age", "State"],
+          (i) => [
+            h("td", {}, h("code", {}, i.id)),
+            h("td", {}, `${i.host} (pid ${i.pid})`),
+            h("td", {}, i.role),
+            h("td", {}, i.version),
+            h("td", {}, age(nowMs - Date.parse(i.lastTickAt ?? i.lastPassAt ?? i.startedAt))),
+            h(
+              "td",
+              {},
+              i.stoppedAt
+                ? stateBadge("stopped")
+                : i.stale
+                  ? stateBadge("stale")
+                  : stateBadge("running"),
             ),
+          ],
+        ),
         h(
           "p",
           { class: "muted" },
@@ -582,19 +612,9 @@ async function renderSchedules(params) {
     value: q,
     placeholder: "title or external id",
   });
-  const form = h(
-    "form",
-    {
-      class: "filters",
-      role: "search",
-      onsubmit: (event) => {
-        event.preventDefault();
-        const data = new FormData(event.target);
-        const next = new URLSearchParams();
-        for (const [k, v] of data) if (v) next.set(k, String(v));
-        location.hash = `#/schedules?${next}`;
-      },
-    },
+  const form = filterForm(
+    "#/schedules",
+    { role: "search" },
     field("Search", search),
     field("State", select("state", [["", "any"], ...SCHEDULE_STATES.map((s) => [s, s])], state)),
     field("Source", h("input", { name: "source", value: source, list: "sources", size: 14 })),
@@ -1334,32 +1354,19 @@ async function renderSchedule(id) {
       ? h("p", { class: "muted" }, "Floating: see the next occurrence per recipient zone below.")
       : occurrences.error
         ? h("p", { class: "muted" }, occurrences.error)
-        : occurrences.length === 0
-          ? h("p", { class: "muted" }, "No occurrence after now.")
-          : table(
-              zoneHeads,
-              occurrences.map((o) =>
-                h("tr", {}, h("td", {}, when(o.instant, zone)), h("td", {}, when(o.instant))),
-              ),
-            ),
+        : itemTable(occurrences, "No occurrence after now.", zoneHeads, (o) => [
+            h("td", {}, when(o.instant, zone)),
+            h("td", {}, when(o.instant)),
+          ]),
     zones,
     h("h2", {}, "Reminders due (planned deliveries)"),
-    waiting.length === 0
-      ? h("p", { class: "muted" }, "None waiting.")
-      : table(
-          ["Delivery", "Reminder", "State", ...zoneHeads],
-          waiting.map((d) =>
-            h(
-              "tr",
-              {},
-              h("td", {}, h("a", { href: `#/deliveries/${d.id}` }, `#${d.id}`)),
-              h("td", {}, d.reminderKey),
-              h("td", {}, stateBadge(d.state)),
-              h("td", {}, when(d.dueAt, zone)),
-              h("td", {}, when(d.dueAt)),
-            ),
-          ),
-        ),
+    itemTable(waiting, "None waiting.", ["Delivery", "Reminder", "State", ...zoneHeads], (d) => [
+      h("td", {}, h("a", { href: `#/deliveries/${d.id}` }, `#${d.id}`)),
+      h("td", {}, d.reminderKey),
+      h("td", {}, stateBadge(d.state)),
+      h("td", {}, when(d.dueAt, zone)),
+      h("td", {}, when(d.dueAt)),
+    ]),
     h("h2", {}, "Past deliveries"),
     done.length === 0
       ? h("p", { class: "muted" }, "None yet.")
@@ -1429,17 +1436,9 @@ async function renderDeliveries(params) {
   const { reply, pager } = await serverPage("#/deliveries", "/v1/deliveries", query, params);
   const shown = reply.items;
   const channels = [...new Set([...shown.map((d) => d.channel), channel].filter(Boolean))].sort();
-  const form = h(
-    "form",
-    {
-      class: "filters",
-      onsubmit: (event) => {
-        event.preventDefault();
-        const next = new URLSearchParams();
-        for (const [k, v] of new FormData(event.target)) if (v) next.set(k, String(v));
-        location.hash = `#/deliveries?${next}`;
-      },
-    },
+  const form = filterForm(
+    "#/deliveries",
+    {},
     field("State", select("state", [["", "any"], ...DELIVERY_STATES.map((s) => [s, s])], state)),
     field("Channel", h("input", { name: "channel", value: channel, list: "channels", size: 10 })),
     h("datalist", { id: "channels" }, ...channels.map((c) => h("option", { value: c }))),
@@ -1457,7 +1456,15 @@ async function renderDeliveries(params) {
 function settleButtons(d, reload) {
   const redrivable = d.state === "dead" || d.state === "in_doubt";
   const path = `/v1/deliveries/${d.id}`;
-  const secondary = { class: "secondary" };
+  const resolveButton = (outcome) =>
+    actionButton(
+      `Resolve as ${outcome}`,
+      `Delivery ${d.id} resolved as ${outcome}.`,
+      `${path}/resolve`,
+      { outcome },
+      reload,
+      { class: "secondary" },
+    );
   return h(
     "div",
     { class: "row" },
@@ -1470,26 +1477,8 @@ function settleButtons(d, reload) {
           reload,
         )
       : null,
-    redrivable
-      ? actionButton(
-          "Resolve as sent",
-          `Delivery ${d.id} resolved as sent.`,
-          `${path}/resolve`,
-          { outcome: "sent" },
-          reload,
-          secondary,
-        )
-      : null,
-    d.state === "in_doubt"
-      ? actionButton(
-          "Resolve as dead",
-          `Delivery ${d.id} resolved as dead.`,
-          `${path}/resolve`,
-          { outcome: "dead" },
-          reload,
-          secondary,
-        )
-      : null,
+    redrivable ? resolveButton("sent") : null,
+    d.state === "in_doubt" ? resolveButton("dead") : null,
   );
 }
 
@@ -1811,40 +1800,31 @@ async function renderRecipients(params) {
     ),
     form,
     pager,
-    reply.items.length === 0
-      ? h("p", { class: "muted" }, q ? `No recipient id contains “${q}”.` : "No recipient yet.")
-      : table(
-          ["Recipient", "Zone", "Targets", "Opt-outs and quiet hours", "Updated"],
-          reply.items.map((r) =>
-            h(
-              "tr",
-              {},
-              h(
-                "td",
-                {},
-                h("code", {}, r.id),
-                h("div", { class: "muted" }, `version ${r.version}`),
+    itemTable(
+      reply.items,
+      q ? `No recipient id contains “${q}”.` : "No recipient yet.",
+      ["Recipient", "Zone", "Targets", "Opt-outs and quiet hours", "Updated"],
+      (r) => [
+        h("td", {}, h("code", {}, r.id), h("div", { class: "muted" }, `version ${r.version}`)),
+        h("td", {}, r.tzid),
+        h(
+          "td",
+          {},
+          Object.keys(r.targets).length === 0
+            ? h("span", { class: "muted" }, "none")
+            : h(
+                "dl",
+                { class: "targets" },
+                Object.entries(r.targets).map(([channel, target]) => [
+                  h("dt", {}, channel),
+                  h("dd", {}, targetText(target)),
+                ]),
               ),
-              h("td", {}, r.tzid),
-              h(
-                "td",
-                {},
-                Object.keys(r.targets).length === 0
-                  ? h("span", { class: "muted" }, "none")
-                  : h(
-                      "dl",
-                      { class: "targets" },
-                      Object.entries(r.targets).map(([channel, target]) => [
-                        h("dt", {}, channel),
-                        h("dd", {}, targetText(target)),
-                      ]),
-                    ),
-              ),
-              h("td", {}, preferencesText(r.preferences)),
-              h("td", {}, when(r.updatedAt)),
-            ),
-          ),
         ),
+        h("td", {}, preferencesText(r.preferences)),
+        h("td", {}, when(r.updatedAt)),
+      ],
+    ),
   );
 }
 
@@ -2048,42 +2028,34 @@ async function renderLimits() {
   show(
     h("h1", {}, "Rate limits & circuits"),
     h("h2", {}, "Rate limits"),
-    limits.items.length === 0
-      ? h("p", { class: "muted" }, "No rate limit set.")
-      : table(
-          ["Key", "Per second", "Burst", "Concurrency", "Tokens now", "Updated"],
-          limits.items.map((l) =>
-            h(
-              "tr",
-              {},
-              h("td", {}, h("code", {}, l.key)),
-              h("td", { class: "num" }, String(l.ratePerSecond)),
-              h("td", { class: "num" }, String(l.burst)),
-              h("td", { class: "num" }, l.concurrency === null ? "—" : String(l.concurrency)),
-              h("td", { class: "num" }, l.tokens.toFixed(1)),
-              h("td", {}, when(l.updatedAt)),
-            ),
-          ),
-        ),
+    itemTable(
+      limits.items,
+      "No rate limit set.",
+      ["Key", "Per second", "Burst", "Concurrency", "Tokens now", "Updated"],
+      (l) => [
+        h("td", {}, h("code", {}, l.key)),
+        h("td", { class: "num" }, String(l.ratePerSecond)),
+        h("td", { class: "num" }, String(l.burst)),
+        h("td", { class: "num" }, l.concurrency === null ? "—" : String(l.concurrency)),
+        h("td", { class: "num" }, l.tokens.toFixed(1)),
+        h("td", {}, when(l.updatedAt)),
+      ],
+    ),
     h("h2", {}, "Circuits"),
     circuits === null
       ? h("p", { class: "muted" }, "The circuits could not be read.")
-      : circuits.items.length === 0
-        ? h("p", { class: "muted" }, "Every circuit is closed.")
-        : table(
-            ["Host", "State", "Failures in a row", "Next probe", "Opened"],
-            circuits.items.map((c) =>
-              h(
-                "tr",
-                {},
-                h("td", {}, h("code", {}, c.host)),
-                h("td", {}, stateBadge(c.state)),
-                h("td", { class: "num" }, String(c.failures)),
-                h("td", {}, when(c.retryAt)),
-                h("td", {}, when(c.openedAt)),
-              ),
-            ),
-          ),
+      : itemTable(
+          circuits.items,
+          "Every circuit is closed.",
+          ["Host", "State", "Failures in a row", "Next probe", "Opened"],
+          (c) => [
+            h("td", {}, h("code", {}, c.host)),
+            h("td", {}, stateBadge(c.state)),
+            h("td", { class: "num" }, String(c.failures)),
+            h("td", {}, when(c.retryAt)),
+            h("td", {}, when(c.openedAt)),
+          ],
+        ),
   );
 }
 

@@ -167,6 +167,20 @@ returning *`;
 export const INSERT_BACKFILL_COLUMNS = DELIVERY_ROW_KEYS;
 
 /**
+ * API-9: the CTE `picked` of a bulk action: the ids of tenant `$2`'s deliveries that match
+ * the filter `$3` … `$9` and `state` (SQL over `d`), at most `limit` (SQL), lowest ids
+ * first, locked; rows another statement holds are skipped (left for the next call).
+ */
+function pickedSql(state: string, limit: string): string {
+  return `picked as (
+  select d.id from punctual_deliveries d join punctual_schedules s on s.id = d.schedule_id
+  where s.tenant = $2 and ${filterSql(3)} and ${state}
+  order by d.id limit ${limit}
+  for update of d skip locked
+)`;
+}
+
+/**
  * API-9 / DEL-12: bulk redrive: the matching dead or in-doubt deliveries of the tenant, at
  * most `$10`, lowest ids first, go back to waiting with the same delivery key, exactly as a
  * single redrive does ({@link REDRIVE_SQL}). Rows locked by another statement are
@@ -174,12 +188,7 @@ export const INSERT_BACKFILL_COLUMNS = DELIVERY_ROW_KEYS;
  * Returns the redriven rows.
  */
 export const BULK_REDRIVE_SQL = `
-with picked as (
-  select d.id from punctual_deliveries d join punctual_schedules s on s.id = d.schedule_id
-  where s.tenant = $2 and ${filterSql(3)} and ${REDRIVABLE}
-  order by d.id limit $10
-  for update of d skip locked
-)
+with ${pickedSql(REDRIVABLE, "$10")}
 update punctual_deliveries d
 set ${REDRIVE_SET}
 from picked p, punctual_schedules s
@@ -196,12 +205,7 @@ export const BULK_REDRIVE_COLUMNS = DELIVERY_ROW_KEYS;
  * Returns the resolved rows.
  */
 export const BULK_RESOLVE_SQL = `
-with picked as (
-  select d.id from punctual_deliveries d join punctual_schedules s on s.id = d.schedule_id
-  where s.tenant = $2 and ${filterSql(3)} and ${RESOLVABLE}
-  order by d.id limit $11
-  for update of d skip locked
-)
+with ${pickedSql(RESOLVABLE, "$11")}
 update punctual_deliveries d
 set ${resolveSet("$10")}
 from picked p
