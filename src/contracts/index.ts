@@ -5,7 +5,7 @@
  */
 import { rateLimitKeySchema } from "./rate-limits.js";
 import { z } from "zod";
-import { DELIVERY_STATES, SCHEDULE_STATES } from "../domain/index.js";
+import { DELIVERY_STATES, offsetRefusal, SCHEDULE_STATES } from "../domain/index.js";
 
 const isoDuration = /^[+-]?P(?!$)(\d+W)?(\d+D)?(T(?=\d)(\d+H)?(\d+M)?(\d+S)?)?$/;
 
@@ -13,7 +13,7 @@ const isoDuration = /^[+-]?P(?!$)(\d+W)?(\d+D)?(T(?=\d)(\d+H)?(\d+M)?(\d+S)?)?$/
 export const offsetSchema = z
   .string()
   .max(40)
-  .regex(isoDuration, 'must be an ISO 8601 duration such as "-PT15M", "PT0S" or "-P1D"');
+  .regex(isoDuration, { error: (issue) => offsetRefusal(issue.input) });
 
 /** Earliest instant any date input may name: 0001-01-01T00:00:00Z (epoch ms). */
 export const MIN_INSTANT_MS = -62_135_596_800_000;

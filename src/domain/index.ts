@@ -186,3 +186,27 @@ export function backoffMs(
   const r = (options.random ?? Math.random)();
   return Math.round(exp / 2 + (exp / 2) * r);
 }
+
+/** The farthest a reminder offset may reach, in nominal days (about 100 years). */
+export const MAX_OFFSET_DAYS = 36_600;
+
+/**
+ * Why `text` is not a reminder offset, in words a user can act on (API-1: name the real
+ * reason, not only the grammar). Offsets are signed RFC 5545 §3.3.6 durations: weeks alone,
+ * or days and/or hours, minutes and whole seconds. Call it for a text already refused;
+ * it names, in this order, months or years (no fixed length), a fraction, then the
+ * grammar with examples.
+ */
+export function offsetRefusal(text: unknown): string {
+  const example = "such as -PT15M, PT0S, -P1D, P1W or -P1DT2H";
+  if (typeof text !== "string") return `must be an ISO 8601 duration ${example}`;
+  const body = text.trim().toUpperCase();
+  const datePart = body.split("T")[0] ?? "";
+  if (/^[+-]?P.*\d(Y|M)/.test(datePart)) {
+    return "has months or years, which have no fixed length (RFC 5545 §3.3.6 durations have none): use days or weeks, e.g. -P30D or -P4W";
+  }
+  if (/\d[.,]\d/.test(body)) {
+    return "has a fraction, which RFC 5545 §3.3.6 durations do not allow: use whole units, e.g. PT1S";
+  }
+  return `must be an ISO 8601 duration ${example}`;
+}

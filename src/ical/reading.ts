@@ -4,6 +4,7 @@
  * zones, its RRULE repaired and tidied — by {@link EventReader}, the first layer of the
  * importer (then alarms.ts, series.ts, emitting.ts, import.ts).
  */
+import { offsetRefusal } from "../domain/index.js";
 import {
   MAX_EVENT_DESCRIPTION_CHARS,
   MAX_EVENT_TEXT_CHARS,
@@ -132,17 +133,18 @@ export function readOptions(options: IcalImportOptions): {
     const d = typeof text === "string" ? parseDuration(text) : null;
     try {
       parseOffset(String(text));
-    } catch {
+    } catch (err) {
+      const message = err instanceof ValidationError ? err.issues[0]?.message : undefined;
       throw new ValidationError({
         field: `remind.${i}`,
-        message: "must be an ISO 8601 duration such as -PT15M or -P1D",
+        message: message ?? offsetRefusal(text),
         value: text,
       });
     }
     if (d === null)
       throw new ValidationError({
         field: `remind.${i}`,
-        message: "must be an ISO 8601 duration such as -PT15M or -P1D",
+        message: offsetRefusal(text),
         value: text,
       });
     const offset = formatOffset(d);

@@ -3,6 +3,7 @@
  * `-P1D`, `P1W` or `-P1DT2H`, applied to an occurrence (RFC 5545 §3.8.6.3: days and weeks
  * are nominal and follow the wall clock; hours, minutes and seconds are exact).
  */
+import { MAX_OFFSET_DAYS, offsetRefusal } from "../domain/index.js";
 import { ValidationError } from "../errors/index.js";
 import { DAY_SECONDS } from "./civil.js";
 import { parseDateValue } from "./datetime.js";
@@ -26,12 +27,8 @@ const DURATION =
 export function parseOffset(text: string): Offset {
   const m =
     typeof text === "string" && text.length <= 40 ? DURATION.exec(text.trim().toUpperCase()) : null;
-  const bad = (): never => {
-    throw new ValidationError({
-      field: "offset",
-      message: "must be an ISO 8601 duration such as -PT15M, PT0S, -P1D, P1W or -P1DT2H",
-      value: text,
-    });
+  const bad = (message = offsetRefusal(text)): never => {
+    throw new ValidationError({ field: "offset", message, value: text });
   };
   if (m === null) return bad();
   const [, sign, w, d, h, mi, s] = m;
@@ -40,7 +37,11 @@ export function parseOffset(text: string): Offset {
   const k = sign === "-" ? -1 : 1;
   const days = (Number(w ?? 0) * 7 + Number(d ?? 0)) * k;
   const exactMs = (Number(h ?? 0) * 3600 + Number(mi ?? 0) * 60 + Number(s ?? 0)) * 1000 * k;
-  if (Math.abs(days) > 36_600 || Math.abs(exactMs) > 36_600 * 86_400_000) return bad();
+  if (Math.abs(days) > MAX_OFFSET_DAYS || Math.abs(exactMs) > MAX_OFFSET_DAYS * 86_400_000) {
+    return bad(
+      `reaches beyond ${MAX_OFFSET_DAYS.toLocaleString("en-US")} days (about 100 years) from its occurrence`,
+    );
+  }
   return { days: days === 0 ? 0 : days, exactMs: exactMs === 0 ? 0 : exactMs };
 }
 

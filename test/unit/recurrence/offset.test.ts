@@ -2,6 +2,7 @@
  * Reminder offsets (RFC 5545 §3.8.6.3 durations): nominal days, exact hours.
  */
 import { describe, expect, it } from "vitest";
+import { offsetSchema } from "../../../src/contracts/index.js";
 import { ValidationError } from "../../../src/errors/index.js";
 import {
   applyOffset,
@@ -57,6 +58,35 @@ describe("REC-6: reminder offsets", () => {
     }
     expect(parseOffset("-P1DT2H")).toEqual({ days: -1, exactMs: -7_200_000 });
     expect(parseOffset("+PT90S")).toEqual({ days: 0, exactMs: 90_000 });
+  });
+
+  it("API-1 REC-6: a refused offset says why: months or years, a fraction, the range, else the grammar", () => {
+    const why = (text: string) => {
+      try {
+        parseOffset(text);
+      } catch (err) {
+        return (err as ValidationError).issues[0]?.message ?? "";
+      }
+      throw new Error(`accepted ${text}`);
+    };
+    for (const text of ["-P1M", "P1Y", "-P1Y2M", "P1MT2H"]) {
+      expect(why(text)).toMatch(/^has months or years, which have no fixed length/);
+    }
+    // A minute is not a month: PT1M is accepted.
+    expect(parseOffset("-PT1M")).toEqual({ days: 0, exactMs: -60_000 });
+    for (const text of ["PT0.5S", "PT1,5H", "-P1.5D"]) {
+      expect(why(text)).toMatch(/^has a fraction/);
+    }
+    expect(why("-P99999D")).toBe(
+      "reaches beyond 36,600 days (about 100 years) from its occurrence",
+    );
+    expect(why("soon")).toBe(
+      "must be an ISO 8601 duration such as -PT15M, PT0S, -P1D, P1W or -P1DT2H",
+    );
+    // The API's schema gives the same reasons before any parsing.
+    const parsed = offsetSchema.safeParse("-P1M");
+    expect(parsed.success).toBe(false);
+    expect(parsed.error?.issues[0]?.message).toMatch(/^has months or years/);
   });
 
   it("REC-2: toInstant reads a local time in a zone under the DST policy", () => {
