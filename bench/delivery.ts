@@ -5,7 +5,7 @@
  *
  *   node --import tsx bench/delivery.ts [--quick] [--only burst,lateness,recovery,stored,pglite]
  *     [--jobs 20000] [--cap-s 60] [--rates 100,500] [--seconds 20] [--recovery-jobs 2000]
- *     [--lease-ms 5000] [--recovery-cap-s 35] [--stored 10000,1000000] [--variants all|batched]
+ *     [--lease-ms 5000] [--recovery-cap-s 35] [--stored 10000,1000000] [--variants all|batched|gw-batched,…]
  *
  * PostgreSQL: DATABASE_URL (a server you own; fsync should be on), else a throwaway
  * cluster started with fsync on. Workers run in child processes (bench/lib/worker.ts);
@@ -80,16 +80,18 @@ const SIZES = {
 const scenarios = new Set(
   (str(flags.only) ?? process.env.BENCH_ONLY ?? "burst,lateness,recovery,stored,pglite").split(","),
 );
-const allVariants = (
+const variantWords = (
   str(flags.variants) ??
   process.env.BENCH_VARIANTS ??
   (quick ? "batched" : "all")
-)
-  .split(",")
-  .includes("all");
-const PEERS = allVariants
+).split(",");
+/** `all`, `batched`, or peer variant ids (`--variants gw-batched`: one peer, a shorter run). */
+const PEERS = variantWords.includes("all")
   ? ["gw-defaults", "gw-batched", "boss-defaults", "boss-batched"]
-  : ["gw-batched", "boss-batched"];
+  : variantWords.includes("batched")
+    ? ["gw-batched", "boss-batched"]
+    : variantWords.filter((id) => id in VARIANTS && id !== "punctual");
+if (PEERS.length === 0) throw new Error(`--variants: none of ${variantWords.join(",")} is a peer`);
 const CONCURRENCY = 8;
 /** Burst rows as [C, processes]: `--burst 8x1,8x2` (or BENCH_BURST) runs only those. */
 const BURST_ROWS = (str(flags.burst) ?? process.env.BENCH_BURST ?? "1x1,8x1,1x2,8x2")

@@ -10,16 +10,33 @@ import {
   type QueryOptions,
   type QueryResult,
 } from "./database.js";
+import { timestamptzParser } from "./timestamps.js";
 
-/** int8 → number (as on PGlite); everything else keeps pg's defaults (timestamptz → Date). */
+/** pg's own typing of getTypeParser is overloaded; the cast keeps its default parsers. */
+const stockParser = pg.types.getTypeParser as (
+  oid: number,
+  format?: string,
+) => (value: string) => unknown;
+
+/** OIDs of int8 and timestamptz. */
+const INT8 = 20;
+const TIMESTAMPTZ = 1184;
+
+/**
+ * timestamptz → Date through a fast path for the ISO text the server sends, the stock
+ * parser for anything else (`infinity`, BC years: src/store/timestamps.ts).
+ */
+const parseTimestamptz = timestamptzParser(stockParser(TIMESTAMPTZ, "text"));
+
+/**
+ * int8 → number (as on PGlite); timestamptz → Date as pg's default parser makes it, read
+ * faster ({@link parseTimestamptz}); everything else keeps pg's defaults.
+ */
 const types = {
   getTypeParser(oid: number, format?: "text" | "binary") {
-    if (oid === 20) return (value: string) => Number(value);
-    // pg's own typing of getTypeParser is overloaded; the cast keeps its default parsers.
-    return (pg.types.getTypeParser as (oid: number, format?: string) => (v: string) => unknown)(
-      oid,
-      format,
-    );
+    if (oid === INT8) return (value: string) => Number(value);
+    if (oid === TIMESTAMPTZ && format !== "binary") return parseTimestamptz;
+    return stockParser(oid, format);
   },
 };
 

@@ -36,7 +36,9 @@ import {
   CLAIM_COLUMNS,
   CLAIMED_SELECT,
   claimCtes,
+  claimedOf,
   type ClaimedDelivery,
+  type ClaimedRow,
 } from "./deliveries/claim.js";
 import { ADMISSION_PREDICATE, NOW } from "./deliveries/sql.js";
 import { columnsOf, execute, firstRow, rows } from "./statement.js";
@@ -441,7 +443,7 @@ export async function claimLimited(db: Database, p: LimitedClaimParams): Promise
     const byTokens = paceAllowance(bucket, lookaheadMs);
     const allowed = Math.max(0, Math.min(p.limit, byTokens, cap));
     if (allowed === 0) return { rows: [], bucket, allowed, byTokens };
-    const claimed = await rows<ClaimedDelivery>(tx, CLAIM_LIMITED_SQL, [
+    const claimed = await rows<ClaimedRow>(tx, CLAIM_LIMITED_SQL, [
       p.now,
       p.owner,
       p.leaseMs,
@@ -452,7 +454,10 @@ export async function claimLimited(db: Database, p: LimitedClaimParams): Promise
       limiter,
     ]);
     const slots = paceSlots(bucket, claimed.length);
-    const paced = claimed.map((row, i) => ({ ...row, send_at: new Date(slots[i] as number) }));
+    const paced = claimed.map((row, i) => ({
+      ...claimedOf(row),
+      send_at: new Date(slots[i] as number),
+    }));
     return { rows: paced, bucket, allowed, byTokens };
   });
 }

@@ -7,6 +7,7 @@
  * it by passing an instant.
  */
 import type { ReminderTemplate } from "../../channels/template.js";
+import { numberArray, textArray } from "../array-literals.js";
 import { pinnedOf, type Queryable } from "../database.js";
 import { columnsOf, rows } from "../statement.js";
 import {
@@ -52,33 +53,6 @@ export interface ClaimedDelivery {
   /** API-11: the recipient the delivery is for (judged at send), or null. */
   recipient_id: string | null;
 }
-
-/** Result columns of {@link CLAIM_SQL}. */
-export const CLAIM_COLUMNS = columnsOf<ClaimedDelivery>()([
-  "id",
-  "delivery_key",
-  "schedule_id",
-  "reminder_key",
-  "occurrence_at",
-  "due_at",
-  "attempt",
-  "failures",
-  "max_attempts",
-  "deferrals",
-  "first_attempt_at",
-  "channel",
-  "on_lost_lease",
-  "lease_expires_at",
-  "late",
-  "payload",
-  "target",
-  "template",
-  "tzid",
-  "trace_parent",
-  "tenant",
-  "db_now",
-  "recipient_id",
-]);
 
 /** A row named by its id: what the settle and the releases return. */
 export interface IdRow {
@@ -191,22 +165,103 @@ claimed as (
 )`;
 }
 
-/** What {@link CLAIM_SQL} (and every claim) returns of the claimed rows `c`, in claim order. */
+/**
+ * What {@link CLAIM_SQL} (and every claim) returns of the claimed rows `c`, in claim order:
+ * the row's own columns ({@link ClaimedRow}), then the schedule's four values the send
+ * needs in one JSON array (`schedule`: payload, tzid, trace_parent, tenant) and the
+ * reminder's two (`reminder`: target, template), each from one scalar subquery by primary
+ * key (one index probe per table and claimed row; no join whose plan could depend on
+ * statistics). {@link claimedOf} spreads them into a {@link ClaimedDelivery}.
+ *
+ * Measured here (docs/benchmarks.md, "Worker CPU per delivery: the claimed row's shape"):
+ * the earlier form read the same six values with six scalar subqueries (six index probes
+ * per claimed row) and the worker's driver parsed each as its own column.
+ */
 export const CLAIMED_SELECT = `
 select c.id, c.delivery_key, c.schedule_id, c.reminder_key, c.occurrence_at, c.due_at,
        c.attempt, c.failures, c.max_attempts, c.deferrals, c.first_attempt_at, c.channel,
        c.on_lost_lease, c.lease_expires_at, c.late, c.recipient_id,
-       (select s.payload from punctual_schedules s where s.id = c.schedule_id) as payload,
-       (select r.target from punctual_reminders r
-         where r.schedule_id = c.schedule_id and r.key = c.reminder_key) as target,
-       (select r.template from punctual_reminders r
-         where r.schedule_id = c.schedule_id and r.key = c.reminder_key) as template,
-       (select s.tzid from punctual_schedules s where s.id = c.schedule_id) as tzid,
-       (select s.trace_parent from punctual_schedules s where s.id = c.schedule_id) as trace_parent,
-       (select s.tenant from punctual_schedules s where s.id = c.schedule_id) as tenant,
+       (select json_build_array(s.payload, s.tzid, s.trace_parent, s.tenant)
+          from punctual_schedules s where s.id = c.schedule_id) as schedule,
+       (select json_build_array(r.target, r.template) from punctual_reminders r
+         where r.schedule_id = c.schedule_id and r.key = c.reminder_key) as reminder,
        ${NOW} as db_now
 from claimed c
 order by c.run_at, c.id`;
+
+/**
+ * One row as every claim statement returns it ({@link CLAIMED_SELECT}): the delivery's
+ * own columns, and its schedule's and reminder's values as JSON arrays (null when the
+ * schedule or reminder is gone).
+ */
+export type ClaimedRow = Omit<
+  ClaimedDelivery,
+  "payload" | "target" | "template" | "tzid" | "trace_parent" | "tenant"
+> & {
+  /** `[payload, tzid, trace_parent, tenant]` of the schedule. */
+  schedule: [unknown, string, string | null, string] | null;
+  /** `[target, template]` of the reminder. */
+  reminder: [unknown, ReminderTemplate | null] | null;
+};
+
+/** Result columns of {@link CLAIM_SQL} (and of every claim: {@link ClaimedRow}). */
+export const CLAIM_COLUMNS = columnsOf<ClaimedRow>()([
+  "id",
+  "delivery_key",
+  "schedule_id",
+  "reminder_key",
+  "occurrence_at",
+  "due_at",
+  "attempt",
+  "failures",
+  "max_attempts",
+  "deferrals",
+  "first_attempt_at",
+  "channel",
+  "on_lost_lease",
+  "lease_expires_at",
+  "late",
+  "recipient_id",
+  "schedule",
+  "reminder",
+  "db_now",
+]);
+
+/**
+ * The {@link ClaimedDelivery} of a claimed row: its schedule's and reminder's values
+ * spread into their fields (null, as a missing row's scalar subquery gave them before, when
+ * the schedule or reminder is gone). One object of one shape per row.
+ */
+export function claimedOf(r: ClaimedRow): ClaimedDelivery {
+  const s = r.schedule;
+  const m = r.reminder;
+  return {
+    id: r.id,
+    delivery_key: r.delivery_key,
+    schedule_id: r.schedule_id,
+    reminder_key: r.reminder_key,
+    occurrence_at: r.occurrence_at,
+    due_at: r.due_at,
+    attempt: r.attempt,
+    failures: r.failures,
+    max_attempts: r.max_attempts,
+    deferrals: r.deferrals,
+    first_attempt_at: r.first_attempt_at,
+    channel: r.channel,
+    on_lost_lease: r.on_lost_lease,
+    lease_expires_at: r.lease_expires_at,
+    late: r.late,
+    payload: s ? s[0] : null,
+    target: m ? m[0] : null,
+    template: m ? m[1] : null,
+    // A claimed row's schedule exists (deliveries go with it); null only as before, had it gone.
+    tzid: (s ? s[1] : null) as string,
+    trace_parent: s ? s[2] : null,
+    tenant: (s ? s[3] : null) as string,
+    db_now: r.db_now,
+    recipient_id: r.recipient_id,
+  };
+}
 
 export const CLAIM_SQL = `
 with ${claimCtes("$3", "$4", "$5", { exclude: "$6" })}${CLAIMED_SELECT}`;
@@ -241,8 +296,10 @@ const KEPT_ON_ROW = `(u.state = 'sent' and u.outcome = 'sent' and u.error is nul
  * DEL-2 / DEL-14: settle a batch of sends, fenced, and record every attempt.
  *
  * Parameters: $1 now, $2 lease owner, then parallel arrays $3 ids, $4 attempts,
- * $5 states, $6 run_at, $7 reasons, $8 errors, $9 failure increments, $10 started_at,
- * $11 outcomes, $12 statuses, $13 message ids, $14 deferral increments.
+ * $5 states, $6 run_at (epoch ms), $7 reasons, $8 errors, $9 failure increments,
+ * $10 started_at (epoch ms), $11 outcomes, $12 statuses, $13 message ids, $14 deferral
+ * increments. The two instants go as epoch ms (`double precision`), which the statement
+ * turns into `timestamptz` with `to_timestamp`: the worker formats no date text per row.
  *
  * Invariant: a row changes only if it is still `claimed` by this owner at this attempt
  * (`id`, `attempt`, `state`, `lease_owner` all match). A settle that lost its lease
@@ -284,10 +341,13 @@ const KEPT_ON_ROW = `(u.state = 'sent' and u.outcome = 'sent' and u.error is nul
  */
 /** The CTEs of {@link SETTLE_SQL} (and of {@link SETTLE_AND_CLAIM_SQL}): parameters $1–$14. */
 const SETTLE_CTES = `input as (
-  select * from unnest($3::bigint[], $4::int[], $5::text[], $6::timestamptz[], $7::text[],
-                       $8::text[], $9::int[], $10::timestamptz[], $11::text[], $12::int[], $13::text[],
-                       $14::int[])
-    as u(id, attempt, state, run_at, reason, error, failure, started_at, outcome, status, message_id,
+  select u.id, u.attempt, u.state, to_timestamp(u.run_ms / 1000) as run_at, u.reason, u.error,
+         u.failure, to_timestamp(u.started_ms / 1000) as started_at, u.outcome, u.status,
+         u.message_id, u.deferral
+  from unnest($3::bigint[], $4::int[], $5::text[], $6::double precision[], $7::text[],
+              $8::text[], $9::int[], $10::double precision[], $11::text[], $12::int[], $13::text[],
+              $14::int[])
+    as u(id, attempt, state, run_ms, reason, error, failure, started_ms, outcome, status, message_id,
          deferral)
 ),
 settled as (
@@ -369,9 +429,9 @@ select (select coalesce(json_agg(s.id), '[]'::json) from settled s) as settled_i
 from (select 1) one
 left join lateral (select * from claimed_rows) x on true`;
 
-/** One row of {@link SETTLE_AND_CLAIM_SQL}: a claimed delivery, or only `settled_ids`. */
+/** One row of {@link SETTLE_AND_CLAIM_SQL}: a claimed row, or only `settled_ids`. */
 export type SettleAndClaimRow = { settled_ids: number[] } & {
-  [K in keyof ClaimedDelivery]: ClaimedDelivery[K] | null;
+  [K in keyof ClaimedRow]: ClaimedRow[K] | null;
 };
 
 /** Result columns of {@link SETTLE_AND_CLAIM_SQL}. */
@@ -529,31 +589,64 @@ export interface ClaimParams {
 
 /** DEL-2: runs {@link CLAIM_SQL}. */
 export async function claimDeliveries(db: Queryable, p: ClaimParams): Promise<ClaimedDelivery[]> {
-  return rows<ClaimedDelivery>(
+  const claimed = await rows<ClaimedRow>(
     pinnedOf(db),
     CLAIM_SQL,
     [p.now, p.owner, p.leaseMs, p.limit, p.channels, p.limited ?? []],
     { onSent: p.onSent },
   );
+  return claimed.map(claimedOf);
 }
 
-/** Parameters $1–$14 of {@link SETTLE_SQL} for a batch. */
+/**
+ * Parameters $1–$14 of {@link SETTLE_SQL} for a batch: the twelve parallel arrays as
+ * array literals built by element type (src/store/array-literals.ts), not by the driver's
+ * generic per-element encoding; instants as epoch ms.
+ */
 function settleParams(now: Date | null, owner: string, batch: readonly SettleInput[]): unknown[] {
+  const n = batch.length;
+  const ids = new Array<number>(n);
+  const attempts = new Array<number>(n);
+  const states = new Array<string>(n);
+  const runAts = new Array<number | null>(n);
+  const reasons = new Array<string | null>(n);
+  const errors = new Array<string | null>(n);
+  const failures = new Array<number>(n);
+  const startedAts = new Array<number>(n);
+  const outcomes = new Array<string>(n);
+  const statuses = new Array<number | null>(n);
+  const messageIds = new Array<string | null>(n);
+  const deferrals = new Array<number>(n);
+  for (let i = 0; i < n; i++) {
+    const b = batch[i] as SettleInput;
+    ids[i] = b.id;
+    attempts[i] = b.attempt;
+    states[i] = b.state;
+    runAts[i] = b.runAt === null ? null : b.runAt.getTime();
+    reasons[i] = b.reason;
+    errors[i] = b.error?.slice(0, 2_000) ?? null;
+    failures[i] = b.failure;
+    startedAts[i] = b.startedAt.getTime();
+    outcomes[i] = b.outcome;
+    statuses[i] = b.status;
+    messageIds[i] = b.messageId;
+    deferrals[i] = b.deferral;
+  }
   return [
     now,
     owner,
-    batch.map((b) => b.id),
-    batch.map((b) => b.attempt),
-    batch.map((b) => b.state),
-    batch.map((b) => b.runAt),
-    batch.map((b) => b.reason),
-    batch.map((b) => b.error?.slice(0, 2_000) ?? null),
-    batch.map((b) => b.failure),
-    batch.map((b) => b.startedAt),
-    batch.map((b) => b.outcome),
-    batch.map((b) => b.status),
-    batch.map((b) => b.messageId),
-    batch.map((b) => b.deferral),
+    numberArray(ids),
+    numberArray(attempts),
+    textArray(states),
+    numberArray(runAts),
+    textArray(reasons),
+    textArray(errors),
+    numberArray(failures),
+    numberArray(startedAts),
+    textArray(outcomes),
+    numberArray(statuses),
+    textArray(messageIds),
+    numberArray(deferrals),
   ];
 }
 
@@ -606,8 +699,7 @@ export async function settleAndClaim(
   const claimed: ClaimedDelivery[] = [];
   for (const r of result) {
     if (r.id === null) continue;
-    const { settled_ids: _ids, ...row } = r;
-    claimed.push(row as ClaimedDelivery);
+    claimed.push(claimedOf(r as ClaimedRow));
   }
   return { settled, claimed };
 }
