@@ -20,18 +20,10 @@
  * (NaN from an invalid Date, Infinity) is refused with a RangeError.
  */
 export function numberArray(values: readonly (number | null)[]): string {
-  let out = "{";
-  for (let i = 0; i < values.length; i++) {
-    const v = values[i];
-    if (i > 0) out += ",";
-    if (v === null || v === undefined) {
-      out += "NULL";
-    } else {
-      if (!Number.isFinite(v)) throw new RangeError(`not a finite number for an array: ${v}`);
-      out += String(v);
-    }
-  }
-  return out + "}";
+  return arrayLiteral(values, (v) => {
+    if (!Number.isFinite(v)) throw new RangeError(`not a finite number for an array: ${v}`);
+    return String(v);
+  });
 }
 
 /**
@@ -40,15 +32,16 @@ export function numberArray(values: readonly (number | null)[]): string {
  * element.
  */
 export function textArray(values: readonly (string | null)[]): string {
+  return arrayLiteral(values, (v) => `"${/["\\]/.test(v) ? v.replace(/["\\]/g, "\\$&") : v}"`);
+}
+
+/** `{a,b,NULL}`: each non-null value written by `element`, nulls as `NULL`. */
+function arrayLiteral<T>(values: readonly (T | null)[], element: (value: T) => string): string {
   let out = "{";
   for (let i = 0; i < values.length; i++) {
     const v = values[i];
     if (i > 0) out += ",";
-    if (v === null || v === undefined) {
-      out += "NULL";
-    } else {
-      out += `"${/["\\]/.test(v) ? v.replace(/["\\]/g, "\\$&") : v}"`;
-    }
+    out += v === null || v === undefined ? "NULL" : element(v);
   }
   return out + "}";
 }

@@ -8,7 +8,7 @@
 import type { Database, Queryable } from "./database.js";
 import { NOW } from "./deliveries/sql.js";
 import { columnsOf, execute, firstRow, rows } from "./statement.js";
-import { FINISHED_SQL } from "./schedules.js";
+import { FINISHED_SCHEDULE_PREDICATE } from "./schedules.js";
 
 /**
  * Registers or refreshes an instance at the start of a tick: `last_tick_at` only, never
@@ -160,12 +160,12 @@ export const ACQUIRE_LEASE_COLUMNS = columnsOf<LeaseRow>()(["name", "owner", "ex
 
 /**
  * OPS-3: schedules by state as views and lists show them (API-3): an `active` schedule with
- * nothing left to send counts as `finished` ({@link FINISHED_SQL}, the rule of the list's
+ * nothing left to send counts as `finished` ({@link FINISHED_SCHEDULE_PREDICATE}, the rule of the list's
  * `state` filter), so `GET /v1/status` agrees with `GET /v1/schedules?state=…&total=true`.
  * The rule's probes run only for `active` rows that have nothing left to plan.
  */
 export const SCHEDULE_COUNTS_SQL = `
-select case when state = 'active' and ${FINISHED_SQL} then 'finished' else state end as state,
+select case when state = 'active' and ${FINISHED_SCHEDULE_PREDICATE} then 'finished' else state end as state,
        count(*) as count
 from punctual_schedules
 group by 1`;

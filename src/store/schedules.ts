@@ -234,7 +234,7 @@ function containsPatternSql(q: string): string {
  * delivery for each of a one-off's reminders, and none of its deliveries waiting or in
  * flight. The same rule as {@link finishedScheduleIds}, for the list's `state` filter.
  */
-export const FINISHED_SQL = `((not punctual_schedules.recurring or punctual_schedules.plan_complete)
+export const FINISHED_SCHEDULE_PREDICATE = `((not punctual_schedules.recurring or punctual_schedules.plan_complete)
   and not exists (select 1 from punctual_deliveries d
                   where d.schedule_id = punctual_schedules.id
                     and d.state in ('pending', 'claimed', 'retry', 'paused', 'grouped'))
@@ -259,8 +259,8 @@ function scheduleFilterSql(n: { tenant: string; state: string; source: string; q
   return `tenant = ${n.tenant}
   and (${n.state}::text is null
        or (${n.state} not in ('active', 'finished') and state = ${n.state})
-       or (${n.state} = 'active' and state = 'active' and not ${FINISHED_SQL})
-       or (${n.state} = 'finished' and state = 'active' and ${FINISHED_SQL}))
+       or (${n.state} = 'active' and state = 'active' and not ${FINISHED_SCHEDULE_PREDICATE})
+       or (${n.state} = 'finished' and state = 'active' and ${FINISHED_SCHEDULE_PREDICATE}))
   and (${n.source}::text is null or source = ${n.source})
   and (${n.q}::text is null
        or lower(title) like ${containsPatternSql(n.q)}

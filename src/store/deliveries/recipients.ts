@@ -14,7 +14,7 @@
 import type { DstPolicy, QuietHours } from "../../recurrence/index.js";
 import { PINNED_SETTINGS, type Queryable } from "../database.js";
 import type { PlanScheduleRow } from "../planning.js";
-import { DELIVERY_ROW_KEYS, type DeliveryRow } from "../schedules.js";
+import { DELIVERY_ROW_KEYS, SCHEDULE_TIMING_KEYS, type DeliveryRow } from "../schedules.js";
 import { columnsOf, execute, firstRow, rows } from "../statement.js";
 import { heldBy, NOW } from "./sql.js";
 import { staleAtSql } from "./waiting.js";
@@ -541,16 +541,7 @@ export type AudienceScheduleRow = Omit<PlanScheduleRow, "planned_until"> & {
 export const AUDIENCE_SCHEDULES_COLUMNS = columnsOf<AudienceScheduleRow>()([
   "id",
   "version",
-  "dtstart",
-  "tzid",
-  "rrule",
-  "rdate",
-  "exdate",
-  "recurring",
-  "ends_at",
-  "expires_at",
-  "dst_gap",
-  "dst_overlap",
+  ...SCHEDULE_TIMING_KEYS,
   "grace_ms",
   "perpetual",
   "cap_logged_at",
