@@ -8,9 +8,10 @@
  */
 import { beforeAll, describe, expect, it } from "vitest";
 import {
-  EXPLAIN_DELIVERIES_SQL,
   EXPLAIN_HISTORY_SQL,
+  EXPLAIN_PAGE_SQL,
   explainHistory,
+  explainPage,
 } from "../../src/store/explain.js";
 import { engineName, useTestDatabase } from "../support/db.js";
 import { explain, nodes, outline, tableScans } from "../support/plans.js";
@@ -68,9 +69,9 @@ describe(`explain's reads on ${engine} (OPS-16)`, () => {
     ]);
   });
 
-  it("OPS-16: a schedule's rows are read by its index, not by a scan of every delivery", async () => {
+  it("OPS-16: a schedule's page is read by its index, not by a scan of every delivery, and its history by one index probe per row", async () => {
     const { db } = t();
-    const tree = await explain(db, EXPLAIN_DELIVERIES_SQL, [
+    const params = [
       "default",
       scheduleId,
       new Date(NOW.getTime() - 2 * PAGE * 60_000),
@@ -79,7 +80,28 @@ describe(`explain's reads on ${engine} (OPS-16)`, () => {
       null,
       null,
       10_001,
-    ]);
+    ];
+    const tree = await explain(db, EXPLAIN_PAGE_SQL, params, "analyze");
     expect(tableScans(tree, "punctual_deliveries"), outline(tree)).toEqual([]);
+    expect(tableScans(tree, "punctual_attempts"), outline(tree)).toEqual([]);
+    const probes = nodes(tree).filter((n) => n["Index Name"] === "punctual_attempts_delivery");
+    expect(probes.length, outline(tree)).toBeGreaterThan(0);
+    // Only the page's attempts are read: two per delivery.
+    expect(probes.reduce((sum, n) => sum + n["Actual Rows"]! * n["Actual Loops"]!, 0)).toBe(
+      2 * PAGE,
+    );
+    const page = await explainPage(db, {
+      tenant: "default",
+      scheduleId,
+      dueFrom: params[2] as Date,
+      dueTo: NOW,
+      after: null,
+      limit: 2,
+    });
+    expect(page.rows.map((r) => r.id)).toEqual([ids[0], ids[1]]);
+    expect(page.history.map((h) => h.map((a) => `${a.delivery_id} ${a.attempt}`))).toEqual([
+      [`${ids[0]} 1`, `${ids[0]} 2`],
+      [`${ids[1]} 1`, `${ids[1]} 2`],
+    ]);
   });
 });
