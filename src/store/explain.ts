@@ -61,11 +61,15 @@ const epochMs = (column: string) =>
 
 /**
  * The fields of an {@link ExplainDeliveryRow} and their expressions on alias `d`, in the
- * order of an {@link ExplainDeliveryTuple}. The one place that reads the deliveries
+ * order of an {@link ExplainDeliveryTuple}; `rare` marks the fields only some rows have
+ * (a claimed row's lease, a deferral, a limiter, a digest), which a tuple carries as one
+ * nested value, null when all of them are. The one place that reads the deliveries
  * table's columns for an explanation. A digest is read only for a row that has one (a
  * `case` keeps the sub-select from running for the others).
  */
-const EXPLAIN_FIELDS: ReadonlyArray<readonly [keyof ExplainDeliveryRow, string]> = [
+const EXPLAIN_FIELDS: ReadonlyArray<
+  readonly [name: keyof ExplainDeliveryRow, expr: string, rare?: "rare"]
+> = [
   ["id", "d.id"],
   ["schedule_id", "d.schedule_id"],
   ["reminder_key", "d.reminder_key"],
@@ -75,9 +79,6 @@ const EXPLAIN_FIELDS: ReadonlyArray<readonly [keyof ExplainDeliveryRow, string]>
   ["run_ms", epochMs("d.run_at")],
   ["state", "d.state"],
   ["attempt", "d.attempt"],
-  ["lease_owner", "d.lease_owner"],
-  ["lease_expires_ms", epochMs("d.lease_expires_at")],
-  ["claimed_ms", epochMs("d.claimed_at")],
   ["sent_ms", epochMs("d.sent_at")],
   ["sent_by", "d.sent_by"],
   ["send_started_ms", epochMs("d.send_started_at")],
@@ -85,33 +86,39 @@ const EXPLAIN_FIELDS: ReadonlyArray<readonly [keyof ExplainDeliveryRow, string]>
   ["send_message_id", "d.send_message_id"],
   ["finished_ms", epochMs("d.finished_at")],
   ["reason", "d.reason"],
-  ["deferred_until_ms", epochMs("d.deferred_until")],
-  ["deferred_reason", "d.deferred_reason"],
-  ["limiter", "d.limiter"],
   ["created_ms", epochMs("d.created_at")],
   ["updated_ms", epochMs("d.updated_at")],
   ["triggered", "exists (select 1 from punctual_triggers t where t.delivery_id = d.id)"],
-  ["digest_key", "d.digest_key"],
-  ["digest_id", "d.digest_id"],
+  ["lease_owner", "d.lease_owner", "rare"],
+  ["lease_expires_ms", epochMs("d.lease_expires_at"), "rare"],
+  ["claimed_ms", epochMs("d.claimed_at"), "rare"],
+  ["deferred_until_ms", epochMs("d.deferred_until"), "rare"],
+  ["deferred_reason", "d.deferred_reason", "rare"],
+  ["limiter", "d.limiter", "rare"],
+  ["digest_key", "d.digest_key", "rare"],
+  ["digest_id", "d.digest_id", "rare"],
   [
     "digest_formed_ms",
     `case when d.digest_id is not null then
        (select ${epochMs("g.created_at")} from punctual_digests g where g.id = d.digest_id) end`,
+    "rare",
   ],
   [
     "digest_items",
     `case when d.digest_id is not null then
        (select g.member_count from punctual_digests g where g.id = d.digest_id) end`,
+    "rare",
   ],
 ];
 
 /**
- * An {@link ExplainDeliveryRow} as {@link EXPLAIN_PAGE_SQL} returns it: its fields in the
- * order of {@link EXPLAIN_FIELDS}, instants as whole epoch milliseconds.
+ * An {@link ExplainDeliveryRow} as {@link EXPLAIN_PAGE_SQL} returns it: the fields of
+ * {@link EXPLAIN_FIELDS} but the schedule id (the page's own) and the rare ones, in that
+ * order, then the rare ones as one nested tuple or null; instants as whole epoch
+ * milliseconds.
  */
 export type ExplainDeliveryTuple = [
   id: number,
-  schedule_id: string,
   reminder_key: string,
   recipient_id: string | null,
   occurrence_ms: number,
@@ -119,9 +126,6 @@ export type ExplainDeliveryTuple = [
   run_ms: number,
   state: string,
   attempt: number,
-  lease_owner: string | null,
-  lease_expires_ms: number | null,
-  claimed_ms: number | null,
   sent_ms: number | null,
   sent_by: string | null,
   send_started_ms: number | null,
@@ -129,50 +133,61 @@ export type ExplainDeliveryTuple = [
   send_message_id: string | null,
   finished_ms: number | null,
   reason: string | null,
-  deferred_until_ms: number | null,
-  deferred_reason: string | null,
-  limiter: string | null,
   created_ms: number,
   updated_ms: number,
   triggered: boolean,
-  digest_key: string | null,
-  digest_id: string | null,
-  digest_formed_ms: number | null,
-  digest_items: number | null,
+  rare:
+    | [
+        lease_owner: string | null,
+        lease_expires_ms: number | null,
+        claimed_ms: number | null,
+        deferred_until_ms: number | null,
+        deferred_reason: string | null,
+        limiter: string | null,
+        digest_key: string | null,
+        digest_id: string | null,
+        digest_formed_ms: number | null,
+        digest_items: number | null,
+      ]
+    | null,
 ];
 
-/** The {@link ExplainDeliveryRow} of an {@link ExplainDeliveryTuple}. */
-export function deliveryRowOf(t: ExplainDeliveryTuple): ExplainDeliveryRow {
+/** The rare fields of a row that has none of them. */
+const NO_RARE = [null, null, null, null, null, null, null, null, null, null] as const;
+
+/** The {@link ExplainDeliveryRow} of an {@link ExplainDeliveryTuple} of schedule `scheduleId`. */
+export function deliveryRowOf(t: ExplainDeliveryTuple, scheduleId: string): ExplainDeliveryRow {
+  const r = t[18] ?? NO_RARE;
   return {
     id: t[0],
-    schedule_id: t[1],
-    reminder_key: t[2],
-    recipient_id: t[3],
-    occurrence_ms: t[4],
-    due_ms: t[5],
-    run_ms: t[6],
-    state: t[7],
-    attempt: t[8],
-    lease_owner: t[9],
-    lease_expires_ms: t[10],
-    claimed_ms: t[11],
-    sent_ms: t[12],
-    sent_by: t[13],
-    send_started_ms: t[14],
-    send_status: t[15],
-    send_message_id: t[16],
-    finished_ms: t[17],
-    reason: t[18],
-    deferred_until_ms: t[19],
-    deferred_reason: t[20],
-    limiter: t[21],
-    created_ms: t[22],
-    updated_ms: t[23],
-    triggered: t[24],
-    digest_key: t[25],
-    digest_id: t[26],
-    digest_formed_ms: t[27],
-    digest_items: t[28],
+    schedule_id: scheduleId,
+    reminder_key: t[1],
+    recipient_id: t[2],
+    occurrence_ms: t[3],
+    due_ms: t[4],
+    run_ms: t[5],
+    state: t[6],
+    attempt: t[7],
+    lease_owner: r[0],
+    lease_expires_ms: r[1],
+    claimed_ms: r[2],
+    sent_ms: t[8],
+    sent_by: t[9],
+    send_started_ms: t[10],
+    send_status: t[11],
+    send_message_id: t[12],
+    finished_ms: t[13],
+    reason: t[14],
+    deferred_until_ms: r[3],
+    deferred_reason: r[4],
+    limiter: r[5],
+    created_ms: t[15],
+    updated_ms: t[16],
+    triggered: t[17],
+    digest_key: r[6],
+    digest_id: r[7],
+    digest_formed_ms: r[8],
+    digest_items: r[9],
   };
 }
 
@@ -185,9 +200,18 @@ const EXPLAIN_SELECT = EXPLAIN_FIELDS.map(([name, expr]) => `${expr} as ${name}`
  * An {@link ExplainDeliveryTuple} on alias `d`, as JSON: whole numbers for the instants
  * (`bigint`, so no float formatting can write them otherwise).
  */
-const EXPLAIN_TUPLE = `json_build_array(${EXPLAIN_FIELDS.map(([name, expr]) =>
-  name.endsWith("_ms") ? `(${expr})::bigint` : expr,
-).join(", ")})`;
+const EXPLAIN_TUPLE = (() => {
+  const json = ([name, expr]: readonly [string, string, string?]) =>
+    name.endsWith("_ms") ? `(${expr})::bigint` : expr;
+  const main = EXPLAIN_FIELDS.filter(([name, , rare]) => !rare && name !== "schedule_id");
+  const rare = EXPLAIN_FIELDS.filter(([, , r]) => r);
+  const rareColumns = [
+    ...new Set(rare.flatMap(([, expr]) => [...expr.matchAll(/\bd\.([a-z_]+)/g)].map((m) => m[0]))),
+  ];
+  return `json_build_array(${main.map(json).join(", ")},
+    case when ${rareColumns.map((c) => `${c} is null`).join(" and ")} then null
+         else json_build_array(${rare.map(json).join(", ")}) end)`;
+})();
 
 /** The columns of `punctual_deliveries` that {@link EXPLAIN_FIELDS} reads, on alias `d`. */
 const EXPLAIN_SOURCE_COLUMNS = [
@@ -339,7 +363,7 @@ export async function explainPage(
   });
   const page = found[0] ?? { rows: [], history: [] };
   const out: ExplainPage = {
-    rows: page.rows.map(deliveryRowOf),
+    rows: page.rows.map((t) => deliveryRowOf(t, p.scheduleId)),
     history: page.rows.map(() => NO_HISTORY),
   };
   let current: ExplainHistoryRow[] = [];
@@ -388,9 +412,6 @@ export const EXPLAIN_DELIVERY_COLUMNS = columnsOf<ExplainDeliveryRow>()([
   "run_ms",
   "state",
   "attempt",
-  "lease_owner",
-  "lease_expires_ms",
-  "claimed_ms",
   "sent_ms",
   "sent_by",
   "send_started_ms",
@@ -398,12 +419,15 @@ export const EXPLAIN_DELIVERY_COLUMNS = columnsOf<ExplainDeliveryRow>()([
   "send_message_id",
   "finished_ms",
   "reason",
-  "deferred_until_ms",
-  "deferred_reason",
-  "limiter",
   "created_ms",
   "updated_ms",
   "triggered",
+  "lease_owner",
+  "lease_expires_ms",
+  "claimed_ms",
+  "deferred_until_ms",
+  "deferred_reason",
+  "limiter",
   "digest_key",
   "digest_id",
   "digest_formed_ms",

@@ -10,6 +10,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 import {
   EXPLAIN_HISTORY_SQL,
   EXPLAIN_PAGE_SQL,
+  explainDeliveryRow,
   explainHistory,
   explainPage,
 } from "../../src/store/explain.js";
@@ -103,5 +104,45 @@ describe(`explain's reads on ${engine} (OPS-16)`, () => {
       [`${ids[0]} 1`, `${ids[0]} 2`],
       [`${ids[1]} 1`, `${ids[1]} 2`],
     ]);
+  });
+
+  it("OPS-16: a page's rows read as a single delivery's read does, the fields only some rows have included", async () => {
+    const { db } = t();
+    // A claimed row, a deferred one, a limited one and a digest member among plain ones.
+    await db.query(
+      `update punctual_deliveries set state = 'claimed', attempt = 1, lease_owner = 'w',
+         lease_expires_at = due_at + interval '1 min', claimed_at = due_at
+       where id = $1`,
+      [ids[3]],
+    );
+    await db.query(
+      `update punctual_deliveries
+       set deferred_until = due_at + interval '1 hour', deferred_reason = 'QUIET_HOURS'
+       where id = $1`,
+      [ids[4]],
+    );
+    await db.query("update punctual_deliveries set limiter = 'default/k' where id = $1", [ids[5]]);
+    await db.query(
+      `update punctual_deliveries set digest_tenant = 'default', digest_key = 'dk',
+         digest_window_ms = 60000, digest_max_items = 50
+       where id = $1`,
+      [ids[6]],
+    );
+    const page = await explainPage(db, {
+      tenant: "default",
+      scheduleId,
+      dueFrom: new Date(NOW.getTime() - 2 * PAGE * 60_000),
+      dueTo: NOW,
+      after: null,
+      limit: 8,
+    });
+    const one = await Promise.all(
+      ids.slice(0, 8).map((id) => explainDeliveryRow(db, { tenant: "default", id })),
+    );
+    expect(page.rows).toEqual(one);
+    expect(page.rows[3]!.lease_owner).toBe("w");
+    expect(page.rows[4]!.deferred_reason).toBe("QUIET_HOURS");
+    expect(page.rows[5]!.limiter).toBe("default/k");
+    expect(page.rows[6]!.digest_key).toBe("dk");
   });
 });
