@@ -29,8 +29,8 @@ import { applyOffset, parseOffset, type Occurrence, type Recurrence } from "../r
 import { targetHost } from "../scheduler/circuits.js";
 import {
   explainDeliveryRow,
-  explainDeliveryRows,
   explainHistory,
+  explainPage,
   explainHolds,
   type ExplainDeliveryRow,
   type ExplainHistoryRow,
@@ -56,12 +56,6 @@ const SCAN_PAGE = 2_000;
 
 /** The sort key of an entry: occurrence (epoch ms), reminder key, delivery id (0: no row). */
 type EntryKey = readonly [number, string, number];
-
-function compareKeys(a: EntryKey, b: EntryKey): number {
-  if (a[0] !== b[0]) return a[0] < b[0] ? -1 : 1;
-  if (a[1] !== b[1]) return a[1] < b[1] ? -1 : 1;
-  return a[2] - b[2];
-}
 
 /** An occurrence × reminder that the rule expects, due in the window. */
 interface ExpectedPair {
@@ -136,7 +130,7 @@ export async function explainSchedule(
     recurrence && audience === null
       ? expectedPairs(recurrence, reminders, fromMs, toMs, after, limit + 1)
       : [];
-  const stored = await explainDeliveryRows(app.db, {
+  const page = await explainPage(app.db, {
     tenant,
     scheduleId: id,
     dueFrom: new Date(fromMs),
@@ -148,49 +142,56 @@ export async function explainSchedule(
     },
     limit: limit + 1,
   });
+  const stored = page.rows;
 
-  // Merge the two sorted sources into at most `limit` entries.
-  type Item = { key: EntryKey; row: ExplainDeliveryRow | null; pair: ExpectedPair | null };
-  const items: Item[] = [];
+  // Merge the two sorted sources into at most `limit` entries: the expected pair `i`
+  // and the row `j` are one entry when they have the same occurrence and reminder; else
+  // the one whose key (a pair's id is 0) is smaller comes first.
+  const picks: Array<{ row: number; pair: number }> = [];
   let i = 0;
   let j = 0;
-  while (items.length < limit && (i < expected.length || j < stored.length)) {
+  while (picks.length < limit && (i < expected.length || j < stored.length)) {
     const pair = expected[i];
     const row = stored[j];
-    const rowKey: EntryKey | null = row ? [row.occurrence_ms, row.reminder_key, row.id] : null;
-    if (pair && rowKey && pair.occurrenceMs === rowKey[0] && pair.reminderKey === rowKey[1]) {
-      items.push({ key: rowKey, row: row!, pair });
-      i++;
-      j++;
-    } else if (
-      rowKey &&
-      (!pair || compareKeys(rowKey, [pair.occurrenceMs, pair.reminderKey, 0]) < 0)
+    if (
+      pair &&
+      row &&
+      pair.occurrenceMs === row.occurrence_ms &&
+      pair.reminderKey === row.reminder_key
     ) {
-      items.push({ key: rowKey, row: row!, pair: null });
-      j++;
-    } else if (pair) {
-      items.push({ key: [pair.occurrenceMs, pair.reminderKey, 0], row: null, pair });
-      i++;
+      picks.push({ row: j++, pair: i++ });
+    } else if (
+      row &&
+      (!pair ||
+        row.occurrence_ms < pair.occurrenceMs ||
+        (row.occurrence_ms === pair.occurrenceMs && row.reminder_key < pair.reminderKey))
+    ) {
+      picks.push({ row: j++, pair: -1 });
+    } else {
+      picks.push({ row: -1, pair: i++ });
     }
   }
   const more = i < expected.length || j < stored.length;
-  const pageRows = items.flatMap((it) => (it.row ? [it.row] : []));
-  const [history, holds] = await Promise.all([
-    explainHistory(app.db, { deliveryIds: pageRows.map((r) => r.id) }),
-    holdsOf(app, tenant, pageRows, reminders, nowMs),
-  ]);
-  const historyBy = groupBy(history, (h) => h.delivery_id);
+  const pageRows: ExplainDeliveryRow[] = [];
+  for (const pick of picks) if (pick.row >= 0) pageRows.push(stored[pick.row]!);
+  const holds = await holdsOf(app, tenant, pageRows, reminders, nowMs);
   const context: NotPlannedContext = {
     schedule,
     recurrence,
     maxExpansionDays: app.config.scheduler.maxExpansionDays,
   };
-  const entries = items.map((it) =>
-    it.row
-      ? rowEntry(it.row, historyBy.get(it.row.id) ?? [], nowMs, holds)
-      : notPlannedEntry(it.pair!, context),
+  const entries = picks.map((pick) =>
+    pick.row >= 0
+      ? rowEntry(stored[pick.row]!, page.history[pick.row]!, nowMs, holds)
+      : notPlannedEntry(expected[pick.pair]!, context),
   );
-  const last = items.at(-1);
+  const last = picks.at(-1);
+  const lastKey: EntryKey | null =
+    last === undefined
+      ? null
+      : last.row >= 0
+        ? [stored[last.row]!.occurrence_ms, stored[last.row]!.reminder_key, stored[last.row]!.id]
+        : [expected[last.pair]!.occurrenceMs, expected[last.pair]!.reminderKey, 0];
   return {
     scheduleId: id,
     // The state a view of the schedule shows (`finished` included, API-1).
@@ -198,7 +199,7 @@ export async function explainSchedule(
     from: new Date(fromMs).toISOString(),
     to: new Date(toMs).toISOString(),
     entries,
-    nextCursor: more && last ? encodeCursor(last.key, scope) : null,
+    nextCursor: more && lastKey ? encodeCursor(lastKey, scope) : null,
     complete: recurrence !== null && audience === null,
   };
 }
@@ -229,17 +230,6 @@ export async function explainDelivery(
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 function isUuid(v: string): boolean {
   return UUID.test(v);
-}
-
-function groupBy<T>(list: readonly T[], key: (t: T) => number): Map<number, T[]> {
-  const out = new Map<number, T[]>();
-  for (const t of list) {
-    const k = key(t);
-    const bucket = out.get(k);
-    if (bucket) bucket.push(t);
-    else out.set(k, [t]);
-  }
-  return out;
 }
 
 /**
@@ -437,14 +427,48 @@ const isoDays = new Map<number, string>();
 const ISO_DAYS_MAX = 4_096;
 
 /**
- * `new Date(ms).toISOString()` (ISO 8601 UTC, `YYYY-MM-DDTHH:mm:ss.sssZ`), with the date
- * part of each UTC day written once (up to {@link ISO_DAYS_MAX} days kept): a page of
- * 10,000 entries writes about 60,000 instants on a few hundred days, and building a
- * `Date` for each was the largest part of the explanation's own time (docs/benchmarks.md). Outside years
- * 0000–9999 it is `toISOString` itself.
+ * A direct-mapped cache of strings by a whole number (`size` a power of two): a slot
+ * holds the last key hashed to it and its string. Bounded memory, no eviction work.
+ */
+function textCache(size: number) {
+  const keys = new Float64Array(size).fill(NaN);
+  const texts = new Array<string>(size).fill("");
+  const mask = size - 1;
+  /** The slot of `key` (Fibonacci hashing of its low 32 bits). */
+  const slotOf = (key: number) => (Math.imul(key | 0, 0x9e3779b1) >>> 16) & mask;
+  return {
+    get(key: number): string | undefined {
+      const slot = slotOf(key);
+      return keys[slot] === key ? texts[slot] : undefined;
+    },
+    set(key: number, text: string): string {
+      const slot = slotOf(key);
+      keys[slot] = key;
+      texts[slot] = text;
+      return text;
+    },
+  };
+}
+
+/** Instant (epoch ms) → its ISO 8601 string, for {@link iso}. */
+const isoInstants = textCache(4_096);
+/** Millisecond of a UTC day → its `HH:mm:ss.sssZ`, for {@link iso}. */
+const isoTimes = textCache(1_024);
+
+/**
+ * `new Date(ms).toISOString()` (ISO 8601 UTC, `YYYY-MM-DDTHH:mm:ss.sssZ`) without a
+ * `Date`: a page of 10,000 entries writes about 60,000 instants, and building a `Date` for
+ * each was the largest part of the explanation's own time (docs/benchmarks.md). The date
+ * part of each UTC day is written once (up to {@link ISO_DAYS_MAX} days kept), and an
+ * instant or a time of day met again (an entry's occurrence, due time and send are often
+ * one instant; rows planned together share their creation) is the string written for it
+ * before: fewer strings to build, and fewer kept alive until the answer is sent. Outside
+ * years 0000–9999 it is `toISOString` itself.
  * @param ms epoch milliseconds, an integer.
  */
 export function iso(ms: number): string {
+  const known = isoInstants.get(ms);
+  if (known !== undefined) return known;
   if (ms < ISO_MIN_MS || ms > ISO_MAX_MS) return new Date(ms).toISOString();
   const day = Math.floor(ms / DAY_MS);
   let prefix = isoDays.get(day);
@@ -453,13 +477,17 @@ export function iso(ms: number): string {
     prefix = new Date(day * DAY_MS).toISOString().slice(0, 11);
     isoDays.set(day, prefix);
   }
-  let rest = ms - day * DAY_MS;
-  const h = Math.floor(rest / 3_600_000);
-  rest -= h * 3_600_000;
-  const m = Math.floor(rest / 60_000);
-  rest -= m * 60_000;
-  const sec = Math.floor(rest / 1000);
-  return `${prefix}${PAD2[h]}:${PAD2[m]}:${PAD2[sec]}.${PAD3[rest - sec * 1000]}Z`;
+  const ofDay = ms - day * DAY_MS;
+  let time = isoTimes.get(ofDay);
+  if (time === undefined) {
+    const h = Math.floor(ofDay / 3_600_000);
+    let rest = ofDay - h * 3_600_000;
+    const m = Math.floor(rest / 60_000);
+    rest -= m * 60_000;
+    const sec = Math.floor(rest / 1000);
+    time = isoTimes.set(ofDay, `${PAD2[h]}:${PAD2[m]}:${PAD2[sec]}.${PAD3[rest - sec * 1000]}Z`);
+  }
+  return isoInstants.set(ms, prefix + time);
 }
 
 /**
@@ -548,6 +576,10 @@ export function rowVerdict(
  * The entry of a delivery row: its verdict and timeline (oldest first). `history` holds
  * its recorded attempts, then its operator actions (src/store/explain.ts); the sending
  * attempt kept on a sent row is read from the row.
+ *
+ * A page may hold 10,000 entries: each event is built with its optional fields assigned
+ * after it (in the order the contract lists them) rather than spread from objects made
+ * for the purpose, and the timeline is sorted only when it is out of order.
  */
 function rowEntry(
   row: ExplainDeliveryRow,
@@ -555,17 +587,23 @@ function rowEntry(
   nowMs: number,
   holds: Holds,
 ): ExplainEntry {
-  const attempts = history.length === 0 ? history : history.filter((h) => h.kind === "attempt");
-  const { verdict, reason, until } = rowVerdict(row, attempts.at(-1), nowMs, holds);
-  const events: ExplainEvent[] = [
-    {
-      type: "planned",
-      at: iso(row.created_ms),
-      // Planning does not record its process (see PLANNER_UNKNOWN).
-      by: PLANNER_UNKNOWN,
-      ...(row.triggered ? { reason: "triggered" } : {}),
-    },
-  ];
+  let attempts = history;
+  for (const h of history) {
+    if (h.kind !== "attempt") {
+      attempts = history.filter((x) => x.kind === "attempt");
+      break;
+    }
+  }
+  const last = attempts.length === 0 ? undefined : attempts[attempts.length - 1];
+  const { verdict, reason, until } = rowVerdict(row, last, nowMs, holds);
+  const planned: ExplainEvent = {
+    type: "planned",
+    at: iso(row.created_ms),
+    // Planning does not record its process (see PLANNER_UNKNOWN).
+    by: PLANNER_UNKNOWN,
+  };
+  if (row.triggered) planned.reason = "triggered";
+  const events: ExplainEvent[] = [planned];
   if (row.deferred_until_ms !== null && row.deferred_reason) {
     events.push({
       type: "deferred",
@@ -575,17 +613,20 @@ function rowEntry(
     });
   }
   // Operator actions first: at the same instant, a redrive comes before the try it causes.
-  for (const h of history) {
-    if (h.kind !== "action") continue;
-    events.push({
-      type: h.what === "resolve" ? "resolve" : "redrive",
-      at: iso(h.at_ms),
-      by: h.by,
-      ...(h.outcome === null ? {} : { reason: h.outcome }),
-    });
+  if (attempts !== history) {
+    for (const h of history) {
+      if (h.kind !== "action") continue;
+      const action: ExplainEvent = {
+        type: h.what === "resolve" ? "resolve" : "redrive",
+        at: iso(h.at_ms),
+        by: h.by,
+      };
+      if (h.outcome !== null) action.reason = h.outcome;
+      events.push(action);
+    }
   }
   for (const a of attempts) {
-    events.push({
+    const attempt: ExplainEvent = {
       type: "attempt",
       at: iso(a.at_ms),
       by: a.by,
@@ -593,14 +634,15 @@ function rowEntry(
       endedAt: iso(a.ended_ms!),
       outcome: a.what,
       settled: a.settled!,
-      ...(a.status === null ? {} : { status: a.status }),
-      ...(a.error === null ? {} : { error: a.error }),
-    });
+    };
+    if (a.status !== null) attempt.status = a.status;
+    if (a.error !== null) attempt.error = a.error;
+    events.push(attempt);
   }
   // DEL-14: the sending attempt kept on the row (after the recorded ones, like the view
   // `punctual_delivery_attempts`).
   if (row.sent_by !== null && row.send_started_ms !== null && row.sent_ms !== null) {
-    events.push({
+    const sending: ExplainEvent = {
       type: "attempt",
       at: iso(row.send_started_ms),
       by: row.sent_by,
@@ -608,91 +650,133 @@ function rowEntry(
       endedAt: iso(row.sent_ms),
       outcome: "sent",
       settled: true,
-      ...(row.send_status === null ? {} : { status: row.send_status }),
-    });
+    };
+    if (row.send_status !== null) sending.status = row.send_status;
+    events.push(sending);
   }
   // DEL-19: the member was frozen into a digest; its outcome is the digest's.
-  const digest = row.digest_id === null ? {} : { digestId: row.digest_id };
-  if (row.digest_id !== null && row.digest_formed_ms !== null) {
-    events.push({
-      type: "digested",
-      at: iso(row.digest_formed_ms),
-      digestId: row.digest_id,
-      ...(row.digest_items === null ? {} : { items: row.digest_items }),
-    });
+  const digestId = row.digest_id;
+  if (digestId !== null && row.digest_formed_ms !== null) {
+    const digested: ExplainEvent = { type: "digested", at: iso(row.digest_formed_ms), digestId };
+    if (row.digest_items !== null) digested.items = row.digest_items;
+    events.push(digested);
   }
-  const last = attempts.at(-1);
+  let end: ExplainEvent | null = null;
   switch (row.state) {
     case "claimed":
-      events.push({
+      end = {
         type: "claimed",
         at: iso(row.claimed_ms!),
         by: row.lease_owner!,
         attempt: row.attempt,
         leaseExpiresAt: iso(row.lease_expires_ms!),
-      });
+      };
       break;
     case "retry":
-      events.push({
+      end = {
         type: "deferred",
         at: iso(last ? last.ended_ms! : row.updated_ms),
         until: iso(until ?? row.run_ms),
         reason: reason ?? "RETRY",
-      });
+      };
       break;
     case "pending":
       if ((reason === "CIRCUIT_OPEN" || reason === "RATE_LIMITED") && until !== undefined) {
-        events.push({
+        end = {
           type: "deferred",
           // Given back by an open circuit: when it was; held by a bucket: since it was due.
           at: iso(row.run_ms > row.due_ms ? row.updated_ms : row.run_ms),
           until: iso(until),
           reason,
-        });
+        };
       }
       break;
     case "sent":
-      events.push({
-        type: "sent",
-        at: iso(row.sent_ms!),
-        ...(row.sent_by === null ? {} : { by: row.sent_by }),
-        ...digest,
-      });
+      end = { type: "sent", at: iso(row.sent_ms!) };
+      if (row.sent_by !== null) end.by = row.sent_by;
+      if (digestId !== null) end.digestId = digestId;
       break;
     case "skipped":
     case "in_doubt":
     case "cancelled":
-      events.push({
-        type: row.state,
-        at: iso(row.finished_ms!),
-        reason: row.reason ?? "",
-        ...digest,
-      });
-      break;
     case "dead":
-      events.push({
-        type: "failed",
+      end = {
+        type: row.state === "dead" ? "failed" : row.state,
         at: iso(row.finished_ms!),
         reason: row.reason ?? "",
-        ...digest,
-      });
+      };
+      if (digestId !== null) end.digestId = digestId;
       break;
     default:
       break;
   }
+  if (end !== null) events.push(end);
   // ISO 8601 UTC strings of years 0000–9999 sort as their instants; a stable sort keeps
   // the order above for events at the same instant.
-  events.sort((a, b) => (a.at < b.at ? -1 : a.at > b.at ? 1 : 0));
-  return {
-    occurrenceAt: iso(row.occurrence_ms),
-    reminderKey: row.reminder_key,
-    ...(row.recipient_id === null ? {} : { recipientId: row.recipient_id }),
-    dueAt: iso(row.due_ms),
-    verdict,
-    reason,
-    deliveryId: row.id,
-    triggered: row.triggered,
-    ...digest,
-    events,
-  };
+  if (!inOrder(events)) events.sort((a, b) => (a.at < b.at ? -1 : a.at > b.at ? 1 : 0));
+  return entryOf(row, verdict, reason, events);
+}
+
+/** True when `events` are in the order of their `at` (ISO 8601 UTC strings) already. */
+function inOrder(events: readonly ExplainEvent[]): boolean {
+  for (let k = 1; k < events.length; k++) if (events[k - 1]!.at > events[k]!.at) return false;
+  return true;
+}
+
+/**
+ * The entry of `row` with its verdict and timeline; `recipientId` and `digestId` only
+ * when the row has them, each in its place (the order of {@link ExplainEntry}).
+ */
+function entryOf(
+  row: ExplainDeliveryRow,
+  verdict: ExplainVerdict,
+  reason: string | null,
+  events: ExplainEvent[],
+): ExplainEntry {
+  const occurrenceAt = iso(row.occurrence_ms);
+  const reminderKey = row.reminder_key;
+  const dueAt = iso(row.due_ms);
+  const deliveryId = row.id;
+  const triggered = row.triggered;
+  const recipientId = row.recipient_id;
+  const digestId = row.digest_id;
+  if (recipientId === null) {
+    return digestId === null
+      ? { occurrenceAt, reminderKey, dueAt, verdict, reason, deliveryId, triggered, events }
+      : {
+          occurrenceAt,
+          reminderKey,
+          dueAt,
+          verdict,
+          reason,
+          deliveryId,
+          triggered,
+          digestId,
+          events,
+        };
+  }
+  return digestId === null
+    ? {
+        occurrenceAt,
+        reminderKey,
+        recipientId,
+        dueAt,
+        verdict,
+        reason,
+        deliveryId,
+        triggered,
+        events,
+      }
+    : {
+        occurrenceAt,
+        reminderKey,
+        recipientId,
+        dueAt,
+        verdict,
+        reason,
+        deliveryId,
+        triggered,
+        digestId,
+        events,
+      };
 }

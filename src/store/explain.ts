@@ -55,104 +55,234 @@ export interface ExplainDeliveryRow {
   digest_items: number | null;
 }
 
-/** `column` of alias `d` as epoch ms, truncated to the millisecond (as a `Date` holds it). */
-const epochMs = (column: string, as: string) =>
-  `round(date_part('epoch', date_trunc('milliseconds', d.${column})) * 1000) as ${as}`;
+/** `column` as epoch ms, truncated to the millisecond (as a `Date` holds it). */
+const epochMs = (column: string) =>
+  `round(date_part('epoch', date_trunc('milliseconds', ${column})) * 1000)`;
 
 /**
- * The select list of an {@link ExplainDeliveryRow} on alias `d`. The one place that reads
- * the deliveries table's columns for an explanation (with the two statements below).
+ * The fields of an {@link ExplainDeliveryRow} and their expressions on alias `d`, in the
+ * order of an {@link ExplainDeliveryTuple}; `rare` marks the fields only some rows have
+ * (a claimed row's lease, a deferral, a limiter, a digest), which a tuple carries as one
+ * nested value, null when all of them are. The one place that reads the deliveries
+ * table's columns for an explanation. A digest is read only for a row that has one (a
+ * `case` keeps the sub-select from running for the others).
  */
-const EXPLAIN_SELECT = [
-  "d.id",
-  "d.schedule_id",
-  "d.reminder_key",
-  "d.recipient_id",
-  epochMs("occurrence_at", "occurrence_ms"),
-  epochMs("due_at", "due_ms"),
-  epochMs("run_at", "run_ms"),
-  "d.state",
-  "d.attempt",
-  "d.lease_owner",
-  epochMs("lease_expires_at", "lease_expires_ms"),
-  epochMs("claimed_at", "claimed_ms"),
-  epochMs("sent_at", "sent_ms"),
-  "d.sent_by",
-  epochMs("send_started_at", "send_started_ms"),
-  "d.send_status",
-  "d.send_message_id",
-  epochMs("finished_at", "finished_ms"),
-  "d.reason",
-  epochMs("deferred_until", "deferred_until_ms"),
-  "d.deferred_reason",
-  "d.limiter",
-  epochMs("created_at", "created_ms"),
-  epochMs("updated_at", "updated_ms"),
-  "exists (select 1 from punctual_triggers t where t.delivery_id = d.id) as triggered",
-  "d.digest_key",
-  "d.digest_id",
-  `(select round(date_part('epoch', date_trunc('milliseconds', g.created_at)) * 1000)
-     from punctual_digests g where g.id = d.digest_id) as digest_formed_ms`,
-  "(select g.member_count from punctual_digests g where g.id = d.digest_id) as digest_items",
-].join(",\n       ");
+const EXPLAIN_FIELDS: ReadonlyArray<
+  readonly [name: keyof ExplainDeliveryRow, expr: string, rare?: "rare"]
+> = [
+  ["id", "d.id"],
+  ["schedule_id", "d.schedule_id"],
+  ["reminder_key", "d.reminder_key"],
+  ["recipient_id", "d.recipient_id"],
+  ["occurrence_ms", epochMs("d.occurrence_at")],
+  ["due_ms", epochMs("d.due_at")],
+  ["run_ms", epochMs("d.run_at")],
+  ["state", "d.state"],
+  ["attempt", "d.attempt"],
+  ["sent_ms", epochMs("d.sent_at")],
+  ["sent_by", "d.sent_by"],
+  ["send_started_ms", epochMs("d.send_started_at")],
+  ["send_status", "d.send_status"],
+  ["send_message_id", "d.send_message_id"],
+  ["finished_ms", epochMs("d.finished_at")],
+  ["reason", "d.reason"],
+  ["created_ms", epochMs("d.created_at")],
+  ["updated_ms", epochMs("d.updated_at")],
+  ["triggered", "exists (select 1 from punctual_triggers t where t.delivery_id = d.id)"],
+  ["lease_owner", "d.lease_owner", "rare"],
+  ["lease_expires_ms", epochMs("d.lease_expires_at"), "rare"],
+  ["claimed_ms", epochMs("d.claimed_at"), "rare"],
+  ["deferred_until_ms", epochMs("d.deferred_until"), "rare"],
+  ["deferred_reason", "d.deferred_reason", "rare"],
+  ["limiter", "d.limiter", "rare"],
+  ["digest_key", "d.digest_key", "rare"],
+  ["digest_id", "d.digest_id", "rare"],
+  [
+    "digest_formed_ms",
+    `case when d.digest_id is not null then
+       (select ${epochMs("g.created_at")} from punctual_digests g where g.id = d.digest_id) end`,
+    "rare",
+  ],
+  [
+    "digest_items",
+    `case when d.digest_id is not null then
+       (select g.member_count from punctual_digests g where g.id = d.digest_id) end`,
+    "rare",
+  ],
+];
 
-/** The columns of `punctual_deliveries` that {@link EXPLAIN_SELECT} reads, on alias `d`. */
+/**
+ * An {@link ExplainDeliveryRow} as {@link EXPLAIN_PAGE_SQL} returns it: the fields of
+ * {@link EXPLAIN_FIELDS} but the schedule id (the page's own) and the rare ones, in that
+ * order, then the rare ones as one nested tuple or null; instants as whole epoch
+ * milliseconds.
+ */
+export type ExplainDeliveryTuple = [
+  id: number,
+  reminder_key: string,
+  recipient_id: string | null,
+  occurrence_ms: number,
+  due_ms: number,
+  run_ms: number,
+  state: string,
+  attempt: number,
+  sent_ms: number | null,
+  sent_by: string | null,
+  send_started_ms: number | null,
+  send_status: number | null,
+  send_message_id: string | null,
+  finished_ms: number | null,
+  reason: string | null,
+  created_ms: number,
+  updated_ms: number,
+  triggered: boolean,
+  rare:
+    | [
+        lease_owner: string | null,
+        lease_expires_ms: number | null,
+        claimed_ms: number | null,
+        deferred_until_ms: number | null,
+        deferred_reason: string | null,
+        limiter: string | null,
+        digest_key: string | null,
+        digest_id: string | null,
+        digest_formed_ms: number | null,
+        digest_items: number | null,
+      ]
+    | null,
+];
+
+/** The rare fields of a row that has none of them. */
+const NO_RARE = [null, null, null, null, null, null, null, null, null, null] as const;
+
+/** The {@link ExplainDeliveryRow} of an {@link ExplainDeliveryTuple} of schedule `scheduleId`. */
+export function deliveryRowOf(t: ExplainDeliveryTuple, scheduleId: string): ExplainDeliveryRow {
+  const r = t[18] ?? NO_RARE;
+  return {
+    id: t[0],
+    schedule_id: scheduleId,
+    reminder_key: t[1],
+    recipient_id: t[2],
+    occurrence_ms: t[3],
+    due_ms: t[4],
+    run_ms: t[5],
+    state: t[6],
+    attempt: t[7],
+    lease_owner: r[0],
+    lease_expires_ms: r[1],
+    claimed_ms: r[2],
+    sent_ms: t[8],
+    sent_by: t[9],
+    send_started_ms: t[10],
+    send_status: t[11],
+    send_message_id: t[12],
+    finished_ms: t[13],
+    reason: t[14],
+    deferred_until_ms: r[3],
+    deferred_reason: r[4],
+    limiter: r[5],
+    created_ms: t[15],
+    updated_ms: t[16],
+    triggered: t[17],
+    digest_key: r[6],
+    digest_id: r[7],
+    digest_formed_ms: r[8],
+    digest_items: r[9],
+  };
+}
+
+/** The select list of an {@link ExplainDeliveryRow} on alias `d`, one column a field. */
+const EXPLAIN_SELECT = EXPLAIN_FIELDS.map(([name, expr]) => `${expr} as ${name}`).join(
+  ",\n       ",
+);
+
+/**
+ * An {@link ExplainDeliveryTuple} on alias `d`, as JSON: whole numbers for the instants
+ * (`bigint`, so no float formatting can write them otherwise).
+ */
+const EXPLAIN_TUPLE = (() => {
+  const json = ([name, expr]: readonly [string, string, string?]) =>
+    name.endsWith("_ms") ? `(${expr})::bigint` : expr;
+  const main = EXPLAIN_FIELDS.filter(([name, , rare]) => !rare && name !== "schedule_id");
+  const rare = EXPLAIN_FIELDS.filter(([, , r]) => r);
+  const rareColumns = [
+    ...new Set(rare.flatMap(([, expr]) => [...expr.matchAll(/\bd\.([a-z_]+)/g)].map((m) => m[0]))),
+  ];
+  return `json_build_array(${main.map(json).join(", ")},
+    case when ${rareColumns.map((c) => `${c} is null`).join(" and ")} then null
+         else json_build_array(${rare.map(json).join(", ")}) end)`;
+})();
+
+/** The columns of `punctual_deliveries` that {@link EXPLAIN_FIELDS} reads, on alias `d`. */
 const EXPLAIN_SOURCE_COLUMNS = [
-  ...new Set([...EXPLAIN_SELECT.matchAll(/\bd\.([a-z_]+)/g)].map((m) => `d.${m[1]}`)),
+  ...new Set(
+    EXPLAIN_FIELDS.flatMap(([, expr]) => [...expr.matchAll(/\bd\.([a-z_]+)/g)]).map(
+      (m) => `d.${m[1]}`,
+    ),
+  ),
 ].join(", ");
 
-/** Result columns of {@link EXPLAIN_DELIVERIES_SQL} and {@link EXPLAIN_DELIVERY_SQL}. */
-export const EXPLAIN_DELIVERIES_COLUMNS = columnsOf<ExplainDeliveryRow>()([
-  "id",
-  "schedule_id",
-  "reminder_key",
-  "recipient_id",
-  "occurrence_ms",
-  "due_ms",
-  "run_ms",
-  "state",
-  "attempt",
-  "lease_owner",
-  "lease_expires_ms",
-  "claimed_ms",
-  "sent_ms",
-  "sent_by",
-  "send_started_ms",
-  "send_status",
-  "send_message_id",
-  "finished_ms",
-  "reason",
-  "deferred_until_ms",
-  "deferred_reason",
-  "limiter",
-  "created_ms",
-  "updated_ms",
-  "triggered",
-  "digest_key",
-  "digest_id",
-  "digest_formed_ms",
-  "digest_items",
-]);
+/** The order of an explanation's keyset pages on alias `d`. */
+const EXPLAIN_ORDER = `date_trunc('milliseconds', d.occurrence_at), d.reminder_key collate "C", d.id`;
 
 /**
- * OPS-16: one keyset page of the delivery rows of a schedule of the tenant due in
- * `[$3, $4)`, past the cursor `($5, $6, $7)` in the order (occurrence_at to the
- * millisecond, reminder_key by code point, id) — the order src/app/explain.ts merges the
- * rule's expected occurrences in — at most `$8` rows. `$5` NULL: from the start.
+ * One keyset page of an explanation as {@link EXPLAIN_PAGE_SQL} returns it: the delivery
+ * rows in page order and the recorded history of each ({@link ExplainHistoryTuple}, by
+ * its row's place in `rows`, from 1).
+ */
+export interface ExplainPageRow {
+  rows: ExplainDeliveryTuple[];
+  history: ExplainHistoryTuple[];
+}
+
+/** Result columns of {@link EXPLAIN_PAGE_SQL}. */
+export const EXPLAIN_PAGE_COLUMNS = columnsOf<ExplainPageRow>()(["rows", "history"]);
+
+/**
+ * One recorded event of a page's delivery, as {@link EXPLAIN_PAGE_SQL} returns it: the
+ * fields of an {@link ExplainHistoryRow} (without `delivery_id`) after the place of its
+ * delivery in the page's `rows`, from 1.
+ */
+export type ExplainHistoryTuple = [
+  n: number,
+  kind: "attempt" | "action",
+  at_ms: number,
+  ended_ms: number | null,
+  by: string,
+  attempt: number | null,
+  what: string,
+  settled: boolean | null,
+  status: number | null,
+  error: string | null,
+  outcome: string | null,
+];
+
+/**
+ * OPS-16 / DEL-14 / DEL-12: one keyset page of an explanation, in one statement (one
+ * snapshot): the delivery rows of a schedule of the tenant due in `[$3, $4)`, past the
+ * cursor `($5, $6, $7)` in the order (occurrence_at to the millisecond, reminder_key by
+ * code point, id) — the order src/app/explain.ts merges the rule's expected occurrences
+ * in — at most `$8` rows; and the recorded attempts (`punctual_attempts`; the sending
+ * attempt kept on the row is a field of the row, {@link ExplainDeliveryRow.sent_by}) and
+ * operator actions of those rows: by row in page order, attempts in the order recorded,
+ * then actions oldest first. `$5` NULL: from the start.
  *
- * One range read whatever the table's size: the schedule's rows are found by
- * `punctual_deliveries_schedule` (schedule_id, state) and sorted; a schedule holds at most
- * the rows its plan and retention keep, so the sort is bounded (docs/benchmarks.md shows
- * the plan beside 10M other rows). Only the columns an explanation reads are returned,
- * converted for the page's rows only (outside the limit: the inner read costs what a
- * plain read does, so the planner keeps its plan).
+ * Both come back as one JSON value each, arrays of tuples ({@link ExplainPageRow}): a page
+ * of 10,000 rows is then one value to parse rather than 290,000 column values, each a
+ * string to decode, and a row object the driver builds (docs/benchmarks.md).
+ *
+ * The reads do not grow with the tables: the schedule's rows are found by
+ * `punctual_deliveries_schedule` (schedule_id, state) and sorted (a schedule holds at most
+ * the rows its plan and retention keep); the page is kept (`materialized`) and each of its
+ * rows is one probe of each history table's `(delivery_id, …)` index (a lateral join: a
+ * plain `delivery_id = any(…)` over a page of 8,784 ids was planned as a scan of every
+ * attempt). The fields are computed for the page's rows only (outside the limit).
  * $1 tenant, $2 schedule id, $3 due from, $4 due to, $5 occurrence after, $6 reminder key
  * after, $7 id after, $8 limit.
  */
-export const EXPLAIN_DELIVERIES_SQL = `
-select ${EXPLAIN_SELECT}
-from (
-  select ${EXPLAIN_SOURCE_COLUMNS}
+export const EXPLAIN_PAGE_SQL = `
+with page as materialized (
+  select ${EXPLAIN_SOURCE_COLUMNS}, row_number() over (order by ${EXPLAIN_ORDER}) as n
   from punctual_deliveries d
   where d.schedule_id = $2::uuid
     and exists (select 1 from punctual_schedules s where s.id = $2::uuid and s.tenant = $1)
@@ -160,13 +290,30 @@ from (
     and ($5::timestamptz is null
          or (date_trunc('milliseconds', d.occurrence_at), d.reminder_key collate "C", d.id)
             > ($5::timestamptz, $6::text collate "C", $7::bigint))
-  order by date_trunc('milliseconds', d.occurrence_at), d.reminder_key collate "C", d.id
+  order by ${EXPLAIN_ORDER}
   limit $8
-) d
-order by date_trunc('milliseconds', d.occurrence_at), d.reminder_key collate "C", d.id`;
+)
+select
+  (select coalesce(json_agg(${EXPLAIN_TUPLE} order by d.n), '[]') from page d) as rows,
+  (select coalesce(json_agg(json_build_array(d.n, h.kind, h.at_ms, h.ended_ms, h.by,
+                                             h.attempt, h.what, h.settled, h.status,
+                                             h.error, h.outcome)
+                            order by d.n, h.part, h.seq), '[]')
+   from page d
+   cross join lateral (
+     select 'attempt' as kind, (${epochMs("a.started_at")})::bigint as at_ms,
+            (${epochMs("a.ended_at")})::bigint as ended_ms, a.worker as by, a.attempt,
+            a.outcome as what, a.settled, a.status, a.error, null::text as outcome,
+            0 as part, a.id as seq
+     from punctual_attempts a where a.delivery_id = d.id
+     union all
+     select 'action', (${epochMs("x.at")})::bigint, null, x.actor, null, x.action, null,
+            null, null, x.outcome, 1, x.id
+     from punctual_delivery_actions x where x.delivery_id = d.id
+   ) h) as history`;
 
 /**
- * OPS-16: keeps {@link EXPLAIN_DELIVERIES_SQL} in one process, set in its transaction. A
+ * OPS-16: keeps {@link EXPLAIN_PAGE_SQL} in one process, set in its transaction. A
  * schedule's rows are a few thousand; the planner's estimate for a bitmap read of them
  * is high enough that it planned a parallel sort (two workers, a gather merge), which
  * took 350–460 ms where the same plan in one process took 145–160 ms (10M rows stored,
@@ -175,10 +322,22 @@ order by date_trunc('milliseconds', d.occurrence_at), d.reminder_key collate "C"
 export const EXPLAIN_SERIAL_SQL = "set local max_parallel_workers_per_gather = 0";
 
 /**
- * Runs {@link EXPLAIN_DELIVERIES_SQL} in a transaction of its own, after
+ * One keyset page of an explanation: the delivery rows in page order, and for each (same
+ * index) its recorded attempts, then its operator actions (an empty list when none).
+ */
+export interface ExplainPage {
+  rows: ExplainDeliveryRow[];
+  history: (readonly ExplainHistoryRow[])[];
+}
+
+/** The history of a row that has none, shared. */
+const NO_HISTORY: readonly ExplainHistoryRow[] = Object.freeze([]);
+
+/**
+ * Runs {@link EXPLAIN_PAGE_SQL} in a transaction of its own, after
  * {@link EXPLAIN_SERIAL_SQL}.
  */
-export function explainDeliveryRows(
+export async function explainPage(
   db: Database,
   p: {
     tenant: string;
@@ -188,10 +347,10 @@ export function explainDeliveryRows(
     after: { occurrenceAt: Date; reminderKey: string; id: number } | null;
     limit: number;
   },
-): Promise<ExplainDeliveryRow[]> {
-  return db.transaction(async (tx) => {
+): Promise<ExplainPage> {
+  const found = await db.transaction(async (tx) => {
     await tx.query(EXPLAIN_SERIAL_SQL);
-    return rows<ExplainDeliveryRow>(tx, EXPLAIN_DELIVERIES_SQL, [
+    return rows<ExplainPageRow>(tx, EXPLAIN_PAGE_SQL, [
       p.tenant,
       p.scheduleId,
       p.dueFrom,
@@ -202,6 +361,35 @@ export function explainDeliveryRows(
       p.limit,
     ]);
   });
+  const page = found[0] ?? { rows: [], history: [] };
+  const out: ExplainPage = {
+    rows: page.rows.map((t) => deliveryRowOf(t, p.scheduleId)),
+    history: page.rows.map(() => NO_HISTORY),
+  };
+  let current: ExplainHistoryRow[] = [];
+  let currentN = 0;
+  for (const h of page.history) {
+    const n = h[0];
+    if (n !== currentN) {
+      current = [];
+      currentN = n;
+      out.history[n - 1] = current;
+    }
+    current.push({
+      kind: h[1],
+      delivery_id: out.rows[n - 1]!.id,
+      at_ms: h[2],
+      ended_ms: h[3],
+      by: h[4],
+      attempt: h[5],
+      what: h[6],
+      settled: h[7],
+      status: h[8],
+      error: h[9],
+      outcome: h[10],
+    });
+  }
+  return out;
 }
 
 /**
@@ -214,7 +402,37 @@ from punctual_deliveries d join punctual_schedules s on s.id = d.schedule_id
 where s.tenant = $1 and d.id = $2`;
 
 /** Result columns of {@link EXPLAIN_DELIVERY_SQL}. */
-export const EXPLAIN_DELIVERY_COLUMNS = EXPLAIN_DELIVERIES_COLUMNS;
+export const EXPLAIN_DELIVERY_COLUMNS = columnsOf<ExplainDeliveryRow>()([
+  "id",
+  "schedule_id",
+  "reminder_key",
+  "recipient_id",
+  "occurrence_ms",
+  "due_ms",
+  "run_ms",
+  "state",
+  "attempt",
+  "sent_ms",
+  "sent_by",
+  "send_started_ms",
+  "send_status",
+  "send_message_id",
+  "finished_ms",
+  "reason",
+  "created_ms",
+  "updated_ms",
+  "triggered",
+  "lease_owner",
+  "lease_expires_ms",
+  "claimed_ms",
+  "deferred_until_ms",
+  "deferred_reason",
+  "limiter",
+  "digest_key",
+  "digest_id",
+  "digest_formed_ms",
+  "digest_items",
+]);
 
 /** Runs {@link EXPLAIN_DELIVERY_SQL}; null when the tenant has no such delivery. */
 export async function explainDeliveryRow(

@@ -8,9 +8,11 @@
  */
 import { beforeAll, describe, expect, it } from "vitest";
 import {
-  EXPLAIN_DELIVERIES_SQL,
   EXPLAIN_HISTORY_SQL,
+  EXPLAIN_PAGE_SQL,
+  explainDeliveryRow,
   explainHistory,
+  explainPage,
 } from "../../src/store/explain.js";
 import { engineName, useTestDatabase } from "../support/db.js";
 import { explain, nodes, outline, tableScans } from "../support/plans.js";
@@ -68,9 +70,9 @@ describe(`explain's reads on ${engine} (OPS-16)`, () => {
     ]);
   });
 
-  it("OPS-16: a schedule's rows are read by its index, not by a scan of every delivery", async () => {
+  it("OPS-16: a schedule's page is read by its index, not by a scan of every delivery, and its history by one index probe per row", async () => {
     const { db } = t();
-    const tree = await explain(db, EXPLAIN_DELIVERIES_SQL, [
+    const params = [
       "default",
       scheduleId,
       new Date(NOW.getTime() - 2 * PAGE * 60_000),
@@ -79,7 +81,68 @@ describe(`explain's reads on ${engine} (OPS-16)`, () => {
       null,
       null,
       10_001,
-    ]);
+    ];
+    const tree = await explain(db, EXPLAIN_PAGE_SQL, params, "analyze");
     expect(tableScans(tree, "punctual_deliveries"), outline(tree)).toEqual([]);
+    expect(tableScans(tree, "punctual_attempts"), outline(tree)).toEqual([]);
+    const probes = nodes(tree).filter((n) => n["Index Name"] === "punctual_attempts_delivery");
+    expect(probes.length, outline(tree)).toBeGreaterThan(0);
+    // Only the page's attempts are read: two per delivery.
+    expect(probes.reduce((sum, n) => sum + n["Actual Rows"]! * n["Actual Loops"]!, 0)).toBe(
+      2 * PAGE,
+    );
+    const page = await explainPage(db, {
+      tenant: "default",
+      scheduleId,
+      dueFrom: params[2] as Date,
+      dueTo: NOW,
+      after: null,
+      limit: 2,
+    });
+    expect(page.rows.map((r) => r.id)).toEqual([ids[0], ids[1]]);
+    expect(page.history.map((h) => h.map((a) => `${a.delivery_id} ${a.attempt}`))).toEqual([
+      [`${ids[0]} 1`, `${ids[0]} 2`],
+      [`${ids[1]} 1`, `${ids[1]} 2`],
+    ]);
+  });
+
+  it("OPS-16: a page's rows read as a single delivery's read does, the fields only some rows have included", async () => {
+    const { db } = t();
+    // A claimed row, a deferred one, a limited one and a digest member among plain ones.
+    await db.query(
+      `update punctual_deliveries set state = 'claimed', attempt = 1, lease_owner = 'w',
+         lease_expires_at = due_at + interval '1 min', claimed_at = due_at
+       where id = $1`,
+      [ids[3]],
+    );
+    await db.query(
+      `update punctual_deliveries
+       set deferred_until = due_at + interval '1 hour', deferred_reason = 'QUIET_HOURS'
+       where id = $1`,
+      [ids[4]],
+    );
+    await db.query("update punctual_deliveries set limiter = 'default/k' where id = $1", [ids[5]]);
+    await db.query(
+      `update punctual_deliveries set digest_tenant = 'default', digest_key = 'dk',
+         digest_window_ms = 60000, digest_max_items = 50
+       where id = $1`,
+      [ids[6]],
+    );
+    const page = await explainPage(db, {
+      tenant: "default",
+      scheduleId,
+      dueFrom: new Date(NOW.getTime() - 2 * PAGE * 60_000),
+      dueTo: NOW,
+      after: null,
+      limit: 8,
+    });
+    const one = await Promise.all(
+      ids.slice(0, 8).map((id) => explainDeliveryRow(db, { tenant: "default", id })),
+    );
+    expect(page.rows).toEqual(one);
+    expect(page.rows[3]!.lease_owner).toBe("w");
+    expect(page.rows[4]!.deferred_reason).toBe("QUIET_HOURS");
+    expect(page.rows[5]!.limiter).toBe("default/k");
+    expect(page.rows[6]!.digest_key).toBe("dk");
   });
 });

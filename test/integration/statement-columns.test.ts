@@ -282,7 +282,7 @@ const PARAMS: Record<string, readonly unknown[]> = {
   // missed.ts
   OCCURRENCE_COUNTS_SQL: ["default", ID, new Date(0), new Date(0)],
   // explain.ts
-  EXPLAIN_DELIVERIES_SQL: ["default", ID, new Date(0), new Date(0), new Date(0), "k", 0, 10],
+  EXPLAIN_PAGE_SQL: ["default", ID, new Date(0), new Date(0), new Date(0), "k", 0, 10],
   EXPLAIN_DELIVERY_SQL: ["default", 1],
   EXPLAIN_HISTORY_SQL: [[1]],
   EXPLAIN_SERIAL_SQL: [],
