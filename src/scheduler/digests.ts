@@ -535,7 +535,9 @@ function digestDelivery(
     occurrenceAt: first.occurrence_at,
     dueAt: first.due_at,
     attempt: g.attempt,
-    late: false,
+    // Late when any member is: its digest was formed more than 1 s past the window's end
+    // (a window that held an item back on purpose does not make it late).
+    late: items.some((i) => i.late),
     payload: null,
     target,
     template: first.template ?? null,

@@ -71,6 +71,7 @@ describe("DEL-19: digests", () => {
     const digestId = first.delivery.digest!.id;
     expect(digestId).toMatch(/^dg_[0-9a-f]{32}$/);
     expect(first.delivery.deliveryKey).toBe(digestId);
+    expect(first.delivery.late).toBe(false);
     expect(first.ctx.idempotencyKey).toBe(digestId);
     expect(first.delivery.digest!.key).toBe("alice");
     expect(
@@ -118,6 +119,26 @@ describe("DEL-19: digests", () => {
       expect(carrier).toHaveLength(1);
       expect(carrier[0]!.delivery.digest!.id).toBe(d.digestId);
     }
+  });
+
+  it("DEL-19 / DEL-15: a digest formed past its window's end (the scheduler was down) says late, as its members do", async () => {
+    t = await testPunctual({ start: "2027-01-04T08:30:00Z" });
+    const { punctual, channel, clock } = t;
+    const key = { windowMs: WINDOW, key: "late" };
+    await punctual.createSchedule(oneOff("2027-01-04T09:00:00Z", "l1", key));
+    await punctual.createSchedule(oneOff("2027-01-04T09:02:00Z", "l2", key));
+    await tickAndDrain(punctual);
+    // No pass between 09:00 and 09:06: the window ended at 09:05, the digest forms a minute late.
+    clock.set("2027-01-04T09:06:00Z");
+    await tickAndDrain(punctual);
+    expect(channel.sends).toHaveLength(1);
+    expect(channel.sends[0]!.delivery.late).toBe(true);
+    expect(channel.sends[0]!.delivery.digest!.items.map((i) => i.title)).toEqual(["l1", "l2"]);
+    const rows = await deliveries(punctual);
+    expect(rows.map((r) => [r.state, r.late])).toEqual([
+      ["sent", true],
+      ["sent", true],
+    ]);
   });
 
   it("DEL-19: maxItems due members send the digest before the window ends; the rest open the next", async () => {

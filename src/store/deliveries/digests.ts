@@ -222,6 +222,8 @@ export interface DigestItemRow {
   occurrence_at: Date;
   due_at: Date;
   recipient_id: string | null;
+  /** Whether the member was late: its digest was formed more than 1 s past its window's end. */
+  late: boolean;
   title: string | null;
   payload: unknown;
   tzid: string;
@@ -238,6 +240,7 @@ export const DIGEST_ITEMS_COLUMNS = columnsOf<DigestItemRow>()([
   "occurrence_at",
   "due_at",
   "recipient_id",
+  "late",
   "title",
   "payload",
   "tzid",
@@ -251,7 +254,7 @@ export const DIGEST_ITEMS_COLUMNS = columnsOf<DigestItemRow>()([
  */
 export const DIGEST_ITEMS_SQL = `
 select d.id, d.delivery_key, d.schedule_id, d.reminder_key, d.occurrence_at, d.due_at,
-       d.recipient_id, s.title, s.payload, s.tzid, r.target, r.template
+       d.recipient_id, d.late, s.title, s.payload, s.tzid, r.target, r.template
 from punctual_deliveries d
 join punctual_schedules s on s.id = d.schedule_id
 left join punctual_reminders r on r.schedule_id = d.schedule_id and r.key = d.reminder_key
