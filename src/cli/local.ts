@@ -18,6 +18,9 @@ export interface PreviewFlags {
   after?: string;
   before?: string;
   count?: number;
+  /** REC-2: the DST policy, as a schedule's `dst` (defaults: shift, earlier). */
+  dstGap?: "shift" | "skip";
+  dstOverlap?: "earlier" | "later";
   json?: boolean;
 }
 
@@ -36,6 +39,14 @@ export function runPreview(flags: PreviewFlags, io: Io): void {
     after: flags.after ?? null,
     before: flags.before ?? null,
     ...(flags.count !== undefined ? { count: flags.count } : {}),
+    ...(flags.dstGap !== undefined || flags.dstOverlap !== undefined
+      ? {
+          dst: {
+            ...(flags.dstGap !== undefined ? { gap: flags.dstGap } : {}),
+            ...(flags.dstOverlap !== undefined ? { overlap: flags.dstOverlap } : {}),
+          },
+        }
+      : {}),
   };
   let items;
   try {

@@ -485,11 +485,24 @@ export function buildProgram(io: Io): Command {
       integer(1, MAX_PREVIEW_COUNT),
       10,
     )
+    .addOption(
+      new Option(
+        "--dst-gap <policy>",
+        "a local time the spring-forward change skips: shift (forward by the gap) or skip the occurrence (RFC 5545 §3.3.5); default shift",
+      ).choices(["shift", "skip"]),
+    )
+    .addOption(
+      new Option(
+        "--dst-overlap <policy>",
+        "a local time the fall-back change repeats: the earlier or the later instant; default earlier",
+      ).choices(["earlier", "later"]),
+    )
     .option("--json", "print the array [{ instant, local }]", false)
     .addHelpText(
       "after",
       example([
         'punctual preview --dtstart 2027-03-01T09:00:00 --tzid Europe/Berlin --rrule "FREQ=WEEKLY;BYDAY=MO" --count 5',
+        "punctual preview --dtstart 2027-03-26T02:30:00 --tzid Europe/Berlin --rrule FREQ=DAILY --count 4 --dst-gap skip",
         "punctual preview --dtstart 2027-01-31 --rrule FREQ=MONTHLY --after 2027-06-01 --json",
       ]),
     )
