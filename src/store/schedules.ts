@@ -678,6 +678,22 @@ export interface AttemptRow {
   error: string | null;
 }
 
+/**
+ * The columns that name a delivery and its occurrence, in table order: what every read of a
+ * delivery to send it (a claim, a digest's items) starts with.
+ */
+export const DELIVERY_IDENTITY_KEYS = [
+  "id",
+  "delivery_key",
+  "schedule_id",
+  "reminder_key",
+  "occurrence_at",
+  "due_at",
+] as const satisfies readonly (keyof DeliveryRow)[];
+
+/** The part of a {@link DeliveryRow} that {@link DELIVERY_IDENTITY_KEYS} names. */
+export type DeliveryIdentity = Pick<DeliveryRow, (typeof DELIVERY_IDENTITY_KEYS)[number]>;
+
 /** The keys of {@link DeliveryRow}: the columns of `punctual_deliveries`. */
 export const DELIVERY_ROW_KEYS = columnsOf<DeliveryRow>()([
   "id",

@@ -10,6 +10,7 @@ import type { ReminderTemplate } from "../../channels/template.js";
 import { numberArray, textArray } from "../array-literals.js";
 import { pinnedOf, type Queryable } from "../database.js";
 import { columnsOf, rows } from "../statement.js";
+import { DELIVERY_IDENTITY_KEYS, type DeliveryIdentity } from "../schedules.js";
 import {
   ADMISSION_PREDICATE,
   GIVE_BACK,
@@ -20,13 +21,7 @@ import {
 } from "./sql.js";
 
 /** The columns a worker needs to send a claimed delivery. */
-export interface ClaimedDelivery {
-  id: number;
-  delivery_key: string;
-  schedule_id: string;
-  reminder_key: string;
-  occurrence_at: Date;
-  due_at: Date;
+export interface ClaimedDelivery extends DeliveryIdentity {
   attempt: number;
   failures: number;
   max_attempts: number;
@@ -206,12 +201,7 @@ export type ClaimedRow = Omit<
 
 /** Result columns of {@link CLAIM_SQL} (and of every claim: {@link ClaimedRow}). */
 export const CLAIM_COLUMNS = columnsOf<ClaimedRow>()([
-  "id",
-  "delivery_key",
-  "schedule_id",
-  "reminder_key",
-  "occurrence_at",
-  "due_at",
+  ...DELIVERY_IDENTITY_KEYS,
   "attempt",
   "failures",
   "max_attempts",

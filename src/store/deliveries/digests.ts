@@ -23,6 +23,7 @@
 import type { ReminderTemplate } from "../../channels/template.js";
 import type { Database, Queryable } from "../database.js";
 import { columnsOf, execute, firstRow, rows } from "../statement.js";
+import { DELIVERY_IDENTITY_KEYS, type DeliveryIdentity } from "../schedules.js";
 import { msAfterNow, msBeforeNow, NOW } from "./sql.js";
 
 /** A digest this worker holds (formed or re-claimed), as the send needs it. */
@@ -214,13 +215,7 @@ order by c.id`;
 export const CLAIM_DIGEST_RETRIES_COLUMNS = CLAIMED_DIGEST_KEYS;
 
 /** One item of a digest: a member delivery and what its message says about it. */
-export interface DigestItemRow {
-  id: number;
-  delivery_key: string;
-  schedule_id: string;
-  reminder_key: string;
-  occurrence_at: Date;
-  due_at: Date;
+export interface DigestItemRow extends DeliveryIdentity {
   recipient_id: string | null;
   /** Whether the member was late: its digest was formed more than 1 s past its window's end. */
   late: boolean;
@@ -233,12 +228,7 @@ export interface DigestItemRow {
 
 /** Result columns of {@link DIGEST_ITEMS_SQL}. */
 export const DIGEST_ITEMS_COLUMNS = columnsOf<DigestItemRow>()([
-  "id",
-  "delivery_key",
-  "schedule_id",
-  "reminder_key",
-  "occurrence_at",
-  "due_at",
+  ...DELIVERY_IDENTITY_KEYS,
   "recipient_id",
   "late",
   "title",
