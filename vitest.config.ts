@@ -30,6 +30,9 @@ const postgresStage = process.env.PUNCTUAL_TEST_ENGINE === "postgres";
 
 export default defineConfig({
   test: {
+    // expect.poll waits for an outcome of work running beside the test (a send, a lease
+    // renewal); its default budget of one second is too short on a loaded machine.
+    expect: { poll: { timeout: 60_000 } },
     projects: [
       {
         extends: true,

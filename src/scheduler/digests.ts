@@ -45,6 +45,7 @@ import {
 import { leaseMarginMs } from "./executor.js";
 import { decideOutcome, type SendResult as OutcomeInput } from "./outcome.js";
 import { judgeRecipient } from "./recipient-gate.js";
+import { RenewalSchedule } from "./renewal.js";
 import { OwnAbortReason, SendAbort } from "./send-abort.js";
 
 /** What the digest sweep and sender need. */
@@ -106,8 +107,7 @@ interface HeldDigest {
 export class DigestSender {
   readonly #d: DigestDeps;
   readonly #held = new Map<string, HeldDigest>();
-  #renewTimer: CancelTimer | null = null;
-  #renewing: Promise<void> | null = null;
+  readonly #renewal: RenewalSchedule;
   #stopped = false;
   /** The last claim took every free slot: ready digests may be left. */
   #saturated = false;
@@ -115,6 +115,12 @@ export class DigestSender {
 
   constructor(deps: DigestDeps) {
     this.#d = deps;
+    this.#renewal = new RenewalSchedule(
+      deps.clock,
+      () => this.#renewEveryMs,
+      () => this.#renew(),
+      () => this.#held.size > 0,
+    );
   }
 
   /** Digest sends in flight (claimed and not yet settled). */
@@ -247,10 +253,7 @@ export class DigestSender {
       held.watchdog = null;
       held.abort = null;
       this.#held.delete(held.g.id);
-      if (this.#held.size === 0) {
-        this.#renewTimer?.();
-        this.#renewTimer = null;
-      }
+      if (this.#held.size === 0) this.#renewal.disarm();
       this.#notify();
       if (this.#saturated && !this.#d.stopping?.() && !this.#stopped) this.#d.onSlotFree?.();
     }
@@ -287,11 +290,7 @@ export class DigestSender {
   }
 
   #ensureRenewal(): void {
-    if (this.#stopped || this.#renewTimer || this.#held.size === 0) return;
-    this.#renewTimer = this.#d.clock.setTimer(this.#renewEveryMs, () => {
-      this.#renewTimer = null;
-      void this.renew().finally(() => this.#ensureRenewal());
-    });
+    if (!this.#stopped) this.#renewal.ensure();
   }
 
   /**
@@ -301,12 +300,7 @@ export class DigestSender {
    * watchdogs to abort sends before their leases end.
    */
   renew(): Promise<void> {
-    if (!this.#renewing) {
-      this.#renewing = this.#renew().finally(() => {
-        this.#renewing = null;
-      });
-    }
-    return this.#renewing;
+    return this.#renewal.renew();
   }
 
   async #renew(): Promise<void> {
@@ -356,13 +350,13 @@ export class DigestSender {
   /** Stops renewing and claiming (shutdown); digests in flight keep the lease they have. */
   stop(): void {
     this.#stopped = true;
-    this.#renewTimer?.();
-    this.#renewTimer = null;
+    this.#renewal.stop();
   }
 
   /** Allows claims and renewals again after {@link stop}. */
   resume(): void {
     this.#stopped = false;
+    this.#renewal.resume();
     this.#ensureRenewal();
   }
 

@@ -7,7 +7,7 @@
  * fenced settle. A renewal that fails (database away) changes nothing here: the
  * executor's watchdog aborts each send a safety margin before the lease it knows of.
  */
-import type { Clock, CancelTimer } from "../clock/index.js";
+import type { Clock } from "../clock/index.js";
 import type { SchedulerOptions } from "../config/index.js";
 import type { Logger } from "../observability/logger.js";
 import type { Metrics } from "../observability/metrics.js";
@@ -16,6 +16,7 @@ import type { Database } from "../store/database.js";
 import { renewLeases } from "../store/deliveries/index.js";
 import type { Executor } from "./executor.js";
 import { HeldBook } from "./held.js";
+import { RenewalSchedule } from "./renewal.js";
 import { OwnAbortReason } from "./send-abort.js";
 
 export interface LeaseKeeperDeps {
@@ -32,12 +33,16 @@ export interface LeaseKeeperDeps {
 
 export class LeaseKeeper {
   readonly #d: LeaseKeeperDeps;
-  #timer: CancelTimer | null = null;
-  #renewing: Promise<void> | null = null;
-  #stopped = false;
+  readonly #schedule: RenewalSchedule;
 
   constructor(deps: LeaseKeeperDeps) {
     this.#d = deps;
+    this.#schedule = new RenewalSchedule(
+      deps.clock,
+      () => this.everyMs,
+      () => this.#renew(),
+      () => deps.book.size > 0,
+    );
   }
 
   /** Renewal period, ms: a third of the lease. */
@@ -47,33 +52,22 @@ export class LeaseKeeper {
 
   /** Arms the renewal timer if rows are held and none is armed. */
   ensure(): void {
-    if (this.#stopped || this.#timer || this.#d.book.size === 0) return;
-    this.#timer = this.#d.clock.setTimer(this.everyMs, () => {
-      this.#timer = null;
-      void this.renew().finally(() => this.ensure());
-    });
+    this.#schedule.ensure();
   }
 
   /** Renews every held lease now (coalesced with a renewal in flight). Never throws. */
   renew(): Promise<void> {
-    if (!this.#renewing) {
-      this.#renewing = this.#renew().finally(() => {
-        this.#renewing = null;
-      });
-    }
-    return this.#renewing;
+    return this.#schedule.renew();
   }
 
   /** Stops renewing (shutdown); held rows keep the lease they have. */
   stop(): void {
-    this.#stopped = true;
-    this.#timer?.();
-    this.#timer = null;
+    this.#schedule.stop();
   }
 
   /** Allows renewals again after {@link stop}. */
   resume(): void {
-    this.#stopped = false;
+    this.#schedule.resume();
   }
 
   async #renew(): Promise<void> {
