@@ -12,6 +12,14 @@
  *    pass**: the pass never waits for a receiver, so a digest whose receiver hangs until
  *    the send timeout holds neither the other digests nor recovery nor the misfire sweep.
  *
+ * A digest obeys the limits an ordinary send obeys, checked once its items are read and
+ * before it is sent: it takes one token and one concurrency slot of its members' limiter
+ * (DEL-13; one digest message is one send), then its host's circuit admits it (CH-7, the
+ * probe rule of an ordinary send); without them it is given back unsent (`RATE_LIMITED`
+ * or `CIRCUIT_OPEN`, fenced, its lease released, no attempt spent, the same id and
+ * members). A Retry-After reply defers it as a delivery (`RETRY_AFTER`, no attempt spent,
+ * the same deferral budget), and its transient failures count toward its host's circuit.
+ *
  * A digest send has the guarantees of an ordinary send: it never starts with less than
  * the safety margin of lease left (given back instead); its lease is renewed, fenced,
  * every third of the lease while it runs (DEL-16: a digest send slower than the lease
