@@ -490,12 +490,14 @@ where l.tenant = $2 and l.key = $3`;
 
 /**
  * DEL-13: marks a claimed digest as holding one concurrency slot of its limiter (counted by
- * {@link COUNT_BUSY_SQL} until it leaves `claimed`), fenced like the settle. Run after
- * {@link LOCK_BUCKET_SQL} in the same transaction. $1 now, $2 owner, $3 id, $4 attempt.
+ * {@link COUNT_BUSY_SQL} until it leaves `claimed`) and spends the token it paid for, if
+ * any (a later try, after a crash or a give-back, takes a token of its own), fenced like
+ * the settle. Run after {@link LOCK_BUCKET_SQL} in the same transaction. $1 now, $2 owner,
+ * $3 id, $4 attempt.
  */
 export const HOLD_DIGEST_SLOT_SQL = `
 update punctual_digests g
-set holds_slot = true, updated_at = ${NOW}
+set holds_slot = true, slot_at = null, updated_at = ${NOW}
 where g.id = $3 and g.attempt = $4 and g.state = 'claimed' and g.lease_owner = $2`;
 
 /**
