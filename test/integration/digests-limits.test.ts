@@ -10,6 +10,7 @@
 import { afterEach, describe, expect, it } from "vitest";
 import type { Punctual } from "../../src/app/punctual.js";
 import { RateLimitedError, TransientError } from "../../src/errors/index.js";
+import { admitDigest, deferDigest } from "../../src/store/deliveries/index.js";
 import { deferred } from "../support/channels.js";
 import { deliveries, testPunctual, tickAndDrain, type TestPunctual } from "../support/punctual.js";
 
@@ -173,6 +174,33 @@ describe("DEL-13 / CH-7: digests obey rate limits, circuits and Retry-After", ()
     clock.set("2027-01-04T09:05:00Z");
     await punctual.scheduler.tick();
     await started.promise;
+    // DEL-2: a deferral is fenced: another owner (or a stale attempt) changes nothing, and
+    // an admission that finds its lease gone spends no token.
+    const [sending] = await digestRows(punctual);
+    const tokens = async () =>
+      (await punctual.db.query<{ tokens: number }>("select tokens from punctual_rate_limits"))
+        .rows[0]!.tokens;
+    const before = await tokens();
+    const stale = { id: sending!.id, attempt: sending!.attempt };
+    expect(
+      await deferDigest(punctual.db, null, "another-worker", {
+        ...stale,
+        until: new Date("2027-01-04T10:00:00Z"),
+        reason: "RATE_LIMITED",
+        slotAt: null,
+      }),
+    ).toBe(false);
+    expect(
+      await admitDigest(punctual.db, {
+        now: null,
+        owner: "another-worker",
+        ...stale,
+        limiter: "default/test",
+        slotAt: null,
+      }),
+    ).toEqual({ send: false, lost: true });
+    expect(await tokens()).toBe(before);
+    expect(await digestRows(punctual)).toMatchObject([{ state: "claimed", deferred_reason: null }]);
     // "plain" falls due and "b" forms: the cap holds both back; "b" is given back.
     clock.set("2027-01-04T09:05:10Z");
     const report = await punctual.scheduler.tick();
