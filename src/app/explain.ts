@@ -524,8 +524,11 @@ function heldVerdict(
  * `QUIET_HOURS`, an open circuit of its target host `CIRCUIT_OPEN` (CH-7), an empty
  * rate-limit bucket `RATE_LIMITED` (DEL-13), a Retry-After reply `RETRY_AFTER`, a retry
  * backoff `RETRY`, a paused schedule `PAUSED`); `skipped`, `failed` (`dead`),
- * `in_doubt`, `cancelled` with the row's reason. `holds` says what holds a waiting row
- * back now; with `until`, the instant it is held to.
+ * `in_doubt`, `cancelled` with the row's reason. A member frozen into a digest is
+ * `pending` (`in_digest`) unless its digest waits unsent: then `deferred` with the
+ * digest's reason (`RATE_LIMITED`, `CIRCUIT_OPEN`, `RETRY_AFTER`) and instant, the same
+ * for every member. `holds` says what holds a waiting row back now; with `until`, the
+ * instant it is held to.
  */
 export function rowVerdict(
   row: ExplainDeliveryRow,
@@ -538,8 +541,17 @@ export function rowVerdict(
       return { verdict: "sent", reason: row.reason };
     case "claimed":
       return { verdict: "pending", reason: "sending" };
-    // DEL-19: frozen into a digest that is being sent or waits to retry.
+    // DEL-19: frozen into a digest that is being sent or waits to retry; DEL-13 / CH-7:
+    // a digest held back by its rate limit, its host's circuit or a Retry-After holds
+    // every member, until the same instant.
     case "grouped":
+      if (row.digest_deferred_reason !== null && row.digest_deferred_until_ms !== null) {
+        return {
+          verdict: "deferred",
+          reason: row.digest_deferred_reason,
+          until: row.digest_deferred_until_ms,
+        };
+      }
       return { verdict: "pending", reason: "in_digest" };
     case "paused":
       return { verdict: "deferred", reason: "PAUSED" };
@@ -679,6 +691,17 @@ function rowEntry(
         until: iso(until ?? row.run_ms),
         reason: reason ?? "RETRY",
       };
+      break;
+    case "grouped":
+      // DEL-13 / CH-7: its digest was given back, or told to wait by a Retry-After.
+      if (verdict === "deferred" && reason !== null && until !== undefined) {
+        end = {
+          type: "deferred",
+          at: iso(reason === "RETRY_AFTER" && last ? last.ended_ms! : row.updated_ms),
+          until: iso(until),
+          reason,
+        };
+      }
       break;
     case "pending":
       if ((reason === "CIRCUIT_OPEN" || reason === "RATE_LIMITED") && until !== undefined) {

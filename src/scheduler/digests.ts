@@ -12,6 +12,14 @@
  *    pass**: the pass never waits for a receiver, so a digest whose receiver hangs until
  *    the send timeout holds neither the other digests nor recovery nor the misfire sweep.
  *
+ * A digest obeys the limits an ordinary send obeys, checked once its items are read and
+ * before it is sent: it takes one token and one concurrency slot of its members' limiter
+ * (DEL-13; one digest message is one send), then its host's circuit admits it (CH-7, the
+ * probe rule of an ordinary send); without them it is given back unsent (`RATE_LIMITED`
+ * or `CIRCUIT_OPEN`, fenced, its lease released, no attempt spent, the same id and
+ * members). A Retry-After reply defers it as a delivery (`RETRY_AFTER`, no attempt spent,
+ * the same deferral budget), and its transient failures count toward its host's circuit.
+ *
  * A digest send has the guarantees of an ordinary send: it never starts with less than
  * the safety margin of lease left (given back instead); its lease is renewed, fenced,
  * every third of the lease while it runs (DEL-16: a digest send slower than the lease
@@ -31,7 +39,9 @@ import type { Logger } from "../observability/logger.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { Database } from "../store/database.js";
 import {
+  admitDigest,
   claimDigestRetries,
+  deferDigest,
   digestItems,
   formDigests,
   recipientAtSend,
@@ -42,6 +52,7 @@ import {
   type ClaimedDigest,
   type DigestItemRow,
 } from "../store/deliveries/index.js";
+import { circuitName, targetHost, type Admission, type CircuitBreaker } from "./circuits.js";
 import { leaseMarginMs } from "./executor.js";
 import { decideOutcome, type SendResult as OutcomeInput } from "./outcome.js";
 import { judgeRecipient } from "./recipient-gate.js";
@@ -65,6 +76,13 @@ export interface DigestDeps {
    * digests unclaimed (all slots were taken): the scheduler claims again.
    */
   onSlotFree?: () => void;
+  /** CH-7: the circuits per tenant and host; without it every digest goes. */
+  circuits?: CircuitBreaker;
+  /**
+   * DEL-13: whether a limiter (`tenant/key`) has a limit, as of the last refresh; without
+   * it no digest is limited.
+   */
+  limited?: (limiter: string) => boolean;
 }
 
 /**
@@ -376,6 +394,7 @@ export class DigestSender {
     let recipient: ChannelDelivery["recipient"];
     let result: OutcomeInput | null = null;
     let skip: string | null = null;
+    let sendAbort: SendAbort | null = null;
     if (items.length === 0) {
       result = {
         kind: "failed",
@@ -419,11 +438,17 @@ export class DigestSender {
         status: null,
         messageId: null,
         outcome: null,
+        deferral: 0,
       });
       if (s.settled === 0) d.logger.warn(fields, "digest lease lost before its skip was recorded");
       else d.metrics.outcomes.inc({ channel: g.channel, outcome: "skipped" }, s.members);
       return;
     }
+    // DEL-13: a token and a slot of the members' limiter, as an ordinary send takes at its
+    // claim; CH-7: then the circuit of the target's host, as an ordinary send at its start.
+    if (result === null && (await this.#waitsForLimit(held))) return;
+    const host = result === null && d.circuits ? targetHost(target) : null;
+    if (host !== null && (await this.#waitsForCircuit(d.circuits!, host, held))) return;
     if (result === null && DigestSender.#leaseLeft(held, clock.now()) <= margin) {
       // DEL-16: never start a send this worker may no longer own.
       d.metrics.claimsReleased.inc({ reason: "lease_low" });
@@ -436,6 +461,7 @@ export class DigestSender {
       // The channel's budget, independent of the lease: the lease is renewed meanwhile.
       const timeoutMs = channel!.timeoutMs ?? o.sendTimeoutMs;
       const abort = new SendAbort();
+      sendAbort = abort;
       held.abort = abort;
       this.#armWatchdog(held);
       let cancel: (() => void) | null = null;
@@ -475,8 +501,8 @@ export class DigestSender {
         failures: g.failures,
         maxAttempts: g.max_attempts,
         onLostLease: g.on_lost_lease,
-        deferrals: 0,
-        firstAttemptAtMs: null,
+        deferrals: g.deferrals,
+        firstAttemptAtMs: g.first_attempt_at?.getTime() ?? null,
       },
       {
         backoffBaseMs: o.backoffBaseMs,
@@ -503,6 +529,7 @@ export class DigestSender {
       status: decision.status,
       messageId: decision.messageId,
       outcome: decision.outcome,
+      deferral: decision.deferral,
     });
     if (settled.settled === 0) {
       d.metrics.leaseLost.inc();
@@ -512,6 +539,95 @@ export class DigestSender {
     if (decision.state !== "retry") {
       d.metrics.outcomes.inc({ channel: g.channel, outcome: decision.state }, settled.members);
     }
+    // CH-7: the host's answer counts toward its circuit as an ordinary send's does: once the
+    // settle applied, only for a send that reached the channel, not when this worker's
+    // lease ran out first or it aborted the send itself (the host did nothing wrong).
+    const sendAbortNow = sendAbort as SendAbort | null;
+    if (host !== null && sendAbortNow !== null) {
+      const leaseHeld = DigestSender.#leaseLeft(held, clock.now()) > 0;
+      const ownAbort = sendAbortNow.aborted && sendAbortNow.reason instanceof OwnAbortReason;
+      if (leaseHeld && !ownAbort) await d.circuits!.record(g.tenant, host, decision.outcome);
+    }
+  }
+
+  /**
+   * DEL-13: takes a token and a concurrency slot of the digest's limiter
+   * ({@link admitDigest}); when there is none now, the digest is given back (`RATE_LIMITED`
+   * until its token's instant or a slot's wait, its lease released, no attempt spent) and
+   * this returns true. A database error here lets the digest go, as when the limit was
+   * read: the digest is not lost, and its lease still fences its settle.
+   */
+  async #waitsForLimit(held: HeldDigest): Promise<boolean> {
+    const d = this.#d;
+    const g = held.g;
+    if (g.limiter === null || !d.limited?.(g.limiter)) return false;
+    let admitted;
+    try {
+      admitted = await admitDigest(d.db, {
+        now: d.clock.sqlNow(),
+        owner: d.owner,
+        id: g.id,
+        attempt: g.attempt,
+        limiter: g.limiter,
+        slotAt: g.slot_at,
+      });
+    } catch (err) {
+      d.logger.warn(
+        { err, digestId: g.id, limiter: g.limiter },
+        "could not read the rate limit; sending",
+      );
+      return false;
+    }
+    if (admitted.send) return false;
+    if (admitted.lost) {
+      d.logger.warn({ digestId: g.id }, "digest lease lost before its rate limit was taken");
+      return true;
+    }
+    d.metrics.rateLimitThrottled.inc({ key: g.limiter });
+    d.logger.debug(
+      { digestId: g.id, limiter: g.limiter, until: admitted.until },
+      "digest waits for its rate limit (RATE_LIMITED)",
+    );
+    return true;
+  }
+
+  /**
+   * CH-7: when the host's circuit is open, gives the digest back unsent (`CIRCUIT_OPEN`
+   * until the next probe, its lease released, no attempt spent) and returns true; the
+   * probe is taken as an ordinary send takes it ({@link CircuitBreaker.admit}). A database
+   * error here lets the send go: the circuit spares the host, it never loses a digest.
+   */
+  async #waitsForCircuit(
+    circuits: CircuitBreaker,
+    host: string,
+    held: HeldDigest,
+  ): Promise<boolean> {
+    const d = this.#d;
+    const g = held.g;
+    let gate: Admission;
+    try {
+      gate = await circuits.admit(g.tenant, host, d.clock.now() + held.offsetMs);
+    } catch (err) {
+      d.logger.warn({ err, host }, "could not read the circuit; sending");
+      return false;
+    }
+    if (gate.send) return false;
+    let back: boolean;
+    try {
+      back = await deferDigest(d.db, d.clock.sqlNow(), d.owner, {
+        id: g.id,
+        attempt: g.attempt,
+        until: gate.until,
+        reason: "CIRCUIT_OPEN",
+        // A token taken for this try is spent, as an ordinary row's claimed token is.
+        slotAt: null,
+      });
+    } catch (err) {
+      d.logger.warn({ err, host }, "could not give back a digest for an open circuit; sending");
+      return false;
+    }
+    if (back) d.metrics.circuitDeferred.inc({ host: circuitName(g.tenant, host) });
+    return true;
   }
 }
 
@@ -528,7 +644,8 @@ function digestDelivery(
     reminderKey: first.reminder_key,
     occurrenceAt: first.occurrence_at,
     dueAt: first.due_at,
-    attempt: g.attempt,
+    // DEL-13: the attempt this try spends; a try after a Retry-After deferral repeats it.
+    attempt: g.attempt - g.deferrals,
     // Late when any member is: its digest was formed more than 1 s past the window's end
     // (a window that held an item back on purpose does not make it late).
     late: items.some((i) => i.late),

@@ -79,6 +79,11 @@ export class Limiter {
     return this.#limiters;
   }
 
+  /** DEL-13: whether `limiter` (`tenant/key`) has a limit, as of the last refresh. */
+  isLimited(limiter: string): boolean {
+    return this.#limits.has(limiter);
+  }
+
   /**
    * When a bucket or a cap last held due rows back: how long until it is worth claiming
    * again, ms; null when nothing was held back.

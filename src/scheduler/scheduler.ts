@@ -178,18 +178,6 @@ export class Scheduler {
       version: deps.version,
       role: deps.role,
     };
-    this.#digests = new DigestSender({
-      db,
-      clock,
-      logger: this.#log,
-      metrics,
-      options,
-      channels: deps.channels,
-      owner: this.owner,
-      // OPS-6: a stopping process claims no further digests.
-      stopping: () => this.#stopping,
-      onSlotFree: () => this.#digestClaims.request(),
-    });
     this.#completer = new Completer({
       db,
       clock,
@@ -212,6 +200,21 @@ export class Scheduler {
         maxBackoffMs: options.circuitMaxBackoffMs,
       },
       probeTurnMs: options.sendTimeoutMs,
+    });
+    this.#digests = new DigestSender({
+      db,
+      clock,
+      logger: this.#log,
+      metrics,
+      options,
+      channels: deps.channels,
+      owner: this.owner,
+      // OPS-6: a stopping process claims no further digests.
+      stopping: () => this.#stopping,
+      onSlotFree: () => this.#digestClaims.request(),
+      // DEL-13 / CH-7: a digest obeys its limiter and its host's circuit as a delivery does.
+      circuits: this.#circuits,
+      limited: (limiter) => this.#limiter.isLimited(limiter),
     });
     this.#executor = new Executor({
       clock,

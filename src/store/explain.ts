@@ -53,6 +53,13 @@ export interface ExplainDeliveryRow {
   digest_formed_ms: number | null;
   /** DEL-19: how many items that digest has, or null. */
   digest_items: number | null;
+  /**
+   * DEL-13 / CH-7 / DEL-19: why that digest waits unsent in `retry` (`RATE_LIMITED`,
+   * `CIRCUIT_OPEN`, `RETRY_AFTER`), or null.
+   */
+  digest_deferred_reason: string | null;
+  /** Until when that digest waits (its `run_at`), epoch ms, or null. */
+  digest_deferred_until_ms: number | null;
 }
 
 /** `column` as epoch ms, truncated to the millisecond (as a `Date` holds it). */
@@ -109,6 +116,20 @@ const EXPLAIN_FIELDS: ReadonlyArray<
        (select g.member_count from punctual_digests g where g.id = d.digest_id) end`,
     "rare",
   ],
+  [
+    "digest_deferred_reason",
+    `case when d.digest_id is not null then
+       (select g.deferred_reason from punctual_digests g
+        where g.id = d.digest_id and g.state = 'retry') end`,
+    "rare",
+  ],
+  [
+    "digest_deferred_until_ms",
+    `case when d.digest_id is not null then
+       (select ${epochMs("g.deferred_until")} from punctual_digests g
+        where g.id = d.digest_id and g.state = 'retry') end`,
+    "rare",
+  ],
 ];
 
 /**
@@ -148,12 +169,14 @@ export type ExplainDeliveryTuple = [
         digest_id: string | null,
         digest_formed_ms: number | null,
         digest_items: number | null,
+        digest_deferred_reason: string | null,
+        digest_deferred_until_ms: number | null,
       ]
     | null,
 ];
 
 /** The rare fields of a row that has none of them. */
-const NO_RARE = [null, null, null, null, null, null, null, null, null, null] as const;
+const NO_RARE = [null, null, null, null, null, null, null, null, null, null, null, null] as const;
 
 /** The {@link ExplainDeliveryRow} of an {@link ExplainDeliveryTuple} of schedule `scheduleId`. */
 export function deliveryRowOf(t: ExplainDeliveryTuple, scheduleId: string): ExplainDeliveryRow {
@@ -188,6 +211,8 @@ export function deliveryRowOf(t: ExplainDeliveryTuple, scheduleId: string): Expl
     digest_id: r[7],
     digest_formed_ms: r[8],
     digest_items: r[9],
+    digest_deferred_reason: r[10],
+    digest_deferred_until_ms: r[11],
   };
 }
 
@@ -432,6 +457,8 @@ export const EXPLAIN_DELIVERY_COLUMNS = columnsOf<ExplainDeliveryRow>()([
   "digest_id",
   "digest_formed_ms",
   "digest_items",
+  "digest_deferred_reason",
+  "digest_deferred_until_ms",
 ]);
 
 /** Runs {@link EXPLAIN_DELIVERY_SQL}; null when the tenant has no such delivery. */

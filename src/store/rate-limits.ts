@@ -167,16 +167,21 @@ where l.tenant = $2 and l.key = $3
 for update`;
 
 /**
- * DEL-13: the rows of one limiter claimed right now, by any process. $1 limiter
- * (`tenant/key`). Run after {@link LOCK_BUCKET_SQL} in the same transaction: a new
- * statement takes a new snapshot (READ COMMITTED), so it sees every claim committed by
- * whoever held the lock before; counted in the lock's own statement, a claim committed
- * while this one waited for the lock was missed and the cap was held per process, not
- * across them. The lease index serves it (claimed rows only, a few per process).
+ * DEL-13: the sends of one limiter under way right now, by any process: its claimed rows
+ * and its digests that hold a slot (DEL-19: a digest message is one send; it holds the
+ * slot from the token it took to its settle). $1 limiter (`tenant/key`). Run after
+ * {@link LOCK_BUCKET_SQL} in the same transaction: a new statement takes a new snapshot
+ * (READ COMMITTED), so it sees every claim committed by whoever held the lock before;
+ * counted in the lock's own statement, a claim committed while this one waited for the
+ * lock was missed and the cap was held per process, not across them. The lease index
+ * serves the rows (claimed rows only, a few per process), `punctual_digests_slots` the
+ * digests.
  */
 export const COUNT_BUSY_SQL = `
-select count(*)::int as busy from punctual_deliveries d
-where d.state = 'claimed' and d.limiter = $1`;
+select ((select count(*) from punctual_deliveries d
+         where d.state = 'claimed' and d.limiter = $1)
+      + (select count(*) from punctual_digests g
+         where g.state = 'claimed' and g.holds_slot and g.limiter = $1))::int as busy`;
 
 /** What {@link COUNT_BUSY_SQL} returns. */
 interface BusyRow {

@@ -22,6 +22,13 @@
  */
 import type { ReminderTemplate } from "../../channels/template.js";
 import type { Database, Queryable } from "../database.js";
+import {
+  COUNT_BUSY_SQL,
+  LOCK_BUCKET_SQL,
+  paceSlots,
+  TOKENS_NOW,
+  type BucketRow,
+} from "../rate-limits.js";
 import { columnsOf, execute, firstRow, rows } from "../statement.js";
 import { DELIVERY_IDENTITY_KEYS, type DeliveryIdentity } from "../schedules.js";
 import { msAfterNow, msBeforeNow, NOW } from "./sql.js";
@@ -38,6 +45,14 @@ export interface ClaimedDigest {
   on_lost_lease: "retry" | "in_doubt";
   opened_at: Date;
   member_count: number;
+  /** DEL-13: the members' limiter (`tenant/key`), or null (no limit applies). */
+  limiter: string | null;
+  /** DEL-13: the send instant of a token the digest paid for ahead of time, or null. */
+  slot_at: Date | null;
+  /** DEL-13: Retry-After deferrals granted before this try (no attempt spent). */
+  deferrals: number;
+  /** When the digest's first try began (null: none yet); the deferral budget's age counts from it. */
+  first_attempt_at: Date | null;
   lease_expires_at: Date;
   db_now: Date;
 }
@@ -54,13 +69,17 @@ const CLAIMED_DIGEST_KEYS = columnsOf<ClaimedDigest>()([
   "on_lost_lease",
   "opened_at",
   "member_count",
+  "limiter",
+  "slot_at",
+  "deferrals",
+  "first_attempt_at",
   "lease_expires_at",
   "db_now",
 ]);
 
 const CLAIMED_DIGEST_RETURNING = `g.id, g.tenant, g.digest_key, g.channel, g.attempt, g.failures,
-  g.max_attempts, g.on_lost_lease, g.opened_at, g.member_count, g.lease_expires_at,
-  ${NOW} as db_now`;
+  g.max_attempts, g.on_lost_lease, g.opened_at, g.member_count, g.limiter, g.slot_at,
+  g.deferrals, g.first_attempt_at, g.lease_expires_at, ${NOW} as db_now`;
 
 /**
  * The advisory lock that makes one worker at a time form digests (cluster-wide on
@@ -101,7 +120,7 @@ export const DIGEST_FORM_LOCK_COLUMNS = columnsOf<{ locked: boolean }>()(["locke
 export const FORM_DIGESTS_SQL = `
 with waiting as (
   select d.id, d.digest_tenant, d.channel, d.digest_key, d.run_at, d.digest_window_ms,
-         d.digest_max_items, d.max_attempts, d.on_lost_lease
+         d.digest_max_items, d.max_attempts, d.on_lost_lease, d.limiter
   from punctual_deliveries d
   where d.digest_key is not null and d.state in ('pending', 'retry')
     and d.run_at <= ${NOW}
@@ -117,6 +136,7 @@ ranked as (
          first_value(w.digest_max_items) over g as max_items,
          first_value(w.max_attempts) over g as group_max_attempts,
          first_value(w.on_lost_lease) over g as group_on_lost_lease,
+         first_value(w.limiter) over g as group_limiter,
          row_number() over g as rn
   from waiting w
   window g as (partition by w.digest_tenant, w.channel, w.digest_key order by w.run_at, w.id)
@@ -132,6 +152,7 @@ ready as materialized (
     select i.digest_tenant, i.channel, i.digest_key, min(i.first_at) as first_at,
            min(i.window_ms) as window_ms, min(i.max_items) as max_items,
            min(i.group_max_attempts) as max_attempts, min(i.group_on_lost_lease) as on_lost_lease,
+           min(i.group_limiter) as limiter,
            count(*)::int as members
     from inside i
     group by i.digest_tenant, i.channel, i.digest_key
@@ -144,11 +165,11 @@ ready as materialized (
 inserted as (
   insert into punctual_digests as g
     (id, tenant, digest_key, channel, state, opened_at, window_ms, max_items, member_count,
-     attempt, failures, max_attempts, on_lost_lease, run_at, lease_owner, lease_expires_at,
-     claimed_at, created_at, updated_at)
+     attempt, failures, max_attempts, on_lost_lease, limiter, run_at, lease_owner,
+     lease_expires_at, claimed_at, created_at, updated_at)
   select r.digest_id, r.digest_tenant, r.digest_key, r.channel, 'claimed', r.first_at,
-         r.window_ms, r.max_items, r.members, 1, 0, r.max_attempts, r.on_lost_lease, ${NOW}, $2,
-         ${msAfterNow("$3")}, ${NOW}, ${NOW}, ${NOW}
+         r.window_ms, r.max_items, r.members, 1, 0, r.max_attempts, r.on_lost_lease, r.limiter,
+         ${NOW}, $2, ${msAfterNow("$3")}, ${NOW}, ${NOW}, ${NOW}
   from ready r
   returning ${CLAIMED_DIGEST_RETURNING}
 ),
@@ -197,7 +218,8 @@ with due as (
 claimed as (
   update punctual_digests g
   set state = 'claimed', attempt = g.attempt + 1, lease_owner = $2,
-      lease_expires_at = ${msAfterNow("$3")}, claimed_at = ${NOW}, updated_at = ${NOW}
+      lease_expires_at = ${msAfterNow("$3")}, claimed_at = ${NOW}, updated_at = ${NOW},
+      holds_slot = false, deferred_reason = null, deferred_until = null
   where g.id in (select id from due)
   returning ${CLAIMED_DIGEST_RETURNING}
 ),
@@ -270,6 +292,8 @@ export interface DigestSettleInput {
    * `timeout`, `rate_limited`, `sent`); null when no try was made (nothing recorded).
    */
   outcome: string | null;
+  /** DEL-13: 1 when this outcome is a Retry-After deferral (no attempt spent); 0 otherwise. */
+  deferral: 0 | 1;
 }
 
 /**
@@ -288,8 +312,15 @@ export interface DigestSettleInput {
  * digest, whatever its state now. `$13` NULL records nothing (no try was made: a digest
  * skipped before its send).
  *
+ * DEL-13: a Retry-After deferral (`$14` 1) is counted in `deferrals` of the digest and of
+ * each member, not in `failures`, and leaves `attempt` as the claim made it (attempts
+ * spent = `attempt − deferrals`), as a delivery's settle does; the digest records
+ * `RETRY_AFTER` until its `run_at` for explain. Any settle clears its concurrency slot and
+ * a paid token.
+ *
  * Parameters: $1 now, $2 owner, $3 id, $4 attempt, $5 state, $6 run_at, $7 reason,
- * $8 error, $9 failure increment, $10 started_at, $11 status, $12 message id, $13 outcome.
+ * $8 error, $9 failure increment, $10 started_at, $11 status, $12 message id, $13 outcome,
+ * $14 deferral (0 or 1).
  * Returns one row: `settled` (0 when the lease was lost: nothing changed) and `members`
  * (members that left `grouped`).
  */
@@ -307,6 +338,11 @@ with settled as (
       sent_by = case when $5::text = 'sent' then $2 end,
       send_status = case when $5::text = 'sent' then $11::int end,
       send_message_id = case when $5::text = 'sent' then $12::text end,
+      deferrals = g.deferrals + $14::int,
+      first_attempt_at = coalesce(g.first_attempt_at, $10::timestamptz),
+      deferred_reason = case when $5::text = 'retry' and $14::int = 1 then 'RETRY_AFTER' end,
+      deferred_until = case when $5::text = 'retry' and $14::int = 1 then $6::timestamptz end,
+      holds_slot = false, slot_at = null,
       updated_at = ${NOW}
   where g.id = $3 and g.attempt = $4 and g.state = 'claimed' and g.lease_owner = $2
   returning g.id, g.state
@@ -319,6 +355,7 @@ members as (
       reason = case when s.state in ('dead', 'in_doubt', 'skipped') then $7::text end,
       last_error = coalesce($8::text, d.last_error),
       failures = d.failures + $9::int,
+      deferrals = d.deferrals + $14::int,
       first_attempt_at = coalesce(d.first_attempt_at, $10::timestamptz),
       sent_by = case when s.state = 'sent' then $2 end,
       send_started_at = case when s.state = 'sent' then $10::timestamptz end,
@@ -376,6 +413,185 @@ select r.id from released r`;
 
 /** Result columns of {@link RELEASE_DIGEST_SQL}. */
 export const RELEASE_DIGEST_COLUMNS = columnsOf<{ id: string }>()(["id"]);
+
+/**
+ * DEL-13 / CH-7 / DEL-19: gives a claimed digest back unsent to wait for its limiter's next
+ * token or concurrency slot (`RATE_LIMITED`) or its host's circuit (`CIRCUIT_OPEN`):
+ * `retry` at `$5` (not before now) with its attempt restored, its members' too (no attempt
+ * spent, no deferral counted), its members still grouped (the same items go out under the
+ * same id: nothing is formed again), the reason and the instant recorded for explain, its
+ * lease released. Fenced like the settle. $1 now, $2 owner, $3 id, $4 attempt, $5 until,
+ * $6 reason, $7 the send instant of a token it paid for (NULL: none).
+ */
+export const DEFER_DIGEST_SQL = `
+with deferred as (
+  update punctual_digests g
+  set state = 'retry', attempt = g.attempt - 1,
+      run_at = greatest($5::timestamptz, ${NOW}),
+      deferred_reason = $6::text, deferred_until = greatest($5::timestamptz, ${NOW}),
+      slot_at = $7::timestamptz, holds_slot = false,
+      lease_owner = null, lease_expires_at = null, claimed_at = null, updated_at = ${NOW}
+  where g.id = $3 and g.attempt = $4 and g.state = 'claimed' and g.lease_owner = $2
+  returning g.id
+),
+members as (
+  update punctual_deliveries d
+  set attempt = d.attempt - 1, updated_at = ${NOW}
+  from deferred r
+  where d.digest_id = r.id and d.state = 'grouped' and d.attempt > d.failures
+  returning d.id
+)
+select r.id from deferred r`;
+
+/** Result columns of {@link DEFER_DIGEST_SQL}. */
+export const DEFER_DIGEST_COLUMNS = columnsOf<{ id: string }>()(["id"]);
+
+/** Why a digest waits unsent: a rate limit (DEL-13) or its host's open circuit (CH-7). */
+export type DigestDeferReason = "RATE_LIMITED" | "CIRCUIT_OPEN";
+
+/** DEL-13 / CH-7: runs {@link DEFER_DIGEST_SQL}; true when the digest was given back. */
+export async function deferDigest(
+  db: Queryable,
+  now: Date | null,
+  owner: string,
+  p: {
+    id: string;
+    attempt: number;
+    until: Date;
+    reason: DigestDeferReason;
+    slotAt: Date | null;
+  },
+): Promise<boolean> {
+  const r = await rows<{ id: string }>(db, DEFER_DIGEST_SQL, [
+    now,
+    owner,
+    p.id,
+    p.attempt,
+    p.until,
+    p.reason,
+    p.slotAt,
+  ]);
+  return r.length > 0;
+}
+
+/**
+ * DEL-13: takes one token of bucket ($2 tenant, $3 key), as {@link CLAIM_LIMITED_SQL} takes
+ * one per row: `x` tokens as of `a` (the later of now and `refilled_at`) leave `x − 1` as
+ * of `a` when `x ≥ 1`, else 0 as of `a + (1 − x) / rate` seconds, the token's own instant
+ * (the bucket owes it; the next claim in any process starts after it). Run after
+ * {@link LOCK_BUCKET_SQL} in the same transaction. $1 now.
+ */
+export const SPEND_DIGEST_TOKEN_SQL = `
+update punctual_rate_limits l
+set tokens = greatest(0, ${TOKENS_NOW("l")} - 1),
+    refilled_at = greatest(l.refilled_at, ${NOW})
+      + make_interval(secs => greatest(0, 1 - ${TOKENS_NOW("l")}) / l.rate_per_second)
+where l.tenant = $2 and l.key = $3`;
+
+/**
+ * DEL-13: marks a claimed digest as holding one concurrency slot of its limiter (counted by
+ * {@link COUNT_BUSY_SQL} until it leaves `claimed`) and spends the token it paid for, if
+ * any (a later try, after a crash or a give-back, takes a token of its own), fenced like
+ * the settle. Run after {@link LOCK_BUCKET_SQL} in the same transaction. $1 now, $2 owner,
+ * $3 id, $4 attempt.
+ */
+export const HOLD_DIGEST_SLOT_SQL = `
+update punctual_digests g
+set holds_slot = true, slot_at = null, updated_at = ${NOW}
+where g.id = $3 and g.attempt = $4 and g.state = 'claimed' and g.lease_owner = $2`;
+
+/**
+ * How long a digest held back by its limiter's concurrency cap waits before it is tried
+ * again, ms (a slot frees when a send ends, which no token arithmetic foretells).
+ */
+export const DIGEST_CAP_WAIT_MS = 1_000;
+
+/** Parameters of {@link admitDigest}. */
+export interface DigestAdmission {
+  now: Date | null;
+  owner: string;
+  id: string;
+  attempt: number;
+  /** The digest's limiter, `tenant/key` (a tenant name has no `/`). */
+  limiter: string;
+  /** The send instant of a token the digest paid for on an earlier claim, or null. */
+  slotAt: Date | null;
+}
+
+/** What {@link admitDigest} decided. */
+export type DigestAdmitted =
+  /** Send now: no limit, or a token taken (or paid before) and a slot held. */
+  | { send: true }
+  /** Given back, `RATE_LIMITED` until `until` (the token's instant, or a cap's wait). */
+  | { send: false; until: Date; lost: false }
+  /** The digest's lease was lost meanwhile: nothing taken, nothing changed. */
+  | { send: false; lost: true };
+
+/** Thrown inside {@link admitDigest}'s transaction to roll it back when the fence fails. */
+class LostDigest extends Error {}
+
+/**
+ * DEL-13 / DEL-19: admits one claimed digest under its limiter, in one transaction: locks
+ * the bucket ({@link LOCK_BUCKET_SQL}; no limit: send), counts the limiter's sends under
+ * way across processes ({@link COUNT_BUSY_SQL}); at the cap the digest is given back until
+ * {@link DIGEST_CAP_WAIT_MS} later. Otherwise it takes one token
+ * ({@link SPEND_DIGEST_TOKEN_SQL}; none when it paid for one before): when the token is
+ * there now it holds a slot and is sent; when the token accrues later, the digest has
+ * paid for it and waits in `retry` until its instant (`slot_at`), where it takes no further
+ * token — so digests queue for tokens as ordinary rows do, and a busy key cannot starve
+ * them. The digest and the bucket change together or not at all (fenced: a lost lease
+ * changes nothing).
+ */
+export async function admitDigest(db: Database, p: DigestAdmission): Promise<DigestAdmitted> {
+  const cut = p.limiter.indexOf("/");
+  const tenant = p.limiter.slice(0, cut);
+  const key = p.limiter.slice(cut + 1);
+  try {
+    return await db.transaction(async (tx): Promise<DigestAdmitted> => {
+      const bucket = await firstRow<Omit<BucketRow, "busy">>(tx, LOCK_BUCKET_SQL, [
+        p.now,
+        tenant,
+        key,
+      ]);
+      if (!bucket) return { send: true };
+      const readAt = new Date(bucket.read_at).getTime();
+      const hold = async (): Promise<DigestAdmitted> => {
+        const held = await execute(tx, HOLD_DIGEST_SLOT_SQL, [p.now, p.owner, p.id, p.attempt]);
+        if (held === 0) throw new LostDigest();
+        return { send: true };
+      };
+      const defer = async (until: number, slotAt: Date | null): Promise<DigestAdmitted> => {
+        const back = await deferDigest(tx, p.now, p.owner, {
+          id: p.id,
+          attempt: p.attempt,
+          until: new Date(until),
+          reason: "RATE_LIMITED",
+          slotAt,
+        });
+        if (!back) throw new LostDigest();
+        return { send: false, until: new Date(until), lost: false };
+      };
+      if (bucket.concurrency !== null) {
+        const busy = (await firstRow<{ busy: number }>(tx, COUNT_BUSY_SQL, [p.limiter]))?.busy;
+        if ((busy ?? 0) >= bucket.concurrency) {
+          const paid = p.slotAt?.getTime() ?? 0;
+          return defer(Math.max(readAt + DIGEST_CAP_WAIT_MS, paid), p.slotAt);
+        }
+      }
+      if (p.slotAt !== null) {
+        // Paid on an earlier claim: no second token; not before its instant.
+        return p.slotAt.getTime() > readAt ? defer(p.slotAt.getTime(), p.slotAt) : hold();
+      }
+      // Whole milliseconds, never before the token (a `Date` holds no less).
+      const slot = Math.ceil(paceSlots(bucket, 1)[0] as number);
+      await execute(tx, SPEND_DIGEST_TOKEN_SQL, [p.now, tenant, key]);
+      return slot > readAt ? defer(slot, new Date(slot)) : hold();
+    });
+  } catch (err) {
+    if (err instanceof LostDigest) return { send: false, lost: true };
+    throw err;
+  }
+}
 
 /**
  * DEL-19 / DEL-16: renews the leases of the digests this worker is sending, fenced like the
@@ -591,6 +807,7 @@ export async function settleDigest(
     s.status,
     s.messageId,
     s.outcome,
+    s.deferral,
   ]);
   return row ?? { settled: 0, members: 0 };
 }
