@@ -76,6 +76,7 @@ export {
   PermanentError,
   PunctualError,
   RateLimitedError,
+  ResourceBusyError,
   SchemaMismatchError,
   TransientError,
   ValidationError,

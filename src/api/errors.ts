@@ -20,6 +20,7 @@
  * | ConflictError IDEMPOTENCY_KEY_REUSED    | 422    | IDEMPOTENCY_KEY_REUSED    |
  * | anything else                           | 500    | INTERNAL                  |
  * | worker thread busy / too slow / crashed | 503    | WORKERS_BUSY, WORKER_TIMEOUT, WORKER_FAILED |
+ * | ResourceBusyError (a lock not granted within `lockTimeoutMs`) | 503 + Retry-After | RESOURCE_BUSY (+ resource: the path) |
  */
 import { HTTPException } from "hono/http-exception";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
@@ -29,6 +30,7 @@ import {
   DataDirLockedError,
   ForbiddenError,
   NotFoundError,
+  ResourceBusyError,
   ValidationError,
   type FieldIssue,
 } from "../errors/index.js";
@@ -40,6 +42,8 @@ export interface ErrorReply {
   body: ErrorBody;
   /** Whether the error is ours (logged at ERROR) rather than the caller's. */
   internal: boolean;
+  /** Seconds for a `Retry-After` header, when the caller should try again later. */
+  retryAfterSeconds?: number;
 }
 
 /** Builds an error body. */
@@ -79,6 +83,17 @@ export function toErrorReply(err: unknown): ErrorReply {
   if (err instanceof DataDirLockedError) {
     // DEL-1: the data folder was taken over by another process; nothing was written.
     return { status: 503, body: errorBody(err.code, err.message), internal: false };
+  }
+  if (err instanceof ResourceBusyError) {
+    // A stalled transaction holds a lock the request needs: nothing was written, and the
+    // server is fine otherwise. Logged at WARN and counted where it was raised. The
+    // server's onError adds the request's path as the busy `resource`.
+    return {
+      status: 503,
+      body: errorBody(err.code, err.message),
+      internal: false,
+      retryAfterSeconds: Math.ceil(err.retryAfterMs / 1_000),
+    };
   }
   if (err instanceof OffloadUnavailableError) {
     // OPS-12: a worker thread was busy, too slow or crashed; the server itself is fine.

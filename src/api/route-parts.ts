@@ -28,6 +28,9 @@ export const common = {
     "Refused by the web-safety checks (API-7): a Host that is not allowed (HOST_NOT_ALLOWED) or, without an API key, a write from another site (CROSS_SITE_REQUEST); or a key whose scopes do not allow the route (INSUFFICIENT_SCOPE, API-2)",
   ),
   500: error("Internal error"),
+  503: error(
+    "Another transaction (a stalled worker) held a lock the request needs past the lock timeout (RESOURCE_BUSY, OPS-8): nothing was changed; retry after `Retry-After` seconds. `resource` names the path",
+  ),
 };
 
 /** A JSON request body of `schema`, required unless `required` is false. */

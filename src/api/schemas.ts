@@ -47,10 +47,16 @@ export const errorBodySchema = z
       code: z
         .string()
         .describe(
-          "Stable code: VALIDATION_FAILED, INVALID_JSON, NOT_FOUND, CONFLICT, STALE_VERSION, IDEMPOTENCY_KEY_REUSED, UNAUTHORIZED, HOST_NOT_ALLOWED, CROSS_SITE_REQUEST, SECRET_NEEDS_KEY, PAYLOAD_TOO_LARGE, METHOD_NOT_ALLOWED, …",
+          "Stable code: VALIDATION_FAILED, INVALID_JSON, NOT_FOUND, CONFLICT, STALE_VERSION, IDEMPOTENCY_KEY_REUSED, UNAUTHORIZED, HOST_NOT_ALLOWED, CROSS_SITE_REQUEST, SECRET_NEEDS_KEY, PAYLOAD_TOO_LARGE, METHOD_NOT_ALLOWED, RESOURCE_BUSY, …",
         ),
       message: z.string(),
       issues: z.array(fieldIssueSchema).optional(),
+      resource: z
+        .string()
+        .optional()
+        .describe(
+          "RESOURCE_BUSY (503, with Retry-After): the path of the resource whose lock another transaction held past the lock timeout, e.g. `/v1/schedules/{id}`",
+        ),
     }),
   })
   .meta({ id: "ErrorBody" });

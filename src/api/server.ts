@@ -391,6 +391,13 @@ export function createApi(punctual: Punctual, options: ApiOptions = {}): Punctua
     const reply = toErrorReply(err);
     if (reply.internal)
       log.error({ err, method: c.req.method, path: c.req.path }, "request failed");
+    if (reply.retryAfterSeconds !== undefined) {
+      c.header("Retry-After", String(reply.retryAfterSeconds));
+      // RESOURCE_BUSY: the busy resource is the one the request names (the error knows
+      // only the locked table, when the server said).
+      reply.body.error.resource = c.req.path;
+      reply.body.error.message = `${c.req.method} ${c.req.path}: ${reply.body.error.message}`;
+    }
     return c.json(reply.body, reply.status);
   });
 

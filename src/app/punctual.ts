@@ -49,6 +49,7 @@ import type { ListTotal } from "../store/schedules.js";
 import { assertSchemaCurrent, migrate } from "../store/migrator.js";
 import { nonDurableSettings } from "../store/durability.js";
 import { initSetting, notifyWake } from "../store/operations.js";
+import { withLockTimeout } from "../store/lock-timeout.js";
 import type { LockTakeOver } from "../store/lock.js";
 import { openPglite } from "../store/pglite.js";
 import { openPostgres } from "../store/postgres.js";
@@ -230,9 +231,22 @@ export class Punctual {
       registry: parts.metrics.registry,
       owner: scheduler.owner,
     });
+    // The operations' database: their statements give up waiting for a lock a stalled
+    // transaction holds (lockTimeoutMs), the scheduler's and the tasks' wait as before
+    // (src/store/lock-timeout.ts says why).
+    const requestDb = withLockTimeout(db, {
+      lockTimeoutMs: parts.config.lockTimeoutMs,
+      onTimeout: (busy) => {
+        parts.metrics.lockTimeouts.inc({ relation: busy.relation ?? "unknown" });
+        logger.warn(
+          { code: busy.code, relation: busy.relation, lockTimeoutMs: busy.waitedMs },
+          "an operation gave up waiting for a lock another transaction holds",
+        );
+      },
+    });
     this.#app = {
       config: parts.config,
-      db,
+      db: requestDb,
       clock,
       logger,
       metrics: parts.metrics,
@@ -280,7 +294,7 @@ export class Punctual {
     const current = this.scheduler.settings.signingSecrets(this.clock.now())?.current;
     const secret = options.secret ?? `whsec_${randomBytes(24).toString("base64")}`;
     const overlapUntil = new Date(this.clock.now() + Math.max(0, options.overlapMs));
-    await rotateWebhookSecret(this.db, {
+    await rotateWebhookSecret(this.#app.db, {
       secret,
       previous: current ?? this.webhookSecret.secret,
       until: overlapUntil,
@@ -295,7 +309,7 @@ export class Punctual {
    * @throws Error naming the malformed field.
    */
   async setRetryPolicy(policy: RetryPolicySetting): Promise<void> {
-    await setRetryPolicy(this.db, policy);
+    await setRetryPolicy(this.#app.db, policy);
     this.scheduler.wake();
   }
 

@@ -13,6 +13,7 @@ import type { ErrorBody } from "../contracts/index.js";
 import {
   ConfigError,
   DataDirLockedError,
+  ResourceBusyError,
   SchemaMismatchError,
   ValidationError,
   type FieldIssue,
@@ -71,6 +72,10 @@ export class ApiError extends Error {
   }
 }
 
+/** What to do about a lock that was not granted in time (RESOURCE_BUSY). */
+const BUSY_HINT =
+  "punctual: another transaction (perhaps a stalled worker) holds that lock; run the command again in a few seconds";
+
 /** Where a configuration key comes from on the command line, for error messages. */
 const CONFIG_SOURCES: Record<string, string> = {
   databaseUrl: "--database-url / DATABASE_URL",
@@ -85,6 +90,7 @@ const CONFIG_SOURCES: Record<string, string> = {
   "api.host": "--host / PUNCTUAL_HOST",
   "api.port": "--port / PUNCTUAL_PORT",
   "api.apiKey": "PUNCTUAL_API_KEY",
+  lockTimeoutMs: "PUNCTUAL_LOCK_TIMEOUT_MS",
 };
 
 /** Adds the flag or variable name after each configuration key the message mentions. */
@@ -125,6 +131,11 @@ export function reportError(err: unknown, write: (text: string) => void): number
         "punctual: set PUNCTUAL_API_KEY to the server's key (or a tenant's); the CLI sends it for you.\n",
       );
     }
+    if (code === "RESOURCE_BUSY") write(`${BUSY_HINT}\n`);
+    return EXIT_FAILURE;
+  }
+  if (err instanceof ResourceBusyError) {
+    write(`punctual: ${err.message}\n${BUSY_HINT}\n`);
     return EXIT_FAILURE;
   }
   if (err instanceof ConfigError) {

@@ -249,6 +249,7 @@ export function buildProgram(io: Io): Command {
           "api.allowedHosts",
           "api.requestTimeoutMs",
           "api.headersTimeoutMs",
+          "lockTimeoutMs",
           "email.",
           "scheduler.",
         ) +

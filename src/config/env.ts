@@ -121,6 +121,12 @@ export const ENV_VARS: ReadonlyArray<{ name: string; path: string; kind: Kind; h
     help: "most time a client may take to send an API request's headers, ms (default 10000)",
   },
   {
+    name: "PUNCTUAL_LOCK_TIMEOUT_MS",
+    path: "lockTimeoutMs",
+    kind: "int",
+    help: "longest a request waits for a row lock another transaction holds, ms; then 503 RESOURCE_BUSY (default 5000, 0 = no limit)",
+  },
+  {
     name: "PUNCTUAL_LEASE_MS",
     path: "scheduler.leaseMs",
     kind: "int",

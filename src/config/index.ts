@@ -156,6 +156,16 @@ export const configSchema = z
      * 0o077). Default false: such a folder is refused at start; a new one is made 0700.
      */
     allowSharedDataDir: z.boolean().default(false),
+    /**
+     * Longest an operation (API request, CLI command, library call that writes or reads a
+     * schedule, a delivery, a recipient…) waits for a row lock another transaction holds,
+     * ms: PostgreSQL's `lock_timeout`, set local to the operation's transaction. Past it
+     * the operation fails with `ResourceBusyError` (HTTP 503 `RESOURCE_BUSY` with
+     * `Retry-After`) and nothing of it is written, instead of holding a pooled connection
+     * while a stalled worker holds the lock. The scheduler's own statements, the migrator
+     * and the import lock wait as before. 0 turns the limit off. Default 5 s.
+     */
+    lockTimeoutMs: ms(5_000, 0, 3_600_000),
     /** Apply pending migrations at start (always on for the embedded database). */
     migrate: z.boolean().default(false),
     logLevel: z.enum(LOG_LEVELS).default("info"),

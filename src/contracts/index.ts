@@ -810,5 +810,7 @@ export interface ErrorBody {
     code: string;
     message: string;
     issues?: Array<{ field: string; message: string; value?: unknown }>;
+    /** `RESOURCE_BUSY` (503, Retry-After): the path of the resource another transaction holds locked. */
+    resource?: string;
   };
 }

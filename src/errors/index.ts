@@ -7,7 +7,7 @@
  * - for channels, to steer delivery: {@link PermanentError}, {@link TransientError},
  *   {@link RateLimitedError};
  * - for infrastructure: {@link SchemaMismatchError}, {@link DataDirLockedError},
- *   {@link ConfigError}, and {@link isRetryableDatabaseError}.
+ *   {@link ConfigError}, {@link ResourceBusyError}, and {@link isRetryableDatabaseError}.
  */
 
 /** Base class: a message for people and a stable machine-readable `code`. */
@@ -161,6 +161,44 @@ export class ConfigError extends PunctualError {
   constructor(message: string) {
     super("CONFIG_INVALID", message);
   }
+}
+
+/**
+ * An operation gave up waiting for a lock another transaction holds (PostgreSQL
+ * `lock_timeout`, SQLSTATE 55P03 `lock_not_available`): typically a schedule or its
+ * deliveries locked by a worker that stalled inside its transaction. Nothing of the
+ * operation was written (its transaction rolled back); trying again later is safe.
+ * HTTP: 503 with `Retry-After`, code `RESOURCE_BUSY`.
+ */
+export class ResourceBusyError extends PunctualError {
+  /**
+   * The table whose row the operation waited for, as the server named it (e.g.
+   * `punctual_schedules`); null when it did not say (a statement queued behind another
+   * waiter for the same row, a lock on a whole table).
+   */
+  readonly relation: string | null;
+  /** How long the operation waited before giving up, ms (the lock timeout). */
+  readonly waitedMs: number;
+  /** When to try again, ms: the same wait rounded up to whole seconds, at least one. */
+  readonly retryAfterMs: number;
+  constructor(relation: string | null, waitedMs: number, options?: { cause?: unknown }) {
+    super(
+      "RESOURCE_BUSY",
+      `${relation === null ? "a lock it needs" : `a row of ${relation}`} is held by another transaction and was not released within ${waitedMs} ms; nothing was changed, try again later`,
+      options,
+    );
+    this.relation = relation;
+    this.waitedMs = waitedMs;
+    this.retryAfterMs = Math.max(1_000, Math.ceil(waitedMs / 1_000) * 1_000);
+  }
+}
+
+/**
+ * Whether `err` is PostgreSQL's `lock_not_available` (SQLSTATE 55P03): a statement gave up
+ * waiting for a lock (`lock_timeout`, or `NOWAIT`).
+ */
+export function isLockTimeout(err: unknown): boolean {
+  return typeof err === "object" && err !== null && (err as { code?: unknown }).code === "55P03";
 }
 
 /** SQLSTATE classes and codes worth retrying: connection loss, serialization, deadlock. */

@@ -141,6 +141,12 @@ export interface Metrics {
    * the send), `lease_lost` (a renewal found the row taken over).
    */
   claimsReleased: Counter<"reason">;
+  /**
+   * Operations (API requests, CLI commands, library calls) that gave up waiting for a lock
+   * another transaction held past `lockTimeoutMs` (HTTP 503 `RESOURCE_BUSY`), by the
+   * locked table (`relation`, `unknown` when the server did not name one).
+   */
+  lockTimeouts: Counter<"relation">;
   /** DEL-13: tokens in each limiter's bucket (`tenant/key`) as this process last read it. */
   rateLimitTokens: Gauge<"key">;
   /** DEL-13: claims of a limited key cut short by its bucket or concurrency cap. */
@@ -302,6 +308,12 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
       name: "punctual_claims_released_total",
       help: "Claimed deliveries this process gave back or dropped without sending, by reason.",
       labelNames: ["reason"],
+      registers: r,
+    }),
+    lockTimeouts: new Counter({
+      name: "punctual_lock_timeouts_total",
+      help: "Operations that gave up waiting for a lock another transaction held (503 RESOURCE_BUSY), by locked table.",
+      labelNames: ["relation"],
       registers: r,
     }),
     rateLimitTokens: hideLabel(

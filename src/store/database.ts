@@ -28,6 +28,20 @@ export interface QueryOptions {
   onSent?: () => void;
 }
 
+/** Options of one {@link Database.transaction}. */
+export interface TransactionOptions {
+  /**
+   * Longest any statement of the transaction waits for a lock another transaction holds,
+   * ms (PostgreSQL's `lock_timeout`, set local to the transaction, in the same round trip as
+   * its BEGIN); past it the statement fails with SQLSTATE 55P03 (`lock_not_available`) and
+   * the transaction rolls back. Unset or 0: wait as long as the lock is held. The request
+   * path sets it (see ./lock-timeout.ts); on PGlite, one connection, no statement ever waits
+   * for another session's lock, and the setting is harmless. A database that ignores the
+   * option waits as before.
+   */
+  lockTimeoutMs?: number;
+}
+
 /** Something that runs parameterized SQL: the database itself or an open transaction. */
 export interface Queryable {
   /** Runs one statement with `$1…$n` parameters. Never interpolate values into `sql`. */
@@ -53,7 +67,7 @@ export interface Database extends Queryable {
    * Runs `fn` in a transaction (BEGIN … COMMIT; ROLLBACK and rethrow on error).
    * On PostgreSQL it holds one pooled connection for the duration.
    */
-  transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T>;
+  transaction<T>(fn: (tx: Queryable) => Promise<T>, options?: TransactionOptions): Promise<T>;
   /**
    * LISTEN on `channel`; `onNotify` gets each payload. Resolves to an unlisten function.
    * `onLost` is called if the listening connection is lost (PostgreSQL restart): the
@@ -87,6 +101,16 @@ export interface Database extends Queryable {
  * these off no estimate can turn them into a scan of the table.
  */
 export const PINNED_SETTINGS = { enable_seqscan: "off", enable_bitmapscan: "off" } as const;
+
+/**
+ * The `SET LOCAL` of a {@link TransactionOptions.lockTimeoutMs}, or "" when there is none.
+ * A whole number of ms, so the text carries no value from outside.
+ */
+export function lockTimeoutSql(options?: TransactionOptions): string {
+  const ms = options?.lockTimeoutMs;
+  if (ms === undefined || ms <= 0) return "";
+  return `set local lock_timeout = ${Math.max(1, Math.round(ms))}`;
+}
 
 /** The pinned runner of `q` when it has one ({@link Database.pinned}), else `q` itself. */
 export function pinnedOf(q: Queryable): Queryable {

@@ -55,6 +55,10 @@ export async function withImportLock<T>(
       // transaction has (IDLE_IN_TRANSACTION_TIMEOUT_MS). A killed importer's session
       // still ends with its connection, releasing the lock.
       await tx.query("set local idle_in_transaction_session_timeout = 0");
+      // The lock itself waits as long as the other import of this source runs, by design
+      // (imports of one source queue, API-5): exempt from the request path's lock timeout
+      // (./lock-timeout.ts), which `db` may carry. Only imports of the same source wait here.
+      await tx.query("set local lock_timeout = 0");
       await tx.query(
         "select pg_advisory_xact_lock(hashtext('punctual.import'), hashtext($1::text))",
         [key],

@@ -212,6 +212,11 @@ export async function migrate(
 ): Promise<number[]> {
   const target = expectedVersion(migrations);
   const applied: number[] = [];
+  // The advisory lock waits as long as another migrator holds it, by design: a second
+  // process starting during a deploy must wait for the first one's migration, not fail
+  // (OPS-5). Hence no lock timeout here (unlike the request path, ./lock-timeout.ts); the
+  // migrator runs at boot on the process's own database, never on a request's connection,
+  // and a frozen migrator's session is still ended by the idle limit (OPS-8).
   await db.transaction(async (tx) => {
     await tx.query(MIGRATION_SQL.lock);
     await bootstrap(tx, migrations);

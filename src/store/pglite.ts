@@ -14,10 +14,12 @@ import { isMainThread } from "node:worker_threads";
 import { PGlite } from "@electric-sql/pglite";
 import {
   PINNED_SETTINGS,
+  lockTimeoutSql,
   type Database,
   type Queryable,
   type QueryOptions,
   type QueryResult,
+  type TransactionOptions,
 } from "./database.js";
 import { ConfigError, DataDirLockedError } from "../errors/index.js";
 import {
@@ -257,18 +259,25 @@ export async function openPglite(options: PgliteOptions): Promise<Database & { p
         return result;
       },
     },
-    async transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
+    async transaction<T>(
+      fn: (tx: Queryable) => Promise<T>,
+      transactionOptions?: TransactionOptions,
+    ): Promise<T> {
       checkLock();
-      const result = await pg.transaction(async (tx) =>
-        fn({
+      // The same SET LOCAL as on PostgreSQL, so both engines run the same SQL. Harmless
+      // here: one connection, so no statement ever waits for another session's lock.
+      const lockTimeout = lockTimeoutSql(transactionOptions);
+      const result = await pg.transaction(async (tx) => {
+        if (lockTimeout) await tx.exec(lockTimeout);
+        return fn({
           async query<R>(sql: string, params: readonly unknown[] = []) {
             checkLock();
             const rows = adapt<R>(await tx.query(sql, params as unknown[]));
             await slicer.after();
             return rows;
           },
-        }),
-      );
+        });
+      });
       await slicer.after();
       return result;
     },

@@ -5,10 +5,12 @@
 import pg from "pg";
 import {
   PINNED_SETTINGS,
+  lockTimeoutSql,
   type Database,
   type Queryable,
   type QueryOptions,
   type QueryResult,
+  type TransactionOptions,
 } from "./database.js";
 import { timestamptzParser } from "./timestamps.js";
 
@@ -169,7 +171,11 @@ export function openPostgres(options: PostgresOptions): Database & { pool: pg.Po
       });
     },
     pinned: { query: (sql, params, queryOptions) => runPinned(sql, params, queryOptions) },
-    async transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
+    async transaction<T>(
+      fn: (tx: Queryable) => Promise<T>,
+      transactionOptions?: TransactionOptions,
+    ): Promise<T> {
+      const lockTimeout = lockTimeoutSql(transactionOptions);
       const client = await pool.connect();
       // A checked-out client has no pool error listener: without this one a connection
       // lost mid-transaction (server restart, pg_terminate_backend) would be an unhandled
@@ -179,8 +185,10 @@ export function openPostgres(options: PostgresOptions): Database & { pool: pg.Po
       try {
         // Local to this transaction: the session keeps no setting (poolers such as
         // PgBouncer hand sessions around), and autocommit statements are not concerned.
+        // The lock timeout, when asked for, rides in the same round trip.
         await client.query(
-          `begin; set local idle_in_transaction_session_timeout = ${idleInTransactionMs}`,
+          `begin; set local idle_in_transaction_session_timeout = ${idleInTransactionMs}` +
+            (lockTimeout ? `; ${lockTimeout}` : ""),
         );
         const result = await fn({ query: (sql, params) => run(client, sql, params) });
         await client.query("commit");

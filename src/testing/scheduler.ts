@@ -105,9 +105,9 @@ function severable(db: Database): { db: Database; sever(): void } {
       // eslint-disable-next-line no-restricted-syntax -- a pass-through of the store's own statements
       return db.query(sql, params);
     },
-    async transaction(fn) {
+    async transaction(fn, options) {
       if (severed) throw dead();
-      return db.transaction(fn);
+      return db.transaction(fn, options);
     },
     async listen(channel, onNotify, onLost) {
       if (severed) throw dead();

@@ -126,6 +126,17 @@ describe("configuration", () => {
       /PUNCTUAL_CIRCUIT_MAX_BACKOFF_MS must be a whole number \(got "10m"\)/,
     );
   });
+  it("OPS-8: the lock timeout of operations defaults to 5 s, comes from PUNCTUAL_LOCK_TIMEOUT_MS, 0 turns it off", () => {
+    expect(resolveConfig(configFromEnv({})).lockTimeoutMs).toBe(5_000);
+    expect(resolveConfig(configFromEnv({ PUNCTUAL_LOCK_TIMEOUT_MS: "250" })).lockTimeoutMs).toBe(
+      250,
+    );
+    expect(resolveConfig(configFromEnv({ PUNCTUAL_LOCK_TIMEOUT_MS: "0" })).lockTimeoutMs).toBe(0);
+    expect(() => configFromEnv({ PUNCTUAL_LOCK_TIMEOUT_MS: "5s" })).toThrow(
+      /PUNCTUAL_LOCK_TIMEOUT_MS must be a whole number \(got "5s"\)/,
+    );
+    expect(() => resolveConfig({ lockTimeoutMs: 3_600_001 })).toThrow(/lockTimeoutMs/);
+  });
 });
 
 describe("TestClock", () => {
