@@ -58,13 +58,7 @@ import {
   toScheduleView,
   type DeliveryRow,
 } from "../store/schedules.js";
-import {
-  DEFAULT_TENANT,
-  planDeps,
-  tenantOf,
-  type AppContext,
-  type CallContext,
-} from "./context.js";
+import { planDeps, tenantOf, type AppContext, type CallContext } from "./context.js";
 import { activeTraceParent } from "../observability/tracing.js";
 import { parseInput } from "./input.js";
 import { definitionColumns, definitionHash, reminderColumns } from "../definition/index.js";
@@ -128,7 +122,7 @@ export async function triggerSchedule(
   input: TriggerInput | unknown = {},
   options: CallContext & { triggerId?: string } = {},
 ): Promise<TriggerResult> {
-  const tenant = options.tenant ?? DEFAULT_TENANT;
+  const tenant = tenantOf(options);
   const q = parseInput(triggerInputSchema, input ?? {});
   checkId(id);
   const triggerId = options.triggerId ?? randomUUID();

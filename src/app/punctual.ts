@@ -53,7 +53,7 @@ import type { LockTakeOver } from "../store/lock.js";
 import { openPglite } from "../store/pglite.js";
 import { openPostgres } from "../store/postgres.js";
 import * as apiKeys from "./api-keys.js";
-import { channelMap, DEFAULT_TENANT, type AppContext, type CallContext } from "./context.js";
+import { channelMap, tenantOf, type AppContext, type CallContext } from "./context.js";
 import * as deliveries from "./deliveries.js";
 import * as explain from "./explain.js";
 import * as health from "./health.js";
@@ -141,18 +141,6 @@ export interface PunctualOptions extends ConfigInput {
   reminderKinds?: readonly ReminderKindInput[];
   /** OPS-7: periodic tasks, run in their own lane while the scheduler runs. */
   tasks?: readonly PunctualTaskDefinition[];
-}
-
-/** Options of {@link createPunctual}: the configuration plus what code can inject. */
-export interface PunctualOptions extends ConfigInput {
-  /** Bring your own database (tests, embedding); otherwise opened from the configuration. */
-  database?: Database;
-  /** Extra channels (handler functions, e-mail …), beside the built-in webhook and log. */
-  channels?: Channel[];
-  clock?: Clock;
-  logger?: Logger;
-  /** `start` (API + scheduler) or `worker`; recorded in the instances table. */
-  role?: string;
 }
 
 /** The running punctual: store, scheduler, channels, and the operations on them. */
@@ -439,7 +427,7 @@ export class Punctual {
    */
   async startImport(text: string, options: ImportOptions): Promise<ImportView> {
     if (this.#closed) throw new PunctualError("CLOSED", "punctual is closed");
-    const tenant = options.tenant ?? DEFAULT_TENANT;
+    const tenant = tenantOf(options);
     const record = await startImport(this.#app, tenant, options.source);
     const run = runImport(this.#app, text, {
       ...options,

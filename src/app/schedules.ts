@@ -77,13 +77,7 @@ import {
   RULE_FIELDS,
   type ScheduleBody,
 } from "../definition/index.js";
-import {
-  DEFAULT_TENANT,
-  planDeps,
-  tenantOf,
-  type AppContext,
-  type CallContext,
-} from "./context.js";
+import { planDeps, tenantOf, type AppContext, type CallContext } from "./context.js";
 import { activeTraceParent } from "../observability/tracing.js";
 import { cursorPart, decodeCursor, encodeCursor, type CursorScope } from "./cursor.js";
 import { issuesFromZod, parseInput, prefixIssues, unknownChannelMessage } from "./input.js";
@@ -349,7 +343,7 @@ function checkDefinition(
       try {
         app.channels
           .get(reminder.channel)
-          .validateTarget(reminder.target, { tenant: options.tenant ?? DEFAULT_TENANT });
+          .validateTarget(reminder.target, { tenant: tenantOf(options) });
       } catch (err) {
         issues.push(
           ...prefixIssues(err, at).map((x) => ({
@@ -483,7 +477,7 @@ export async function createSchedule(
   input: CreateScheduleInput | unknown,
   options: CallContext & { idempotencyKey?: string } = {},
 ): Promise<CreateResult> {
-  const tenant = options.tenant ?? DEFAULT_TENANT;
+  const tenant = tenantOf(options);
   const { value, warnings, recurrence } = await validateWithKinds(app, input, tenant, app.db, {
     warnPastDue: true,
   });
@@ -559,7 +553,7 @@ export async function updateSchedule(
   patch: UpdateScheduleInput | unknown,
   options: CallContext & { version?: number; revive?: boolean } = {},
 ): Promise<{ schedule: ScheduleView; realigned: RealignReport; warnings: string[] }> {
-  const tenant = options.tenant ?? DEFAULT_TENANT;
+  const tenant = tenantOf(options);
   const changes = parseInput(updateScheduleSchema, patch);
   if (!z.uuid().safeParse(id).success) throw new NotFoundError("schedule", id);
   // Only the fields the caller sent (zod fills defaults for absent optional fields).
