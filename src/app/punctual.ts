@@ -8,14 +8,7 @@ import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
 import type { z } from "zod";
 import type { Channel, ChannelDelivery } from "../channels/types.js";
-import {
-  ChannelRegistry,
-  createDiscordChannel,
-  createEmailChannel,
-  createLogChannel,
-  createSlackChannel,
-  createWebhookChannel,
-} from "../channels/index.js";
+import { ChannelRegistry, createBuiltInChannels } from "../channels/index.js";
 import { SystemClock, type Clock } from "../clock/index.js";
 import { resolveConfig, type ConfigInput, type PunctualConfig } from "../config/index.js";
 import type {
@@ -924,48 +917,44 @@ export async function createPunctual(options: PunctualOptions = {}): Promise<Pun
     // CH-1, API-2: a tenant's own secret signs its webhooks; the default signs the rest.
     const tenantSecrets = new webhookSecrets.TenantSigningSecrets();
     settings.onChange((db) => tenantSecrets.load(db));
-    const webhook = createWebhookChannel({
-      secret,
-      signingSecrets: (nowMs, tenant) =>
-        tenantSecrets.signingSecrets(tenant, nowMs, settings.signingSecrets(nowMs)),
-      allowPrivateTargets: config.allowPrivateTargets,
-      timeoutMs: config.scheduler.sendTimeoutMs,
-      logger,
-    });
-    closers.unshift(() => webhook.close());
-    const chatOptions = {
-      allowPrivateTargets: config.allowPrivateTargets,
-      timeoutMs: config.scheduler.sendTimeoutMs,
-      logger,
-    };
-    const slack = createSlackChannel(chatOptions);
-    const discord = createDiscordChannel(chatOptions);
-    closers.unshift(
-      () => slack.close(),
-      () => discord.close(),
-    );
-    const builtIn: Channel[] = [webhook, createLogChannel({ logger }), slack, discord];
-    if (config.email.smtpUrl) {
-      const email = createEmailChannel({
-        url: config.email.smtpUrl,
-        ...(config.email.from ? { from: config.email.from } : {}),
-        ...(config.email.domain ? { domain: config.email.domain } : {}),
-        allowedFrom: config.email.allowedFrom,
+    const builtIn = createBuiltInChannels({
+      webhook: {
+        secret,
+        signingSecrets: (nowMs, tenant) =>
+          tenantSecrets.signingSecrets(tenant, nowMs, settings.signingSecrets(nowMs)),
+        allowPrivateTargets: config.allowPrivateTargets,
         timeoutMs: config.scheduler.sendTimeoutMs,
         logger,
-        ...(config.publicUrl !== undefined
-          ? { unsubscribeUrl: listUnsubscribe(config.publicUrl, unsubscribeSecret) }
-          : {}),
-      });
-      if (config.publicUrl === undefined) {
-        logger.info(
-          "PUNCTUAL_PUBLIC_URL is not set: e-mail to recipients carries no List-Unsubscribe header (one-click unsubscribe, RFC 8058)",
-        );
-      }
-      closers.unshift(() => email.close());
-      builtIn.push(email);
+      },
+      log: { logger },
+      chat: {
+        allowPrivateTargets: config.allowPrivateTargets,
+        timeoutMs: config.scheduler.sendTimeoutMs,
+        logger,
+      },
+      ...(config.email.smtpUrl
+        ? {
+            email: {
+              url: config.email.smtpUrl,
+              ...(config.email.from ? { from: config.email.from } : {}),
+              ...(config.email.domain ? { domain: config.email.domain } : {}),
+              allowedFrom: config.email.allowedFrom,
+              timeoutMs: config.scheduler.sendTimeoutMs,
+              logger,
+              ...(config.publicUrl !== undefined
+                ? { unsubscribeUrl: listUnsubscribe(config.publicUrl, unsubscribeSecret) }
+                : {}),
+            },
+          }
+        : {}),
+    });
+    closers.unshift(builtIn.close);
+    if (config.email.smtpUrl && config.publicUrl === undefined) {
+      logger.info(
+        "PUNCTUAL_PUBLIC_URL is not set: e-mail to recipients carries no List-Unsubscribe header (one-click unsubscribe, RFC 8058)",
+      );
     }
-    const registry = new ChannelRegistry([...builtIn, ...(extra ?? [])]);
+    const registry = new ChannelRegistry([...builtIn.channels, ...(extra ?? [])]);
     const punctual = new Punctual({
       tasks: tasks ?? [],
       config,
