@@ -34,7 +34,7 @@ import type { Channel } from "../channels/types.js";
 import { memberMoves } from "../scheduler/audience.js";
 import { scheduleById } from "../store/schedules.js";
 import { cursorPart, decodeCursor, encodeCursor, type CursorScope } from "./cursor.js";
-import { DEFAULT_TENANT, type AppContext, type CallContext } from "./context.js";
+import { tenantOf, type AppContext, type CallContext } from "./context.js";
 import { parseInput } from "./input.js";
 
 /** An instant (`Z` or a UTC offset) rather than a local date-time. */
@@ -287,7 +287,7 @@ export async function putScheduleRecipients(
   ctx: CallContext = {},
 ): Promise<RecipientsPageResult> {
   const page = parseInput(scheduleRecipientsPageSchema, body);
-  const tenant = ctx.tenant ?? DEFAULT_TENANT;
+  const tenant = tenantOf(ctx);
   if (!z.uuid().safeParse(id).success) throw new NotFoundError("schedule", id);
   const result = await app.db.transaction(async (tx) => {
     const locked = await lockScheduleForEdit(tx, { now: app.now(), tenant, id });
@@ -423,7 +423,7 @@ export async function listScheduleRecipients(
 ): Promise<{ items: ScheduleRecipientView[]; nextCursor: string | null }> {
   const q = parseInput(listScheduleRecipientsQuerySchema, query);
   if (!z.uuid().safeParse(id).success) throw new NotFoundError("schedule", id);
-  const row = await scheduleById(app.db, { tenant: ctx.tenant ?? DEFAULT_TENANT, id });
+  const row = await scheduleById(app.db, { tenant: tenantOf(ctx), id });
   if (!row) throw new NotFoundError("schedule", id);
   const scope: CursorScope = { list: "schedule-recipients", schedule: id };
   let afterId: string | null = null;

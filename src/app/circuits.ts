@@ -5,7 +5,7 @@
  */
 import type { CircuitView } from "../contracts/rate-limits.js";
 import { listCircuitRows, type CircuitRow } from "../store/circuits.js";
-import { DEFAULT_TENANT, type AppContext, type CallContext } from "./context.js";
+import { tenantOf, type AppContext, type CallContext } from "./context.js";
 
 /** The API view of a circuit. */
 export function toCircuitView(row: CircuitRow): CircuitView {
@@ -30,6 +30,6 @@ export async function listCircuits(
   ctx: CallContext = {},
   options: { everyTenant?: boolean } = {},
 ): Promise<CircuitView[]> {
-  const tenant = options.everyTenant ? null : (ctx.tenant ?? DEFAULT_TENANT);
+  const tenant = options.everyTenant ? null : tenantOf(ctx);
   return (await listCircuitRows(app.db, tenant)).map(toCircuitView);
 }

@@ -17,6 +17,11 @@ import type { Database } from "../store/database.js";
 /** Tenant used when the API runs without keys. */
 export const DEFAULT_TENANT = "default";
 
+/** API-2: the tenant a call acts in: the one of `ctx`, else {@link DEFAULT_TENANT}. */
+export function tenantOf(ctx: Pick<CallContext, "tenant">): string {
+  return ctx.tenant ?? DEFAULT_TENANT;
+}
+
 /** Who is calling: every query is scoped to a tenant (API-2). */
 export interface CallContext {
   tenant?: string;

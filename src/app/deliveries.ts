@@ -21,7 +21,7 @@ import {
 import { redriveDeliveryRow, resolveDeliveryRow } from "../store/deliveries/index.js";
 import { recordDeliveryActions } from "../store/explain.js";
 import type { Queryable } from "../store/database.js";
-import { DEFAULT_TENANT, type AppContext, type CallContext } from "./context.js";
+import { tenantOf, type AppContext, type CallContext } from "./context.js";
 import { cursorPart, decodeCursor, encodeCursor, type CursorScope } from "./cursor.js";
 import { checkWindow, parseInput } from "./input.js";
 
@@ -71,7 +71,7 @@ export async function listDeliveries(
     afterId = decodeCursor(q.cursor, scope, [cursorPart.id])[0] as number;
   }
   const rows = await listDeliveryRows(app.db, {
-    tenant: ctx.tenant ?? DEFAULT_TENANT,
+    tenant: tenantOf(ctx),
     scheduleId: q.scheduleId ?? null,
     state: q.state ?? null,
     afterId,
@@ -91,7 +91,7 @@ export async function listDeliveries(
     ...(q.total
       ? {
           total: await countDeliveryRows(app.db, {
-            tenant: ctx.tenant ?? DEFAULT_TENANT,
+            tenant: tenantOf(ctx),
             scheduleId: q.scheduleId ?? null,
             state: q.state ?? null,
             source: q.source ?? null,
@@ -110,7 +110,7 @@ export async function getDelivery(
   id: number,
   ctx: CallContext = {},
 ): Promise<DeliveryView & { attempts: AttemptView[] }> {
-  const row = await deliveryById(app.db, { tenant: ctx.tenant ?? DEFAULT_TENANT, id });
+  const row = await deliveryById(app.db, { tenant: tenantOf(ctx), id });
   if (!row) throw new NotFoundError("delivery", String(id));
   const attempts = await attemptsOf(app.db, { deliveryId: id });
   return { ...toDeliveryView(row), attempts: attempts.map(toAttemptView) };
@@ -152,9 +152,7 @@ export async function redriveDelivery(
   ctx: CallContext = {},
 ): Promise<DeliveryView> {
   const [row] = await recordedAction(app, ctx, "redrive", null, async (tx) =>
-    oneRow(
-      await redriveDeliveryRow(tx, { now: app.now(), tenant: ctx.tenant ?? DEFAULT_TENANT, id }),
-    ),
+    oneRow(await redriveDeliveryRow(tx, { now: app.now(), tenant: tenantOf(ctx), id })),
   );
   if (!row) {
     const current = await getDelivery(app, id, ctx);
@@ -179,7 +177,7 @@ export async function resolveDelivery(
     oneRow(
       await resolveDeliveryRow(tx, {
         now: app.now(),
-        tenant: ctx.tenant ?? DEFAULT_TENANT,
+        tenant: tenantOf(ctx),
         id,
         outcome,
       }),

@@ -43,10 +43,10 @@ import {
   type ReminderRow,
   type ScheduleRow,
 } from "../store/schedules.js";
-import { DEFAULT_TENANT, type AppContext, type CallContext } from "./context.js";
+import { tenantOf, type AppContext, type CallContext } from "./context.js";
 import { cursorPart, decodeCursor, encodeCursor } from "./cursor.js";
 import { parseInput } from "./input.js";
-import { parseStoredRule } from "./stored-rule.js";
+import { parseStoredRow } from "./stored-rule.js";
 
 const DAY_MS = 86_400_000;
 /** Widening of the scan for calendar offsets (`P1D`) that a DST change lengthens, ms. */
@@ -77,7 +77,7 @@ export async function explainSchedule(
   ctx: CallContext = {},
 ): Promise<ScheduleExplanation> {
   const q = parseInput(explainQuerySchema, query);
-  const tenant = ctx.tenant ?? DEFAULT_TENANT;
+  const tenant = tenantOf(ctx);
   const nowMs = app.clock.now();
   const fromMs = q.from === undefined ? nowMs - EXPLAIN_DEFAULT_BACK_MS : Date.parse(q.from);
   const toMs = q.to === undefined ? nowMs + EXPLAIN_DEFAULT_AHEAD_MS : Date.parse(q.to);
@@ -117,7 +117,7 @@ export async function explainSchedule(
     after = [occ as number, key as string, rowId as number];
   }
   const limit = q.limit;
-  const parsed = parseStoredRule(ruleFieldsOf(schedule));
+  const parsed = parseStoredRow(schedule);
   const recurrence = parsed.ok ? parsed.recurrence : null;
   // API-11: a schedule for recipients is planned per recipient (a floating one in each
   // recipient's zone): its rows are listed, each with its recipient, and no pair is
@@ -214,7 +214,7 @@ export async function explainDelivery(
   id: number,
   ctx: CallContext = {},
 ): Promise<DeliveryExplanation> {
-  const tenant = ctx.tenant ?? DEFAULT_TENANT;
+  const tenant = tenantOf(ctx);
   if (!Number.isSafeInteger(id) || id < 0) throw new NotFoundError("delivery", String(id));
   const row = await explainDeliveryRow(app.db, { tenant, id });
   if (!row) throw new NotFoundError("delivery", String(id));
@@ -296,19 +296,6 @@ function isHeldCandidate(row: ExplainDeliveryRow, nowMs: number): boolean {
   if (row.state !== "pending") return false;
   if (row.deferred_until_ms !== null && row.deferred_until_ms > nowMs) return false;
   return row.run_ms <= nowMs || row.run_ms > row.due_ms;
-}
-
-/** The rule fields of a stored schedule row, as {@link parseStoredRule} reads them. */
-function ruleFieldsOf(s: ScheduleRow): Parameters<typeof parseStoredRule>[0] {
-  return {
-    dtstart: s.dtstart,
-    tzid: s.tzid,
-    rrule: s.rrule,
-    rdate: s.rdate,
-    exdate: s.exdate,
-    endsAt: s.ends_at ? s.ends_at.toISOString() : null,
-    dst: { gap: s.dst_gap, overlap: s.dst_overlap },
-  };
 }
 
 /**
@@ -756,50 +743,16 @@ function entryOf(
   reason: string | null,
   events: ExplainEvent[],
 ): ExplainEntry {
-  const occurrenceAt = iso(row.occurrence_ms);
-  const reminderKey = row.reminder_key;
-  const dueAt = iso(row.due_ms);
-  const deliveryId = row.id;
-  const triggered = row.triggered;
-  const recipientId = row.recipient_id;
-  const digestId = row.digest_id;
-  if (recipientId === null) {
-    return digestId === null
-      ? { occurrenceAt, reminderKey, dueAt, verdict, reason, deliveryId, triggered, events }
-      : {
-          occurrenceAt,
-          reminderKey,
-          dueAt,
-          verdict,
-          reason,
-          deliveryId,
-          triggered,
-          digestId,
-          events,
-        };
-  }
-  return digestId === null
-    ? {
-        occurrenceAt,
-        reminderKey,
-        recipientId,
-        dueAt,
-        verdict,
-        reason,
-        deliveryId,
-        triggered,
-        events,
-      }
-    : {
-        occurrenceAt,
-        reminderKey,
-        recipientId,
-        dueAt,
-        verdict,
-        reason,
-        deliveryId,
-        triggered,
-        digestId,
-        events,
-      };
+  return {
+    occurrenceAt: iso(row.occurrence_ms),
+    reminderKey: row.reminder_key,
+    ...(row.recipient_id === null ? {} : { recipientId: row.recipient_id }),
+    dueAt: iso(row.due_ms),
+    verdict,
+    reason,
+    deliveryId: row.id,
+    triggered: row.triggered,
+    ...(row.digest_id === null ? {} : { digestId: row.digest_id }),
+    events,
+  };
 }

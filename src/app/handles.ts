@@ -11,7 +11,7 @@ import { parseStoredRule } from "./stored-rule.js";
 import type { RealignReport } from "../scheduler/realign.js";
 import type { MissedOccurrencesSummary } from "../contracts/missed.js";
 import { missedOccurrences } from "../store/operator.js";
-import { DEFAULT_TENANT, type AppContext, type CallContext } from "./context.js";
+import { tenantOf, type AppContext, type CallContext } from "./context.js";
 import { missedSummary } from "./missed.js";
 import {
   backfillSchedule,
@@ -90,7 +90,7 @@ export class ScheduleHandle {
     ctx: CallContext = {},
   ) {
     this.#app = app;
-    this.#ctx = { tenant: ctx.tenant ?? DEFAULT_TENANT };
+    this.#ctx = { tenant: tenantOf(ctx) };
   }
 
   /**

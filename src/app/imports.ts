@@ -11,7 +11,7 @@ import {
   listImportRows,
   type ImportRow,
 } from "../store/imports.js";
-import { DEFAULT_TENANT, type AppContext, type CallContext } from "./context.js";
+import { tenantOf, type AppContext, type CallContext } from "./context.js";
 import { cursorPart, decodeCursor, keysetPage, type CursorScope } from "./cursor.js";
 import { checkWindow, parseInput } from "./input.js";
 
@@ -50,9 +50,7 @@ export async function getImport(
   ctx: CallContext = {},
 ): Promise<ImportView> {
   await abandonExpiredImports(app.db, app.now());
-  const row = Number.isSafeInteger(id)
-    ? await getImportRow(app.db, ctx.tenant ?? DEFAULT_TENANT, id)
-    : null;
+  const row = Number.isSafeInteger(id) ? await getImportRow(app.db, tenantOf(ctx), id) : null;
   if (row === null) throw new NotFoundError("import", String(id));
   return { ...toImportRunView(row), details: row.details };
 }
@@ -84,7 +82,7 @@ export async function listImports(
     q.cursor === undefined ? null : (decodeCursor(q.cursor, scope, [cursorPart.id])[0] as number);
   await abandonExpiredImports(app.db, app.now());
   const rows = await listImportRows(app.db, {
-    tenant: ctx.tenant ?? DEFAULT_TENANT,
+    tenant: tenantOf(ctx),
     source: q.source ?? null,
     importedFrom: q.importedFrom ?? null,
     importedTo: q.importedTo ?? null,

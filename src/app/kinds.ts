@@ -36,7 +36,7 @@ import {
 import type { ChannelDelivery } from "../channels/types.js";
 import type { Queryable } from "../store/database.js";
 import { redactTarget } from "../store/schedules.js";
-import { DEFAULT_TENANT, type AppContext, type CallContext } from "./context.js";
+import { DEFAULT_TENANT, tenantOf, type AppContext, type CallContext } from "./context.js";
 import { issuesFromZod, prefixIssues, unknownChannelMessage } from "./input.js";
 
 /** Checks what the shape alone cannot: channel, offset, target and templates. */
@@ -197,7 +197,7 @@ export async function seedReminderKinds(
   }
   const out: ReminderKindView[] = [];
   for (const kind of kinds) {
-    const { kind: view, changed } = await write(app, kind, ctx.tenant ?? DEFAULT_TENANT);
+    const { kind: view, changed } = await write(app, kind, tenantOf(ctx));
     if (changed)
       app.logger.info({ kind: view.key, version: view.version }, "reminder kind written");
     out.push(view);
@@ -223,10 +223,10 @@ export async function putReminderKind(
   if (!parsed.success) issues.push(...issuesFromZod(parsed.error, "", body));
   if (issues.length > 0 || !parsed.success) throw new ValidationError(issues);
   const kind: ReminderKind = { ...parsed.data, key };
-  const more = kindIssues(app, kind, "", ctx.tenant ?? DEFAULT_TENANT);
+  const more = kindIssues(app, kind, "", tenantOf(ctx));
   if (more.length > 0) throw new ValidationError(more);
   if (kind.template) await sampleRender(kind.template, "template", kindSample(app, kind));
-  const { kind: view, changed } = await write(app, kind, ctx.tenant ?? DEFAULT_TENANT);
+  const { kind: view, changed } = await write(app, kind, tenantOf(ctx));
   return { kind: view, created: changed && view.version === 1 };
 }
 
@@ -235,7 +235,7 @@ export async function listReminderKinds(
   app: AppContext,
   ctx: CallContext = {},
 ): Promise<ReminderKindView[]> {
-  return (await listKindRows(app.db, { tenant: ctx.tenant ?? DEFAULT_TENANT })).map(toView);
+  return (await listKindRows(app.db, { tenant: tenantOf(ctx) })).map(toView);
 }
 
 /** DEL-11: one kind of the caller's tenant. @throws NotFoundError */
@@ -245,7 +245,7 @@ export async function getReminderKind(
   ctx: CallContext = {},
 ): Promise<ReminderKindView> {
   const [row] = await reminderKindsByKey(app.db, {
-    tenant: ctx.tenant ?? DEFAULT_TENANT,
+    tenant: tenantOf(ctx),
     keys: [key],
   });
   if (!row) throw new NotFoundError("reminder kind", key);
@@ -261,7 +261,7 @@ export async function removeReminderKind(
   key: string,
   ctx: CallContext = {},
 ): Promise<void> {
-  const removed = await deleteReminderKind(app.db, { tenant: ctx.tenant ?? DEFAULT_TENANT, key });
+  const removed = await deleteReminderKind(app.db, { tenant: tenantOf(ctx), key });
   if (!removed) throw new NotFoundError("reminder kind", key);
 }
 

@@ -26,7 +26,7 @@ import {
 import { deliveryKey } from "../domain/index.js";
 import { ConflictError, NotFoundError, ValidationError } from "../errors/index.js";
 import { applyOffset } from "../recurrence/index.js";
-import { parseStoredRule } from "./stored-rule.js";
+import { parseStoredRow, parseStoredRule } from "./stored-rule.js";
 import {
   backfillRowsForRecipients,
   insertBackfillForRecipients,
@@ -58,7 +58,7 @@ import {
   toScheduleView,
   type DeliveryRow,
 } from "../store/schedules.js";
-import { DEFAULT_TENANT, planDeps, type AppContext, type CallContext } from "./context.js";
+import { planDeps, tenantOf, type AppContext, type CallContext } from "./context.js";
 import { activeTraceParent } from "../observability/tracing.js";
 import { parseInput } from "./input.js";
 import { definitionColumns, definitionHash, reminderColumns } from "../definition/index.js";
@@ -122,7 +122,7 @@ export async function triggerSchedule(
   input: TriggerInput | unknown = {},
   options: CallContext & { triggerId?: string } = {},
 ): Promise<TriggerResult> {
-  const tenant = options.tenant ?? DEFAULT_TENANT;
+  const tenant = tenantOf(options);
   const q = parseInput(triggerInputSchema, input ?? {});
   checkId(id);
   const triggerId = options.triggerId ?? randomUUID();
@@ -242,7 +242,7 @@ export async function backfillSchedule(
   input: BackfillInput | unknown,
   ctx: CallContext = {},
 ): Promise<BackfillResult> {
-  const tenant = ctx.tenant ?? DEFAULT_TENANT;
+  const tenant = tenantOf(ctx);
   const q = parseInput(backfillInputSchema, input);
   checkId(id);
   const schedule = await getSchedule(app, id, { tenant });
@@ -465,7 +465,7 @@ export async function redriveDeliveries(
   input: BulkRedriveInput | unknown,
   ctx: CallContext = {},
 ): Promise<BulkResult> {
-  const tenant = ctx.tenant ?? DEFAULT_TENANT;
+  const tenant = tenantOf(ctx);
   const q = parseInput(bulkRedriveInputSchema, input ?? {});
   const filter = filterOf(q);
   if (q.dryRun) return dryRun(app, "redrive", tenant, filter);
@@ -493,7 +493,7 @@ export async function resolveDeliveries(
   input: BulkResolveInput | unknown,
   ctx: CallContext = {},
 ): Promise<BulkResult> {
-  const tenant = ctx.tenant ?? DEFAULT_TENANT;
+  const tenant = tenantOf(ctx);
   const q = parseInput(bulkResolveInputSchema, input ?? {});
   const filter = filterOf(q);
   if (q.dryRun) return dryRun(app, "resolve", tenant, filter);
@@ -539,7 +539,7 @@ export async function upsertScheduleByExternalId(
   input: UpsertScheduleInput | unknown,
   ctx: CallContext = {},
 ): Promise<UpsertResult> {
-  const tenant = ctx.tenant ?? DEFAULT_TENANT;
+  const tenant = tenantOf(ctx);
   const { debounce, ...body } = parseInput(upsertScheduleSchema, input);
   let burstStart: number | null = null;
   if (debounce) {
@@ -651,15 +651,7 @@ async function debouncedStart(
   let startMs = nowMs;
   let newBurst = true;
   if (existing && existing.state !== "cancelled") {
-    const parsed = parseStoredRule({
-      dtstart: existing.dtstart,
-      tzid: existing.tzid,
-      rrule: existing.rrule,
-      rdate: existing.rdate,
-      exdate: existing.exdate,
-      endsAt: existing.ends_at ? existing.ends_at.toISOString() : null,
-      dst: { gap: existing.dst_gap, overlap: existing.dst_overlap },
-    });
+    const parsed = parseStoredRow(existing);
     const burst = await debounceState(app.db, { scheduleId: existing.id });
     if (parsed.ok && burst && parsed.recurrence.first.instant > nowMs) {
       startMs = burst.burst_started_at.getTime();
@@ -702,7 +694,7 @@ export async function purgeSchedule(
   ctx: CallContext = {},
 ): Promise<PurgeResult> {
   checkId(id);
-  const purged = await purgeScheduleRow(app.db, { tenant: ctx.tenant ?? DEFAULT_TENANT, id });
+  const purged = await purgeScheduleRow(app.db, { tenant: tenantOf(ctx), id });
   if (purged.schedules === 0) throw new NotFoundError("schedule", id);
   return { id, purged };
 }

@@ -8,14 +8,7 @@ import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
 import type { z } from "zod";
 import type { Channel, ChannelDelivery } from "../channels/types.js";
-import {
-  ChannelRegistry,
-  createDiscordChannel,
-  createEmailChannel,
-  createLogChannel,
-  createSlackChannel,
-  createWebhookChannel,
-} from "../channels/index.js";
+import { ChannelRegistry, createBuiltInChannels } from "../channels/index.js";
 import { SystemClock, type Clock } from "../clock/index.js";
 import { resolveConfig, type ConfigInput, type PunctualConfig } from "../config/index.js";
 import type {
@@ -54,7 +47,7 @@ import type { LockTakeOver } from "../store/lock.js";
 import { openPglite } from "../store/pglite.js";
 import { openPostgres } from "../store/postgres.js";
 import * as apiKeys from "./api-keys.js";
-import { channelMap, DEFAULT_TENANT, type AppContext, type CallContext } from "./context.js";
+import { channelMap, tenantOf, type AppContext, type CallContext } from "./context.js";
 import * as deliveries from "./deliveries.js";
 import * as explain from "./explain.js";
 import * as health from "./health.js";
@@ -142,18 +135,6 @@ export interface PunctualOptions extends ConfigInput {
   reminderKinds?: readonly ReminderKindInput[];
   /** OPS-7: periodic tasks, run in their own lane while the scheduler runs. */
   tasks?: readonly PunctualTaskDefinition[];
-}
-
-/** Options of {@link createPunctual}: the configuration plus what code can inject. */
-export interface PunctualOptions extends ConfigInput {
-  /** Bring your own database (tests, embedding); otherwise opened from the configuration. */
-  database?: Database;
-  /** Extra channels (handler functions, e-mail …), beside the built-in webhook and log. */
-  channels?: Channel[];
-  clock?: Clock;
-  logger?: Logger;
-  /** `start` (API + scheduler) or `worker`; recorded in the instances table. */
-  role?: string;
 }
 
 /** The running punctual: store, scheduler, channels, and the operations on them. */
@@ -453,7 +434,7 @@ export class Punctual {
    */
   async startImport(text: string, options: ImportOptions): Promise<ImportView> {
     if (this.#closed) throw new PunctualError("CLOSED", "punctual is closed");
-    const tenant = options.tenant ?? DEFAULT_TENANT;
+    const tenant = tenantOf(options);
     const record = await startImport(this.#app, tenant, options.source);
     const run = runImport(this.#app, text, {
       ...options,
@@ -950,48 +931,44 @@ export async function createPunctual(options: PunctualOptions = {}): Promise<Pun
     // CH-1, API-2: a tenant's own secret signs its webhooks; the default signs the rest.
     const tenantSecrets = new webhookSecrets.TenantSigningSecrets();
     settings.onChange((db) => tenantSecrets.load(db));
-    const webhook = createWebhookChannel({
-      secret,
-      signingSecrets: (nowMs, tenant) =>
-        tenantSecrets.signingSecrets(tenant, nowMs, settings.signingSecrets(nowMs)),
-      allowPrivateTargets: config.allowPrivateTargets,
-      timeoutMs: config.scheduler.sendTimeoutMs,
-      logger,
-    });
-    closers.unshift(() => webhook.close());
-    const chatOptions = {
-      allowPrivateTargets: config.allowPrivateTargets,
-      timeoutMs: config.scheduler.sendTimeoutMs,
-      logger,
-    };
-    const slack = createSlackChannel(chatOptions);
-    const discord = createDiscordChannel(chatOptions);
-    closers.unshift(
-      () => slack.close(),
-      () => discord.close(),
-    );
-    const builtIn: Channel[] = [webhook, createLogChannel({ logger }), slack, discord];
-    if (config.email.smtpUrl) {
-      const email = createEmailChannel({
-        url: config.email.smtpUrl,
-        ...(config.email.from ? { from: config.email.from } : {}),
-        ...(config.email.domain ? { domain: config.email.domain } : {}),
-        allowedFrom: config.email.allowedFrom,
+    const builtIn = createBuiltInChannels({
+      webhook: {
+        secret,
+        signingSecrets: (nowMs, tenant) =>
+          tenantSecrets.signingSecrets(tenant, nowMs, settings.signingSecrets(nowMs)),
+        allowPrivateTargets: config.allowPrivateTargets,
         timeoutMs: config.scheduler.sendTimeoutMs,
         logger,
-        ...(config.publicUrl !== undefined
-          ? { unsubscribeUrl: listUnsubscribe(config.publicUrl, unsubscribeSecret) }
-          : {}),
-      });
-      if (config.publicUrl === undefined) {
-        logger.info(
-          "PUNCTUAL_PUBLIC_URL is not set: e-mail to recipients carries no List-Unsubscribe header (one-click unsubscribe, RFC 8058)",
-        );
-      }
-      closers.unshift(() => email.close());
-      builtIn.push(email);
+      },
+      log: { logger },
+      chat: {
+        allowPrivateTargets: config.allowPrivateTargets,
+        timeoutMs: config.scheduler.sendTimeoutMs,
+        logger,
+      },
+      ...(config.email.smtpUrl
+        ? {
+            email: {
+              url: config.email.smtpUrl,
+              ...(config.email.from ? { from: config.email.from } : {}),
+              ...(config.email.domain ? { domain: config.email.domain } : {}),
+              allowedFrom: config.email.allowedFrom,
+              timeoutMs: config.scheduler.sendTimeoutMs,
+              logger,
+              ...(config.publicUrl !== undefined
+                ? { unsubscribeUrl: listUnsubscribe(config.publicUrl, unsubscribeSecret) }
+                : {}),
+            },
+          }
+        : {}),
+    });
+    closers.unshift(builtIn.close);
+    if (config.email.smtpUrl && config.publicUrl === undefined) {
+      logger.info(
+        "PUNCTUAL_PUBLIC_URL is not set: e-mail to recipients carries no List-Unsubscribe header (one-click unsubscribe, RFC 8058)",
+      );
     }
-    const registry = new ChannelRegistry([...builtIn, ...(extra ?? [])]);
+    const registry = new ChannelRegistry([...builtIn.channels, ...(extra ?? [])]);
     const punctual = new Punctual({
       tasks: tasks ?? [],
       config,

@@ -17,7 +17,7 @@ import {
   upsertRateLimit,
   type RateLimitRow,
 } from "../store/rate-limits.js";
-import { DEFAULT_TENANT, type AppContext, type CallContext } from "./context.js";
+import { tenantOf, type AppContext, type CallContext } from "./context.js";
 import { parseInput } from "./input.js";
 
 /** The API view of a stored limit. */
@@ -48,7 +48,7 @@ export async function setRateLimit(
   const k = parseInput(z.object({ key: rateLimitKeySchema }), { key }).key;
   const v = parseInput(rateLimitInputSchema, input);
   const row = await upsertRateLimit(app.db, app.now(), {
-    tenant: ctx.tenant ?? DEFAULT_TENANT,
+    tenant: tenantOf(ctx),
     key: k,
     ratePerSecond: v.ratePerSecond,
     burst: v.burst ?? Math.max(1, Math.ceil(v.ratePerSecond)),
@@ -67,7 +67,7 @@ export async function setRateLimit(
 
 /** The tenant's limits by key. */
 export async function listLimits(app: AppContext, ctx: CallContext = {}): Promise<RateLimitView[]> {
-  const rows = await listRateLimits(app.db, app.now(), ctx.tenant ?? DEFAULT_TENANT);
+  const rows = await listRateLimits(app.db, app.now(), tenantOf(ctx));
   return rows.map(toRateLimitView);
 }
 
@@ -77,7 +77,7 @@ export async function removeRateLimit(
   key: string,
   ctx: CallContext = {},
 ): Promise<void> {
-  const removed = await deleteRateLimit(app.db, ctx.tenant ?? DEFAULT_TENANT, key);
+  const removed = await deleteRateLimit(app.db, tenantOf(ctx), key);
   if (!removed) throw new NotFoundError("rate limit", key);
   app.wake();
 }

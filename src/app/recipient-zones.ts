@@ -7,7 +7,7 @@
 import { NotFoundError } from "../errors/index.js";
 import { recipientZones, scheduleAudience } from "../store/recipient-zones.js";
 import { scheduleById } from "../store/schedules.js";
-import { DEFAULT_TENANT, type AppContext, type CallContext } from "./context.js";
+import { tenantOf, type AppContext, type CallContext } from "./context.js";
 
 /** The answer of `GET /v1/schedules/{id}/recipient-zones`. */
 export interface RecipientZones {
@@ -32,7 +32,7 @@ export async function scheduleRecipientZones(
   id: string,
   ctx: CallContext = {},
 ): Promise<RecipientZones> {
-  const tenant = ctx.tenant ?? DEFAULT_TENANT;
+  const tenant = tenantOf(ctx);
   if (!UUID.test(id)) throw new NotFoundError("schedule", id);
   const schedule = await scheduleById(app.db, { tenant, id });
   if (!schedule) throw new NotFoundError("schedule", id);

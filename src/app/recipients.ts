@@ -38,7 +38,7 @@ import {
   type RecipientToWrite,
 } from "../store/recipients.js";
 import { redactTarget } from "../store/schedules.js";
-import { DEFAULT_TENANT, type AppContext, type CallContext } from "./context.js";
+import { tenantOf, type AppContext, type CallContext } from "./context.js";
 import { cursorPart, decodeCursor, encodeCursor, type CursorScope } from "./cursor.js";
 import { issuesFromZod, parseInput, unknownChannelMessage } from "./input.js";
 import { quietHoursIssues } from "./policy.js";
@@ -183,7 +183,7 @@ export async function putRecipient(
 ): Promise<{ recipient: RecipientView; created: boolean }> {
   const result = validate(app, id, body, "");
   if (!result.ok) throw new ValidationError(result.issues);
-  const tenant = ctx.tenant ?? DEFAULT_TENANT;
+  const tenant = tenantOf(ctx);
   const [written] = await writeRecipients(app, tenant, [result.value]);
   if (written) {
     return { recipient: toRecipientView(written), created: Number(written.version) === 1 };
@@ -200,7 +200,7 @@ export async function getRecipient(
   ctx: CallContext = {},
 ): Promise<RecipientView> {
   if (!recipientIdSchema.safeParse(id).success) throw new NotFoundError("recipient", id);
-  const [row] = await recipientsById(app.db, { tenant: ctx.tenant ?? DEFAULT_TENANT, ids: [id] });
+  const [row] = await recipientsById(app.db, { tenant: tenantOf(ctx), ids: [id] });
   if (!row) throw new NotFoundError("recipient", id);
   return toRecipientView(row);
 }
@@ -214,7 +214,7 @@ export async function removeRecipient(
   id: string,
   ctx: CallContext = {},
 ): Promise<void> {
-  const tenant = ctx.tenant ?? DEFAULT_TENANT;
+  const tenant = tenantOf(ctx);
   const removed =
     recipientIdSchema.safeParse(id).success &&
     (await app.db.transaction(async (tx) => {
@@ -286,7 +286,7 @@ export async function listRecipients(
     const want = Math.min(LIST_CHUNK, q.limit - items.length);
     // One row more than wanted tells whether the list goes on.
     const rows = await listRecipientRows(app.db, {
-      tenant: ctx.tenant ?? DEFAULT_TENANT,
+      tenant: tenantOf(ctx),
       q: q.q ?? null,
       order: q.order,
       afterId,
@@ -384,7 +384,7 @@ export async function bulkUpsertRecipients(
       message: "must be a JSON array of recipients, or NDJSON (Content-Type: application/x-ndjson)",
     });
   }
-  const tenant = ctx.tenant ?? DEFAULT_TENANT;
+  const tenant = tenantOf(ctx);
   const results: BulkRecipientResult[] = [];
   const firstIndex = new Map<string, number>();
   for (let start = 0; start < rows.length; start += BULK_CHUNK) {

@@ -77,7 +77,7 @@ import {
   RULE_FIELDS,
   type ScheduleBody,
 } from "../definition/index.js";
-import { DEFAULT_TENANT, planDeps, type AppContext, type CallContext } from "./context.js";
+import { planDeps, tenantOf, type AppContext, type CallContext } from "./context.js";
 import { activeTraceParent } from "../observability/tracing.js";
 import { cursorPart, decodeCursor, encodeCursor, type CursorScope } from "./cursor.js";
 import { issuesFromZod, parseInput, prefixIssues, unknownChannelMessage } from "./input.js";
@@ -343,7 +343,7 @@ function checkDefinition(
       try {
         app.channels
           .get(reminder.channel)
-          .validateTarget(reminder.target, { tenant: options.tenant ?? DEFAULT_TENANT });
+          .validateTarget(reminder.target, { tenant: tenantOf(options) });
       } catch (err) {
         issues.push(
           ...prefixIssues(err, at).map((x) => ({
@@ -477,7 +477,7 @@ export async function createSchedule(
   input: CreateScheduleInput | unknown,
   options: CallContext & { idempotencyKey?: string } = {},
 ): Promise<CreateResult> {
-  const tenant = options.tenant ?? DEFAULT_TENANT;
+  const tenant = tenantOf(options);
   const { value, warnings, recurrence } = await validateWithKinds(app, input, tenant, app.db, {
     warnPastDue: true,
   });
@@ -553,7 +553,7 @@ export async function updateSchedule(
   patch: UpdateScheduleInput | unknown,
   options: CallContext & { version?: number; revive?: boolean } = {},
 ): Promise<{ schedule: ScheduleView; realigned: RealignReport; warnings: string[] }> {
-  const tenant = options.tenant ?? DEFAULT_TENANT;
+  const tenant = tenantOf(options);
   const changes = parseInput(updateScheduleSchema, patch);
   if (!z.uuid().safeParse(id).success) throw new NotFoundError("schedule", id);
   // Only the fields the caller sent (zod fills defaults for absent optional fields).
@@ -762,7 +762,7 @@ export async function createSchedulesBulk(
   await app.db.transaction(async (tx) => {
     const rows = await insertSchedulesBulk(tx, {
       now: app.now(),
-      tenant: ctx.tenant ?? DEFAULT_TENANT,
+      tenant: tenantOf(ctx),
       schedules: values.map((v) => ({
         requestHash: definitionHash(v, app.config.scheduler.maxAttempts),
         definition: definitionColumns(v),
@@ -804,7 +804,7 @@ export async function getSchedule(
   ctx: CallContext = {},
 ): Promise<ScheduleView> {
   if (!z.uuid().safeParse(id).success) throw new NotFoundError("schedule", id);
-  const row = await scheduleById(app.db, { tenant: ctx.tenant ?? DEFAULT_TENANT, id });
+  const row = await scheduleById(app.db, { tenant: tenantOf(ctx), id });
   if (!row) throw new NotFoundError("schedule", id);
   const reminders = await remindersOfSchedules(app.db, { scheduleIds: [id] });
   const view = toScheduleView(row, reminders, await finishedScheduleIds(app.db, [row]));
@@ -857,7 +857,7 @@ export async function listSchedules(
   while (items.length < q.limit) {
     const want = Math.min(LIST_CHUNK, q.limit - items.length);
     const rows = await listScheduleRows(app.db, {
-      tenant: ctx.tenant ?? DEFAULT_TENANT,
+      tenant: tenantOf(ctx),
       state: q.state ?? null,
       source: q.source ?? null,
       q: q.q ?? null,
@@ -905,7 +905,7 @@ export async function listSchedules(
     ...(q.total
       ? {
           total: await countScheduleRows(app.db, {
-            tenant: ctx.tenant ?? DEFAULT_TENANT,
+            tenant: tenantOf(ctx),
             state: q.state ?? null,
             source: q.source ?? null,
             q: q.q ?? null,
@@ -931,7 +931,7 @@ export async function cancelSchedule(
   if (!z.uuid().safeParse(id).success) throw new NotFoundError("schedule", id);
   const row = await cancelScheduleRow(app.db, {
     now: app.now(),
-    tenant: ctx.tenant ?? DEFAULT_TENANT,
+    tenant: tenantOf(ctx),
     id,
     by: ctx.by ?? "user",
   });
@@ -957,7 +957,7 @@ async function transition(
   if (current.state === to) return current;
   const changed = await setScheduleState(app.db, {
     now: app.now(),
-    tenant: ctx.tenant ?? DEFAULT_TENANT,
+    tenant: tenantOf(ctx),
     id,
     from,
     to,

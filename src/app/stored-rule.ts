@@ -1,9 +1,9 @@
 /**
  * The stored rule of a schedule read back as a recurrence (REC-1, REC-3): the lenient
- * reader, as planning reads it, over the fields a schedule view carries.
+ * reader, as planning reads it, over the fields a schedule view or a stored row carries.
  */
 import type { ScheduleView } from "../contracts/index.js";
-import { ruleInputOfBody } from "../definition/index.js";
+import { ruleInputOfBody, ruleInputOfRow, type StoredRuleColumns } from "../definition/index.js";
 import { parseRule } from "../recurrence/index.js";
 
 /** The rule fields of a schedule (DTSTART, zone, RRULE, RDATE, EXDATE, end, DST policy). */
@@ -20,4 +20,12 @@ export type StoredRule = Pick<
  */
 export function parseStoredRule(schedule: StoredRule): ReturnType<typeof parseRule> {
   return parseRule(ruleInputOfBody({ ...schedule, tzid: schedule.tzid ?? "UTC" }));
+}
+
+/**
+ * {@link parseStoredRule} over the rule columns of a stored schedule row
+ * (`punctual_schedules`), read as {@link ruleInputOfRow} reads them. Never throws.
+ */
+export function parseStoredRow(row: StoredRuleColumns): ReturnType<typeof parseRule> {
+  return parseRule(ruleInputOfRow(row));
 }

@@ -23,7 +23,7 @@ import {
 import { NotFoundError } from "../errors/index.js";
 import type { Queryable } from "../store/database.js";
 import { deleteSetting, putSetting, readSettings, readSettingsPrefixed } from "../store/observe.js";
-import { DEFAULT_TENANT, type AppContext, type CallContext } from "./context.js";
+import { DEFAULT_TENANT, tenantOf, type AppContext, type CallContext } from "./context.js";
 import { parseInput } from "./input.js";
 
 /** The settings key prefix of the tenants' own secrets. */
@@ -116,7 +116,7 @@ export async function getTenantWebhookSecret(
   app: AppContext,
   ctx: CallContext = {},
 ): Promise<TenantWebhookSecretView> {
-  const tenant = ctx.tenant ?? DEFAULT_TENANT;
+  const tenant = tenantOf(ctx);
   const stored = await readOwn(app, tenant);
   if (!stored) throw new NotFoundError("webhook secret of tenant", tenant);
   return view(tenant, stored, app.clock.now());
@@ -133,7 +133,7 @@ export async function rotateTenantWebhookSecret(
   input: unknown = {},
   ctx: CallContext = {},
 ): Promise<TenantWebhookSecretView> {
-  const tenant = ctx.tenant ?? DEFAULT_TENANT;
+  const tenant = tenantOf(ctx);
   const q = parseInput(rotateTenantWebhookSecretSchema, input ?? {});
   const secret = q.secret ?? `whsec_${randomBytes(32).toString("base64")}`;
   const nowMs = app.clock.now();
@@ -162,7 +162,7 @@ export async function removeTenantWebhookSecret(
   app: AppContext,
   ctx: CallContext = {},
 ): Promise<void> {
-  const tenant = ctx.tenant ?? DEFAULT_TENANT;
+  const tenant = tenantOf(ctx);
   if ((await deleteSetting(app.db, { key: keyOf(tenant) })) === 0) {
     throw new NotFoundError("webhook secret of tenant", tenant);
   }

@@ -28,6 +28,7 @@ import {
   postCapped,
   type CappedResponse,
   httpChannelBase,
+  targetFields,
   targetValidator,
   type HttpChannelOptions,
 } from "./http.js";
@@ -150,17 +151,8 @@ function createChatChannel(name: "slack" | "discord", options: ChatChannelOption
   const { timeoutCapMs, userAgent, logger, maxRetryAfterMs, now, http } = base;
 
   function inspect(target: unknown): { issues: FieldIssue[]; forbidden: boolean } {
-    if (typeof target !== "object" || target === null || Array.isArray(target)) {
-      return {
-        issues: [{ field: "target", message: "must be an object { url }" }],
-        forbidden: false,
-      };
-    }
-    const t = target as Record<string, unknown>;
-    const issues: FieldIssue[] = [];
-    for (const key of Object.keys(t)) {
-      if (key !== "url") issues.push({ field: `target.${key}`, message: "unknown field" });
-    }
+    const { fields: t, issues } = targetFields(target, ["url"], "{ url }");
+    if (t === null) return { issues, forbidden: false };
     const problem = checkTargetUrl(http, t.url);
     // The URL is the webhook's credential: never echoed back in an error.
     if (problem) issues.push({ field: "target.url", message: problem.message });

@@ -220,6 +220,26 @@ export function createGuardedHttp(options: GuardedHttpOptions): GuardedHttp {
 }
 
 /**
+ * CH-1: the fields of a channel's target, each field not in `known` named as an issue
+ * (`target.<field>: unknown field`); when the target is not a JSON object, `fields` is
+ * null and the one issue says it must be an object of `shape` (e.g. `{ url }`).
+ */
+export function targetFields(
+  target: unknown,
+  known: readonly string[],
+  shape: string,
+): { fields: Record<string, unknown> | null; issues: FieldIssue[] } {
+  if (typeof target !== "object" || target === null || Array.isArray(target)) {
+    return { fields: null, issues: [{ field: "target", message: `must be an object ${shape}` }] };
+  }
+  const fields = target as Record<string, unknown>;
+  const issues: FieldIssue[] = Object.keys(fields)
+    .filter((key) => !known.includes(key))
+    .map((key) => ({ field: `target.${key}`, message: "unknown field" }));
+  return { fields, issues };
+}
+
+/**
  * Checks a target URL without DNS: `http:`/`https:` only, no credentials, and a hostname
  * the guard allows before resolution.
  * @returns null when fine, else the problem and whether it is a refused private address.

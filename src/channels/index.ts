@@ -18,6 +18,7 @@ export type {
   ResolveHost,
 } from "./webhook.js";
 export { createLogChannel } from "./log.js";
+export { createBuiltInChannels, type BuiltInChannelOptions } from "./built-in.js";
 export { createSlackChannel, createDiscordChannel, slackBody, discordBody } from "./chat.js";
 export type {
   ChatChannel,

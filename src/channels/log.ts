@@ -8,14 +8,7 @@
 import { TransientError, ValidationError } from "../errors/index.js";
 import type { Logger } from "../observability/logger.js";
 import { renderTemplate, type RenderedMessage } from "./template.js";
-import {
-  reminderMessage,
-  type Channel,
-  type ChannelDelivery,
-  type ReminderMessage,
-  type SendContext,
-  type SendResult,
-} from "./types.js";
+import { reminderMessage, type Channel, type ReminderMessage } from "./types.js";
 
 /** The line the log channel writes for one delivery. Instants are ISO 8601 UTC with `Z`. */
 export interface LogChannelLine extends ReminderMessage {
@@ -55,7 +48,8 @@ export function createLogChannel(options: LogChannelOptions): Channel {
         });
       }
     },
-    async send(delivery: ChannelDelivery, ctx: SendContext): Promise<SendResult> {
+    // Typed by the Channel contract this object is returned as.
+    async send(delivery, ctx) {
       if (ctx.signal.aborted) {
         throw new TransientError("log send aborted before it started", { code: "SEND_ABORTED" });
       }

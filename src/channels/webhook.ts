@@ -22,6 +22,7 @@ import {
   parseRetryAfter as parseRetryAfterHeader,
   postCapped,
   httpChannelBase,
+  targetFields,
   targetValidator,
   type HttpChannelOptions,
 } from "./http.js";
@@ -123,19 +124,9 @@ export function createWebhookChannel(options: WebhookChannelOptions = {}): Webho
     forbidden: boolean;
     target?: WebhookTarget;
   } {
-    if (typeof target !== "object" || target === null || Array.isArray(target)) {
-      return {
-        issues: [{ field: "target", message: "must be an object { url, secret? }" }],
-        forbidden: false,
-      };
-    }
-    const t = target as Record<string, unknown>;
-    const issues: FieldIssue[] = [];
+    const { fields: t, issues } = targetFields(target, ["url", "secret"], "{ url, secret? }");
+    if (t === null) return { issues, forbidden: false };
     let forbidden = false;
-    for (const key of Object.keys(t)) {
-      if (key !== "url" && key !== "secret")
-        issues.push({ field: `target.${key}`, message: "unknown field" });
-    }
     const problem = checkTargetUrl(http, t.url);
     if (problem) {
       forbidden = problem.forbidden;

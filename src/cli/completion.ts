@@ -176,32 +176,25 @@ complete -o default -F _${root.name} ${root.name}
 
 function zshScript(root: CommandNode): string {
   const nodes = allNodes(root);
-  const describeCases = nodes
-    .filter((n) => n.commands.length > 0)
-    .map(
-      (n) =>
-        `    ${sq(n.path.join(" "))}) subs=(${n.commands
-          .map((c) => sq(`${c.name}:${oneLine(c.description).replace(/:/g, "\\:")}`))
-          .join(" ")}) ;;`,
-    )
-    .join("\n");
-  const flagCases = nodes
-    .map(
-      (n) =>
-        `    ${sq(n.path.join(" "))}) flags=(${n.flags
-          .map((f) => sq(`${f.long}:${oneLine(f.description).replace(/:/g, "\\:")}`))
-          .join(" ")}) ;;`,
-    )
-    .join("\n");
-  const valuedCases = nodes
-    .map(
-      (n) =>
-        `    ${sq(n.path.join(" "))}) valued=(${n.flags
-          .filter((f) => f.takesValue)
-          .map((f) => sq(f.long))
-          .join(" ")}) ;;`,
-    )
-    .join("\n");
+  /** One `case` arm a node: `'<path>') <name>=(<words>) ;;`, each word single-quoted. */
+  const cases = (of: readonly CommandNode[], name: string, words: (n: CommandNode) => string[]) =>
+    of
+      .map((n) => `    ${sq(n.path.join(" "))}) ${name}=(${words(n).map(sq).join(" ")}) ;;`)
+      .join("\n");
+  /** `name:description`, the colon of the description escaped (zsh `_describe`). */
+  const described = (name: string, description: string) =>
+    `${name}:${oneLine(description).replace(/:/g, "\\:")}`;
+  const describeCases = cases(
+    nodes.filter((n) => n.commands.length > 0),
+    "subs",
+    (n) => n.commands.map((c) => described(c.name, c.description)),
+  );
+  const flagCases = cases(nodes, "flags", (n) =>
+    n.flags.map((f) => described(f.long, f.description)),
+  );
+  const valuedCases = cases(nodes, "valued", (n) =>
+    n.flags.filter((f) => f.takesValue).map((f) => f.long),
+  );
   const choiceCases = nodes
     .flatMap((n) =>
       n.flags

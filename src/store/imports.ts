@@ -9,6 +9,7 @@ import type { ImportRunView, ImportView } from "../contracts/index.js";
 import type { Queryable } from "./database.js";
 import { msAfterNow, NOW } from "./deliveries/sql.js";
 import { columnsOf, execute, firstRow, rows } from "./statement.js";
+import { idPastSql } from "./keyset.js";
 
 /** Status of an import: `running` until it succeeds or fails (API-5). */
 export type ImportStatus = ImportRunView["status"];
@@ -234,16 +235,12 @@ export async function getImportRow(
  * (tenant, id), or of `punctual_imports_source` (tenant, source, id) with a source.
  */
 function listImportsSql(dir: "asc" | "desc"): string {
-  const bound =
-    dir === "asc"
-      ? "id > coalesce($5::bigint, 0)"
-      : "id < coalesce($5::bigint, 9223372036854775807)";
   return `
 select ${IMPORT_ROW_KEYS.join(", ")} from punctual_imports
 where tenant = $1 and ($2::text is null or source = $2)
   and ($3::timestamptz is null or imported_at >= $3)
   and ($4::timestamptz is null or imported_at < $4)
-  and ${bound}
+  and ${idPastSql("id", "$5", dir)}
 order by id ${dir}
 limit $6`;
 }

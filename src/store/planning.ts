@@ -71,14 +71,15 @@ export const REMINDERS_OF_COLUMNS = columnsOf<PlanReminderRow>()([
 ]);
 
 /**
- * Locks a batch of active schedules whose watermark is within `$2` ms of now + plan-ahead.
- * Parameters: $1 now, $2 ms ahead of now that must be planned, $3 limit.
+ * Locks a batch of active schedules whose watermark is within `$2` ms of now + plan-ahead,
+ * returning {@link LOCK_SCHEDULES_TO_PLAN_COLUMNS}. Parameters: $1 now, $2 ms ahead of now
+ * that must be planned, $3 limit.
  * SKIP LOCKED: many planners at once each take different schedules; none waits.
  */
 export const LOCK_SCHEDULES_TO_PLAN_SQL = `
-select s.id, s.version, s.dtstart, s.tzid, s.rrule, s.rdate, s.exdate, s.recurring, s.ends_at,
-       s.expires_at, s.dst_gap, s.dst_overlap, s.grace_ms, s.perpetual, s.planned_until,
-       s.cap_logged_at, s.created_at, s.trace_parent, ${NOW} as db_now
+select ${LOCK_SCHEDULES_TO_PLAN_COLUMNS.filter((c) => c !== "db_now")
+  .map((c) => `s.${c}`)
+  .join(", ")}, ${NOW} as db_now
 from punctual_schedules s
 where s.state = 'active' and not s.plan_complete
   and (s.planned_until is null or s.planned_until < ${NOW} + make_interval(secs => $2::double precision / 1000))

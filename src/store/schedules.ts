@@ -15,6 +15,7 @@ import type { Database, Queryable } from "./database.js";
 import { NOW } from "./deliveries/sql.js";
 import { cancelWaitingSql, reviveCancelledSql, syncWaitingSql } from "./deliveries/waiting.js";
 import { columnsOf, execute, firstRow, rows } from "./statement.js";
+import { idPastSql } from "./keyset.js";
 import {
   reminderView,
   type DefinitionColumns,
@@ -560,10 +561,6 @@ export function countDeliveryRows(
  * `punctual_deliveries_state_id` with a state), forward or backward.
  */
 function listDeliveriesSql(dir: "asc" | "desc"): string {
-  const bound =
-    dir === "asc"
-      ? "d.id > coalesce($4::bigint, 0)"
-      : "d.id < coalesce($4::bigint, 9223372036854775807)";
   return `
 select ${DELIVERY_ROW_KEYS.filter((c) => c !== "last_error")
     .map((c) => `d.${c}`)
@@ -573,7 +570,7 @@ select ${DELIVERY_ROW_KEYS.filter((c) => c !== "last_error")
 from punctual_deliveries d
 join punctual_schedules s on s.id = d.schedule_id
 where ${deliveryFilterSql(["$1", "$2", "$3", "$6", "$7", "$8", "$9"])}
-  and ${bound}
+  and ${idPastSql("d.id", "$4", dir)}
 order by d.id ${dir}
 limit $5`;
 }
@@ -594,16 +591,11 @@ select id, delivery_id, attempt, worker, started_at, ended_at, outcome, settled,
        message_id, error
 from punctual_delivery_attempts where delivery_id = $1 order by id nulls last`;
 
-/** A row of `punctual_deliveries`, every column. */
-export interface DeliveryRow {
-  id: number;
-  delivery_key: string;
-  schedule_id: string;
-  reminder_key: string;
-  occurrence_at: Date;
-  due_at: Date;
-  run_at: Date;
-  state: DeliveryView["state"];
+/**
+ * The attempt budget of a delivery (columns of `punctual_deliveries`): what the claim
+ * counts, the settle fences on and the retry policy spends (DEL-2, DEL-3, DEL-13).
+ */
+export interface DeliveryAttemptColumns {
   /** Claims so far: the settle's fencing token (DEL-2). Attempts spent: `attempt − deferrals`. */
   attempt: number;
   failures: number;
@@ -612,6 +604,18 @@ export interface DeliveryRow {
   deferrals: number;
   /** When the first try began; the deferral budget's age counts from it (DEL-13). */
   first_attempt_at: Date | null;
+}
+
+/** A row of `punctual_deliveries`, every column. */
+export interface DeliveryRow extends DeliveryAttemptColumns {
+  id: number;
+  delivery_key: string;
+  schedule_id: string;
+  reminder_key: string;
+  occurrence_at: Date;
+  due_at: Date;
+  run_at: Date;
+  state: DeliveryView["state"];
   channel: string;
   on_lost_lease: string;
   lease_owner: string | null;
@@ -696,12 +700,7 @@ export type DeliveryIdentity = Pick<DeliveryRow, (typeof DELIVERY_IDENTITY_KEYS)
 
 /** The keys of {@link DeliveryRow}: the columns of `punctual_deliveries`. */
 export const DELIVERY_ROW_KEYS = columnsOf<DeliveryRow>()([
-  "id",
-  "delivery_key",
-  "schedule_id",
-  "reminder_key",
-  "occurrence_at",
-  "due_at",
+  ...DELIVERY_IDENTITY_KEYS,
   "run_at",
   "state",
   "attempt",
@@ -1342,11 +1341,15 @@ export function cancelSchedulesMany(
   return rows<CancelledManyRow>(tx, CANCEL_SCHEDULES_MANY_SQL, [p.now, p.tenant, p.ids, p.by]);
 }
 
-/** Parameters of {@link cancelScheduleRow}. */
-export interface CancelScheduleParams {
+/** A schedule of a tenant, changed at `now` (null: the database clock, OPS-9). */
+export interface ScheduleAt {
   now: Date | null;
   tenant: string;
   id: string;
+}
+
+/** Parameters of {@link cancelScheduleRow}. */
+export interface CancelScheduleParams extends ScheduleAt {
   by: "user" | "import";
 }
 
@@ -1359,10 +1362,7 @@ export function cancelScheduleRow(
 }
 
 /** Parameters of {@link setScheduleState}. */
-export interface SetScheduleStateParams {
-  now: Date | null;
-  tenant: string;
-  id: string;
+export interface SetScheduleStateParams extends ScheduleAt {
   from: string;
   to: string;
 }

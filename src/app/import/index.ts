@@ -3,7 +3,7 @@
  * the changes in chunks under the source's import lock. See `service.ts`.
  */
 export { runImport, startImport, type ImportHandle } from "./service.js";
-export { planImport, withExpiry, type ImportChange, type ImportPlan } from "./plan.js";
+export { planImport, type ImportChange, type ImportPlan } from "./plan.js";
 export { applyChanges, IMPORT_BATCH } from "./apply.js";
 export {
   IMPORT_CHUNK,

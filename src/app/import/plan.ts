@@ -7,8 +7,8 @@
  * event is gone from a complete file is a cancel. Writes nothing.
  */
 import { ValidationError } from "../../errors/index.js";
-import { IMPORT_SLICE_MS, type CalendarImport, type ImportedEvent } from "../../ical/index.js";
-import { toInstant } from "../../recurrence/index.js";
+import { IMPORT_SLICE_MS, type CalendarImport } from "../../ical/index.js";
+import { bodyOfEvent } from "../../definition/index.js";
 import type { SourceScheduleRow } from "../../store/schedules.js";
 import type { AppContext } from "../context.js";
 import { definitionHash, validateSchedule } from "../schedules.js";
@@ -86,7 +86,7 @@ export async function planImport(
     };
     summary.schedules.push(result);
     try {
-      const { value } = validateSchedule(app, withExpiry(event), { tenant });
+      const { value } = validateSchedule(app, bodyOfEvent(event.schedule), { tenant });
       const current = existing.get(externalId);
       if (current === undefined) {
         changes.push({ kind: "create", value, result });
@@ -155,25 +155,4 @@ export async function planImport(
     changes.push({ kind: "cancel", id: row.id, version: row.version, result });
   }
   return { changes, summary };
-}
-
-/**
- * REC-6 for calendars: a one-off event's reminders mean nothing once the event is over,
- * so an imported one-off expires at its end (a past event is recorded as skipped,
- * reason `expired`, not sent late). Series follow their misfire policy instead.
- */
-export function withExpiry(
-  event: ImportedEvent,
-): ImportedEvent["schedule"] & { expiresAt?: string } {
-  const s = event.schedule;
-  if (s.rrule || s.rdate.length > 0) return s;
-  const end = s.payload.end;
-  const at = /^\d{4}-\d{2}-\d{2}$/.test(end)
-    ? toInstant(`${end}T00:00:00`, s.tzid)
-    : Date.parse(end);
-  if (at === null || !Number.isFinite(at)) return s;
-  // A zero-length event (DTEND = DTSTART) still expires after its start, not at it.
-  const start = toInstant(s.dtstart, s.tzid);
-  const expires = start !== null && at <= start ? start + 1_000 : at;
-  return { ...s, expiresAt: new Date(expires).toISOString() };
 }

@@ -31,7 +31,7 @@ import {
   type SourceScheduleRow,
 } from "../../store/schedules.js";
 import { ValidationError } from "../../errors/index.js";
-import { DEFAULT_TENANT, type AppContext } from "../context.js";
+import { tenantOf, type AppContext } from "../context.js";
 import { applyChanges } from "./apply.js";
 import { planImport } from "./plan.js";
 import {
@@ -99,7 +99,7 @@ export async function runImport(
   text: string,
   options: ImportOptions & { record?: ImportHandle },
 ): Promise<ImportSummary> {
-  const tenant = options.tenant ?? DEFAULT_TENANT;
+  const tenant = tenantOf(options);
   let record = options.record;
   let renewal: NodeJS.Timeout | undefined;
   try {
