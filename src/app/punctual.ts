@@ -915,7 +915,13 @@ export async function createPunctual(options: PunctualOptions = {}): Promise<Pun
   if (!database) closers.push(() => db.close());
   try {
     if (db.engine === "pglite" || config.migrate) {
-      const applied = await migrate(db);
+      const applied = await migrate(db, undefined, {
+        onRetry: (version, err, attempt, waitMs) =>
+          logger.warn(
+            { version, err, attempt, waitMs },
+            "migration rolled back by a lock conflict with another process: trying it again",
+          ),
+      });
       if (applied.length) logger.info({ applied, database: db.description }, "migrations applied");
     }
     await assertSchemaCurrent(db);

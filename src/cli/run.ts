@@ -412,7 +412,13 @@ export async function runMigrate(flags: DatabaseFlags & { json?: boolean }, io: 
   const warnings = createLogger({ level: "warn", destination: { write: (line) => io.err(line) } });
   const db = await openDatabase(config, warnings);
   try {
-    const applied = await migrate(db);
+    const applied = await migrate(db, undefined, {
+      onRetry: (version, err, attempt, waitMs) =>
+        warnings.warn(
+          { version, err, attempt, waitMs },
+          "migration rolled back by a lock conflict with another process: trying it again",
+        ),
+    });
     const version = await schemaVersion(db);
     if (flags.json) {
       io.out(jsonText({ database: db.description, applied, version }));

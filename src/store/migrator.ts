@@ -198,18 +198,72 @@ async function bootstrap(tx: Queryable, migrations: Migration[]): Promise<void> 
   ]);
 }
 
+/** Tries of one migration that loses a deadlock or a serialization conflict (OPS-10). */
+export const MIGRATION_RETRIES = 5;
+
+/** Options of {@link migrate}. */
+export interface MigrateOptions {
+  /**
+   * How many times a migration whose transaction was rolled back by a deadlock (SQLSTATE
+   * 40P01) or a serialization failure (40001) is tried again (default
+   * {@link MIGRATION_RETRIES}); other errors are thrown at once.
+   */
+  retries?: number;
+  /**
+   * Told of each such conflict before the retry: the migration's version, the error, the
+   * try that failed (from 1) and the wait before the next, ms. Use it to log the retry.
+   */
+  onRetry?: (version: number, err: unknown, attempt: number, waitMs: number) => void;
+}
+
+/** Whether `err` is a conflict PostgreSQL resolved by rolling this transaction back. */
+function isConflict(err: unknown): boolean {
+  const code = typeof err === "object" && err !== null ? (err as { code?: unknown }).code : null;
+  return code === "40P01" || code === "40001";
+}
+
+/**
+ * Runs one migration's transaction, again after a deadlock or serialization failure: an
+ * older release still running beside the migration (OPS-10) takes row and table locks in
+ * its own order, and PostgreSQL may roll back either side of a cycle. The whole
+ * migration was rolled back with it (one transaction, version row first), so trying it
+ * again is safe. Waits 200 ms, doubling, between tries.
+ */
+async function withConflictRetry<T>(
+  version: number,
+  retries: number,
+  onRetry: MigrateOptions["onRetry"],
+  run: () => Promise<T>,
+): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await run();
+    } catch (err) {
+      if (!isConflict(err) || attempt > retries) throw err;
+      const waitMs = 200 * 2 ** (attempt - 1);
+      onRetry?.(version, err, attempt, waitMs);
+      await new Promise((resolve) => setTimeout(resolve, waitMs));
+    }
+  }
+}
+
 /**
  * Applies pending migrations. Safe to run from many processes at once, and beside an
  * older release's migrator. A database already ahead of this release inside its
  * compatibility window (OPS-10) is left as it is.
+ * A migration rolled back by a deadlock or serialization failure (an older release's
+ * workers running beside it) is tried again, up to `options.retries` times.
  * @returns the versions this call applied (empty when up to date or ahead).
  * @throws SchemaMismatchError when the database is newer than this release and outside
- *   its window.
+ *   its window; the database's error when a migration fails otherwise, or still conflicts
+ *   after its retries.
  */
 export async function migrate(
   db: Database,
   migrations: Migration[] = loadMigrations(),
+  options: MigrateOptions = {},
 ): Promise<number[]> {
+  const retries = options.retries ?? MIGRATION_RETRIES;
   const target = expectedVersion(migrations);
   const applied: number[] = [];
   // The advisory lock waits as long as another migrator holds it, by design: a second
@@ -222,25 +276,27 @@ export async function migrate(
     await bootstrap(tx, migrations);
   });
   for (const migration of migrations) {
-    const did = await db.transaction(async (tx) => {
-      await tx.query(MIGRATION_SQL.lock);
-      const current = await appliedVersion(tx);
-      if (current > target) {
-        const compatibility = await schemaCompatibility(tx, migrations);
-        if (compatibility.state === "ahead-compatible") return "ahead";
-        throw new SchemaMismatchError(newerMessage(compatibility));
-      }
-      if (current >= migration.version) return false;
-      // Version row first: a concurrent migrator that got past the lock would collide here.
-      await tx.query(MIGRATION_SQL.insertVersionCompat, [
-        migration.version,
-        migration.name,
-        migration.minReaderVersion ?? null,
-        migration.kind ?? null,
-      ]);
-      for (const statement of splitStatements(migration.sql)) await tx.query(statement);
-      return true;
-    });
+    const did = await withConflictRetry(migration.version, retries, options.onRetry, () =>
+      db.transaction(async (tx) => {
+        await tx.query(MIGRATION_SQL.lock);
+        const current = await appliedVersion(tx);
+        if (current > target) {
+          const compatibility = await schemaCompatibility(tx, migrations);
+          if (compatibility.state === "ahead-compatible") return "ahead";
+          throw new SchemaMismatchError(newerMessage(compatibility));
+        }
+        if (current >= migration.version) return false;
+        // Version row first: a concurrent migrator that got past the lock would collide here.
+        await tx.query(MIGRATION_SQL.insertVersionCompat, [
+          migration.version,
+          migration.name,
+          migration.minReaderVersion ?? null,
+          migration.kind ?? null,
+        ]);
+        for (const statement of splitStatements(migration.sql)) await tx.query(statement);
+        return true;
+      }),
+    );
     if (did === "ahead") break;
     if (did) applied.push(migration.version);
   }

@@ -174,4 +174,82 @@ describe(`migrator on ${engine}`, () => {
     expect((err as Error).message).toContain(`built for schema ${latest + 2}`);
     await expect(migrate(db)).rejects.toThrow(/upgrade/i);
   });
+
+  it(
+    engine === "postgres"
+      ? "OPS-10: a migration rolled back by a deadlock with another session (an older release's worker) is tried again and applied"
+      : "OPS-10: a migration rolled back by a deadlock is tried again — skipped on PGlite: one connection, no second session to deadlock with",
+    async () => {
+      if (engine !== "postgres") return;
+      const t = await fresh(false);
+      const other = openPostgres({ url: t.url as string, maxConnections: 2 });
+      const b = await other.pool.connect();
+      try {
+        for (const sql of [
+          "create table mig_t1 (x int)",
+          "create table mig_t2 (x int)",
+          "insert into mig_t1 values (1)",
+          "insert into mig_t2 values (1)",
+        ])
+          await t.db.query(sql);
+        // The migration takes mig_t1, pauses on an advisory lock the test holds, then wants
+        // mig_t2; it checks for deadlocks soon, the other session only after a minute, so
+        // the migration is the side PostgreSQL rolls back.
+        const migration = {
+          version: 1,
+          name: "deadlock",
+          kind: "expand" as const,
+          minReaderVersion: 1,
+          sql: `set local deadlock_timeout = '50ms';
+lock table mig_t1 in access exclusive mode;
+select pg_advisory_xact_lock(424242);
+lock table mig_t2 in access exclusive mode;
+alter table mig_t2 add column y int;`,
+        };
+        const gate = await other.pool.connect();
+        await gate.query("select pg_advisory_lock(424242)");
+        await b.query("set deadlock_timeout = '60s'");
+        await b.query("begin");
+        await b.query("update mig_t2 set x = 2");
+        const retries: Array<{ version: number; code: unknown; attempt: number }> = [];
+        const migrating = migrate(t.db, [migration], {
+          onRetry: (version, err, attempt) =>
+            retries.push({ version, code: (err as { code?: unknown }).code, attempt }),
+        });
+        // Once the migration holds mig_t1, the other session asks for it: a cycle as soon as
+        // the migration asks for mig_t2.
+        const holds = async () =>
+          (
+            await t.db.query<{ n: number }>(
+              `select count(*)::int as n from pg_locks
+               where relation = 'mig_t1'::regclass and mode = 'AccessExclusiveLock' and granted`,
+            )
+          ).rows[0]?.n === 1;
+        while (!(await holds())) await new Promise((r) => setTimeout(r, 20));
+        const bWaits = b.query("select x from mig_t1");
+        const waiting = async () =>
+          (
+            await t.db.query<{ n: number }>(
+              `select count(*)::int as n from pg_locks
+               where relation = 'mig_t1'::regclass and not granted`,
+            )
+          ).rows[0]?.n === 1;
+        while (!(await waiting())) await new Promise((r) => setTimeout(r, 20));
+        await gate.query("select pg_advisory_unlock(424242)");
+        gate.release();
+        await bWaits;
+        await b.query("commit");
+        expect(await migrating).toEqual([1]);
+        expect(retries).toEqual([{ version: 1, code: "40P01", attempt: 1 }]);
+        const cols = await t.db.query<{ n: number }>(
+          `select count(*)::int as n from information_schema.columns
+           where table_name = 'mig_t2' and column_name = 'y'`,
+        );
+        expect(cols.rows[0]?.n).toBe(1);
+      } finally {
+        b.release();
+        await other.close();
+      }
+    },
+  );
 });
