@@ -297,6 +297,30 @@ export interface DigestSettleInput {
 }
 
 /**
+ * DEL-2 / DEL-19: the fence of a claimed digest's settle, release and deferral, on alias
+ * `g`: its id, the attempt it was claimed at, still claimed, by this owner. $2 owner, $3
+ * id, $4 attempt.
+ */
+const DIGEST_FENCE = "g.id = $3 and g.attempt = $4 and g.state = 'claimed' and g.lease_owner = $2";
+
+/**
+ * The tail of a statement that gives a claimed digest back unsent (released, or deferred):
+ * the attempt its grouped members took is given back with it (a member whose failures
+ * already count that attempt keeps it), and the digest's id is returned. `given` names
+ * the CTE that updated the digest and returns its `id`.
+ */
+function membersGivenBack(given: string): string {
+  return `members as (
+  update punctual_deliveries d
+  set attempt = d.attempt - 1, updated_at = ${NOW}
+  from ${given} r
+  where d.digest_id = r.id and d.state = 'grouped' and d.attempt > d.failures
+  returning d.id
+)
+select r.id from ${given} r`;
+}
+
+/**
  * DEL-19 / DEL-2 / DEL-14: settles one digest, fenced by id, attempt, `claimed` and owner,
  * and gives its outcome to every `grouped` member in the same statement: `sent` (the
  * sending attempt kept on each row, as a delivery's own), `dead` or `in_doubt` with the
@@ -344,7 +368,7 @@ with settled as (
       deferred_until = case when $5::text = 'retry' and $14::int = 1 then $6::timestamptz end,
       holds_slot = false, slot_at = null,
       updated_at = ${NOW}
-  where g.id = $3 and g.attempt = $4 and g.state = 'claimed' and g.lease_owner = $2
+  where ${DIGEST_FENCE}
   returning g.id, g.state
 ),
 members as (
@@ -399,17 +423,10 @@ with released as (
   update punctual_digests g
   set state = 'retry', attempt = g.attempt - 1, run_at = ${NOW},
       lease_owner = null, lease_expires_at = null, claimed_at = null, updated_at = ${NOW}
-  where g.id = $3 and g.attempt = $4 and g.state = 'claimed' and g.lease_owner = $2
+  where ${DIGEST_FENCE}
   returning g.id
 ),
-members as (
-  update punctual_deliveries d
-  set attempt = d.attempt - 1, updated_at = ${NOW}
-  from released r
-  where d.digest_id = r.id and d.state = 'grouped' and d.attempt > d.failures
-  returning d.id
-)
-select r.id from released r`;
+${membersGivenBack("released")}`;
 
 /** Result columns of {@link RELEASE_DIGEST_SQL}. */
 export const RELEASE_DIGEST_COLUMNS = columnsOf<{ id: string }>()(["id"]);
@@ -431,17 +448,10 @@ with deferred as (
       deferred_reason = $6::text, deferred_until = greatest($5::timestamptz, ${NOW}),
       slot_at = $7::timestamptz, holds_slot = false,
       lease_owner = null, lease_expires_at = null, claimed_at = null, updated_at = ${NOW}
-  where g.id = $3 and g.attempt = $4 and g.state = 'claimed' and g.lease_owner = $2
+  where ${DIGEST_FENCE}
   returning g.id
 ),
-members as (
-  update punctual_deliveries d
-  set attempt = d.attempt - 1, updated_at = ${NOW}
-  from deferred r
-  where d.digest_id = r.id and d.state = 'grouped' and d.attempt > d.failures
-  returning d.id
-)
-select r.id from deferred r`;
+${membersGivenBack("deferred")}`;
 
 /** Result columns of {@link DEFER_DIGEST_SQL}. */
 export const DEFER_DIGEST_COLUMNS = columnsOf<{ id: string }>()(["id"]);
@@ -498,7 +508,7 @@ where l.tenant = $2 and l.key = $3`;
 export const HOLD_DIGEST_SLOT_SQL = `
 update punctual_digests g
 set holds_slot = true, slot_at = null, updated_at = ${NOW}
-where g.id = $3 and g.attempt = $4 and g.state = 'claimed' and g.lease_owner = $2`;
+where ${DIGEST_FENCE}`;
 
 /**
  * How long a digest held back by its limiter's concurrency cap waits before it is tried
