@@ -23,18 +23,23 @@ function renewals(clock: TestClock) {
   return { started, renew, finishOne, inFlight: () => pending.length };
 }
 
+/** A schedule of period 1 s with something held, its clock moved to its first renewal. */
+function firstRenewalStarted() {
+  const clock = new TestClock("2027-01-04T08:00:00Z");
+  const r = renewals(clock);
+  new RenewalSchedule(
+    clock,
+    () => 1_000,
+    r.renew,
+    () => true,
+  ).ensure();
+  clock.advance(1_000);
+  return { clock, r };
+}
+
 describe("RenewalSchedule", () => {
   it("DEL-16: the next renewal is armed as one starts, so a renewal still in flight leaves a timer armed", async () => {
-    const clock = new TestClock("2027-01-04T08:00:00Z");
-    const r = renewals(clock);
-    const schedule = new RenewalSchedule(
-      clock,
-      () => 1_000,
-      r.renew,
-      () => true,
-    );
-    schedule.ensure();
-    clock.advance(1_000);
+    const { clock, r } = firstRenewalStarted();
     expect(r.started).toEqual([clock.now()]);
     // The first renewal has not ended; the next one is armed all the same.
     expect(clock.pendingTimers()).toBe(1);
@@ -45,16 +50,7 @@ describe("RenewalSchedule", () => {
   });
 
   it("DEL-16: a renewal due while the previous is in flight runs once when it ends, from the instant then", async () => {
-    const clock = new TestClock("2027-01-04T08:00:00Z");
-    const r = renewals(clock);
-    const schedule = new RenewalSchedule(
-      clock,
-      () => 1_000,
-      r.renew,
-      () => true,
-    );
-    schedule.ensure();
-    clock.advance(1_000);
+    const { clock, r } = firstRenewalStarted();
     // A far jump while the first is in flight: one follow-up, not one per period.
     clock.advance(60_000);
     expect(r.started).toHaveLength(1);
