@@ -82,6 +82,35 @@ export const DELIVERY_TRANSITIONS: Readonly<Record<DeliveryState, readonly Deliv
 };
 
 /**
+ * The transitions the ledger row (`punctual_deliveries.state`) makes, derived from
+ * {@link DELIVERY_TRANSITIONS}: since migration 0049 a claim writes only the delivery's
+ * queue row (its lease), so the ledger never stores `claimed` (it reads as `claimed` through
+ * the view `punctual_delivery_rows` while the lease is held). A held row's ledger state moves
+ * straight from its waiting state (`pending`, `retry`) to where the claim's outcome takes
+ * it; a claim given back leaves it where it was (so `claimed → pending` is no stored move,
+ * nor `retry → pending`). The test suite's transition trigger enforces this table.
+ */
+export const DELIVERY_STORED_TRANSITIONS: Readonly<
+  Record<DeliveryState, readonly DeliveryState[]>
+> = storedTransitions();
+
+function storedTransitions(): Record<DeliveryState, readonly DeliveryState[]> {
+  const out = {} as Record<DeliveryState, readonly DeliveryState[]>;
+  for (const from of DELIVERY_STATES) {
+    if (from === "claimed") {
+      out[from] = [];
+      continue;
+    }
+    const own = DELIVERY_TRANSITIONS[from].filter((to) => to !== "claimed");
+    const held = DELIVERY_TRANSITIONS[from].includes("claimed")
+      ? DELIVERY_TRANSITIONS.claimed.filter((to) => to !== "pending" && to !== from)
+      : [];
+    out[from] = [...new Set([...own, ...held])];
+  }
+  return out;
+}
+
+/**
  * The states a delivery row is created in: `pending` (planned, triggered or backfilled
  * for an active schedule) or `paused` (planned or backfilled while its schedule is paused).
  */

@@ -308,7 +308,7 @@ export type ExplainHistoryTuple = [
 export const EXPLAIN_PAGE_SQL = `
 with page as materialized (
   select ${EXPLAIN_SOURCE_COLUMNS}, row_number() over (order by ${EXPLAIN_ORDER}) as n
-  from punctual_deliveries d
+  from punctual_delivery_rows d
   where d.schedule_id = $2::uuid
     and exists (select 1 from punctual_schedules s where s.id = $2::uuid and s.tenant = $1)
     and d.due_at >= $3::timestamptz and d.due_at < $4::timestamptz
@@ -423,7 +423,7 @@ export async function explainPage(
  */
 export const EXPLAIN_DELIVERY_SQL = `
 select ${EXPLAIN_SELECT}
-from punctual_deliveries d join punctual_schedules s on s.id = d.schedule_id
+from punctual_delivery_rows d join punctual_schedules s on s.id = d.schedule_id
 where s.tenant = $1 and d.id = $2`;
 
 /** Result columns of {@link EXPLAIN_DELIVERY_SQL}. */

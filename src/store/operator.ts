@@ -29,7 +29,7 @@ import { columnsOf, firstRow, rows } from "./statement.js";
 
 /** Deliveries of a tenant by delivery key. $1 tenant, $2 keys. */
 export const DELIVERIES_BY_KEYS_SQL = `
-select d.* from punctual_deliveries d join punctual_schedules s on s.id = d.schedule_id
+select d.* from punctual_delivery_rows d join punctual_schedules s on s.id = d.schedule_id
 where s.tenant = $1 and d.delivery_key = any($2::text[])
 order by d.id`;
 

@@ -167,21 +167,22 @@ where l.tenant = $2 and l.key = $3
 for update`;
 
 /**
- * DEL-13: the sends of one limiter under way right now, by any process: its claimed rows
+/**
+ * DEL-13: the sends of one limiter under way right now, by any process: its held queue rows
  * and its digests that hold a slot (DEL-19: a digest message is one send; it holds the
- * slot from the token it took to its settle). $1 limiter (`tenant/key`). Run after
+ * slot from the token it took to its settle). $1 now, $2 limiter (`tenant/key`). Run after
  * {@link LOCK_BUCKET_SQL} in the same transaction: a new statement takes a new snapshot
  * (READ COMMITTED), so it sees every claim committed by whoever held the lock before;
  * counted in the lock's own statement, a claim committed while this one waited for the
- * lock was missed and the cap was held per process, not across them. The lease index
- * serves the rows (claimed rows only, a few per process), `punctual_digests_slots` the
- * digests.
+ * lock was missed and the cap was held per process, not across them. The queue's index
+ * serves the rows (a held row was due when it was claimed, so it lies among the due rows,
+ * `run_at` up to now), `punctual_digests_slots` the digests.
  */
 export const COUNT_BUSY_SQL = `
-select ((select count(*) from punctual_deliveries d
-         where d.state = 'claimed' and d.limiter = $1)
+select ((select count(*) from punctual_queue q
+         where q.run_at <= ${NOW} and q.lease_owner is not null and q.limiter = $2)
       + (select count(*) from punctual_digests g
-         where g.state = 'claimed' and g.holds_slot and g.limiter = $1))::int as busy`;
+         where g.state = 'claimed' and g.holds_slot and g.limiter = $2))::int as busy`;
 
 /** What {@link COUNT_BUSY_SQL} returns. */
 interface BusyRow {
@@ -235,17 +236,17 @@ spent as (
 export const DUE_LIMITERS_SQL = `
 select x.limiter
 from (
-  select d.limiter, d.claimable_at, d.id
-  from punctual_deliveries d
+  select q.limiter, q.run_at, q.id
+  from punctual_queue q
   where ${ADMISSION_PREDICATE}
-    and coalesce(d.channel = any($2::text[]), false)
-    and coalesce(d.limiter = any($3::text[]), false)
-    and not coalesce(d.limiter = any($4::text[]), false)
-  order by d.claimable_at, d.id
+    and coalesce(q.channel = any($2::text[]), false)
+    and coalesce(q.limiter = any($3::text[]), false)
+    and not coalesce(q.limiter = any($4::text[]), false)
+  order by q.run_at, q.id
   limit $5
 ) x
 group by x.limiter
-order by min(x.claimable_at), min(x.id)`;
+order by min(x.run_at), min(x.id)`;
 
 /** What {@link DUE_LIMITERS_SQL} returns. */
 interface DueLimiterRow {
@@ -441,7 +442,7 @@ export async function claimLimited(db: Database, p: LimitedClaimParams): Promise
     const busy =
       locked.concurrency === null
         ? 0
-        : ((await firstRow<BusyRow>(tx, COUNT_BUSY_SQL, [limiter]))?.busy ?? 0);
+        : ((await firstRow<BusyRow>(tx, COUNT_BUSY_SQL, [p.now, limiter]))?.busy ?? 0);
     const bucket: BucketRow = { ...locked, busy };
     const cap = bucket.concurrency === null ? p.limit : bucket.concurrency - bucket.busy;
     const lookaheadMs = p.lookaheadMs ?? Math.min(PACE_LOOKAHEAD_MS, Math.floor(p.leaseMs / 4));

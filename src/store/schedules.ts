@@ -567,7 +567,7 @@ select ${DELIVERY_ROW_KEYS.filter((c) => c !== "last_error")
     .join(", ")},
        left(d.last_error, $10) as last_error,
        coalesce(char_length(d.last_error) > $10, false) as last_error_truncated
-from punctual_deliveries d
+from punctual_delivery_rows d
 join punctual_schedules s on s.id = d.schedule_id
 where ${deliveryFilterSql(["$1", "$2", "$3", "$6", "$7", "$8", "$9"])}
   and ${idPastSql("d.id", "$4", dir)}
@@ -577,7 +577,7 @@ limit $5`;
 
 /** $1 tenant, $2 delivery id */
 export const DELIVERY_BY_ID_SQL = `
-select d.* from punctual_deliveries d join punctual_schedules s on s.id = d.schedule_id
+select d.* from punctual_delivery_rows d join punctual_schedules s on s.id = d.schedule_id
 where s.tenant = $1 and d.id = $2`;
 
 /**

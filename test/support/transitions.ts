@@ -1,6 +1,6 @@
 /**
  * The delivery state machine as a database trigger, for the test suite only: generated
- * from `DELIVERY_TRANSITIONS` and `DELIVERY_INITIAL_STATES` (src/domain), it refuses
+ * from `DELIVERY_STORED_TRANSITIONS` (the ledger's moves, derived from `DELIVERY_TRANSITIONS`) and `DELIVERY_INITIAL_STATES` (src/domain), it refuses
  * (raises) any change of `punctual_deliveries.state` the table does not list and any row
  * inserted in another state than an initial one. Installed on every migrated test
  * database (test/support/db.ts on PostgreSQL, the PGlite template of
@@ -14,7 +14,7 @@
 import {
   DELIVERY_INITIAL_STATES,
   DELIVERY_STATES,
-  DELIVERY_TRANSITIONS,
+  DELIVERY_STORED_TRANSITIONS,
 } from "../../src/domain/index.js";
 import type { Database, Queryable } from "../../src/store/database.js";
 
@@ -28,7 +28,9 @@ const quote = (s: string) => `'${s.replace(/'/g, "''")}'`;
 
 /** Every legal `from>to` pair of the table, as SQL text literals. */
 export function legalPairs(): string[] {
-  return DELIVERY_STATES.flatMap((from) => DELIVERY_TRANSITIONS[from].map((to) => `${from}>${to}`));
+  return DELIVERY_STATES.flatMap((from) =>
+    DELIVERY_STORED_TRANSITIONS[from].map((to) => `${from}>${to}`),
+  );
 }
 
 /** The statements that install the trigger (idempotent), in order. */
@@ -48,7 +50,7 @@ begin
         new.id, new.delivery_key, new.state using errcode = '${ILLEGAL_TRANSITION_CODE}';
     end if;
   elsif not ((old.state || '>' || new.state) = any (array[${pairs}]::text[])) then
-    raise exception 'illegal delivery transition % -> % of delivery % (%): not in DELIVERY_TRANSITIONS (src/domain)',
+    raise exception 'illegal delivery transition % -> % of delivery % (%): not in DELIVERY_STORED_TRANSITIONS (src/domain)',
       old.state, new.state, new.id, new.delivery_key using errcode = '${ILLEGAL_TRANSITION_CODE}';
   end if;
   return null;

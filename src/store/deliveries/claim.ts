@@ -9,14 +9,16 @@
 import type { ReminderTemplate } from "../../channels/template.js";
 import { numberArray, textArray } from "../array-literals.js";
 import { pinnedOf, type Queryable } from "../database.js";
-import { columnsOf, rows } from "../statement.js";
+import { columnsOf, execute, rows } from "../statement.js";
 import { DELIVERY_IDENTITY_KEYS, type DeliveryIdentity } from "../schedules.js";
 import {
   ADMISSION_PREDICATE,
   GIVE_BACK,
   heldBy,
+  lateAtClaim,
   msAfterNow,
   NOW,
+  REJUDGE_SQL,
   WAITING_PREDICATE,
 } from "./sql.js";
 
@@ -130,33 +132,34 @@ export function claimCtes(
 ): string {
   const limiterFilter =
     "only" in limiter
-      ? `coalesce(d.limiter = ${limiter.only}, false)`
-      : `not coalesce(d.limiter = any(${limiter.exclude}::text[]), false)`;
+      ? `coalesce(q.limiter = ${limiter.only}, false)`
+      : `not coalesce(q.limiter = any(${limiter.exclude}::text[]), false)`;
   return `due as (
-  select d.id
-  from punctual_deliveries d
+  select q.id
+  from punctual_queue q
   where ${ADMISSION_PREDICATE}
-    and coalesce(d.channel = any(${channels}::text[]), false)
+    and coalesce(q.channel = any(${channels}::text[]), false)
     and ${limiterFilter}
-  order by d.claimable_at, d.id
+  order by q.run_at, q.id
   limit ${limit}
-  for update of d skip locked
+  for update of q skip locked
 ),
-claimed as (
-  update punctual_deliveries d
-  set state = 'claimed',
-      attempt = d.attempt + 1,
+leased as (
+  update punctual_queue q
+  set attempt = q.attempt + 1,
       lease_owner = $2,
       lease_expires_at = ${msAfterNow(lease)},
-      claimed_at = ${NOW},
-      late = d.late or (d.attempt = 0
-                        and ${NOW} > coalesce(d.deferred_until, d.due_at) + interval '1 second'),
-      stale_at = null,
-      updated_at = ${NOW}
-  where d.id = any(array(select due.id from due))
-  returning d.id, d.delivery_key, d.schedule_id, d.reminder_key, d.occurrence_at, d.due_at,
-            d.attempt, d.failures, d.max_attempts, d.deferrals, d.first_attempt_at, d.channel,
-            d.on_lost_lease, d.lease_expires_at, d.late, d.run_at, d.recipient_id
+      claimed_at = ${NOW}
+  where q.id = any(array(select due.id from due))
+  returning q.id, q.attempt, q.lease_expires_at, q.claimed_at, q.run_at
+),
+claimed as (
+  select d.id, d.delivery_key, d.schedule_id, d.reminder_key, d.occurrence_at, d.due_at,
+         l.attempt, d.failures, d.max_attempts, d.deferrals, d.first_attempt_at, d.channel,
+         d.on_lost_lease, l.lease_expires_at, ${lateAtClaim("l.claimed_at")} as late, l.run_at,
+         d.recipient_id
+  from leased l
+  cross join lateral (select * from punctual_deliveries d where d.id = l.id offset 0) d
 )`;
 }
 
@@ -279,6 +282,32 @@ export interface SettleInput {
   messageId: string | null;
 }
 
+/** What a holder's write of the ledger returns for {@link requeueCtes}. */
+const REQUEUE_RETURNING = `d.id, d.state, d.claimable_at, d.channel, d.limiter, d.expires_at, d.stale_at,
+            d.delivery_key, d.schedule_id`;
+
+/**
+ * The queue's side of a holder's write of the ledger (a settle, a recovery, a skip at
+ * send), as two CTEs over the ledger rows it wrote (`written`, returning
+ * {@link REQUEUE_RETURNING}): a row that waits again (a retry that its schedule still
+ * admits: `claimable_at` set after the trigger `punctual_deliveries_rewait` judged it)
+ * keeps its queue row, released, at its new `run_at`; any other loses it. The queue rows
+ * were locked by the fence, and each is written once (updated or deleted).
+ */
+function requeueCtes(written: string): string {
+  return `requeued as (
+  update punctual_queue q
+  set run_at = w.claimable_at, lease_owner = null, lease_expires_at = null, claimed_at = null,
+      channel = w.channel, limiter = w.limiter, expires_at = w.expires_at, stale_at = w.stale_at
+  from ${written} w
+  where q.id = w.id and w.claimable_at is not null
+),
+dequeued as (
+  delete from punctual_queue q using ${written} w
+  where q.id = w.id and w.claimable_at is null
+)`;
+}
+
 /** A settled outcome whose attempt {@link SETTLE_SQL} keeps on the delivery row (`u` the input). */
 const KEPT_ON_ROW = `(u.state = 'sent' and u.outcome = 'sent' and u.error is null)`;
 
@@ -340,9 +369,19 @@ const SETTLE_CTES = `input as (
     as u(id, attempt, state, run_ms, reason, error, failure, started_ms, outcome, status, message_id,
          deferral)
 ),
+fenced as (
+  select u.*, q.claimed_at
+  from punctual_queue q
+  join input u on u.id = q.id
+  where q.id = any($3::bigint[]) and q.attempt = u.attempt and ${heldBy("$2")}
+  for update of q
+),
 settled as (
   update punctual_deliveries d
   set state = u.state,
+      attempt = u.attempt,
+      late = ${lateAtClaim("u.claimed_at")},
+      stale_at = null,
       sent_at = case when u.state = 'sent' then ${NOW} end,
       finished_at = case when u.state in ('dead', 'in_doubt') then ${NOW} end,
       reason = case when u.state in ('dead', 'in_doubt') then u.reason end,
@@ -351,19 +390,17 @@ settled as (
       failures = d.failures + u.failure,
       deferrals = d.deferrals + u.deferral,
       first_attempt_at = coalesce(d.first_attempt_at, u.started_at),
-      lease_owner = null,
-      lease_expires_at = null,
-      claimed_at = null,
       sent_by = case when ${KEPT_ON_ROW} then $2 end,
       send_started_at = case when ${KEPT_ON_ROW} then u.started_at end,
       send_status = case when ${KEPT_ON_ROW} then u.status end,
       send_message_id = case when ${KEPT_ON_ROW} then u.message_id end,
       updated_at = ${NOW}
-  from input u
-  where d.id = any($3::bigint[]) and d.id = u.id and d.attempt = u.attempt
-    and ${heldBy("$2")}
-  returning d.id
+  from fenced u
+  where d.id = any(array(select f.id from fenced f)) and d.id = u.id
+    and d.state in ('pending', 'retry')
+  returning ${REQUEUE_RETURNING}
 ),
+${requeueCtes("settled")},
 unsettled as (
   select u.id from input u where not exists (select 1 from settled s where s.id = u.id)
 ),
@@ -443,10 +480,10 @@ export const SETTLE_AND_CLAIM_COLUMNS = columnsOf<SettleAndClaimRow>()([
  */
 export const RECOVER_SQL = `
 with expired as (
-  select d.id, d.lease_owner, d.claimed_at, d.attempt
-  from punctual_deliveries d
-  where d.state = 'claimed' and d.lease_expires_at <= ${NOW}
-  order by d.lease_expires_at, d.id
+  select q.id, q.lease_owner, q.claimed_at, q.attempt
+  from punctual_queue q
+  where q.run_at <= ${NOW} and q.lease_owner is not null and q.lease_expires_at <= ${NOW}
+  order by q.run_at, q.id
   limit $2
   for update skip locked
 ),
@@ -461,18 +498,19 @@ recovered as (
         when d.failures + 1 >= d.max_attempts then 'SEND_FAILED' end,
       finished_at = case
         when d.on_lost_lease = 'in_doubt' or d.failures + 1 >= d.max_attempts then ${NOW} end,
+      attempt = e.attempt,
+      late = ${lateAtClaim("e.claimed_at")},
+      stale_at = null,
       run_at = ${msAfterNow("$3")},
       failures = d.failures + 1,
-      first_attempt_at = coalesce(d.first_attempt_at, d.claimed_at),
+      first_attempt_at = coalesce(d.first_attempt_at, e.claimed_at),
       last_error = 'lease expired before the send settled (worker crashed, stalled or lost the database)',
-      lease_owner = null,
-      lease_expires_at = null,
-      claimed_at = null,
       updated_at = ${NOW}
   from expired e
   where d.id = e.id
-  returning d.id, d.state, d.delivery_key, d.schedule_id, d.channel
+  returning ${REQUEUE_RETURNING}
 ),
+${requeueCtes("recovered")},
 recorded as (
   insert into punctual_attempts (delivery_id, attempt, worker, started_at, ended_at, outcome, settled, error)
   select e.id, e.attempt, e.lease_owner, e.claimed_at, ${NOW}, 'lease_expired', true, 'lease expired'
@@ -491,11 +529,11 @@ export const RECOVER_COLUMNS = columnsOf<RecoveredRow>()([
 
 /** Release claims this worker never started (graceful shutdown, OPS-6). $1 now, $2 owner, $3 ids, $4 attempts. */
 export const RELEASE_SQL = `
-update punctual_deliveries d
+update punctual_queue q
 set ${GIVE_BACK}
 from unnest($3::bigint[], $4::int[]) as u(id, attempt)
-where d.id = u.id and d.attempt = u.attempt and ${heldBy("$2")}
-returning d.id`;
+where q.id = u.id and q.attempt = u.attempt and ${heldBy("$2")}
+returning q.id`;
 
 /** Result columns of {@link RELEASE_SQL}. */
 export const RELEASE_COLUMNS = ID_COLUMNS;
@@ -508,11 +546,12 @@ export const RELEASE_COLUMNS = ID_COLUMNS;
  */
 export const NEXT_WAKE_SQL = `
 select
-  (select d.claimable_at from punctual_deliveries d
+  (select q.run_at from punctual_queue q
     where ${WAITING_PREDICATE}
-      and coalesce(d.channel = any($2::text[]), false)
-    order by d.claimable_at, d.id limit 1) as next_run_at,
-  (select min(lease_expires_at) from punctual_deliveries where state = 'claimed') as next_lease_expiry,
+      and coalesce(q.channel = any($2::text[]), false)
+    order by q.run_at, q.id limit 1) as next_run_at,
+  (select min(q.lease_expires_at) from punctual_queue q
+    where q.run_at <= ${NOW} and q.lease_owner is not null) as next_lease_expiry,
   ${NOW} as db_now`;
 
 /** Result columns of {@link NEXT_WAKE_SQL}. */
@@ -531,13 +570,12 @@ export const NEXT_WAKE_COLUMNS = columnsOf<NextWake>()([
  * Returns the rows still held, with their new expiry and the statement's "now".
  */
 export const RENEW_SQL = `
-update punctual_deliveries d
-set lease_expires_at = ${msAfterNow("$3")},
-    updated_at = ${NOW}
+update punctual_queue q
+set lease_expires_at = ${msAfterNow("$3")}
 from unnest($4::bigint[], $5::int[]) as u(id, attempt)
-where d.id = u.id and d.attempt = u.attempt and ${heldBy("$2")}
-  and d.lease_expires_at > ${NOW}
-returning d.id, d.lease_expires_at, ${NOW} as db_now`;
+where q.id = u.id and q.attempt = u.attempt and ${heldBy("$2")}
+  and q.lease_expires_at > ${NOW}
+returning q.id, q.lease_expires_at, ${NOW} as db_now`;
 
 /** Result columns of {@link RENEW_SQL}. */
 export const RENEW_COLUMNS = columnsOf<RenewedLease>()(["id", "lease_expires_at", "db_now"]);
@@ -551,10 +589,10 @@ export const RENEW_COLUMNS = columnsOf<RenewedLease>()(["id", "lease_expires_at"
  * $3 ids the worker holds (never touched).
  */
 export const RELEASE_ORPHANS_SQL = `
-update punctual_deliveries d
+update punctual_queue q
 set ${GIVE_BACK}
-where d.state = 'claimed' and d.lease_owner = $2 and not (d.id = any($3::bigint[]))
-returning d.id`;
+where q.run_at <= ${NOW} and q.lease_owner = $2 and not (q.id = any($3::bigint[]))
+returning q.id`;
 
 /** Result columns of {@link RELEASE_ORPHANS_SQL}. */
 export const RELEASE_ORPHANS_COLUMNS = ID_COLUMNS;
@@ -733,7 +771,23 @@ export async function releaseClaims(
     held.map((h) => h.id),
     held.map((h) => h.attempt),
   ]);
-  return released.map((r) => r.id);
+  const ids = released.map((r) => r.id);
+  await rejudge(db, now, ids, null);
+  return ids;
+}
+
+/**
+ * DEL-10: runs {@link REJUDGE_SQL} for rows whose claim was given back: each lands where
+ * its schedule is now, `run_at` moved to `runAt` at the earliest (null: unchanged).
+ */
+export async function rejudge(
+  db: Queryable,
+  now: Date | null,
+  ids: readonly number[],
+  runAt: Date | null,
+): Promise<void> {
+  if (ids.length === 0) return;
+  await execute(db, REJUDGE_SQL, [now, ids, runAt]);
 }
 
 /** DEL-16: runs {@link RELEASE_ORPHANS_SQL}. Returns the ids given back. */
@@ -744,7 +798,9 @@ export async function releaseOrphans(
   heldIds: readonly number[],
 ): Promise<number[]> {
   const released = await rows<IdRow>(db, RELEASE_ORPHANS_SQL, [now, owner, heldIds]);
-  return released.map((r) => r.id);
+  const ids = released.map((r) => r.id);
+  await rejudge(db, now, ids, null);
+  return ids;
 }
 
 /** A row {@link recoverExpired} moved out of `claimed`. */

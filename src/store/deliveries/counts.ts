@@ -7,7 +7,7 @@
  */
 import type { Queryable } from "../database.js";
 import { columnsOf, firstRow } from "../statement.js";
-import { ADMISSION_PREDICATE, msBeforeNow } from "./sql.js";
+import { ADMISSION_PREDICATE, msBeforeNow, NOW } from "./sql.js";
 
 /** The row of {@link DELIVERY_COUNTS_SQL}. Counts are int8: a number on both engines. */
 export interface DeliveryCountsRow {
@@ -45,33 +45,49 @@ export const DELIVERY_COUNTS_COLUMNS = columnsOf<DeliveryCountsRow>()([
 const SCOPE = `($3::text is null
     or d.schedule_id in (select s.id from punctual_schedules s where s.tenant = $3::text))`;
 
+/** {@link SCOPE} for a queue row `q`: its ledger row's schedule, read by primary key. */
+const QUEUE_SCOPE = `($3::text is null
+    or (select d.schedule_id from punctual_deliveries d where d.id = q.id)
+       in (select s.id from punctual_schedules s where s.tenant = $3::text))`;
+
+/** A queue row `q` held by a worker (it was due when claimed, so among the due rows). */
+const HELD = `q.run_at <= ${NOW} and q.lease_owner is not null`;
+
 /**
  * The delivery counts ({@link DeliveryCountsRow}). $1 now, $2 overdue threshold ms, $3
- * tenant (NULL: the whole cluster). Each count reads only the rows it counts, through
- * their partial indexes (the claim index for the backlog and pending overdue rows, the
- * state index for retries, the lease index for claimed rows), never the finished history;
- * a tenant's count keeps to those rows and checks their schedule by primary key.
+ * tenant (NULL: the whole cluster). Each count reads only the rows it counts: the due
+ * part of the queue's index (migration 0049) for the backlog, the overdue pending rows and
+ * the held (`claimed`) rows, the ledger's state index for retries, doubts and dead
+ * letters, never the finished history; a tenant's count keeps to those rows and checks
+ * their schedule by primary key. A `retry` row a worker holds counts as `claimed`, not as
+ * waiting to retry.
  */
 export const DELIVERY_COUNTS_SQL = `
 select
-  (select count(*) from punctual_deliveries d where ${ADMISSION_PREDICATE} and ${SCOPE})
+  (select count(*) from punctual_queue q where ${ADMISSION_PREDICATE} and ${QUEUE_SCOPE})
     as due_backlog,
+  (select count(*) from punctual_queue q
+    where q.run_at < ${msBeforeNow("$2")} and q.lease_owner is null and q.attempt = 0
+      and ${QUEUE_SCOPE})
+  + (select count(*) from punctual_deliveries d
+      where d.state = 'retry' and d.due_at < ${msBeforeNow("$2")}
+        and not exists (select 1 from punctual_queue q where q.id = d.id and ${HELD})
+        and ${SCOPE})
+  + (select count(*) from punctual_queue q
+      where ${HELD}
+        and (select d.due_at from punctual_deliveries d where d.id = q.id) < ${msBeforeNow("$2")}
+        and ${QUEUE_SCOPE}) as overdue,
   (select count(*) from punctual_deliveries d
-    where d.claimable_at < ${msBeforeNow("$2")} and d.state = 'pending' and ${SCOPE})
-  + (select count(*) from punctual_deliveries d
-      where d.state = 'retry' and d.due_at < ${msBeforeNow("$2")} and ${SCOPE})
-  + (select count(*) from punctual_deliveries d
-      where d.state = 'claimed' and d.due_at < ${msBeforeNow("$2")} and ${SCOPE}) as overdue,
-  (select count(*) from punctual_deliveries d where d.state = 'retry' and ${SCOPE})
-    as retry_waiting,
+    where d.state = 'retry'
+      and not exists (select 1 from punctual_queue q where q.id = d.id and ${HELD})
+      and ${SCOPE}) as retry_waiting,
   (select count(*) from punctual_deliveries d where d.state = 'in_doubt' and ${SCOPE})
     as in_doubt,
   (select count(*) from punctual_deliveries d
     where d.state = 'dead' and d.reason is distinct from 'resolved' and ${SCOPE}) as dead,
-  (select count(*) from punctual_deliveries d where d.state = 'claimed' and ${SCOPE})
-    as claimed,
-  (select min(d.due_at) from punctual_deliveries d where ${ADMISSION_PREDICATE} and ${SCOPE})
-    as oldest_due_at`;
+  (select count(*) from punctual_queue q where ${HELD} and ${QUEUE_SCOPE}) as claimed,
+  (select min((select d.due_at from punctual_deliveries d where d.id = q.id))
+    from punctual_queue q where ${ADMISSION_PREDICATE} and ${QUEUE_SCOPE}) as oldest_due_at`;
 
 /** Parameters of {@link countDeliveries}. */
 export interface CountDeliveriesParams {

@@ -7,22 +7,24 @@
  */
 import type { Queryable } from "../database.js";
 import { columnsOf, execute, rows } from "../statement.js";
+import { rejudge } from "./claim.js";
 import { GIVE_BACK, heldBy, NOW } from "./sql.js";
 
 /**
  * CH-7: gives claimed rows back unsent, to wait for their host's circuit: attempt
  * restored (no attempt spent, no deferral counted; {@link GIVE_BACK}), `run_at` moved to
- * $5 at the earliest. Fenced like the settle. $1 now, $2 owner, $3 ids, $4 attempts, $5 run
+ * $5 at the earliest (on the queue row here, on the ledger row by the rejudge that follows,
+ * `REJUDGE_SQL`). Fenced like the settle. $1 now, $2 owner, $3 ids, $4 attempts, $5 run
  * at. A row whose schedule changed meanwhile lands where it is now (trigger
  * `punctual_deliveries_rewait`).
  */
 export const DEFER_CLAIMS_SQL = `
-update punctual_deliveries d
+update punctual_queue q
 set ${GIVE_BACK},
-    run_at = greatest(d.run_at, $5::timestamptz)
+    run_at = greatest(q.run_at, $5::timestamptz)
 from unnest($3::bigint[], $4::int[]) as u(id, attempt)
-where d.id = u.id and d.attempt = u.attempt and ${heldBy("$2")}
-returning d.id`;
+where q.id = u.id and q.attempt = u.attempt and ${heldBy("$2")}
+returning q.id`;
 
 /** Result columns of {@link DEFER_CLAIMS_SQL}. */
 export const DEFER_CLAIMS_COLUMNS = columnsOf<{ id: number }>()(["id"]);
@@ -43,7 +45,9 @@ export async function deferClaims(
     held.map((h) => h.attempt),
     runAt,
   ]);
-  return back.map((r) => r.id);
+  const ids = back.map((r) => r.id);
+  await rejudge(db, now, ids, runAt);
+  return ids;
 }
 
 /**
@@ -55,7 +59,8 @@ export async function deferClaims(
 export const RECORD_QUIET_RETRY_SQL = `
 update punctual_deliveries d
 set deferred_until = $5::timestamptz, deferred_reason = 'QUIET_HOURS', updated_at = ${NOW}
-where d.id = $2 and d.attempt = $3 and ${heldBy("$4")}`;
+where d.id = $2
+  and exists (select 1 from punctual_queue q where q.id = $2 and q.attempt = $3 and ${heldBy("$4")})`;
 
 /** DEL-15: runs {@link RECORD_QUIET_RETRY_SQL}; returns whether the row was still held. */
 export async function recordQuietRetry(

@@ -623,14 +623,21 @@ export const RECIPIENT_AT_SEND_COLUMNS = columnsOf<RecipientAtSendRow>()([
  * API-11 / API-13: a claimed row that is not sent because of its recipient — no target
  * for the channel (`NO_TARGET`), opted out of the channel or category (`OPTED_OUT`), off
  * the schedule or the registry (`recipient_removed`) — becomes `skipped` with that
- * reason, fenced like the settle (id, attempt, state `claimed`, owner), lease cleared.
+ * reason, fenced like the settle (id, attempt, leased, owner: the queue row, which it
+ * deletes), the claim's attempt written on the ledger row.
  * $1 now, $2 owner, $3 id, $4 attempt, $5 reason. Returns the id when it applied.
  */
 export const SKIP_CLAIMED_SQL = `
+with fenced as (
+  delete from punctual_queue q
+  where q.id = $3 and q.attempt = $4 and ${heldBy("$2")}
+  returning q.id, q.attempt
+)
 update punctual_deliveries d
-set state = 'skipped', reason = $5, finished_at = ${NOW}, lease_owner = null,
-    lease_expires_at = null, claimed_at = null, updated_at = ${NOW}
-where d.id = $3 and d.attempt = $4 and ${heldBy("$2")}
+set state = 'skipped', reason = $5, finished_at = ${NOW}, attempt = f.attempt, stale_at = null,
+    updated_at = ${NOW}
+from fenced f
+where d.id = f.id
 returning d.id`;
 
 /** Result columns of {@link SKIP_CLAIMED_SQL}. */
@@ -647,7 +654,8 @@ set bypassed = case when d.bypassed is null then $5::text
                     when strpos(d.bypassed, $5::text) > 0 then d.bypassed
                     else d.bypassed || ',' || $5::text end,
     updated_at = ${NOW}
-where d.id = $3 and d.attempt = $4 and ${heldBy("$2")}`;
+where d.id = $3
+  and exists (select 1 from punctual_queue q where q.id = $3 and q.attempt = $4 and ${heldBy("$2")})`;
 
 /**
  * API-11 / API-9: the one statement that inserts delivery rows for recipients, for one

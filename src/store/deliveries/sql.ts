@@ -23,54 +23,78 @@ export function msBeforeNow(ms: string): string {
 }
 
 /**
- * DEL-3: the one admission predicate, row-local: a delivery `d` may be claimed when
- * - it waits (`pending` or `retry`). The waiting rows of a paused or quarantined schedule
- *   are `paused` and those of a cancelled schedule `cancelled`, moved in the transaction
- *   that changes the schedule (DEL-10); rows of a removed reminder are deleted or
- *   cancelled by the edit that removes it (DEL-9); a claimed row that comes back to
- *   waiting lands where its schedule is now (trigger `punctual_deliveries_rewait`);
+ * DEL-3: the one admission predicate, row-local, on a queue row `q` (`punctual_queue`,
+ * migration 0049): a delivery may be claimed when
+ * - it waits: it has a queue row (only a `pending` / `retry` ledger row that is not a
+ *   digest member has one; the rows of a paused, quarantined or cancelled schedule are
+ *   `paused` / `cancelled` in the ledger and have none, DEL-10) and no worker holds it
+ *   (`lease_owner` is NULL: an expired lease waits for recovery, DEL-6);
  * - its due or retry time (`run_at`) has come;
  * - its schedule's expiry (`expires_at`, copied onto the row) has not passed;
  * - the misfire policy has had its say (REC-6): a never-tried row of a recurring schedule
  *   past its grace period (`stale_at`) waits for the misfire sweep, which marks it late
  *   (clearing `stale_at`) or skips it, so no backlog is sent unjudged.
  * NULL-safe: NULL `expires_at` / `stale_at` mean "no limit" (`is null or …`), where a
- * plain comparison would be NULL and so false. The rest of what DEL-3 lists is implied
- * by the state through CHECK constraints: a waiting row holds no lease
- * (`punctual_deliveries_lease`) and was not sent (`punctual_deliveries_sent_at`; one row
- * per occurrence by the unique key). No join: every term reads the row itself.
+ * plain comparison would be NULL and so false. No join: every term reads the queue row.
+ * The ledger keeps the queue's admission columns in step through the trigger
+ * `punctual_deliveries_queue_sync` (migration 0049).
  *
  * {@link WAITING_PREDICATE} is everything but the due time (the wake-up query looks for
  * the earliest `run_at` among those); {@link ADMISSION_PREDICATE} adds it. Used by the
  * claim, the wake-up query and the delivery counts alike.
  */
 export const WAITING_PREDICATE = `
-  d.claimable_at is not null
-  and coalesce(d.expires_at > ${NOW}, true)
-  and coalesce(d.stale_at > ${NOW}, true)`;
+  q.lease_owner is null
+  and coalesce(q.expires_at > ${NOW}, true)
+  and coalesce(q.stale_at > ${NOW}, true)`;
 
 /** {@link WAITING_PREDICATE} and due now: what the claim may take (DEL-3). */
 export const ADMISSION_PREDICATE = `
-  d.claimable_at <= ${NOW}
-  and coalesce(d.expires_at > ${NOW}, true)
-  and coalesce(d.stale_at > ${NOW}, true)`;
+  q.run_at <= ${NOW}
+  and q.lease_owner is null
+  and coalesce(q.expires_at > ${NOW}, true)
+  and coalesce(q.stale_at > ${NOW}, true)`;
 
 /**
- * DEL-2: the fence of every write after the claim, less the attempt: the row is still
- * `claimed` and by this owner (`owner`: the SQL of the owner parameter). The caller adds
- * `d.id = …` and `d.attempt = …` (decision 4 of docs/architecture.md: all four clauses).
+ * DEL-2: the fence of every write after the claim, less the attempt, on the queue row `q`
+ * that holds the lease: it is still leased (`lease_owner` set) and by this owner (`owner`:
+ * the SQL of the owner parameter). The caller adds `q.id = …` and `q.attempt = …`
+ * (decision 4 of docs/architecture.md: all four clauses).
  */
 export function heldBy(owner: string): string {
-  return `d.state = 'claimed' and d.lease_owner is not distinct from ${owner}`;
+  return `q.lease_owner is not null and q.lease_owner is not distinct from ${owner}`;
 }
 
 /**
- * DEL-16 / OPS-6 / CH-7: the SET list that gives a claim back unsent: the row returns to
- * `pending` (never tried) or `retry` with its attempt restored (the claim spent nothing),
- * its lease cleared. A row whose schedule changed meanwhile lands where the schedule is
- * now (trigger `punctual_deliveries_rewait`). Used by the release of unstarted claims,
+ * DEL-16 / OPS-6 / CH-7: the SET list of the queue row `q` that gives a claim back unsent:
+ * its attempt restored (the claim spent nothing), its lease cleared. The ledger row was
+ * not written by the claim; {@link REJUDGE_SQL} then judges it against its schedule as it
+ * is now (trigger `punctual_deliveries_rewait`). Used by the release of unstarted claims,
  * the release of orphaned claims and the circuit breaker's deferral.
  */
-export const GIVE_BACK = `state = case when d.attempt - 1 = 0 then 'pending' else 'retry' end,
-    attempt = d.attempt - 1,
-    lease_owner = null, lease_expires_at = null, claimed_at = null, updated_at = ${NOW}`;
+export const GIVE_BACK = `attempt = q.attempt - 1,
+    lease_owner = null, lease_expires_at = null, claimed_at = null`;
+
+/**
+ * DEL-10: judges ledger rows whose claim was given back ({@link GIVE_BACK}) against their
+ * schedule as it is now: a row whose schedule was paused, cancelled or lost its reminder
+ * while it was held lands `paused` / `cancelled` (trigger `punctual_deliveries_rewait`),
+ * and its queue row goes with it (trigger `punctual_deliveries_queue_sync`). `run_at`
+ * moves to `$3` at the earliest (NULL: unchanged). Run after the give-back, in its own
+ * statement (the triggers read the queue as the give-back left it). $1 now, $2 ids,
+ * $3 earliest run_at.
+ */
+export const REJUDGE_SQL = `
+update punctual_deliveries d
+set run_at = greatest(d.run_at, coalesce($3::timestamptz, d.run_at)), updated_at = ${NOW}
+where d.id = any($2::bigint[]) and d.state in ('pending', 'retry')`;
+
+/**
+ * DEL-15: whether a delivery was claimed late: on its first claim (`d.attempt` the ledger's,
+ * before the claim), more than 1 s after its due time or its quiet-hours deferral; once
+ * late, always late. `claimedAt`: SQL of the claim's instant.
+ */
+export function lateAtClaim(claimedAt: string): string {
+  return `(d.late or (d.attempt = 0
+                      and ${claimedAt} > coalesce(d.deferred_until, d.due_at) + interval '1 second'))`;
+}
