@@ -170,7 +170,8 @@ create trigger punctual_deliveries_rewait
   execute function punctual_deliveries_rewait();
 
 -- The ledger as readers see it: a delivery whose queue row holds a lease is `claimed`, at
--- the claim's attempt, with the lease's owner and times.
+-- the claim's attempt, with the lease's owner and times; not claimable, and judged by the
+-- misfire policy (`stale_at` NULL), as the claim made the row before 0049.
 create view punctual_delivery_rows as
 select d.id, d.delivery_key, d.schedule_id, d.reminder_key, d.occurrence_at, d.due_at,
        d.run_at,
@@ -179,7 +180,8 @@ select d.id, d.delivery_key, d.schedule_id, d.reminder_key, d.occurrence_at, d.d
        d.failures, d.max_attempts, d.channel, d.on_lost_lease,
        q.lease_owner, q.lease_expires_at, q.claimed_at,
        d.sent_at, d.finished_at, d.reason, d.last_error, d.late, d.created_at, d.updated_at,
-       d.expires_at, d.stale_at,
+       d.expires_at,
+       case when q.lease_owner is null then d.stale_at end as stale_at,
        case when q.lease_owner is null then d.claimable_at end as claimable_at,
        d.deferrals, d.first_attempt_at, d.sent_by, d.send_started_at, d.send_status,
        d.send_message_id, d.deferred_until, d.deferred_reason, d.limiter, d.recipient_id,

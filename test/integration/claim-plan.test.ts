@@ -38,14 +38,14 @@ const engine = engineName();
 const DUE = 20_000;
 const FINISHED = 50_000;
 
-/** Asserts the claim's admission (the `due` CTE) reads only the claim index, in order. */
+/** Asserts the claim's admission (the `due` CTE) reads only the queue's index, in order. */
 function expectIndexOrderedClaim(plan: PlanNode): void {
   const due = cte(plan, "due");
   const shape = outline(due);
   const inDue = nodes(due);
   expect(
     inDue.some(
-      (n) => n["Node Type"] === "Index Scan" && n["Index Name"] === "punctual_deliveries_claimable",
+      (n) => n["Node Type"] === "Index Scan" && n["Index Name"] === "punctual_queue_run",
     ),
     shape,
   ).toBe(true);
@@ -62,7 +62,7 @@ function expectIndexOrderedClaim(plan: PlanNode): void {
     shape,
   ).toEqual([]);
   expect([...new Set(inDue.map((n) => n["Relation Name"]).filter(Boolean))], shape).toEqual([
-    "punctual_deliveries",
+    "punctual_queue",
   ]);
 }
 
@@ -136,7 +136,7 @@ describe(`claim and sweep plans on ${engine}, before and after ANALYZE`, () => {
           nodes(plan).some(
             (n) =>
               n["Node Type"] === "Index Scan" &&
-              n["Index Name"] === "punctual_deliveries_claimable",
+              n["Index Name"] === "punctual_queue_run",
           ),
           shape,
         ).toBe(true);

@@ -527,12 +527,16 @@ export const RECOVER_COLUMNS = columnsOf<RecoveredRow>()([
   "channel",
 ]);
 
-/** Release claims this worker never started (graceful shutdown, OPS-6). $1 now, $2 owner, $3 ids, $4 attempts. */
+/**
+ * Release claims this worker never started (graceful shutdown, OPS-6): the queue rows only
+ * ({@link GIVE_BACK}); {@link rejudge} then judges their ledger rows. $1 owner, $2 ids,
+ * $3 attempts (no "now": nothing here reads the clock).
+ */
 export const RELEASE_SQL = `
 update punctual_queue q
 set ${GIVE_BACK}
-from unnest($3::bigint[], $4::int[]) as u(id, attempt)
-where q.id = u.id and q.attempt = u.attempt and ${heldBy("$2")}
+from unnest($2::bigint[], $3::int[]) as u(id, attempt)
+where q.id = u.id and q.attempt = u.attempt and ${heldBy("$1")}
 returning q.id`;
 
 /** Result columns of {@link RELEASE_SQL}. */
@@ -766,7 +770,6 @@ export async function releaseClaims(
 ): Promise<number[]> {
   if (held.length === 0) return [];
   const released = await rows<IdRow>(db, RELEASE_SQL, [
-    now,
     owner,
     held.map((h) => h.id),
     held.map((h) => h.attempt),

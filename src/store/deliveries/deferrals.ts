@@ -14,16 +14,15 @@ import { GIVE_BACK, heldBy, NOW } from "./sql.js";
  * CH-7: gives claimed rows back unsent, to wait for their host's circuit: attempt
  * restored (no attempt spent, no deferral counted; {@link GIVE_BACK}), `run_at` moved to
  * $5 at the earliest (on the queue row here, on the ledger row by the rejudge that follows,
- * `REJUDGE_SQL`). Fenced like the settle. $1 now, $2 owner, $3 ids, $4 attempts, $5 run
- * at. A row whose schedule changed meanwhile lands where it is now (trigger
+ * `REJUDGE_SQL`). Fenced like the settle. $1 owner, $2 ids, $3 attempts, $4 run at. A row whose schedule changed meanwhile lands where it is now (trigger
  * `punctual_deliveries_rewait`).
  */
 export const DEFER_CLAIMS_SQL = `
 update punctual_queue q
 set ${GIVE_BACK},
-    run_at = greatest(q.run_at, $5::timestamptz)
-from unnest($3::bigint[], $4::int[]) as u(id, attempt)
-where q.id = u.id and q.attempt = u.attempt and ${heldBy("$2")}
+    run_at = greatest(q.run_at, $4::timestamptz)
+from unnest($2::bigint[], $3::int[]) as u(id, attempt)
+where q.id = u.id and q.attempt = u.attempt and ${heldBy("$1")}
 returning q.id`;
 
 /** Result columns of {@link DEFER_CLAIMS_SQL}. */
@@ -39,7 +38,6 @@ export async function deferClaims(
 ): Promise<number[]> {
   if (held.length === 0) return [];
   const back = await rows<{ id: number }>(db, DEFER_CLAIMS_SQL, [
-    now,
     owner,
     held.map((h) => h.id),
     held.map((h) => h.attempt),
