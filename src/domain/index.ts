@@ -121,6 +121,11 @@ export function canTransition(from: DeliveryState, to: DeliveryState): boolean {
   return DELIVERY_TRANSITIONS[from].includes(to);
 }
 
+/** Whether the ledger row may move `from → to` ({@link DELIVERY_STORED_TRANSITIONS}). */
+export function canStoreTransition(from: DeliveryState, to: DeliveryState): boolean {
+  return DELIVERY_STORED_TRANSITIONS[from].includes(to);
+}
+
 /** What recovery does with a claim whose lease expired before it settled (DEL-6). */
 export type LostLeasePolicy = "retry" | "in_doubt";
 

@@ -44,9 +44,7 @@ function expectIndexOrderedClaim(plan: PlanNode): void {
   const shape = outline(due);
   const inDue = nodes(due);
   expect(
-    inDue.some(
-      (n) => n["Node Type"] === "Index Scan" && n["Index Name"] === "punctual_queue_run",
-    ),
+    inDue.some((n) => n["Node Type"] === "Index Scan" && n["Index Name"] === "punctual_queue_run"),
     shape,
   ).toBe(true);
   expect(
@@ -134,9 +132,7 @@ describe(`claim and sweep plans on ${engine}, before and after ANALYZE`, () => {
         const shape = outline(plan);
         expect(
           nodes(plan).some(
-            (n) =>
-              n["Node Type"] === "Index Scan" &&
-              n["Index Name"] === "punctual_queue_run",
+            (n) => n["Node Type"] === "Index Scan" && n["Index Name"] === "punctual_queue_run",
           ),
           shape,
         ).toBe(true);

@@ -101,7 +101,7 @@ const PARAMS: Record<string, readonly unknown[]> = {
   SETTLE_SQL: [null, "owner", ...nulls(12)],
   SETTLE_AND_CLAIM_SQL: [null, "owner", ...nulls(12), 1_000, 1, ["log"], []],
   RECOVER_SQL: [null, 1, 0],
-  RELEASE_SQL: [null, "owner", null, null],
+  RELEASE_SQL: ["owner", null, null],
   NEXT_WAKE_SQL: [null, ["log"]],
   RENEW_SQL: [null, "owner", 1_000, null, null],
   RELEASE_ORPHANS_SQL: [null, "owner", []],
@@ -270,7 +270,7 @@ const PARAMS: Record<string, readonly unknown[]> = {
   ALL_RATE_LIMITS_SQL: [null],
   DELETE_RATE_LIMIT_SQL: ["default", "key"],
   LOCK_BUCKET_SQL: [null, "default", "key"],
-  COUNT_BUSY_SQL: ["default/key"],
+  COUNT_BUSY_SQL: [null, "default/key"],
   CLAIM_LIMITED_SQL: [null, "owner", 1_000, 1, ["log"], "default", "key", "default/key"],
   DUE_LIMITERS_SQL: [null, ["log"], ["default/key"], [], 100],
   // circuits.ts
@@ -279,7 +279,7 @@ const PARAMS: Record<string, readonly unknown[]> = {
   CIRCUIT_PROBE_SQL: [null, "default", "host", "owner", 1_000],
   CIRCUIT_SQL: ["default", "host"],
   LIST_CIRCUITS_SQL: [null],
-  DEFER_CLAIMS_SQL: [null, "owner", null, null, new Date(0)],
+  DEFER_CLAIMS_SQL: ["owner", null, null, new Date(0)],
   // quiet-retries.ts
   REMINDER_QUIET_SQL: [ID, "r"],
   RECORD_QUIET_RETRY_SQL: [null, 1, 1, "owner", new Date(0)],

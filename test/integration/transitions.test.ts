@@ -1,6 +1,7 @@
 /**
  * The delivery state machine is enforced in the test suite, not only declared: the
- * trigger of test/support/transitions.ts, generated from `DELIVERY_TRANSITIONS` and
+ * trigger of test/support/transitions.ts, generated from `DELIVERY_STORED_TRANSITIONS` (the
+ * ledger's moves, derived from `DELIVERY_TRANSITIONS`) and
  * `DELIVERY_INITIAL_STATES` (src/domain) and installed on every migrated test database,
  * refuses every change of state the table does not list and accepts every one it lists
  * (on the engine of this run; npm test runs both).
@@ -9,7 +10,7 @@ import { describe, expect, it } from "vitest";
 import {
   DELIVERY_INITIAL_STATES,
   DELIVERY_STATES,
-  canTransition,
+  canStoreTransition,
   type DeliveryState,
 } from "../../src/domain/index.js";
 import type { Queryable } from "../../src/store/database.js";
@@ -66,7 +67,7 @@ async function insertIn(db: Queryable, scheduleId: string, key: string, state: D
 describe(`the delivery state machine on ${engineName()}`, () => {
   const t = useTestDatabase();
 
-  it("DEL-2: every change of state the table lists is accepted, every other one refused", async () => {
+  it("DEL-2: every change of state the stored table lists (DELIVERY_STORED_TRANSITIONS) is accepted, every other one refused", async () => {
     const { db } = t();
     const schedule = await insertSchedule(db);
     const seen: string[] = [];
@@ -79,7 +80,7 @@ describe(`the delivery state machine on ${engineName()}`, () => {
         const result = await refusal(
           db.query(`update punctual_deliveries set ${columnsFor(to)} where id = $1`, [id]),
         );
-        if (canTransition(from, to)) {
+        if (canStoreTransition(from, to)) {
           expect(result, `${from} -> ${to}`).toBeNull();
         } else {
           expect(result?.code, `${from} -> ${to}`).toBe(ILLEGAL_TRANSITION_CODE);

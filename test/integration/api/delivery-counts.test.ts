@@ -68,14 +68,15 @@ beforeAll(async () => {
     deferred_reason: "QUIET_HOURS",
   });
   await row(s, "retry-overdue", { due_at: ago(40 * MIN), state: "retry", attempt: 1 });
-  await row(s, "claimed", {
-    due_at: ago(16 * MIN),
-    state: "claimed",
-    attempt: 1,
-    lease_owner: "w",
-    lease_expires_at: new Date(NOW.getTime() + MIN),
-    claimed_at: NOW,
-  });
+  // Held by a worker: since migration 0049 the lease is on the queue row, the ledger row
+  // waits as it did before the claim.
+  await row(s, "claimed", { due_at: ago(16 * MIN) });
+  await t.db.query(
+    `update punctual_queue set attempt = 1, lease_owner = 'w', lease_expires_at = $1,
+       claimed_at = $2
+     where id = (select id from punctual_deliveries where delivery_key = 'claimed')`,
+    [new Date(NOW.getTime() + MIN), NOW],
+  );
   for (const [key, state, reason] of [
     ["doubt", "in_doubt", "LEASE_EXPIRED"],
     ["dead", "dead", "SEND_FAILED"],
