@@ -41,20 +41,21 @@ for (const [target, rank] of Object.entries(ranks)) {
 /**
  * Every write to the delivery tables lives in src/store/deliveries/ (docs/architecture.md,
  * "Store"): a string or template text anywhere else in src/ that inserts into, updates,
- * deletes from or truncates `punctual_deliveries` or `punctual_attempts` is refused.
+ * deletes from or truncates `punctual_deliveries`, `punctual_queue` (migration 0049) or
+ * `punctual_attempts` is refused.
  * Statements of other store modules compose the delivery part from that folder's helpers
  * (`syncWaitingSql`, `cancelWaitingSql`, …), whose text the rule does not see.
  * test/unit/lint-delivery-writes.test.ts proves it fires.
  */
 const DELIVERY_WRITE =
-  "/(insert\\s+into|update|delete\\s+from|truncate(\\s+table)?)\\s+(only\\s+)?punctual_(deliveries|attempts)\\b/i";
+  "/(insert\\s+into|update|delete\\s+from|truncate(\\s+table)?)\\s+(only\\s+)?punctual_(deliveries|attempts|queue)\\b/i";
 const deliveryWrites = [
   `TemplateElement[value.raw=${DELIVERY_WRITE}]`,
   `Literal[value=${DELIVERY_WRITE}]`,
 ].map((selector) => ({
   selector,
   message:
-    "Writes to punctual_deliveries / punctual_attempts live in src/store/deliveries/ only: add or reuse a statement there and call it.",
+    "Writes to punctual_deliveries / punctual_queue / punctual_attempts live in src/store/deliveries/ only: add or reuse a statement there and call it.",
 }));
 /** The database-clock expression is defined once: `NOW` of src/store/deliveries/sql.ts. */
 const nowCopies = [

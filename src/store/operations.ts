@@ -182,6 +182,7 @@ export const SCHEDULE_COUNTS_COLUMNS = columnsOf<ScheduleCountRow>()(["state", "
 /** PGlite has no autovacuum: the retention sweep runs this on the hot tables. */
 export const VACUUM_SQL = [
   "vacuum punctual_deliveries",
+  "vacuum punctual_queue",
   "vacuum punctual_attempts",
   "vacuum punctual_schedules",
 ];
@@ -199,6 +200,7 @@ export const EMBEDDED_STATISTICS_TARGET = 10;
 /** ANALYZE of the hot tables (embedded engine), run with {@link EMBEDDED_STATISTICS_TARGET}. */
 export const ANALYZE_SQL = [
   "analyze punctual_deliveries",
+  "analyze punctual_queue",
   "analyze punctual_attempts",
   "analyze punctual_schedules",
 ];
