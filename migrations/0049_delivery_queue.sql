@@ -122,9 +122,7 @@ create trigger punctual_deliveries_queue_guard_delete
 -- holder's (which writes the queue itself).
 create function punctual_deliveries_queue_sync() returns trigger language plpgsql as $$
 begin
-  if tg_op = 'DELETE' then
-    delete from punctual_queue q where q.id = old.id;
-  elsif new.claimable_at is null then
+  if new.claimable_at is null then
     delete from punctual_queue q where q.id = new.id and q.lease_owner is null;
   else
     insert into punctual_queue as q (id, run_at, attempt, channel, limiter, expires_at, stale_at)
@@ -140,11 +138,24 @@ begin
 end
 $$;
 
+-- Inserts and deletes come in bulk (planning, imports, retention): one call per statement,
+-- over the statement's rows (a transition table), not one per row.
+create function punctual_deliveries_queue_insert() returns trigger language plpgsql as $$
+begin
+  insert into punctual_queue (id, run_at, attempt, channel, limiter, expires_at, stale_at)
+  select n.id, n.claimable_at, n.attempt, n.channel, n.limiter, n.expires_at, n.stale_at
+  from inserted_rows n
+  where n.claimable_at is not null
+  on conflict (id) do nothing;
+  return null;
+end
+$$;
+
 create trigger punctual_deliveries_queue_sync_insert
   after insert on punctual_deliveries
-  for each row
-  when (new.claimable_at is not null)
-  execute function punctual_deliveries_queue_sync();
+  referencing new table as inserted_rows
+  for each statement
+  execute function punctual_deliveries_queue_insert();
 
 create trigger punctual_deliveries_queue_sync
   after update on punctual_deliveries
@@ -155,11 +166,19 @@ create trigger punctual_deliveries_queue_sync
             (new.claimable_at, new.channel, new.limiter, new.expires_at, new.stale_at))
   execute function punctual_deliveries_queue_sync();
 
+create function punctual_deliveries_queue_delete() returns trigger language plpgsql as $$
+begin
+  delete from punctual_queue q
+  where q.id in (select o.id from deleted_rows o where o.claimable_at is not null);
+  return null;
+end
+$$;
+
 create trigger punctual_deliveries_queue_sync_delete
   after delete on punctual_deliveries
-  for each row
-  when (old.claimable_at is not null)
-  execute function punctual_deliveries_queue_sync();
+  referencing old table as deleted_rows
+  for each statement
+  execute function punctual_deliveries_queue_delete();
 
 -- DEL-10: a row that stays or comes back waiting (a retry's settle, a recovered lease, a
 -- released claim, a moved row) lands where its schedule is now; the function is 0009's.

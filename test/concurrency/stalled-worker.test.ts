@@ -35,8 +35,9 @@ function withAppName(url: string): string {
 }
 
 /**
- * Installs a trigger that holds (pg_sleep, `seconds`) the victim's update of a delivery row
- * when `when` holds for it: the statement's `now()`, and so the lease it grants, is fixed
+ * Installs a trigger that holds (pg_sleep, `seconds`) the victim's update of a delivery's
+ * queue row (where the claim and the renewals write the lease, migration 0049) when `when`
+ * holds for it: the statement's `now()`, and so the lease it grants, is fixed
  * before the hold.
  */
 async function holdVictimUpdates(lib: Punctual, when: string, seconds: number): Promise<void> {
@@ -49,10 +50,10 @@ async function holdVictimUpdates(lib: Punctual, when: string, seconds: number): 
       return new;
     end $$`);
   await lib.db.query(`
-    create trigger punctual_test_hold before update on punctual_deliveries
+    create trigger punctual_test_hold before update on punctual_queue
     for each row when (${when}) execute function punctual_test_hold()`);
   cleanups.push(async () => {
-    await lib.db.query("drop trigger if exists punctual_test_hold on punctual_deliveries");
+    await lib.db.query("drop trigger if exists punctual_test_hold on punctual_queue");
     await lib.db.query("drop function if exists punctual_test_hold()");
   });
 }
@@ -83,7 +84,7 @@ function logLines(child: ChildProcess): string[] {
 
 async function stateOf(lib: Punctual, id: number): Promise<string | undefined> {
   const { rows } = await lib.db.query<{ state: string }>(
-    "select state from punctual_deliveries where id = $1",
+    "select state from punctual_delivery_rows where id = $1",
     [id],
   );
   return rows[0]?.state;
@@ -123,7 +124,7 @@ describe("DEL-16: a worker stalled between a statement and its reply", () => {
     async () => {
       const { lib, url, receiver, workers } = await raceSetup(cleanups);
       const env = { PUNCTUAL_LEASE_MS: String(LEASE_MS), PUNCTUAL_POLL_MS: "200" };
-      await holdVictimUpdates(lib, "new.state = 'claimed' and old.state <> 'claimed'", 0.5);
+      await holdVictimUpdates(lib, "new.lease_owner is not null and old.lease_owner is null", 0.5);
       const { schedule } = await lib.createSchedule({
         dtstart: new Date(Date.now() - 1_000).toISOString(),
         tzid: "UTC",
@@ -200,7 +201,7 @@ describe("DEL-16: a worker stalled between a statement and its reply", () => {
       await receiver.waitFor(() => victimRequest !== null, "the victim's first send");
       await until(async () => {
         const { rows } = await lib.db.query<{ n: number }>(
-          "select count(*)::int as n from punctual_deliveries where schedule_id = $1 and state = 'claimed'",
+          "select count(*)::int as n from punctual_delivery_rows where schedule_id = $1 and state = 'claimed'",
           [schedule.id],
         );
         return rows[0]?.n === 2;
@@ -211,7 +212,7 @@ describe("DEL-16: a worker stalled between a statement and its reply", () => {
       // Hold the victim's next renewal (claimed → claimed with a later expiry), freeze it.
       await holdVictimUpdates(
         lib,
-        "old.state = 'claimed' and new.state = 'claimed' and new.lease_expires_at > old.lease_expires_at",
+        "old.lease_owner is not null and new.lease_owner is not distinct from old.lease_owner and new.lease_expires_at > old.lease_expires_at",
         0.5,
       );
       await victimHeldInDatabase(lib);
