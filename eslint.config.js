@@ -41,7 +41,7 @@ for (const [target, rank] of Object.entries(ranks)) {
 /**
  * Every write to the delivery tables lives in src/store/deliveries/ (docs/architecture.md,
  * "Store"): a string or template text anywhere else in src/ that inserts into, updates,
- * deletes from or truncates `punctual_deliveries`, `punctual_queue` (migration 0049) or
+ * deletes from or truncates `punctual_deliveries`, `punctual_queue` (migration 0050) or
  * `punctual_attempts` is refused.
  * Statements of other store modules compose the delivery part from that folder's helpers
  * (`syncWaitingSql`, `cancelWaitingSql`, …), whose text the rule does not see.

@@ -1,4 +1,4 @@
--- 0049 digests obey rate limits and circuits (DEL-13, CH-7, DEL-19).
+-- 0050 digests obey rate limits and circuits (DEL-13, CH-7, DEL-19).
 --
 --   punctual_digests.limiter          the members' limiter (`tenant/key`, the first
 --                                     member's), copied when the digest is formed; NULL: none.

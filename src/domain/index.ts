@@ -83,7 +83,7 @@ export const DELIVERY_TRANSITIONS: Readonly<Record<DeliveryState, readonly Deliv
 
 /**
  * The transitions the ledger row (`punctual_deliveries.state`) makes, derived from
- * {@link DELIVERY_TRANSITIONS}: since migration 0049 a claim writes only the delivery's
+ * {@link DELIVERY_TRANSITIONS}: since migration 0050 a claim writes only the delivery's
  * queue row (its lease), so the ledger never stores `claimed` (it reads as `claimed` through
  * the view `punctual_delivery_rows` while the lease is held). A held row's ledger state moves
  * straight from its waiting state (`pending`, `retry`) to where the claim's outcome takes

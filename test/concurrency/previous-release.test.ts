@@ -3,8 +3,8 @@
  * release is built from the git history at the commit `scripts/releases.json` records for
  * it.
  *
- * This release's migration 0049 (the delivery queue) is a contract that raises
- * `min_reader_version` to 49: a previous-release worker would claim from the ledger rows
+ * This release's migration 0050 (the delivery queue) is a contract that raises
+ * `min_reader_version` to 50: a previous-release worker would claim from the ledger rows
  * the new workers hold in the queue. So the roll is the one docs/upgrading.md gives: stop
  * every process of the previous release (gracefully: unstarted claims are given back, sends
  * in flight settle), migrate, start this release. The test rolls that way with deliveries
@@ -162,7 +162,7 @@ describe("OPS-10 previous release beside this one", () => {
       await createBatch(oldApi, receiver, { n: 120, startMs: 1_000, stepMs: 65, tag: "a" });
       await receiver.waitFor(() => received() >= 30, "30 deliveries by the previous release");
 
-      // 3. The roll of a contract migration that raises `min_reader_version` (0049, the
+      // 3. The roll of a contract migration that raises `min_reader_version` (0050, the
       //    delivery queue; docs/upgrading.md): stop every process of the previous release
       //    while deliveries are in flight (a graceful stop gives back unstarted claims and
       //    settles the sends it started), then migrate.

@@ -36,7 +36,7 @@ function withAppName(url: string): string {
 
 /**
  * Installs a trigger that holds (pg_sleep, `seconds`) the victim's update of a delivery's
- * queue row (where the claim and the renewals write the lease, migration 0049) when `when`
+ * queue row (where the claim and the renewals write the lease, migration 0050) when `when`
  * holds for it: the statement's `now()`, and so the lease it grants, is fixed
  * before the hold.
  */

@@ -113,7 +113,7 @@ describe(`claimable by the row's own state on ${engine}`, () => {
     } catch (err) {
       if (!(err instanceof Rollback)) throw err;
     }
-    // The held rows have no queue row (migration 0049): whatever the plan, the claim's scan
+    // The held rows have no queue row (migration 0050): whatever the plan, the claim's scan
     // of the queue meets only rows of other schedules.
     const { rows: queued } = await db.query<{ n: number }>(
       `select count(*)::int as n from punctual_queue q

@@ -109,7 +109,7 @@ describe(`explain's reads on ${engine} (OPS-16)`, () => {
   it("OPS-16: a page's rows read as a single delivery's read does, the fields only some rows have included", async () => {
     const { db } = t();
     // A claimed row, a deferred one, a limited one and a digest member among plain ones.
-    // Held: since migration 0049 the lease is on the queue row.
+    // Held: since migration 0050 the lease is on the queue row.
     await db.query(
       `update punctual_queue q set attempt = 1, lease_owner = 'w',
          lease_expires_at = d.due_at + interval '1 min', claimed_at = d.due_at

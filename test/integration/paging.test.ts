@@ -160,7 +160,7 @@ describe("deliveries pages", () => {
     const ids = all.map((r) => Number(r.id));
     // Dead letters: a few rows made dead, not in id order of anything else.
     const deadIds = [ids[1]!, ids[4]!, ids[5]!, ids[20]!];
-    // (Since migration 0049 a held row's ledger row moves from waiting straight to its
+    // (Since migration 0050 a held row's ledger row moves from waiting straight to its
     // outcome, as a settle writes it.)
     await punctual.db.query(
       `update punctual_deliveries set state = 'dead', reason = 'exhausted', attempt = 1,

@@ -1,5 +1,5 @@
 /**
- * The delivery queue (migration 0049; docs/architecture.md, "The delivery queue"): the
+ * The delivery queue (migration 0050; docs/architecture.md, "The delivery queue"): the
  * claim and the lease renewals write only the queue, the settle writes the ledger row once;
  * a waiting row has exactly one queue row and a final row none; the settle's fence keeps
  * its four clauses; data of the previous schema moves in, a held row with its lease (DEL-6).
@@ -221,14 +221,14 @@ describe(`delivery queue on ${engine}`, () => {
   });
 });
 
-describe(`migration 0049 on ${engine}`, () => {
+describe(`migration 0050 on ${engine}`, () => {
   it("OPS-5 / DEL-6: 0.2.0-shaped data moves into the queue: waiting rows once, a claimed row with its lease and fencing token (its holder may settle it; recovery judges it when the lease ends), finished rows not at all", async () => {
     const handle = await openTestDatabase({ migrated: false });
     try {
       const { db } = handle;
       await migrate(
         db,
-        loadMigrations().filter((m) => m.version <= 48),
+        loadMigrations().filter((m) => m.version <= 49),
       );
       const id = await insertSchedule(db);
       await plan(db, id, instants(4, at(-60_000).getTime(), 1_000));

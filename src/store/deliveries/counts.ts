@@ -56,7 +56,7 @@ const HELD = `q.run_at <= ${NOW} and q.lease_owner is not null`;
 /**
  * The delivery counts ({@link DeliveryCountsRow}). $1 now, $2 overdue threshold ms, $3
  * tenant (NULL: the whole cluster). Each count reads only the rows it counts: the due
- * part of the queue's index (migration 0049) for the backlog, the overdue pending rows and
+ * part of the queue's index (migration 0050) for the backlog, the overdue pending rows and
  * the held (`claimed`) rows, the ledger's state index for retries, doubts and dead
  * letters, never the finished history; a tenant's count keeps to those rows and checks
  * their schedule by primary key. A `retry` row a worker holds counts as `claimed`, not as

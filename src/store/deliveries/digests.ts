@@ -582,7 +582,8 @@ export async function admitDigest(db: Database, p: DigestAdmission): Promise<Dig
         return { send: false, until: new Date(until), lost: false };
       };
       if (bucket.concurrency !== null) {
-        const busy = (await firstRow<{ busy: number }>(tx, COUNT_BUSY_SQL, [p.now, p.limiter]))?.busy;
+        const busy = (await firstRow<{ busy: number }>(tx, COUNT_BUSY_SQL, [p.now, p.limiter]))
+          ?.busy;
         if ((busy ?? 0) >= bucket.concurrency) {
           const paid = p.slotAt?.getTime() ?? 0;
           return defer(Math.max(readAt + DIGEST_CAP_WAIT_MS, paid), p.slotAt);

@@ -24,7 +24,7 @@ export function msBeforeNow(ms: string): string {
 
 /**
  * DEL-3: the one admission predicate, row-local, on a queue row `q` (`punctual_queue`,
- * migration 0049): a delivery may be claimed when
+ * migration 0050): a delivery may be claimed when
  * - it waits: it has a queue row (only a `pending` / `retry` ledger row that is not a
  *   digest member has one; the rows of a paused, quarantined or cancelled schedule are
  *   `paused` / `cancelled` in the ledger and have none, DEL-10) and no worker holds it
@@ -37,7 +37,7 @@ export function msBeforeNow(ms: string): string {
  * NULL-safe: NULL `expires_at` / `stale_at` mean "no limit" (`is null or …`), where a
  * plain comparison would be NULL and so false. No join: every term reads the queue row.
  * The ledger keeps the queue's admission columns in step through the trigger
- * `punctual_deliveries_queue_sync` (migration 0049).
+ * `punctual_deliveries_queue_sync` (migration 0050).
  *
  * {@link WAITING_PREDICATE} is everything but the due time (the wake-up query looks for
  * the earliest `run_at` among those); {@link ADMISSION_PREDICATE} adds it. Used by the

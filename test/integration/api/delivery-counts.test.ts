@@ -68,7 +68,7 @@ beforeAll(async () => {
     deferred_reason: "QUIET_HOURS",
   });
   await row(s, "retry-overdue", { due_at: ago(40 * MIN), state: "retry", attempt: 1 });
-  // Held by a worker: since migration 0049 the lease is on the queue row, the ledger row
+  // Held by a worker: since migration 0050 the lease is on the queue row, the ledger row
   // waits as it did before the claim.
   await row(s, "claimed", { due_at: ago(16 * MIN) });
   await t.db.query(

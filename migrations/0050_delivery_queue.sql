@@ -1,4 +1,4 @@
--- 0049 the delivery queue (issue 20, item 3): a narrow table of the claimable and leased
+-- 0050 the delivery queue (issue 20, item 3): a narrow table of the claimable and leased
 -- deliveries beside the ledger, so the hot path writes each index entry once.
 --
 --   punctual_queue   one row per delivery the claim may take (a `pending` / `retry` ledger
@@ -30,13 +30,13 @@
 --
 -- Compatibility (OPS-10): contract. A release built for 48 claims from the ledger's claim
 -- index (dropped here) and would take rows a new worker holds in the queue (their ledger
--- row says `pending`); its settle and recovery know no queue. Releases built before 49 may
+-- row says `pending`); its settle and recovery know no queue. Releases built before 50 may
 -- not run on it. Roll: stop every older worker (a graceful stop releases unstarted claims,
 -- OPS-6, and settles the sends in flight), migrate, start the new release. A row still
 -- `claimed` by a crashed worker moves into the queue with its lease and attempt, so
 -- recovery judges it when the lease runs out (DEL-6). docs/upgrading.md.
 -- kind: contract
--- min_reader_version: 49
+-- min_reader_version: 50
 
 create table punctual_queue (
   id bigint primary key,
@@ -190,7 +190,7 @@ create trigger punctual_deliveries_rewait
 
 -- The ledger as readers see it: a delivery whose queue row holds a lease is `claimed`, at
 -- the claim's attempt, with the lease's owner and times; not claimable, and judged by the
--- misfire policy (`stale_at` NULL), as the claim made the row before 0049.
+-- misfire policy (`stale_at` NULL), as the claim made the row before 0050.
 create view punctual_delivery_rows as
 select d.id, d.delivery_key, d.schedule_id, d.reminder_key, d.occurrence_at, d.due_at,
        d.run_at,
