@@ -12,12 +12,16 @@ import { pinnedOf, type Queryable } from "../../src/store/database.js";
 import { openPostgres } from "../../src/store/postgres.js";
 import {
   APPLY_MISFIRE_SQL,
+  claimDeliveries,
   CLAIM_SQL,
   DELIVERY_COUNTS_SQL,
   NEXT_WAKE_SQL,
   RECOVER_SQL,
   RETENTION_SQL,
   SETTLE_AND_CLAIM_SQL,
+  SETTLE_SQL,
+  settleParams,
+  type SettleInput,
 } from "../../src/store/deliveries/index.js";
 import { ALL_RATE_LIMITS_SQL } from "../../src/store/rate-limits.js";
 import { SELECT_STALE_SQL } from "../../src/store/planning.js";
@@ -250,6 +254,70 @@ describe(`claim plans on ${engine} over a table of nothing but due rows (a first
           );
         });
       }
+    });
+  }
+});
+
+describe(`the settle's plan on ${engine}: linear in the batch`, () => {
+  const t = useTestDatabase();
+  const BATCH = 300;
+
+  beforeAll(async () => {
+    await plan(
+      t().db,
+      await insertSchedule(t().db),
+      instants(4 * BATCH, NOW.getTime() - 60_000, 1),
+    );
+  });
+
+  // Guards the settle's fence shape (one queue probe per input row, a lateral subquery):
+  // written as a join of the queue and the `input` CTE, the planner took the queue as the
+  // outer side (its `id = any($3)` estimated at one row) and scanned the whole batch once
+  // per queue row, BATCH² row comparisons in the hot path.
+  for (const phase of ["before ANALYZE", "after ANALYZE"] as const) {
+    it(`DEL-2: the settle of ${BATCH} claimed rows reads each of its CTEs once and each queue row by primary key (${phase})`, async () => {
+      const { db } = t();
+      if (phase === "after ANALYZE") await db.query("analyze");
+      const owner = `w#${phase.length}#x`;
+      const claimed = await claimDeliveries(db, {
+        now: NOW,
+        owner,
+        leaseMs: 60_000,
+        limit: BATCH,
+        channels: ["log"],
+      });
+      expect(claimed).toHaveLength(BATCH);
+      const batch: SettleInput[] = claimed.map((c) => ({
+        id: c.id,
+        attempt: c.attempt,
+        state: "sent",
+        runAt: null,
+        reason: null,
+        error: null,
+        failure: 0,
+        deferral: 0,
+        startedAt: NOW,
+        outcome: "sent",
+        status: 200,
+        messageId: null,
+      }));
+      const analyzed = await explain(
+        pinnedOf(db),
+        SETTLE_SQL,
+        settleParams(NOW, owner, batch),
+        "analyze",
+      );
+      const shape = outline(analyzed);
+      const rescanned = nodes(analyzed).filter(
+        (n) => n["Node Type"] === "CTE Scan" && (n["Actual Loops"] ?? 1) > 1,
+      );
+      expect(rescanned, shape).toEqual([]);
+      expect(tableScans(analyzed, "punctual_queue"), shape).toEqual([]);
+      expect(tableScans(analyzed, "punctual_deliveries"), shape).toEqual([]);
+      const { rows } = await db.query<{ n: number }>(
+        "select count(*)::int as n from punctual_deliveries where state = 'sent'",
+      );
+      expect(rows[0]!.n).toBe(phase === "before ANALYZE" ? BATCH : 2 * BATCH);
     });
   }
 });

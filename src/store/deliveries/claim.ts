@@ -371,10 +371,12 @@ const SETTLE_CTES = `input as (
 ),
 fenced as (
   select u.*, q.claimed_at
-  from punctual_queue q
-  join input u on u.id = q.id
-  where q.id = any($3::bigint[]) and q.attempt = u.attempt and ${heldBy("$2")}
-  for update of q
+  from input u
+  cross join lateral (
+    select q.claimed_at from punctual_queue q
+    where q.id = u.id and q.attempt = u.attempt and ${heldBy("$2")}
+    for update of q
+  ) q
 ),
 settled as (
   update punctual_deliveries d
@@ -633,9 +635,9 @@ export async function claimDeliveries(db: Queryable, p: ClaimParams): Promise<Cl
 /**
  * Parameters $1–$14 of {@link SETTLE_SQL} for a batch: the twelve parallel arrays as
  * array literals built by element type (src/store/array-literals.ts), not by the driver's
- * generic per-element encoding; instants as epoch ms.
+ * generic per-element encoding; instants as epoch ms. Exported for the plan tests.
  */
-function settleParams(now: Date | null, owner: string, batch: readonly SettleInput[]): unknown[] {
+export function settleParams(now: Date | null, owner: string, batch: readonly SettleInput[]): unknown[] {
   const n = batch.length;
   const ids = new Array<number>(n);
   const attempts = new Array<number>(n);
