@@ -89,9 +89,31 @@ drop index if exists punctual_deliveries_lease;
 -- A held delivery's ledger row is left alone by every write but its holder's (whose
 -- settle or recovery advances `attempt`): the update or delete of that row is skipped, as
 -- a `claimed` row was skipped by the state filters of those statements.
+--
+-- The claim writes only the queue row, so "held" is judged on it, and a claim still in
+-- progress must be seen: a row that committed claims do not show as held is locked in the
+-- queue (FOR UPDATE waits for a claim of it to commit or roll back) and judged again on
+-- its newest version. Without the lock, a pause racing a claim wrote `paused` on a row the
+-- claim then held, and its worker sent it although the schedule was paused. The rows
+-- committed claims show as held are skipped without a lock (the statements that change
+-- waiting rows also leave them out), so a write waits only for a claim in progress, which
+-- touches no ledger row.
+--
+-- A schedule's purge (the cascade of its delete, trigger depth > 1) deletes its held rows
+-- too, as it deleted `claimed` rows before 0050: the in-flight send's settle then finds
+-- no row and changes nothing, and the queue row goes with the ledger row.
 create function punctual_deliveries_queue_guard() returns trigger language plpgsql as $$
+declare
+  held boolean;
 begin
+  if tg_op = 'DELETE' and pg_trigger_depth() > 1 then
+    return old;
+  end if;
   if exists (select 1 from punctual_queue q where q.id = old.id and q.lease_owner is not null) then
+    return null;
+  end if;
+  select q.lease_owner is not null into held from punctual_queue q where q.id = old.id for update;
+  if coalesce(held, false) then
     return null;
   end if;
   if tg_op = 'DELETE' then

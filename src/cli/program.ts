@@ -312,7 +312,13 @@ export function buildProgram(io: Io): Command {
       .description(
         "Apply pending database migrations (safe to run from several processes at once).",
       )
-      .option("--json", "print { database, applied, version } as JSON", false),
+      .option("--json", "print { database, applied, version } as JSON", false)
+      .option(
+        "--force",
+        "apply a migration that older releases cannot read even while scheduler instances " +
+          "ticked within the last minute (only once you know they are stopped)",
+        false,
+      ),
     false,
   )
     .addHelpText(
@@ -322,7 +328,7 @@ export function buildProgram(io: Io): Command {
         "punctual migrate --data-dir ./punctual-data",
       ]),
     )
-    .action((flags: DatabaseFlags & { json: boolean }) => runMigrate(flags, io));
+    .action((flags: DatabaseFlags & { json: boolean; force: boolean }) => runMigrate(flags, io));
 
   program
     .command("healthcheck")

@@ -395,7 +395,10 @@ export async function runWorker(flags: WorkerFlags, io: Io, env = process.env): 
 }
 
 /** `punctual migrate`: applies pending migrations and prints what it did. */
-export async function runMigrate(flags: DatabaseFlags & { json?: boolean }, io: Io): Promise<void> {
+export async function runMigrate(
+  flags: DatabaseFlags & { json?: boolean; force?: boolean },
+  io: Io,
+): Promise<void> {
   const config = resolveConfig({
     dataDir: flags.dataDir,
     ...(flags.databaseUrl ? { databaseUrl: flags.databaseUrl } : {}),
@@ -413,6 +416,7 @@ export async function runMigrate(flags: DatabaseFlags & { json?: boolean }, io: 
   const db = await openDatabase(config, warnings);
   try {
     const applied = await migrate(db, undefined, {
+      ...(flags.force ? { liveWithinMs: 0 } : {}),
       onRetry: (version, err, attempt, waitMs) =>
         warnings.warn(
           { version, err, attempt, waitMs },

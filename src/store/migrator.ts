@@ -214,6 +214,82 @@ export interface MigrateOptions {
    * try that failed (from 1) and the wait before the next, ms. Use it to log the retry.
    */
   onRetry?: (version: number, err: unknown, attempt: number, waitMs: number) => void;
+  /**
+   * OPS-10: a migration that no running process can read — its `min_reader_version` (its
+   * own version when it declares none) is above the database's schema version, so every
+   * release running now, built for that version or an earlier one, is left out — is not
+   * applied while a scheduler instance has ticked within this many ms and not stopped
+   * (`punctual_instances`): its workers would go on claiming and settling the old way and
+   * send deliveries twice. Stop them (a graceful stop records it), or wait until their
+   * heartbeat is older than this, first. Default {@link LIVE_INSTANCE_MS} (the heartbeat's
+   * default staleness, `scheduler.heartbeatStaleMs`); 0 does not look (`punctual migrate
+   * --force`). Not looked at on PGlite: one process holds its data folder.
+   */
+  liveWithinMs?: number;
+}
+
+/** Default of {@link MigrateOptions.liveWithinMs}, ms. */
+export const LIVE_INSTANCE_MS = 60_000;
+
+/** A scheduler instance that ticked lately, as {@link migrate}'s refusal names it. */
+interface LiveInstanceRow {
+  id: string;
+  host: string;
+  pid: number;
+  version: string;
+  seen_ms: number;
+}
+
+/**
+ * Instances that ticked within $1 ms and did not stop, newest first, at most 20: what a
+ * migration no running release can read waits for (OPS-10).
+ */
+const LIVE_INSTANCES_STATEMENT = `
+with seen as (
+  select i.id, i.host, i.pid, i.version,
+         -- last_tick_at came with migration 0006: read through jsonb, so older schemas pass.
+         greatest((to_jsonb(i) ->> 'last_tick_at')::timestamptz, i.last_pass_at, i.started_at)
+           as seen_at
+  from punctual_instances i
+  where i.stopped_at is null
+)
+select id, host, pid, version,
+       (extract(epoch from (now() - seen_at)) * 1000)::float8 as seen_ms
+from seen
+where seen_at > now() - make_interval(secs => $1::float8 / 1000)
+order by seen_at desc
+limit 20`;
+
+/**
+ * OPS-10: refuses `migration` while a live instance may be of a release it leaves out
+ * (see {@link MigrateOptions.liveWithinMs}).
+ * @throws SchemaMismatchError naming the live instances and what to do.
+ */
+async function refuseWhileOlderRun(
+  tx: Queryable,
+  migration: Migration,
+  current: number,
+  liveWithinMs: number,
+): Promise<void> {
+  const minReader = migration.minReaderVersion ?? migration.version;
+  if (current === 0 || minReader <= current || liveWithinMs <= 0) return;
+  const { rows } = await tx.query<LiveInstanceRow>(LIVE_INSTANCES_STATEMENT, [liveWithinMs]);
+  if (rows.length === 0) return;
+  const named = rows
+    .map(
+      (r) =>
+        `${r.id} (${r.host} pid ${r.pid}, ${r.version}, seen ${Math.round(r.seen_ms / 1000)} s ago)`,
+    )
+    .join(", ");
+  throw new SchemaMismatchError(
+    `Migration ${migration.version} (${migration.name}) needs releases built for schema ` +
+      `${minReader} or later, and the database is at ${current}: every process running now ` +
+      `would go on the old way beside it. Live scheduler instances (a tick within ` +
+      `${liveWithinMs / 1000} s): ${named}. Stop them (a graceful stop, SIGTERM, gives back ` +
+      `their claims), then migrate; a process that was killed counts as live until its ` +
+      `heartbeat is ${liveWithinMs / 1000} s old. \`punctual migrate --force\` skips this ` +
+      `check once you know they are gone (docs/production.md, upgrades).`,
+  );
 }
 
 /** Whether `err` is a conflict PostgreSQL resolved by rolling this transaction back. */
@@ -286,6 +362,14 @@ export async function migrate(
           throw new SchemaMismatchError(newerMessage(compatibility));
         }
         if (current >= migration.version) return false;
+        if (db.engine !== "pglite") {
+          await refuseWhileOlderRun(
+            tx,
+            migration,
+            current,
+            options.liveWithinMs ?? LIVE_INSTANCE_MS,
+          );
+        }
         // Version row first: a concurrent migrator that got past the lock would collide here.
         await tx.query(MIGRATION_SQL.insertVersionCompat, [
           migration.version,

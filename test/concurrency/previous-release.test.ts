@@ -163,9 +163,20 @@ describe("OPS-10 previous release beside this one", () => {
       await receiver.waitFor(() => received() >= 30, "30 deliveries by the previous release");
 
       // 3. The roll of a contract migration that raises `min_reader_version` (0050, the
-      //    delivery queue; docs/upgrading.md): stop every process of the previous release
-      //    while deliveries are in flight (a graceful stop gives back unstarted claims and
-      //    settles the sends it started), then migrate.
+      //    delivery queue; docs/upgrading.md). This release's migrate refuses while the
+      //    previous release's processes run (they would go on claiming the old way beside
+      //    the queue and send twice), naming them ...
+      const early = spawn(
+        process.execPath,
+        ["--import", "tsx", "src/cli/main.ts", "migrate", "--database-url", url],
+        { env: { ...process.env, ...ENV }, stdio: ["ignore", "pipe", "pipe"] },
+      );
+      const earlyOut = output(early, "this release: migrate, early");
+      expect(await exited(early), earlyOut.text()).not.toBe(0);
+      expect(earlyOut.text()).toMatch(/Live scheduler instances/);
+      //    ... so stop every process of the previous release while deliveries are in flight
+      //    (a graceful stop gives back unstarted claims and settles the sends it started),
+      //    then migrate.
       for (const p of [oldWorker, ...processes.filter((x) => x !== oldWorker)]) {
         if (p.exitCode === null && p.signalCode === null) p.kill("SIGTERM");
       }

@@ -251,4 +251,76 @@ alter table mig_t2 add column y int;`,
       }
     },
   );
+  // Guards refuseWhileOlderRun (src/store/migrator.ts): a contract migration applied while
+  // an older release's workers run leaves them claiming and settling the old way beside it.
+  it(
+    engine === "postgres"
+      ? "OPS-10: a migration no running release can read is refused while a scheduler instance ticked within the last minute, applied once it stopped, its heartbeat went stale, or with the check off"
+      : "OPS-10: on PGlite (one process holds the data folder) a recent instance row does not hold back a migration",
+    async () => {
+      const t = await fresh(false);
+      const contract = loadMigrations().filter(
+        (m) => (m.minReaderVersion ?? m.version) === m.version,
+      );
+      const last = contract[contract.length - 1]!;
+      await migrate(
+        t.db,
+        loadMigrations().filter((m) => m.version < last.version),
+      );
+      const instance = (lastTick: string, stopped: string | null) =>
+        t.db.query(
+          `insert into punctual_instances (id, host, pid, version, role, started_at, last_tick_at, stopped_at)
+           values ('old#1', 'h1', 41, '0.2.0', 'all', now() - interval '1 hour', now() - $1::interval, $2::timestamptz)
+           on conflict (id) do update set last_tick_at = excluded.last_tick_at, stopped_at = excluded.stopped_at`,
+          [lastTick, stopped],
+        );
+      await instance("5 seconds", null);
+      if (engine !== "postgres") {
+        await migrate(t.db);
+        expect(await schemaVersion(t.db)).toBe(latest);
+        return;
+      }
+      const refused = await migrate(t.db).then(
+        () => null,
+        (err: unknown) => err,
+      );
+      expect(refused).toBeInstanceOf(SchemaMismatchError);
+      expect((refused as Error).message).toMatch(/Live scheduler instances.*old#1 \(h1 pid 41/);
+      expect(await schemaVersion(t.db)).toBe(last.version - 1);
+      // Stale past the window: applied. (Back one version first, to try each way.)
+      await instance("2 minutes", null);
+      expect(
+        await migrate(t.db, undefined, { liveWithinMs: 300_000 }).catch((e: Error) => e.message),
+      ).toMatch(/Live scheduler instances/);
+      expect(await migrate(t.db)).toContain(last.version);
+      expect(await schemaVersion(t.db)).toBe(latest);
+    },
+  );
+
+  it.skipIf(engine !== "postgres")(
+    engine === "postgres"
+      ? "OPS-10: a stopped instance, or the check turned off (`punctual migrate --force`), does not hold back a migration no running release can read"
+      : "OPS-10: stopped instances and --force — skipped on PGlite: the check is not made there (one process holds the data folder)",
+    async () => {
+      for (const [stopped, options] of [
+        ["now()", {}],
+        [null, { liveWithinMs: 0 }],
+      ] as const) {
+        const t = await fresh(false);
+        const contract = loadMigrations().filter(
+          (m) => (m.minReaderVersion ?? m.version) === m.version,
+        );
+        const last = contract[contract.length - 1]!;
+        await migrate(
+          t.db,
+          loadMigrations().filter((m) => m.version < last.version),
+        );
+        await t.db.query(
+          `insert into punctual_instances (id, host, pid, version, role, started_at, last_tick_at, stopped_at)
+           values ('old#1', 'h1', 41, '0.2.0', 'all', now(), now(), ${stopped ?? "null"})`,
+        );
+        expect(await migrate(t.db, undefined, options)).toContain(last.version);
+      }
+    },
+  );
 });

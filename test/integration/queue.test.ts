@@ -5,6 +5,7 @@
  * its four clauses; data of the previous schema moves in, a held row with its lease (DEL-6).
  * Both engines.
  */
+import pg from "pg";
 import { beforeEach, describe, expect, it } from "vitest";
 import type { Queryable } from "../../src/store/database.js";
 import {
@@ -218,6 +219,124 @@ describe(`delivery queue on ${engine}`, () => {
     );
     expect(rows.find((x) => x.state === "claimed")).toBeUndefined();
     expect(await queueViolations(db)).toEqual([]);
+  });
+});
+
+describe(`writes beside a held row on ${engine}`, () => {
+  const t = useTestDatabase();
+
+  beforeEach(async () => {
+    await t().db.query("truncate punctual_queue, punctual_attempts, punctual_deliveries cascade");
+  });
+
+  // Guards the lock in `punctual_deliveries_queue_guard` (migration 0050): without it the
+  // pause does not see the claim it races, writes `paused` on the row the claim then holds,
+  // and the worker sends a delivery of a paused schedule, then releases and claims it again.
+  it.runIf(engine === "postgres")(
+    "DEL-10 / DEL-2 (PostgreSQL only: two sessions): a pause racing a claim still in progress waits for it and leaves the row it holds to its holder",
+    async () => {
+      const { db } = t();
+      const id = await insertSchedule(db, { recurring: true });
+      await plan(db, id, [at(-1_000)]);
+      const { rows } = await db.query<{ id: number }>(
+        "select id from punctual_deliveries where schedule_id = $1",
+        [id],
+      );
+      const row = rows[0]!.id;
+      const claimer = new pg.Client({ connectionString: t().url! });
+      await claimer.connect();
+      try {
+        // A claim in progress: the queue row leased, not yet committed.
+        await claimer.query("begin");
+        await claimer.query(
+          `update punctual_queue set attempt = attempt + 1, lease_owner = 'A',
+             lease_expires_at = $2, claimed_at = $3 where id = $1`,
+          [row, at(LEASE), at(0)],
+        );
+        let done = false;
+        const pausing = setState(db, id, "active", "paused").finally(() => {
+          done = true;
+        });
+        // The pause either waits for the claimer's row lock (as it should) or has ended.
+        await expect
+          .poll(async () => {
+            if (done) return true;
+            const { rows: waits } = await claimer.query<{ n: number }>(
+              `select count(*)::int as n from pg_locks l join punctual_queue q on true
+                where not l.granted and l.pid <> pg_backend_pid() and q.id = $1`,
+              [row],
+            );
+            return waits[0]!.n > 0;
+          })
+          .toBe(true);
+        await claimer.query("commit");
+        await pausing;
+      } finally {
+        await claimer.end();
+      }
+      expect(await stateOf(db, row)).toMatchObject({
+        state: "claimed",
+        attempt: 1,
+        lease_owner: "A",
+      });
+      expect(await queueViolations(db)).toEqual([]);
+      // Its retry lands where the schedule is now: paused, with no queue row.
+      await settleDeliveries(db, at(1_000), "A", [outcome(row, 1, "retry")]);
+      expect(await stateOf(db, row)).toMatchObject({ state: "paused", lease_owner: null });
+      expect(await queueViolations(db)).toEqual([]);
+    },
+  );
+
+  it("API-5 / DEL-2: a schedule's purge deletes its held rows and their queue rows; the holder's settle then changes nothing", async () => {
+    const { db } = t();
+    const id = await insertSchedule(db);
+    await plan(db, id, instants(3, at(-3_000).getTime(), 1_000));
+    const held = await claim(db, "A", 0, 2);
+    expect(held).toHaveLength(2);
+    await db.query("delete from punctual_schedules where id = $1", [id]);
+    const { rows } = await db.query<{ ledger: number; queue: number }>(
+      `select (select count(*)::int from punctual_deliveries) as ledger,
+              (select count(*)::int from punctual_queue) as queue`,
+    );
+    expect(rows).toEqual([{ ledger: 0, queue: 0 }]);
+    const settled = await settleDeliveries(
+      db,
+      at(1_000),
+      "A",
+      held.map((c) => outcome(c.id, c.attempt)),
+    );
+    expect(settled.size).toBe(0);
+    const { rows: attempts } = await db.query<{ n: number }>(
+      "select count(*)::int as n from punctual_attempts",
+    );
+    expect(attempts[0]!.n).toBe(0);
+  });
+
+  it("DEL-2 / DEL-6: a held queue row whose ledger row no longer waits (written by a release that knows no queue) is deleted by its settle and by recovery, and recovery judges the rows beside it", async () => {
+    const { db } = t();
+    const id = await insertSchedule(db);
+    await plan(db, id, instants(3, at(-3_000).getTime(), 1_000));
+    const [a, b, c] = await claim(db, "A", 0, 3);
+    // Forged: two ledger rows finished behind their lease (an older release's settle).
+    await forgingStates(db, async (tx) => {
+      await tx.query("set local session_replication_role = replica");
+      await tx.query(
+        `update punctual_deliveries set state = 'sent', attempt = 1, sent_at = $2
+          where id = any($1::bigint[])`,
+        [[a!.id, b!.id], at(1)],
+      );
+    });
+    // The settle of one: fenced by its queue row, not settled, its queue row gone.
+    expect((await settleDeliveries(db, at(2), "A", [outcome(a!.id, a!.attempt)])).size).toBe(0);
+    const { rows: left } = await db.query<{ id: number }>(
+      "select id from punctual_queue order by id",
+    );
+    expect(left.map((r) => r.id)).toEqual([b!.id, c!.id].sort((x, y) => x - y));
+    // Recovery past the lease: the other orphan goes, the waiting row beside it is judged.
+    const recovered = await recoverExpired(db, at(LEASE + 1), 10, 0);
+    expect(recovered.map((r) => r.id)).toEqual([c!.id]);
+    expect(await queueViolations(db)).toEqual([]);
+    expect((await claim(db, "B", LEASE + 2, 10)).map((r) => r.id)).toEqual([c!.id]);
   });
 });
 

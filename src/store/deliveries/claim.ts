@@ -324,7 +324,10 @@ const KEPT_ON_ROW = `(u.state = 'sent' and u.outcome = 'sent' and u.error is nul
  * (`id`, `attempt`, `state`, `lease_owner` all match). A settle that lost its lease
  * (recovered or reclaimed meanwhile) changes nothing; its attempt is still recorded,
  * with `settled = false`, and the caller logs it. Batched with `unnest` so one round
- * trip settles a whole batch.
+ * trip settles a whole batch. A queue row the fence matched whose ledger row no longer
+ * waits (`pending` / `retry`: it was made final or paused by a write that should not
+ * have touched a held row, e.g. a release that knows no queue) is deleted (`orphaned`),
+ * so it cannot be released and claimed again in a loop of sends.
  *
  * Where each attempt is recorded (DEL-14; migration 0007): the attempt that sends a row
  * and settles it (`sent`, no error) is written on the delivery row the statement updates
@@ -403,6 +406,10 @@ settled as (
   returning ${REQUEUE_RETURNING}
 ),
 ${requeueCtes("settled")},
+orphaned as (
+  delete from punctual_queue q using fenced f
+  where q.id = f.id and not exists (select 1 from settled s where s.id = f.id)
+),
 unsettled as (
   select u.id from input u where not exists (select 1 from settled s where s.id = u.id)
 ),
@@ -478,7 +485,10 @@ export const SETTLE_AND_CLAIM_COLUMNS = columnsOf<SettleAndClaimRow>()([
  * key (counting one failure, so a delivery that crashes its worker every time ends dead);
  * any other becomes `in_doubt` (at most once): the send may or may not have happened,
  * and only a person can tell. Each recovery is recorded as an attempt `lease_expired`.
- * SKIP LOCKED lets several workers recover at once without waiting on each other.
+ * SKIP LOCKED lets several workers recover at once without waiting on each other. Only a
+ * ledger row that still waits (`pending` / `retry`) is judged; an expired queue row whose
+ * ledger row does not (final, paused, or gone: written by a release that knows no queue)
+ * is deleted, so one such row cannot fail the recovery of every other.
  */
 export const RECOVER_SQL = `
 with expired as (
@@ -509,10 +519,14 @@ recovered as (
       last_error = 'lease expired before the send settled (worker crashed, stalled or lost the database)',
       updated_at = ${NOW}
   from expired e
-  where d.id = e.id
+  where d.id = e.id and d.state in ('pending', 'retry')
   returning ${REQUEUE_RETURNING}
 ),
 ${requeueCtes("recovered")},
+orphaned as (
+  delete from punctual_queue q using expired e
+  where q.id = e.id and not exists (select 1 from recovered r where r.id = e.id)
+),
 recorded as (
   insert into punctual_attempts (delivery_id, attempt, worker, started_at, ended_at, outcome, settled, error)
   select e.id, e.attempt, e.lease_owner, e.claimed_at, ${NOW}, 'lease_expired', true, 'lease expired'
@@ -637,7 +651,11 @@ export async function claimDeliveries(db: Queryable, p: ClaimParams): Promise<Cl
  * array literals built by element type (src/store/array-literals.ts), not by the driver's
  * generic per-element encoding; instants as epoch ms. Exported for the plan tests.
  */
-export function settleParams(now: Date | null, owner: string, batch: readonly SettleInput[]): unknown[] {
+export function settleParams(
+  now: Date | null,
+  owner: string,
+  batch: readonly SettleInput[],
+): unknown[] {
   const n = batch.length;
   const ids = new Array<number>(n);
   const attempts = new Array<number>(n);

@@ -66,6 +66,17 @@ export function heldBy(owner: string): string {
 }
 
 /**
+ * DEL-2 / DEL-10: the ledger row `d` is not held by a committed claim (its queue row has no
+ * lease). Statements that change a schedule's waiting rows (pause, resume, cancel) add it,
+ * so they neither change nor lock a row a worker holds; a claim still in progress is
+ * judged by the trigger `punctual_deliveries_queue_guard` (migration 0050), which waits
+ * for it.
+ */
+export function notHeld(d: string): string {
+  return `not exists (select 1 from punctual_queue q where q.id = ${d}.id and q.lease_owner is not null)`;
+}
+
+/**
  * DEL-16 / OPS-6 / CH-7: the SET list of the queue row `q` that gives a claim back unsent:
  * its attempt restored (the claim spent nothing), its lease cleared. The ledger row was
  * not written by the claim; {@link REJUDGE_SQL} then judges it against its schedule as it

@@ -7,7 +7,7 @@
  *
  * Aliases: `d` is the delivery, the schedule alias is a parameter; `NOW` is "now".
  */
-import { NOW } from "./sql.js";
+import { notHeld, NOW } from "./sql.js";
 
 /**
  * `stale_at` of a waiting row: for a never-tried row of a recurring schedule that the
@@ -58,7 +58,8 @@ export function syncWaitingSql(s: string, from: string): string {
   from ${from}
   where d.schedule_id = ${s}.id and d.state in ('pending', 'retry', 'paused')
     and (d.state, d.expires_at, d.stale_at) is distinct from
-        (${waitingStateSql(s)}, ${s}.expires_at, ${staleAtSql(s)})`;
+        (${waitingStateSql(s)}, ${s}.expires_at, ${staleAtSql(s)})
+    and ${notHeld("d")}`;
 }
 
 /**
@@ -73,7 +74,7 @@ export function cancelWaitingSql(c: string, from: string): string {
   return `update punctual_deliveries d
   set state = 'cancelled', reason = 'schedule_cancelled', finished_at = ${NOW}, updated_at = ${NOW}
   from ${from}
-  where d.schedule_id = ${c}.id and d.state in ('pending', 'retry', 'paused')`;
+  where d.schedule_id = ${c}.id and d.state in ('pending', 'retry', 'paused') and ${notHeld("d")}`;
 }
 
 /**
