@@ -45,8 +45,14 @@ describe("slow requests (API-7)", () => {
     expect(stalled.answer).toMatch(/^HTTP\/1\.1 408 /);
     expect(headersOnly.closed).toBe(true);
     expect(headersOnly.answer).toMatch(/^HTTP\/1\.1 408 /);
-    // A whole request within the limits is served as before.
-    const res = await fetch(`http://127.0.0.1:${api.port}/`, { method: "POST", body: "abc" });
+    // A whole request within the limits is served as before (limits on, but long enough
+    // that a loaded machine's scheduling delays cannot reach them).
+    const roomy = await serveApi(
+      { fetch: async (req) => new Response(`read ${(await req.text()).length}`) },
+      { host: "127.0.0.1", port: 0, requestTimeoutMs: 20_000, headersTimeoutMs: 10_000 },
+    );
+    served.push(roomy);
+    const res = await fetch(`http://127.0.0.1:${roomy.port}/`, { method: "POST", body: "abc" });
     expect(await res.text()).toBe("read 3");
   });
 
