@@ -2,13 +2,13 @@
  * `/v1/api-keys` (API-2): create, list and revoke tenant keys. The operator's key manages
  * every tenant's keys; a tenant key with the `admin` scope manages its own tenant's.
  */
-import { createRoute, type OpenAPIHono } from "@hono/zod-openapi";
+import { type OpenAPIHono } from "@hono/zod-openapi";
 import { z } from "zod";
 import { API_KEY_SCOPES, createApiKeySchema, listApiKeysQuerySchema } from "../app/api-keys.js";
 import type { Punctual } from "../app/punctual.js";
 import { ForbiddenError } from "../errors/index.js";
 import { callerOf } from "./auth.js";
-import { body, common, error, json, secured } from "./routes.js";
+import { body, error, json, securedRoute } from "./route-parts.js";
 
 const apiKeyViewSchema = z
   .object({
@@ -36,30 +36,27 @@ const listQuerySchema = listApiKeysQuerySchema
 
 const keyIdParamSchema = z.object({ id: z.string().min(1).max(64).describe("Key id (UUID)") });
 
-export const createApiKeyRoute = createRoute({
+export const createApiKeyRoute = securedRoute({
   method: "post",
   path: "/v1/api-keys",
   tags: ["api keys"],
   summary: "Create an API key for a tenant (API-2)",
   description:
     "Answers the key once; only its SHA-256 is stored. `tenant` defaults to the caller's; a tenant key (admin scope) creates keys for its own tenant only.",
-  security: secured,
   request: { body: body(createApiKeySchema) },
   responses: {
     201: json(createdApiKeySchema, "Created; `key` is shown this once"),
     400: error("Bad tenant, scopes or name"),
-    ...common,
   },
 });
 
-export const listApiKeysRoute = createRoute({
+export const listApiKeysRoute = securedRoute({
   method: "get",
   path: "/v1/api-keys",
   tags: ["api keys"],
   summary: "List API keys (without the keys), one keyset page (API-3)",
   description:
     "By creation: `order=asc` (oldest first, the default) or `desc`; `limit` 1–1000 (default 100); `cursor` the previous page's `nextCursor` (a cursor of another order, tenant or `revoked`, or altered, is a 400 naming `cursor`).",
-  security: secured,
   request: { query: listQuerySchema },
   responses: {
     200: json(
@@ -73,21 +70,18 @@ export const listApiKeysRoute = createRoute({
       "Keys",
     ),
     400: error("Bad `limit`, `order` or `cursor`"),
-    ...common,
   },
 });
 
-export const revokeApiKeyRoute = createRoute({
+export const revokeApiKeyRoute = securedRoute({
   method: "delete",
   path: "/v1/api-keys/{id}",
   tags: ["api keys"],
   summary: "Revoke an API key: the next request with it is 401",
-  security: secured,
   request: { params: keyIdParamSchema },
   responses: {
     200: json(apiKeyViewSchema, "Revoked (idempotent)"),
     404: error("No such key in the caller's tenant"),
-    ...common,
   },
 });
 

@@ -3,7 +3,7 @@
  * window's entries) and `GET /v1/deliveries/{id}/explain` (one delivery's entry).
  * Registered by {@link registerExplainRoutes}; scope `read` (API-2), like every GET.
  */
-import { createRoute, type OpenAPIHono } from "@hono/zod-openapi";
+import { type OpenAPIHono } from "@hono/zod-openapi";
 import { z } from "zod";
 import type { Assert, SchemaMatches } from "./schema-proof.js";
 import type { Punctual } from "../app/punctual.js";
@@ -17,7 +17,7 @@ import {
 } from "../contracts/explain.js";
 import { NotFoundError } from "../errors/index.js";
 import { tenantOf } from "./auth.js";
-import { common, error, json, secured } from "./routes.js";
+import { error, json, securedRoute } from "./route-parts.js";
 import { deliveryIdParamSchema, scheduleIdParamSchema } from "./schemas.js";
 
 const instantText = z.string().describe("ISO 8601 instant in UTC, e.g. 2027-01-04T08:00:00.000Z");
@@ -89,34 +89,30 @@ export type ExplainSchemasMatchContract = [
   Assert<SchemaMatches<typeof deliveryExplanationSchema, DeliveryExplanation>>,
 ];
 
-export const explainScheduleRoute = createRoute({
+export const explainScheduleRoute = securedRoute({
   method: "get",
   path: "/v1/schedules/{id}/explain",
   tags: ["schedules"],
   summary: "Why each occurrence did or did not fire, with its timeline (OPS-16)",
   description:
     "One entry per occurrence × reminder the rule expects with a due time in `[from, to)` (default: 7 days ago to 1 day ahead; at most 366 days), or that a delivery row records there, ordered by occurrence, reminder key, delivery id; one page of `limit` entries (default 1,000, at most 10,000), `nextCursor` for the next.",
-  security: secured,
   request: { params: scheduleIdParamSchema, query: explainQuerySchema },
   responses: {
     200: json(scheduleExplanationSchema, "One page of the window's entries"),
     400: error("`from` after `to`, a window over 366 days, a bad `limit` or `cursor`"),
     404: error("No such schedule"),
-    ...common,
   },
 });
 
-export const explainDeliveryRoute = createRoute({
+export const explainDeliveryRoute = securedRoute({
   method: "get",
   path: "/v1/deliveries/{id}/explain",
   tags: ["deliveries"],
   summary: "One delivery's verdict and timeline (OPS-16)",
-  security: secured,
   request: { params: deliveryIdParamSchema },
   responses: {
     200: json(deliveryExplanationSchema, "The delivery's entry"),
     404: error("No such delivery"),
-    ...common,
   },
 });
 

@@ -3,12 +3,12 @@
  * `GET|PUT|DELETE /v1/reminder-kinds/{key}`. Routes and response schemas live here;
  * `createApi` registers them with {@link registerReminderKindRoutes}.
  */
-import { createRoute, type OpenAPIHono } from "@hono/zod-openapi";
+import { type OpenAPIHono } from "@hono/zod-openapi";
 import { z } from "zod";
 import type { Punctual } from "../app/punctual.js";
 import { tenantOf } from "./auth.js";
 import { reminderKindBodySchema, type ReminderKindView } from "../contracts/kinds.js";
-import { common, error, json, secured } from "./route-parts.js";
+import { error, json, securedRoute } from "./route-parts.js";
 import { templateViewSchema } from "./schemas.js";
 
 const instantText = z.string().describe("ISO 8601 instant in UTC, e.g. 2027-01-04T08:00:00.000Z");
@@ -33,40 +33,35 @@ const kindKeyParamSchema = z.object({
   key: z.string().min(1).max(64).describe("Kind key: 1–64 letters, digits, _ . : -"),
 });
 
-export const listReminderKindsRoute = createRoute({
+export const listReminderKindsRoute = securedRoute({
   method: "get",
   path: "/v1/reminder-kinds",
   tags: ["reminder kinds"],
   summary: "List reminder kinds (DEL-11)",
-  security: secured,
   responses: {
     200: json(z.object({ items: z.array(reminderKindViewSchema) }), "Every kind, by key"),
-    ...common,
   },
 });
 
-export const getReminderKindRoute = createRoute({
+export const getReminderKindRoute = securedRoute({
   method: "get",
   path: "/v1/reminder-kinds/{key}",
   tags: ["reminder kinds"],
   summary: "Read a reminder kind",
-  security: secured,
   request: { params: kindKeyParamSchema },
   responses: {
     200: json(reminderKindViewSchema, "The kind"),
     404: error("No such kind"),
-    ...common,
   },
 });
 
-export const putReminderKindRoute = createRoute({
+export const putReminderKindRoute = securedRoute({
   method: "put",
   path: "/v1/reminder-kinds/{key}",
   tags: ["reminder kinds"],
   summary: "Create or replace a reminder kind (DEL-11)",
   description:
     "Validated like a reminder: a channel of the server, a valid offset, a target the channel accepts, templates that render. Reminders written afterwards that name the kind copy its fields; reminders already written keep theirs.",
-  security: secured,
   request: {
     params: kindKeyParamSchema,
     body: { required: true, content: { "application/json": { schema: reminderKindBodySchema } } },
@@ -75,22 +70,19 @@ export const putReminderKindRoute = createRoute({
     201: json(reminderKindViewSchema, "Created"),
     200: json(reminderKindViewSchema, "Replaced (or unchanged: same version)"),
     400: error("Validation failed; `issues` names each bad field"),
-    ...common,
   },
 });
 
-export const deleteReminderKindRoute = createRoute({
+export const deleteReminderKindRoute = securedRoute({
   method: "delete",
   path: "/v1/reminder-kinds/{key}",
   tags: ["reminder kinds"],
   summary: "Remove a reminder kind",
   description: "Reminders written from it keep their copied fields and keep sending.",
-  security: secured,
   request: { params: kindKeyParamSchema },
   responses: {
     204: { description: "Removed" },
     404: error("No such kind"),
-    ...common,
   },
 });
 

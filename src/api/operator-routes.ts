@@ -15,7 +15,7 @@ import {
   upsertScheduleSchema,
 } from "../contracts/operator.js";
 import { deliveryViewSchema, scheduleIdParamSchema, scheduleViewSchema } from "./schemas.js";
-import { body, common, error, json, secured } from "./route-parts.js";
+import { body, common, error, json, secured, securedRoute } from "./route-parts.js";
 
 /** `POST /v1/schedules/{id}/trigger` reply. */
 export const triggerResultSchema = z
@@ -108,14 +108,13 @@ const triggerHeadersSchema = z.object({
     .describe("The trigger id: a retried trigger with the same key sends nothing more"),
 });
 
-export const triggerScheduleRoute = createRoute({
+export const triggerScheduleRoute = securedRoute({
   method: "post",
   path: "/v1/schedules/{id}/trigger",
   tags: ["schedules"],
   summary: "Send a schedule once more now, with its own delivery key (API-9)",
   description:
     "Creates one delivery per reminder (or only `reminderKey`), due now, whose key is derived from the trigger id and differs from every occurrence's key; the scheduled deliveries are left alone, and an edit's realign keeps it. With an `Idempotency-Key` header (the trigger id), a retried request creates nothing more and answers 200 with the first deliveries (`Idempotent-Replayed: true`).",
-  security: secured,
   request: {
     params: scheduleIdParamSchema,
     headers: triggerHeadersSchema,
@@ -127,11 +126,10 @@ export const triggerScheduleRoute = createRoute({
     400: error("`reminderKey` is not a reminder of the schedule"),
     404: error("No such schedule"),
     409: error("The schedule is not active"),
-    ...common,
   },
 });
 
-export const backfillScheduleRoute = createRoute({
+export const backfillScheduleRoute = securedRoute({
   method: "post",
   path: "/v1/schedules/{id}/backfill",
   tags: ["schedules"],
@@ -140,46 +138,40 @@ export const backfillScheduleRoute = createRoute({
     "Occurrences in [from, to) get a delivery, due now (late), unless they already have one in any state: a sent occurrence is never sent twice (the key is deterministic). " +
     "Refused with 400 naming the field: `to` in the future, not after `from`, a range longer than `maxExpansionDays` or of more than 10,000 deliveries; `from` older than the retention of finished deliveries. " +
     "With `dryRun: true` nothing is written and `items` lists what would be.",
-  security: secured,
   request: { params: scheduleIdParamSchema, body: body(backfillInputSchema) },
   responses: {
     200: json(backfillResultSchema, "What the backfill created (or would)"),
     400: error("Bad range; `issues` names `from` or `to`"),
     404: error("No such schedule"),
     409: error("The schedule is cancelled or invalid"),
-    ...common,
   },
 });
 
-export const bulkRedriveRoute = createRoute({
+export const bulkRedriveRoute = securedRoute({
   method: "post",
   path: "/v1/deliveries/redrive",
   tags: ["deliveries"],
   summary: "Redrive every dead or in-doubt delivery a filter matches (API-9, DEL-12)",
   description:
     "Filters: `state` (dead or in_doubt; default both), `reason`, `channel`, `scheduleId`, `source`, and the due time in [`from`, `to`). At most `limit` (default 1,000, at most 10,000) per call, lowest ids first, each with its delivery key kept; `remaining` says how many are left. With `dryRun: true` nothing changes: the count and a sample.",
-  security: secured,
   request: { body: body(bulkRedriveInputSchema) },
   responses: {
     200: json(bulkResultSchema, "What was redriven (or would be)"),
     400: error("Bad filter; `issues` names the field"),
-    ...common,
   },
 });
 
-export const bulkResolveRoute = createRoute({
+export const bulkResolveRoute = securedRoute({
   method: "post",
   path: "/v1/deliveries/resolve",
   tags: ["deliveries"],
   summary: "Resolve every in-doubt delivery or open dead letter a filter matches (API-9, DEL-12)",
   description:
     "`outcome` `sent` (they arrived) or `dead` (acknowledged, reason `resolved`); the filters, `limit` and `dryRun` are those of `POST /v1/deliveries/redrive`.",
-  security: secured,
   request: { body: body(bulkResolveInputSchema) },
   responses: {
     200: json(bulkResultSchema, "What was resolved (or would be)"),
     400: error("Bad outcome or filter; `issues` names the field"),
-    ...common,
   },
 });
 

@@ -3,13 +3,13 @@
  * `PUT /v1/rate-limits/{key}`, `GET /v1/rate-limits`, `DELETE /v1/rate-limits/{key}`,
  * `GET /v1/circuits`. Registered on the API by {@link registerRateLimitRoutes}.
  */
-import { createRoute, type OpenAPIHono } from "@hono/zod-openapi";
+import { type OpenAPIHono } from "@hono/zod-openapi";
 import { z } from "zod";
 import type { Punctual } from "../app/punctual.js";
 import { tenantOf } from "./auth.js";
 import { rateLimitInputSchema } from "../contracts/rate-limits.js";
 import { circuitViewSchema, rateLimitViewSchema } from "./rate-limit-schemas.js";
-import { common, error, json, secured } from "./route-parts.js";
+import { error, json, securedRoute } from "./route-parts.js";
 
 const keyParamSchema = z.object({
   key: z
@@ -19,14 +19,13 @@ const keyParamSchema = z.object({
     .describe("Rate-limit key: a channel name or a reminder's rateLimitKey"),
 });
 
-export const putRateLimitRoute = createRoute({
+export const putRateLimitRoute = securedRoute({
   method: "put",
   path: "/v1/rate-limits/{key}",
   tags: ["rate limits"],
   summary: "Create or change a rate limit shared by every process (DEL-13)",
   description:
     "Deliveries whose reminder names this key (rateLimitKey, default its channel name) are claimed at most ratePerSecond per second across every process, at most burst at once after a quiet spell, and at most concurrency at once. Every process applies the change from its next pass.",
-  security: secured,
   request: {
     params: keyParamSchema,
     body: { required: true, content: { "application/json": { schema: rateLimitInputSchema } } },
@@ -34,46 +33,39 @@ export const putRateLimitRoute = createRoute({
   responses: {
     200: json(rateLimitViewSchema, "The limit"),
     400: error("Bad key or body"),
-    ...common,
   },
 });
 
-export const listRateLimitsRoute = createRoute({
+export const listRateLimitsRoute = securedRoute({
   method: "get",
   path: "/v1/rate-limits",
   tags: ["rate limits"],
   summary: "Rate limits by key, with their tokens now (DEL-13)",
-  security: secured,
   responses: {
     200: json(z.object({ items: z.array(rateLimitViewSchema) }), "The limits"),
-    ...common,
   },
 });
 
-export const deleteRateLimitRoute = createRoute({
+export const deleteRateLimitRoute = securedRoute({
   method: "delete",
   path: "/v1/rate-limits/{key}",
   tags: ["rate limits"],
   summary: "Remove a rate limit (DEL-13)",
-  security: secured,
   request: { params: keyParamSchema },
   responses: {
     204: { description: "Removed" },
     404: error("No such rate limit"),
-    ...common,
   },
 });
 
-export const listCircuitsRoute = createRoute({
+export const listCircuitsRoute = securedRoute({
   method: "get",
   path: "/v1/circuits",
   tags: ["operations"],
   summary:
     "The caller's tenant's circuits of target hosts that are open, half-open or counting failures (CH-7)",
-  security: secured,
   responses: {
     200: json(z.object({ items: z.array(circuitViewSchema) }), "The circuits"),
-    ...common,
   },
 });
 

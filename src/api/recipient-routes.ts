@@ -6,7 +6,7 @@
  *
  * Scopes (API-2): `read` for the GET routes, `write` for the others, like schedules.
  */
-import { createRoute, type OpenAPIHono } from "@hono/zod-openapi";
+import { type OpenAPIHono } from "@hono/zod-openapi";
 import { z } from "zod";
 import type { Punctual } from "../app/punctual.js";
 import {
@@ -22,7 +22,7 @@ import {
 } from "../contracts/recipients.js";
 import { tenantOf } from "./auth.js";
 import { errorBody } from "./errors.js";
-import { common, error, json, secured } from "./routes.js";
+import { error, json, securedRoute } from "./route-parts.js";
 import { HTTPException } from "hono/http-exception";
 
 /** Path of the bulk upsert route. */
@@ -102,14 +102,13 @@ const idParamSchema = z.object({
     ),
 });
 
-export const putRecipientRoute = createRoute({
+export const putRecipientRoute = securedRoute({
   method: "put",
   path: "/v1/recipients/{id}",
   tags: ["recipients"],
   summary: "Create or replace a recipient (API-10)",
   description:
     "Replaces the whole recipient: its IANA zone, one target per channel (each checked by its channel: webhook URL and SSRF rules, e-mail addresses, Slack and Discord webhook URLs), free attributes (at most 16 KiB as JSON) and preferences (opt-outs, a quiet window). A bad field is a 400 naming it and its value, and nothing is stored. A write equal to the stored recipient changes nothing (same version).",
-  security: secured,
   request: {
     params: idParamSchema,
     body: { required: true, content: { "application/json": { schema: recipientBodySchema } } },
@@ -120,55 +119,48 @@ export const putRecipientRoute = createRoute({
     400: error("Validation failed; `issues` names each bad field"),
     413: error("Body too large"),
     415: error("Body is not JSON"),
-    ...common,
   },
 });
 
-export const getRecipientRoute = createRoute({
+export const getRecipientRoute = securedRoute({
   method: "get",
   path: "/v1/recipients/{id}",
   tags: ["recipients"],
   summary: "Read a recipient (API-10)",
-  security: secured,
   request: { params: idParamSchema },
   responses: {
     200: json(recipientViewSchema, "The recipient"),
     404: error("No such recipient in the caller's tenant"),
-    ...common,
   },
 });
 
-export const listRecipientsRoute = createRoute({
+export const listRecipientsRoute = securedRoute({
   method: "get",
   path: "/v1/recipients",
   tags: ["recipients"],
   summary: "List recipients by id, one keyset page at a time (API-10)",
   description:
     "By id in byte order (`order=asc`, the default, or `desc`); `q` keeps the ids containing it (case-insensitive). `nextCursor` continues the same order and `q`; a page also ends early, with a cursor, before its items pass 4 MiB of JSON.",
-  security: secured,
   request: { query: listRecipientsQuerySchema },
   responses: {
     200: json(recipientPageSchema, "A page"),
     400: error("Bad query field or cursor"),
-    ...common,
   },
 });
 
-export const deleteRecipientRoute = createRoute({
+export const deleteRecipientRoute = securedRoute({
   method: "delete",
   path: "/v1/recipients/{id}",
   tags: ["recipients"],
   summary: "Remove a recipient (API-10)",
-  security: secured,
   request: { params: idParamSchema },
   responses: {
     204: { description: "Removed" },
     404: error("No such recipient in the caller's tenant"),
-    ...common,
   },
 });
 
-export const bulkRecipientsRoute = createRoute({
+export const bulkRecipientsRoute = securedRoute({
   method: "post",
   path: RECIPIENTS_BULK_PATH,
   tags: ["recipients"],
@@ -176,7 +168,6 @@ export const bulkRecipientsRoute = createRoute({
   description:
     `The body is a JSON array of recipients, each with its \`id\` (\`Content-Type: application/json\`), or one recipient per line (\`Content-Type: application/x-ndjson\`; blank lines are skipped). At most ${MAX_BULK_RECIPIENTS.toLocaleString("en")} rows (more: 400, nothing stored); the body may be up to 16 MiB (or \`api.bodyLimitBytes\` when larger). ` +
     "Each row is checked like a `PUT` body and written on its own: a bad row is reported with status `error` and the issues a `PUT` would name, and the other rows are written. An id given twice is written from its first row; the later rows are errors.",
-  security: secured,
   request: {
     body: {
       required: true,
@@ -199,7 +190,6 @@ export const bulkRecipientsRoute = createRoute({
     400: error("Not an array, no rows, or more than 10,000 rows (nothing stored)"),
     413: error("Body larger than the bulk limit"),
     415: error("Body sent with another Content-Type"),
-    ...common,
   },
 });
 
@@ -217,14 +207,13 @@ const scheduleRecipientsResultSchema = z
   })
   .meta({ id: "ScheduleRecipientsResult" });
 
-export const putScheduleRecipientsRoute = createRoute({
+export const putScheduleRecipientsRoute = securedRoute({
   method: "put",
   path: "/v1/schedules/{id}/recipients",
   tags: ["recipients"],
   summary: "Add and remove recipients of a schedule, one page at a time (API-12)",
   description:
     "`{ add?: [ids], remove?: [ids] }`, at most 10,000 ids together; larger audiences in several pages. Added recipients are planned from now (never backfilled); removed ones have their waiting deliveries cancelled. Idempotent. An id the tenant has no recipient for is a 400 naming it, and nothing is stored.",
-  security: secured,
   request: {
     params: z.object({ id: z.string().describe("Schedule id (UUID)") }),
     body: {
@@ -245,7 +234,6 @@ export const putScheduleRecipientsRoute = createRoute({
     200: json(scheduleRecipientsResultSchema, "Applied"),
     400: error("Validation failed; `issues` names each bad field"),
     404: error("No such schedule in the caller's tenant"),
-    ...common,
   },
 });
 
@@ -261,14 +249,13 @@ const scheduleRecipientPageSchema = z
   })
   .meta({ id: "ScheduleRecipientPage" });
 
-export const listScheduleRecipientsRoute = createRoute({
+export const listScheduleRecipientsRoute = securedRoute({
   method: "get",
   path: "/v1/schedules/{id}/recipients",
   tags: ["recipients"],
   summary: "List the recipients of a schedule, one page at a time (API-12)",
   description:
     "By recipient id (byte order), `limit` per page (1–1000, default 100); pass the previous page's `nextCursor` as `cursor` for the next. A schedule without recipients lists none.",
-  security: secured,
   request: {
     params: z.object({ id: z.string().describe("Schedule id (UUID)") }),
     query: z.object({
@@ -280,7 +267,6 @@ export const listScheduleRecipientsRoute = createRoute({
     200: json(scheduleRecipientPageSchema, "One page"),
     400: error("A bad limit or cursor"),
     404: error("No such schedule in the caller's tenant"),
-    ...common,
   },
 });
 

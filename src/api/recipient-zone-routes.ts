@@ -2,13 +2,13 @@
  * `GET /v1/schedules/{id}/recipient-zones` (API-11): the zones of a schedule's recipients,
  * counted, and whether it is floating. Scope `read` (API-2), like every GET.
  */
-import { createRoute, type OpenAPIHono } from "@hono/zod-openapi";
+import { type OpenAPIHono } from "@hono/zod-openapi";
 import { z } from "zod";
 import type { Assert, SchemaMatches } from "./schema-proof.js";
 import type { Punctual } from "../app/punctual.js";
 import type { RecipientZones } from "../app/recipient-zones.js";
 import { tenantOf } from "./auth.js";
-import { common, error, json, secured } from "./routes.js";
+import { error, json, securedRoute } from "./route-parts.js";
 import { scheduleIdParamSchema } from "./schemas.js";
 
 /** The reply (mirrors `RecipientZones`). */
@@ -35,19 +35,17 @@ export type RecipientZonesSchemaMatchesContract = Assert<
   SchemaMatches<typeof recipientZonesSchema, RecipientZones>
 >;
 
-export const recipientZonesRoute = createRoute({
+export const recipientZonesRoute = securedRoute({
   method: "get",
   path: "/v1/schedules/{id}/recipient-zones",
   tags: ["recipients"],
   summary: "The time zones of a schedule's recipients, counted (API-11)",
   description:
     "Whether the schedule is floating, how many recipients it has, and their IANA zones with how many recipients each (most first). A schedule without recipients answers 0 and no zones. With `POST /v1/preview` per zone (the zone as `tzid` when floating) it gives the next occurrence per recipient zone.",
-  security: secured,
   request: { params: scheduleIdParamSchema },
   responses: {
     200: json(recipientZonesSchema, "The zones"),
     404: error("No such schedule"),
-    ...common,
   },
 });
 

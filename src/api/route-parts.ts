@@ -1,9 +1,11 @@
 /**
  * The parts every OpenAPI route description of the API shares (API-1): a JSON response of
  * a schema, an error response, the bearer-token requirement, the errors any authenticated
- * route can return, and a JSON request body. One home, so each route module (which
+ * route can return, and a JSON request body; {@link securedRoute} declares an
+ * authenticated route with the first two. One home, so each route module (which
  * `routes.ts` may itself import) describes them alike.
  */
+import { createRoute, type RouteConfig } from "@hono/zod-openapi";
 import type { z } from "zod";
 import { errorBodySchema } from "./schemas.js";
 
@@ -38,3 +40,12 @@ export const body = <T extends z.ZodType>(schema: T, required = true) => ({
   required,
   content: { "application/json": { schema } },
 });
+
+/**
+ * An authenticated route (API-2): `route` with the bearer-token requirement
+ * ({@link secured}) and the errors any authenticated route can return ({@link common});
+ * a response of the route's own with the same status replaces the common one.
+ */
+export function securedRoute<const R extends Omit<RouteConfig, "security">>(route: R) {
+  return createRoute({ ...route, security: secured, responses: { ...common, ...route.responses } });
+}

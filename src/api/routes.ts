@@ -43,16 +43,15 @@ import { cancelQuerySchema, purgeResultSchema } from "./operator-routes.js";
 import { scheduleReadSchema } from "./missed-schemas.js";
 
 export { body, common, error, json, secured } from "./route-parts.js";
-import { body, common, error, json, secured } from "./route-parts.js";
+import { body, common, error, json, secured, securedRoute } from "./route-parts.js";
 
-export const createScheduleRoute = createRoute({
+export const createScheduleRoute = securedRoute({
   method: "post",
   path: "/v1/schedules",
   tags: ["schedules"],
   summary: "Create a schedule with its reminders",
   description:
     "Creates a one-off or recurring schedule. With an `Idempotency-Key` header, a retried request with the same body returns the first schedule (200, `Idempotent-Replayed: true`); the same key with another body is refused (422).",
-  security: secured,
   request: { headers: createHeadersSchema, body: body(createScheduleSchema) },
   responses: {
     201: json(createdScheduleSchema, "Created"),
@@ -64,46 +63,40 @@ export const createScheduleRoute = createRoute({
     413: error("Body too large"),
     415: error("Body is not JSON"),
     422: error("Idempotency-Key reused with a different body"),
-    ...common,
   },
 });
 
-export const listSchedulesRoute = createRoute({
+export const listSchedulesRoute = securedRoute({
   method: "get",
   path: "/v1/schedules",
   tags: ["schedules"],
   summary: "List schedules by creation, a keyset page (API-3)",
-  security: secured,
   request: { query: listSchedulesQuerySchema },
   responses: {
     200: json(scheduleListSchema, "A page of schedules"),
     400: error("Bad query parameter"),
-    ...common,
   },
 });
 
-export const getScheduleRoute = createRoute({
+export const getScheduleRoute = securedRoute({
   method: "get",
   path: "/v1/schedules/{id}",
   tags: ["schedules"],
   summary: "Read a schedule, with what its rule called for lately beside what was sent",
-  security: secured,
   request: { params: scheduleIdParamSchema },
   responses: {
     200: json(scheduleReadSchema, "The schedule and its missed occurrences (OPS-13)"),
     404: error("No such schedule"),
-    ...common,
   },
 });
 
-export const updateScheduleRoute = createRoute({
+export const updateScheduleRoute = securedRoute({
   method: "patch",
   path: "/v1/schedules/{id}",
   tags: ["schedules"],
   summary: "Edit a schedule (DEL-9)",
   description:
     "Fields left out keep their value; `reminders`, when given, replaces the list. Waiting deliveries are realigned with the new occurrences in the same transaction. Send `If-Match` with the version you read: a newer version answers 412.",
-  security: secured,
   request: {
     params: scheduleIdParamSchema,
     headers: updateHeadersSchema,
@@ -115,11 +108,10 @@ export const updateScheduleRoute = createRoute({
     404: error("No such schedule"),
     409: error("The schedule is cancelled"),
     412: error("If-Match names an older version (STALE_VERSION)"),
-    ...common,
   },
 });
 
-export const cancelScheduleRoute = createRoute({
+export const cancelScheduleRoute = securedRoute({
   method: "delete",
   path: "/v1/schedules/{id}",
   tags: ["schedules"],
@@ -127,7 +119,6 @@ export const cancelScheduleRoute = createRoute({
   description:
     "Cancels the schedule and every waiting delivery in one transaction; a send in flight finishes and is recorded. Idempotent. The cancelled schedule is kept. " +
     "With `purge=true` the schedule is deleted for good with its reminders, deliveries and attempts (a data-protection request); the reply counts what was deleted (`PurgeResult`).",
-  security: secured,
   request: { params: scheduleIdParamSchema, query: cancelQuerySchema },
   responses: {
     200: json(
@@ -135,112 +126,97 @@ export const cancelScheduleRoute = createRoute({
       "The cancelled schedule, or with `purge=true` what was deleted",
     ),
     404: error("No such schedule"),
-    ...common,
   },
 });
 
-export const pauseScheduleRoute = createRoute({
+export const pauseScheduleRoute = securedRoute({
   method: "post",
   path: "/v1/schedules/{id}/pause",
   tags: ["schedules"],
   summary: "Pause a schedule (DEL-10)",
-  security: secured,
   request: { params: scheduleIdParamSchema },
   responses: {
     200: json(scheduleViewSchema, "The paused schedule"),
     404: error("No such schedule"),
     409: error("The schedule cannot be paused in its state"),
-    ...common,
   },
 });
 
-export const resumeScheduleRoute = createRoute({
+export const resumeScheduleRoute = securedRoute({
   method: "post",
   path: "/v1/schedules/{id}/resume",
   tags: ["schedules"],
   summary: "Resume a paused schedule; missed occurrences follow its misfire policy (REC-6)",
-  security: secured,
   request: { params: scheduleIdParamSchema },
   responses: {
     200: json(scheduleViewSchema, "The resumed schedule"),
     404: error("No such schedule"),
     409: error("The schedule cannot be resumed in its state"),
-    ...common,
   },
 });
 
-export const listDeliveriesRoute = createRoute({
+export const listDeliveriesRoute = securedRoute({
   method: "get",
   path: "/v1/deliveries",
   tags: ["deliveries"],
   summary: "List deliveries by id, a keyset page; `state=dead` pages the dead letters (API-3)",
-  security: secured,
   request: { query: listDeliveriesQuerySchema },
   responses: {
     200: json(deliveryListSchema, "A page of deliveries"),
     400: error("Bad query parameter"),
-    ...common,
   },
 });
 
-export const getDeliveryRoute = createRoute({
+export const getDeliveryRoute = securedRoute({
   method: "get",
   path: "/v1/deliveries/{id}",
   tags: ["deliveries"],
   summary: "Read a delivery with its attempts (DEL-12, DEL-14)",
-  security: secured,
   request: { params: deliveryIdParamSchema },
   responses: {
     200: json(deliveryDetailSchema, "The delivery and its attempts"),
     404: error("No such delivery"),
-    ...common,
   },
 });
 
-export const redriveDeliveryRoute = createRoute({
+export const redriveDeliveryRoute = securedRoute({
   method: "post",
   path: "/v1/deliveries/{id}/redrive",
   tags: ["deliveries"],
   summary: "Send a dead or in-doubt delivery again, with the same delivery key (DEL-12)",
-  security: secured,
   request: { params: deliveryIdParamSchema },
   responses: {
     200: json(deliveryViewSchema, "The delivery, waiting to be sent"),
     404: error("No such delivery"),
     409: error("The delivery is neither dead nor in doubt"),
-    ...common,
   },
 });
 
-export const resolveDeliveryRoute = createRoute({
+export const resolveDeliveryRoute = securedRoute({
   method: "post",
   path: "/v1/deliveries/{id}/resolve",
   tags: ["deliveries"],
   summary: "Settle an in-doubt delivery as sent or dead (DEL-12)",
-  security: secured,
   request: { params: deliveryIdParamSchema, body: body(resolveBodySchema) },
   responses: {
     200: json(deliveryViewSchema, "The settled delivery"),
     400: error("Bad outcome"),
     404: error("No such delivery"),
     409: error("The delivery is not in doubt"),
-    ...common,
   },
 });
 
-export const previewRoute = createRoute({
+export const previewRoute = securedRoute({
   method: "post",
   path: "/v1/preview",
   tags: ["recurrence"],
   summary: "Preview occurrences of a rule (REC-7)",
   description:
     "Computes occurrences in [after, before), at most `count` (default 10), with the code the scheduler uses. Nothing is stored.",
-  security: secured,
   request: { body: body(previewInputSchema) },
   responses: {
     200: json(previewItemSchema.array(), "Occurrences, ascending"),
     400: error("Bad rule, zone or bound; `issues` names the part"),
-    ...common,
   },
 });
 
@@ -250,7 +226,7 @@ export const previewRoute = createRoute({
  */
 export const IMPORT_MEDIA_TYPES = ["text/calendar"];
 
-export const importRoute = createRoute({
+export const importRoute = securedRoute({
   method: "post",
   path: "/v1/imports",
   tags: ["imports"],
@@ -262,7 +238,6 @@ export const importRoute = createRoute({
     "This route accepts bodies up to the import limit (20 MiB, or `api.bodyLimitBytes` when larger) instead of `api.bodyLimitBytes`. " +
     "With `dryRun=true` nothing is stored and the reply lists every delivery whose occurrence falls in [from, to), planned as the scheduler would with its clock at `from`. " +
     "With `async=true` (or the header `Prefer: respond-async`) the reply is 202 at once, the import's record with `Location: /v1/imports/{id}`; the import goes on after the request, and `GET /v1/imports/{id}` shows its progress per chunk and, at the end, `succeeded` or `failed` with the error (a file that is not iCalendar included).",
-  security: secured,
   request: {
     query: importQuerySchema,
     body: {
@@ -287,27 +262,24 @@ export const importRoute = createRoute({
     ),
     413: error("Body larger than the import limit"),
     415: error("Body sent with another Content-Type"),
-    ...common,
   },
 });
 
-export const listImportsRoute = createRoute({
+export const listImportsRoute = securedRoute({
   method: "get",
   path: "/v1/imports",
   tags: ["imports"],
   summary: "List the calendar imports written, by id, a keyset page (API-3, API-5)",
   description:
     "One item per import that was written (dry runs and files refused as a whole leave none), with what it did. Filters: `source`, `importedFrom` / `importedTo` (ISO 8601 instants with an offset: written at or after, before).",
-  security: secured,
   request: { query: listImportsQuerySchema },
   responses: {
     200: json(importListSchema, "A page of imports"),
     400: error("Bad query parameter, or a `cursor` of another order or filter set"),
-    ...common,
   },
 });
 
-export const getImportRoute = createRoute({
+export const getImportRoute = securedRoute({
   method: "get",
   path: "/v1/imports/{id}",
   tags: ["imports"],
@@ -315,28 +287,24 @@ export const getImportRoute = createRoute({
   description:
     "`status` is `running`, `succeeded` or `failed` (with `error`); `progress` counts the chunks committed and the changes written of their totals, the counts what was written so far; `details` holds the skipped events, the warning texts and the zones once the file is read. " +
     "A running import whose process died is `failed` (`abandoned: …`) once its lease (60 s) expires.",
-  security: secured,
   request: { params: importIdParamSchema },
   responses: {
     200: json(importViewSchema, "The import"),
     404: error("No such import"),
-    ...common,
   },
 });
 
-export const listInstancesRoute = createRoute({
+export const listInstancesRoute = securedRoute({
   method: "get",
   path: "/v1/instances",
   tags: ["operations"],
   summary: "List every stored scheduler instance by start, a keyset page (API-3, OPS-3)",
   description:
     "Every instance row retention has not pruned yet (`GET /v1/status` shows at most 100 of the last hour). Filters: `state` (`running`, `stopped`), `role`. The operator's key only.",
-  security: secured,
   request: { query: listInstancesQuerySchema },
   responses: {
     200: json(instanceListSchema, "A page of instances"),
     400: error("Bad query parameter, or a `cursor` of another order or filter set"),
-    ...common,
   },
 });
 
@@ -384,7 +352,7 @@ export const metricsRoute = createRoute({
   },
 });
 
-export const webhookSecretRoute = createRoute({
+export const webhookSecretRoute = securedRoute({
   method: "get",
   path: "/v1/webhook-secret",
   tags: ["operations"],
@@ -393,13 +361,11 @@ export const webhookSecretRoute = createRoute({
   description:
     "`source` is `configured` (PUNCTUAL_WEBHOOK_SECRET) or `generated` (created once and kept in the database). " +
     "Answered only with the API key, or, when no key is configured, with the local token `punctual start` writes in its data folder (what `punctual webhook-secret` on the same machine presents); otherwise 403 SECRET_NEEDS_KEY.",
-  security: secured,
   responses: {
     200: json(
       z.object({ secret: z.string(), source: z.enum(["configured", "generated"]) }),
       "The secret in use",
     ),
-    ...common,
     403: error(
       "No API key is configured and the request did not present the local token (SECRET_NEEDS_KEY), or a web-safety refusal",
     ),

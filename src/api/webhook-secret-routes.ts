@@ -3,12 +3,12 @@
  * `GET`, `POST` (set or rotate) and `DELETE /v1/tenant-webhook-secret`, each for the
  * caller's tenant and with the `admin` scope. Registered by {@link registerWebhookSecretRoutes}.
  */
-import { createRoute, type OpenAPIHono } from "@hono/zod-openapi";
+import { type OpenAPIHono } from "@hono/zod-openapi";
 import { z } from "zod";
 import type { Punctual } from "../app/punctual.js";
 import { rotateTenantWebhookSecretSchema } from "../contracts/webhook-secrets.js";
 import { tenantOf } from "./auth.js";
-import { common, error, json, secured } from "./route-parts.js";
+import { error, json, securedRoute } from "./route-parts.js";
 
 const tenantSecretViewSchema = z
   .object({
@@ -23,29 +23,26 @@ const tenantSecretViewSchema = z
 
 const PATH = "/v1/tenant-webhook-secret";
 
-export const getTenantWebhookSecretRoute = createRoute({
+export const getTenantWebhookSecretRoute = securedRoute({
   method: "get",
   path: PATH,
   tags: ["operations"],
   summary: "The caller's tenant's own webhook signing secret (CH-1)",
   description:
     "404 when the tenant has none: then the operator's default secret signs its webhooks. A target's own `secret` wins over both.",
-  security: secured,
   responses: {
     200: json(tenantSecretViewSchema, "The secret"),
     404: error("The tenant has no secret of its own"),
-    ...common,
   },
 });
 
-export const rotateTenantWebhookSecretRoute = createRoute({
+export const rotateTenantWebhookSecretRoute = securedRoute({
   method: "post",
   path: PATH,
   tags: ["operations"],
   summary: "Set or rotate the caller's tenant's own webhook signing secret (CH-1)",
   description:
     "The new secret (`secret`, default a random 32-byte one) signs the tenant's webhooks from every process's next pass; the secret that signed until now (its previous one, or the default on a first one) still signs beside it for `overlapSeconds` (default 86400, at most 30 days), one `v1,` signature each.",
-  security: secured,
   request: {
     body: {
       required: true,
@@ -55,20 +52,17 @@ export const rotateTenantWebhookSecretRoute = createRoute({
   responses: {
     200: json(tenantSecretViewSchema, "The new secret"),
     400: error("Bad secret or overlapSeconds"),
-    ...common,
   },
 });
 
-export const deleteTenantWebhookSecretRoute = createRoute({
+export const deleteTenantWebhookSecretRoute = securedRoute({
   method: "delete",
   path: PATH,
   tags: ["operations"],
   summary: "Remove the caller's tenant's own secret: the default signs its webhooks again (CH-1)",
-  security: secured,
   responses: {
     204: { description: "Removed" },
     404: error("The tenant has no secret of its own"),
-    ...common,
   },
 });
 

@@ -6,13 +6,8 @@
  */
 import type { Channel } from "../channels/types.js";
 import type { ChannelRegistry } from "../channels/index.js";
-import type { Clock } from "../clock/index.js";
-import type { PunctualConfig } from "../config/index.js";
-import type { Logger } from "../observability/logger.js";
-import type { Metrics } from "../observability/metrics.js";
-import type { Scheduler } from "../scheduler/scheduler.js";
 import type { PlanDeps } from "../scheduler/plan.js";
-import type { Database } from "../store/database.js";
+import type { Punctual } from "./punctual.js";
 
 /** Tenant used when the API runs without keys. */
 export const DEFAULT_TENANT = "default";
@@ -32,15 +27,15 @@ export interface CallContext {
   actor?: string;
 }
 
-/** The parts of a running punctual that the operations use. */
-export interface AppContext {
-  readonly config: PunctualConfig;
-  readonly db: Database;
-  readonly clock: Clock;
-  readonly logger: Logger;
-  readonly metrics: Metrics;
-  readonly channels: ChannelRegistry;
-  readonly scheduler: Scheduler;
+/**
+ * The parts of a running punctual that the operations use: those the {@link Punctual}
+ * exposes (its `db` here: the operations' runner, which gives up waiting for a lock a
+ * stalled transaction holds, `lockTimeoutMs`), and the two shared actions.
+ */
+export interface AppContext extends Pick<
+  Punctual,
+  "config" | "db" | "clock" | "logger" | "metrics" | "channels" | "scheduler"
+> {
   /** "Now" for SQL: the pinned instant of a test clock, or null for the database clock (OPS-9). */
   now(): Date | null;
   /** Wakes this process's scheduler and, on PostgreSQL, every other one (NOTIFY). */

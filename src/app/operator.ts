@@ -51,6 +51,7 @@ import {
   type BulkFilter,
 } from "../store/deliveries/index.js";
 import { debounceState, startDebounceBurst } from "../store/explain.js";
+import type { Queryable } from "../store/database.js";
 import {
   insertReminders,
   remindersOfSchedules,
@@ -453,6 +454,33 @@ async function remainingOf(
 }
 
 /**
+ * API-9 / DEL-12: one bulk action of the tenant on the deliveries its parsed input `q`
+ * matches: with `dryRun`, nothing changes (the count and a sample); else `change` runs as a
+ * recorded operator action (OPS-16) and the result counts the rows changed, the matching
+ * rows left past `limit`, and a sample. A redrive wakes the scheduler: its rows are due.
+ */
+async function bulkAction(
+  app: AppContext,
+  ctx: CallContext,
+  action: "redrive" | "resolve",
+  q: z.output<typeof bulkRedriveInputSchema> | z.output<typeof bulkResolveInputSchema>,
+  outcome: "sent" | "dead" | null,
+  change: (tx: Queryable, tenant: string, filter: BulkFilter) => Promise<DeliveryRow[]>,
+): Promise<BulkResult> {
+  const tenant = tenantOf(ctx);
+  const filter = filterOf(q);
+  if (q.dryRun) return dryRun(app, action, tenant, filter);
+  const rows = await recordedAction(app, ctx, action, outcome, (tx) => change(tx, tenant, filter));
+  if (action === "redrive" && rows.length > 0) app.wake();
+  return {
+    dryRun: false,
+    count: rows.length,
+    remaining: await remainingOf(app, action, tenant, filter),
+    sample: rows.slice(0, BULK_SAMPLE_SIZE).map(toDeliveryView),
+  };
+}
+
+/**
  * API-9 / DEL-12: redrives every dead or in-doubt delivery of the tenant that matches the
  * filter (state, reason, channel, schedule, source, due time in [from, to)), at most
  * `limit` (default 1,000) per call, each with its delivery key kept, as
@@ -465,20 +493,10 @@ export async function redriveDeliveries(
   input: BulkRedriveInput | unknown,
   ctx: CallContext = {},
 ): Promise<BulkResult> {
-  const tenant = tenantOf(ctx);
   const q = parseInput(bulkRedriveInputSchema, input ?? {});
-  const filter = filterOf(q);
-  if (q.dryRun) return dryRun(app, "redrive", tenant, filter);
-  const rows = await recordedAction(app, ctx, "redrive", null, (tx) =>
+  return bulkAction(app, ctx, "redrive", q, null, (tx, tenant, filter) =>
     bulkRedrive(tx, { now: app.now(), tenant, filter, limit: q.limit }),
   );
-  if (rows.length > 0) app.wake();
-  return {
-    dryRun: false,
-    count: rows.length,
-    remaining: await remainingOf(app, "redrive", tenant, filter),
-    sample: rows.slice(0, BULK_SAMPLE_SIZE).map(toDeliveryView),
-  };
 }
 
 /**
@@ -493,19 +511,10 @@ export async function resolveDeliveries(
   input: BulkResolveInput | unknown,
   ctx: CallContext = {},
 ): Promise<BulkResult> {
-  const tenant = tenantOf(ctx);
   const q = parseInput(bulkResolveInputSchema, input ?? {});
-  const filter = filterOf(q);
-  if (q.dryRun) return dryRun(app, "resolve", tenant, filter);
-  const rows = await recordedAction(app, ctx, "resolve", q.outcome, (tx) =>
+  return bulkAction(app, ctx, "resolve", q, q.outcome, (tx, tenant, filter) =>
     bulkResolve(tx, { now: app.now(), tenant, filter, outcome: q.outcome, limit: q.limit }),
   );
-  return {
-    dryRun: false,
-    count: rows.length,
-    remaining: await remainingOf(app, "resolve", tenant, filter),
-    sample: rows.slice(0, BULK_SAMPLE_SIZE).map(toDeliveryView),
-  };
 }
 
 /** Result of {@link upsertScheduleByExternalId}. */

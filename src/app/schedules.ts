@@ -22,7 +22,13 @@ import {
   type ScheduleView,
   type UpdateScheduleInput,
 } from "../contracts/index.js";
-import { ConflictError, NotFoundError, ValidationError, type FieldIssue } from "../errors/index.js";
+import {
+  accepts,
+  ConflictError,
+  NotFoundError,
+  ValidationError,
+  type FieldIssue,
+} from "../errors/index.js";
 import {
   sampleIdentity,
   sampleRender,
@@ -685,12 +691,7 @@ function keepRedactedTargets(reminders: unknown, stored: readonly ReminderRow[])
  */
 function unchanged(app: AppContext, stored: unknown, value: ScheduleBody): boolean {
   const parsed = createScheduleSchema.safeParse(stored);
-  if (!parsed.success) return false;
-  try {
-    normaliseBody(parsed.data);
-  } catch {
-    return false;
-  }
+  if (!parsed.success || !accepts(normaliseBody, parsed.data)) return false;
   return definitionChanges(parsed.data, value, app.config.scheduler.maxAttempts).none;
 }
 

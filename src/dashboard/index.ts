@@ -8,6 +8,7 @@
  */
 import { readFileSync } from "node:fs";
 import type { Context } from "hono";
+import { DELIVERY_STATES, SCHEDULE_STATES } from "../domain/index.js";
 
 /** Path the dashboard is served at. */
 export const DASHBOARD_PATH = "/ui";
@@ -29,6 +30,16 @@ export const DASHBOARD_CSP = [
   "base-uri 'none'",
   "frame-ancestors 'none'",
 ].join("; ");
+
+/**
+ * API-6: the states the API accepts, written into the page for its state filters (the
+ * script keeps no list of its own), as a `<meta name="punctual-states">` whose content is
+ * the JSON `{ "delivery": […], "schedule": […] }`.
+ */
+export const STATES_META = `<meta name="punctual-states" content="${JSON.stringify({
+  delivery: DELIVERY_STATES,
+  schedule: SCHEDULE_STATES,
+}).replaceAll('"', "&quot;")}" />`;
 
 const read = (name: string): string | null => {
   try {
@@ -58,7 +69,7 @@ function securityHeaders(c: Context): void {
  * copies them): then `/ui` answers `503 DASHBOARD_NOT_BUILT` and the API runs as usual.
  */
 export function registerDashboard(app: DashboardHost): boolean {
-  const html = read("index.html");
+  const html = read("index.html")?.replace("</head>", `  ${STATES_META}\n  </head>`) ?? null;
   const files = new Map<string, { type: string; body: string }>();
   for (const [name, type] of Object.entries(ASSETS)) {
     const body = read(name);

@@ -230,3 +230,16 @@ export function isRetryableDatabaseError(err: unknown): boolean {
     message,
   );
 }
+
+/**
+ * Whether `check` accepts `value` (returns without throwing): the yes/no form of a
+ * validating parser, for a caller that only asks and reports no error itself.
+ */
+export function accepts<T>(check: (value: T) => unknown, value: T): boolean {
+  try {
+    check(value);
+    return true;
+  } catch {
+    return false;
+  }
+}

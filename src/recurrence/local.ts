@@ -1,7 +1,7 @@
 /**
  * Helpers for other modules: read a local date-time in a zone, check a zone name.
  */
-import { ValidationError } from "../errors/index.js";
+import { accepts, ValidationError } from "../errors/index.js";
 import { DAY_SECONDS } from "./civil.js";
 import { parseDateValue } from "./datetime.js";
 import { DEFAULT_DST_POLICY } from "./recurrence.js";
@@ -10,12 +10,7 @@ import { getZone, zoneOrThrow } from "./zone.js";
 
 /** Whether `tzid` names a time zone known to the IANA database (or a fixed offset like `+05:30`). */
 export function isValidTimeZone(tzid: string): boolean {
-  try {
-    getZone(tzid);
-    return true;
-  } catch {
-    return false;
-  }
+  return accepts(getZone, tzid);
 }
 
 /**

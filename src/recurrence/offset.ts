@@ -4,7 +4,7 @@
  * are nominal and follow the wall clock; hours, minutes and seconds are exact).
  */
 import { MAX_OFFSET_DAYS, offsetRefusal } from "../domain/index.js";
-import { ValidationError } from "../errors/index.js";
+import { accepts, ValidationError } from "../errors/index.js";
 import { DAY_SECONDS } from "./civil.js";
 import { parseDateValue } from "./datetime.js";
 import type { DstPolicy, Occurrence } from "./types.js";
@@ -47,12 +47,7 @@ export function parseOffset(text: string): Offset {
 
 /** Whether {@link parseOffset} accepts the text. */
 export function isValidOffset(text: string): boolean {
-  try {
-    parseOffset(text);
-    return true;
-  } catch {
-    return false;
-  }
+  return accepts(parseOffset, text);
 }
 
 /**

@@ -2,9 +2,9 @@
  * API keys per tenant (API-2): statements over `punctual_api_keys`. Only a SHA-256 of
  * each key is stored; `$1` is "now" where present (NULL: the database clock).
  */
-import type { Queryable } from "./database.js";
 import { NOW } from "./deliveries/sql.js";
-import { columnsOf, firstRow, rows } from "./statement.js";
+import { instantCursorSql, instantIdKeysetSql, type WithInstantCursor } from "./keyset.js";
+import { columnsOf, firstRowStatement, orderedRowsStatement } from "./statement.js";
 
 /** Scopes a key may carry (see migration 0015 for what each allows). */
 export type ApiKeyScope = "read" | "write" | "admin";
@@ -43,26 +43,17 @@ returning ${API_KEY_COLUMNS_LIST}`;
 export const INSERT_API_KEY_COLUMNS = API_KEY_ROW_KEYS;
 
 /** Stores a new key's hash; returns the row (never the key). */
-export function insertApiKey(
-  db: Queryable,
-  p: {
+export const insertApiKey = firstRowStatement<
+  ApiKeyRow,
+  {
     now: Date | null;
     tenant: string;
     name: string;
     scopes: readonly ApiKeyScope[];
     keyHash: string;
     prefix: string;
-  },
-): Promise<ApiKeyRow | null> {
-  return firstRow<ApiKeyRow>(db, INSERT_API_KEY_SQL, [
-    p.now,
-    p.tenant,
-    p.name,
-    p.scopes,
-    p.keyHash,
-    p.prefix,
-  ]);
-}
+  }
+>(INSERT_API_KEY_SQL, (p) => [p.now, p.tenant, p.name, p.scopes, p.keyHash, p.prefix]);
 
 /**
  * $1 now, $2 key hash. The live (not revoked) key with that hash, stamping when it was
@@ -82,12 +73,10 @@ where id = (select id from found)`;
 export const AUTHENTICATE_API_KEY_COLUMNS = API_KEY_ROW_KEYS;
 
 /** The live key with this hash, or null (unknown or revoked). */
-export function authenticateApiKey(
-  db: Queryable,
-  p: { now: Date | null; keyHash: string },
-): Promise<ApiKeyRow | null> {
-  return firstRow<ApiKeyRow>(db, AUTHENTICATE_API_KEY_SQL, [p.now, p.keyHash]);
-}
+export const authenticateApiKey = firstRowStatement<
+  ApiKeyRow,
+  { now: Date | null; keyHash: string }
+>(AUTHENTICATE_API_KEY_SQL, (p) => [p.now, p.keyHash]);
 
 /**
  * API-2, API-3: one keyset page of keys by (created_at, id), in `dir` order. Parameters:
@@ -97,26 +86,18 @@ export function authenticateApiKey(
  * `punctual_api_keys_tenant` (tenant, created_at) for one tenant, forward or backward.
  */
 function listApiKeysSql(dir: "asc" | "desc"): string {
-  const [op, edgeAt, edgeId] =
-    dir === "asc"
-      ? [">", "-infinity", "00000000-0000-0000-0000-000000000000"]
-      : ["<", "infinity", "ffffffff-ffff-ffff-ffff-ffffffffffff"];
+  const keyset = instantIdKeysetSql("created_at", "uuid", ["$3", "$4"], dir);
   return `
-select ${API_KEY_COLUMNS_LIST},
-       to_char(created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') as created_at_cursor
+select ${API_KEY_COLUMNS_LIST}, ${instantCursorSql("created_at")}
 from punctual_api_keys
 where ($1::text is null or tenant = $1) and ($2::boolean or revoked_at is null)
-  and (created_at, id) ${op} (coalesce($3::timestamptz, '${edgeAt}'::timestamptz),
-                             coalesce($4::uuid, '${edgeId}'::uuid))
-order by created_at ${dir}, id ${dir}
+  and ${keyset.bound}
+${keyset.orderBy}
 limit $5`;
 }
 
 /** A key of a list page, with its keyset cursor. */
-export type ListedApiKeyRow = ApiKeyRow & {
-  /** `created_at` at full (microsecond) precision, ISO 8601 UTC. */
-  created_at_cursor: string;
-};
+export type ListedApiKeyRow = WithInstantCursor<ApiKeyRow, "created_at">;
 
 const LISTED_API_KEY_ROW_KEYS = columnsOf<ListedApiKeyRow>()([
   ...API_KEY_ROW_KEYS,
@@ -131,9 +112,9 @@ export const LIST_API_KEYS_DESC_SQL = listApiKeysSql("desc");
 export const LIST_API_KEYS_DESC_COLUMNS = LISTED_API_KEY_ROW_KEYS;
 
 /** One page of the keys of one tenant, or of all tenants with `tenant: null`. */
-export function listApiKeys(
-  db: Queryable,
-  p: {
+export const listApiKeys = orderedRowsStatement<
+  ListedApiKeyRow,
+  {
     tenant: string | null;
     includeRevoked: boolean;
     /** Keyset cursor: `created_at` (full precision, ISO) and id of the last row seen, or null. */
@@ -141,14 +122,14 @@ export function listApiKeys(
     afterId?: string | null;
     limit?: number;
     order?: "asc" | "desc";
-  },
-): Promise<ListedApiKeyRow[]> {
-  return rows<ListedApiKeyRow>(
-    db,
-    p.order === "desc" ? LIST_API_KEYS_DESC_SQL : LIST_API_KEYS_SQL,
-    [p.tenant, p.includeRevoked, p.afterCreatedAt ?? null, p.afterId ?? null, p.limit ?? 1_000],
-  );
-}
+  }
+>({ asc: LIST_API_KEYS_SQL, desc: LIST_API_KEYS_DESC_SQL }, (p) => [
+  p.tenant,
+  p.includeRevoked,
+  p.afterCreatedAt ?? null,
+  p.afterId ?? null,
+  p.limit ?? 1_000,
+]);
 
 /**
  * $1 now, $2 key id, $3 tenant (NULL: any). Revokes the key (idempotent: a revoked key
@@ -161,9 +142,7 @@ returning ${API_KEY_COLUMNS_LIST}`;
 export const REVOKE_API_KEY_COLUMNS = API_KEY_ROW_KEYS;
 
 /** Revokes one key; null when the caller cannot see it. */
-export function revokeApiKey(
-  db: Queryable,
-  p: { now: Date | null; id: string; tenant: string | null },
-): Promise<ApiKeyRow | null> {
-  return firstRow<ApiKeyRow>(db, REVOKE_API_KEY_SQL, [p.now, p.id, p.tenant]);
-}
+export const revokeApiKey = firstRowStatement<
+  ApiKeyRow,
+  { now: Date | null; id: string; tenant: string | null }
+>(REVOKE_API_KEY_SQL, (p) => [p.now, p.id, p.tenant]);

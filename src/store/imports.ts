@@ -8,8 +8,8 @@
 import type { ImportRunView, ImportView } from "../contracts/index.js";
 import type { Queryable } from "./database.js";
 import { msAfterNow, NOW } from "./deliveries/sql.js";
-import { columnsOf, execute, firstRow, rows } from "./statement.js";
-import { idPastSql } from "./keyset.js";
+import { columnsOf, execute, firstRow, orderedRowsStatement, rows } from "./statement.js";
+import { idPastSql, type KeysetPageParams } from "./keyset.js";
 
 /** Status of an import: `running` until it succeeds or fails (API-5). */
 export type ImportStatus = ImportRunView["status"];
@@ -253,24 +253,15 @@ export const LIST_IMPORTS_DESC_SQL = listImportsSql("desc");
 export const LIST_IMPORTS_DESC_COLUMNS = IMPORT_ROW_KEYS;
 
 /** Parameters of {@link listImportRows}. */
-export interface ListImportsParams {
+export interface ListImportsParams extends KeysetPageParams<number> {
   tenant: string;
   source: string | null;
   importedFrom: string | null;
   importedTo: string | null;
-  afterId: number | null;
-  limit: number;
-  order: "asc" | "desc";
 }
 
 /** API-3: runs {@link LIST_IMPORTS_SQL} (or its newest-first twin): one page. */
-export function listImportRows(db: Queryable, p: ListImportsParams): Promise<ImportRow[]> {
-  return rows<ImportRow>(db, p.order === "desc" ? LIST_IMPORTS_DESC_SQL : LIST_IMPORTS_SQL, [
-    p.tenant,
-    p.source,
-    p.importedFrom,
-    p.importedTo,
-    p.afterId,
-    p.limit,
-  ]);
-}
+export const listImportRows = orderedRowsStatement<ImportRow, ListImportsParams>(
+  { asc: LIST_IMPORTS_SQL, desc: LIST_IMPORTS_DESC_SQL },
+  (p) => [p.tenant, p.source, p.importedFrom, p.importedTo, p.afterId, p.limit],
+);

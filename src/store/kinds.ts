@@ -7,7 +7,7 @@
 import type { ReminderKindView } from "../contracts/kinds.js";
 import type { Queryable } from "./database.js";
 import { NOW } from "./deliveries/sql.js";
-import { columnsOf, execute, rows } from "./statement.js";
+import { columnsOf, execute, rows, rowsStatement } from "./statement.js";
 
 /** A row of `punctual_reminder_kinds`, every column. */
 export interface ReminderKindRow {
@@ -118,20 +118,16 @@ export async function upsertReminderKind(
 }
 
 /** DEL-11: runs {@link LIST_REMINDER_KINDS_SQL}. */
-export function listReminderKinds(
-  db: Queryable,
-  p: { tenant: string },
-): Promise<ReminderKindRow[]> {
-  return rows<ReminderKindRow>(db, LIST_REMINDER_KINDS_SQL, [p.tenant]);
-}
+export const listReminderKinds = rowsStatement<ReminderKindRow, { tenant: string }>(
+  LIST_REMINDER_KINDS_SQL,
+  (p) => [p.tenant],
+);
 
 /** DEL-11: runs {@link REMINDER_KINDS_BY_KEY_SQL}. */
-export function reminderKindsByKey(
-  db: Queryable,
-  p: { tenant: string; keys: readonly string[] },
-): Promise<ReminderKindRow[]> {
-  return rows<ReminderKindRow>(db, REMINDER_KINDS_BY_KEY_SQL, [p.tenant, p.keys]);
-}
+export const reminderKindsByKey = rowsStatement<
+  ReminderKindRow,
+  { tenant: string; keys: readonly string[] }
+>(REMINDER_KINDS_BY_KEY_SQL, (p) => [p.tenant, p.keys]);
 
 /** DEL-11: runs {@link DELETE_REMINDER_KIND_SQL}; true when the kind existed. */
 export async function deleteReminderKind(

@@ -4,8 +4,7 @@
  * rule calls for). Scoped by tenant (API-2) like every schedule statement: a schedule of
  * another tenant counts nothing.
  */
-import type { Queryable } from "./database.js";
-import { columnsOf, rows } from "./statement.js";
+import { columnsOf, rowsStatement } from "./statement.js";
 
 /** One (state, reason) group of a schedule's deliveries in a window. */
 export interface OccurrenceCountRow {
@@ -37,14 +36,7 @@ export const OCCURRENCE_COUNTS_COLUMNS = columnsOf<OccurrenceCountRow>()([
 ]);
 
 /** Runs {@link OCCURRENCE_COUNTS_SQL}. */
-export function occurrenceCounts(
-  db: Queryable,
-  p: { tenant: string; scheduleId: string; from: Date; to: Date },
-): Promise<OccurrenceCountRow[]> {
-  return rows<OccurrenceCountRow>(db, OCCURRENCE_COUNTS_SQL, [
-    p.tenant,
-    p.scheduleId,
-    p.from,
-    p.to,
-  ]);
-}
+export const occurrenceCounts = rowsStatement<
+  OccurrenceCountRow,
+  { tenant: string; scheduleId: string; from: Date; to: Date }
+>(OCCURRENCE_COUNTS_SQL, (p) => [p.tenant, p.scheduleId, p.from, p.to]);

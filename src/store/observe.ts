@@ -18,7 +18,7 @@ import {
   type DeliveryCountsRow,
 } from "./deliveries/counts.js";
 import { msBeforeNow as AGO, NOW } from "./deliveries/sql.js";
-import { columnsOf, execute, firstRow, rows } from "./statement.js";
+import { columnsOf, execute, firstRow, firstRowStatement, rows } from "./statement.js";
 
 /**
  * The stored cluster gauges, as {@link STORE_GAUGES_SQL} and {@link READ_STORED_GAUGES_SQL}
@@ -142,20 +142,16 @@ delete from punctual_instances where id = any(array(
   limit 1000))`;
 
 /** OPS-13: runs {@link STORE_GAUGES_SQL}. `overdueMs` is the overdue threshold, ms. */
-export function storeGauges(
-  db: Queryable,
-  p: { now: Date | null; instance: string; overdueMs: number },
-): Promise<StoredGaugesRow | null> {
-  return firstRow<StoredGaugesRow>(db, STORE_GAUGES_SQL, [p.now, p.overdueMs, null, p.instance]);
-}
+export const storeGauges = firstRowStatement<
+  StoredGaugesRow,
+  { now: Date | null; instance: string; overdueMs: number }
+>(STORE_GAUGES_SQL, (p) => [p.now, p.overdueMs, null, p.instance]);
 
 /** OPS-13: runs {@link READ_STORED_GAUGES_SQL}; null before the first computation. */
-export function readStoredGauges(
-  db: Queryable,
-  p: { now: Date | null },
-): Promise<StoredGaugesRow | null> {
-  return firstRow<StoredGaugesRow>(db, READ_STORED_GAUGES_SQL, [p.now]);
-}
+export const readStoredGauges = firstRowStatement<StoredGaugesRow, { now: Date | null }>(
+  READ_STORED_GAUGES_SQL,
+  (p) => [p.now],
+);
 
 /** OPS-11: runs {@link READ_SETTINGS_VERSION_SQL}; null on a schema without the table's row. */
 export async function readSettingsVersion(db: Queryable): Promise<SettingsVersionRow | null> {

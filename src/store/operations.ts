@@ -7,7 +7,20 @@
 
 import type { Database, Queryable } from "./database.js";
 import { NOW } from "./deliveries/sql.js";
-import { columnsOf, execute, firstRow, rows } from "./statement.js";
+import {
+  instantCursorSql,
+  instantIdKeysetSql,
+  type KeysetPageParams,
+  type WithInstantCursor,
+} from "./keyset.js";
+import {
+  columnsOf,
+  execute,
+  firstRow,
+  orderedRowsStatement,
+  rows,
+  rowsStatement,
+} from "./statement.js";
 import { FINISHED_SCHEDULE_PREDICATE } from "./schedules.js";
 
 /**
@@ -106,23 +119,19 @@ export const STATUS_INSTANCES_COLUMNS = columnsOf<StatusInstanceRow>()([
  * the page is a range scan of `punctual_instances_started` (migration 0027).
  */
 function listInstancePageSql(dir: "asc" | "desc"): string {
-  const [op, edge] = dir === "asc" ? [">", "-infinity"] : ["<", "infinity"];
+  const keyset = instantIdKeysetSql("started_at", "text", ["$3", "$4"], dir);
   return `
-select ${INSTANCE_COLUMNS_LIST},
-       to_char(started_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') as started_at_cursor
+select ${INSTANCE_COLUMNS_LIST}, ${instantCursorSql("started_at")}
 from punctual_instances
 where ($1::text is null or ($1::text = 'running') = (stopped_at is null))
   and ($2::text is null or role = $2)
-  and (started_at, id) ${op} (coalesce($3::timestamptz, '${edge}'::timestamptz), coalesce($4::text, ''))
-order by started_at ${dir}, id ${dir}
+  and ${keyset.bound}
+${keyset.orderBy}
 limit $5`;
 }
 
 /** An instance of a {@link LIST_INSTANCE_PAGE_SQL} page, with its keyset cursor. */
-export type ListedInstanceRow = InstanceRow & {
-  /** `started_at` at full (microsecond) precision, ISO 8601 UTC. */
-  started_at_cursor: string;
-};
+export type ListedInstanceRow = WithInstantCursor<InstanceRow, "started_at">;
 
 const LISTED_INSTANCE_KEYS = columnsOf<ListedInstanceRow>()([
   ...LIST_INSTANCES_COLUMNS,
@@ -335,41 +344,31 @@ export interface ListInstancesParams {
 }
 
 /** OPS-3 / OPS-4: runs {@link LIST_INSTANCES_SQL}: running instances and those stopped within the window, oldest start first. */
-export function listInstances(db: Queryable, p: ListInstancesParams): Promise<InstanceRow[]> {
-  return rows<InstanceRow>(db, LIST_INSTANCES_SQL, [p.now, p.windowMs]);
-}
+export const listInstances = rowsStatement<InstanceRow, ListInstancesParams>(
+  LIST_INSTANCES_SQL,
+  (p) => [p.now, p.windowMs],
+);
 
 /** OPS-3: runs {@link STATUS_INSTANCES_SQL}: at most `limit` instances of the window. */
-export function statusInstances(
-  db: Queryable,
-  p: ListInstancesParams & { limit: number },
-): Promise<StatusInstanceRow[]> {
-  return rows<StatusInstanceRow>(db, STATUS_INSTANCES_SQL, [p.now, p.windowMs, p.limit]);
-}
+export const statusInstances = rowsStatement<
+  StatusInstanceRow,
+  ListInstancesParams & { limit: number }
+>(STATUS_INSTANCES_SQL, (p) => [p.now, p.windowMs, p.limit]);
 
 /** Parameters of {@link listInstancePage}. */
-export interface ListInstancePageParams {
+export interface ListInstancePageParams extends KeysetPageParams<string> {
   /** `running` (not stopped) or `stopped`; null: both. */
   state: "running" | "stopped" | null;
   role: string | null;
   /** Keyset cursor: `started_at` (full precision, ISO) and id of the last row seen, or null. */
   afterStartedAt: string | null;
-  afterId: string | null;
-  limit: number;
-  order: "asc" | "desc";
 }
 
 /** OPS-3, API-3: runs {@link LIST_INSTANCE_PAGE_SQL} (or its latest-first twin): one page. */
-export function listInstancePage(
-  db: Queryable,
-  p: ListInstancePageParams,
-): Promise<ListedInstanceRow[]> {
-  return rows<ListedInstanceRow>(
-    db,
-    p.order === "desc" ? LIST_INSTANCE_PAGE_DESC_SQL : LIST_INSTANCE_PAGE_SQL,
-    [p.state, p.role, p.afterStartedAt, p.afterId, p.limit],
-  );
-}
+export const listInstancePage = orderedRowsStatement<ListedInstanceRow, ListInstancePageParams>(
+  { asc: LIST_INSTANCE_PAGE_SQL, desc: LIST_INSTANCE_PAGE_DESC_SQL },
+  (p) => [p.state, p.role, p.afterStartedAt, p.afterId, p.limit],
+);
 
 /** OPS-3: runs {@link SCHEDULE_COUNTS_SQL}: how many schedules are in each state. */
 export function countSchedulesByState(db: Queryable): Promise<ScheduleCountRow[]> {

@@ -25,7 +25,7 @@ import {
   RESOLVABLE,
   type BulkFilter,
 } from "./deliveries/operator.js";
-import { columnsOf, firstRow, rows } from "./statement.js";
+import { columnsOf, firstRow, firstRowStatement, rows, rowsStatement } from "./statement.js";
 
 /** Deliveries of a tenant by delivery key. $1 tenant, $2 keys. */
 export const DELIVERIES_BY_KEYS_SQL = `
@@ -97,12 +97,10 @@ export const INSERT_SCHEDULE_BY_EXTERNAL_ID_COLUMNS = SCHEDULE_AT_ROW_KEYS;
 // One typed function per statement.
 
 /** API-9: runs {@link DELIVERIES_BY_KEYS_SQL}. */
-export function deliveriesByKeys(
-  db: Queryable,
-  p: { tenant: string; keys: readonly string[] },
-): Promise<DeliveryRow[]> {
-  return rows<DeliveryRow>(db, DELIVERIES_BY_KEYS_SQL, [p.tenant, p.keys]);
-}
+export const deliveriesByKeys = rowsStatement<
+  DeliveryRow,
+  { tenant: string; keys: readonly string[] }
+>(DELIVERIES_BY_KEYS_SQL, (p) => [p.tenant, p.keys]);
 
 /** API-9: runs {@link MATCH_REDRIVE_SQL} or {@link MATCH_RESOLVE_SQL}. */
 export function matchBulk(
@@ -117,12 +115,10 @@ export function matchBulk(
 }
 
 /** API-9: runs {@link SCHEDULE_BY_EXTERNAL_ID_SQL}. */
-export function scheduleByExternalId(
-  db: Queryable,
-  p: { tenant: string; source: string; externalId: string },
-): Promise<ScheduleRow | null> {
-  return firstRow<ScheduleRow>(db, SCHEDULE_BY_EXTERNAL_ID_SQL, [p.tenant, p.source, p.externalId]);
-}
+export const scheduleByExternalId = firstRowStatement<
+  ScheduleRow,
+  { tenant: string; source: string; externalId: string }
+>(SCHEDULE_BY_EXTERNAL_ID_SQL, (p) => [p.tenant, p.source, p.externalId]);
 
 /** API-9: runs {@link INSERT_SCHEDULE_BY_EXTERNAL_ID_SQL}; null when the external id exists. */
 export function insertScheduleByExternalId(
@@ -171,9 +167,7 @@ export const MISSED_COLUMNS = columnsOf<MissedRow>()([
 ]);
 
 /** API-9: runs {@link MISSED_SQL}. */
-export function missedOccurrences(
-  db: Queryable,
-  p: { tenant: string; scheduleId: string; limit: number },
-): Promise<MissedRow[]> {
-  return rows<MissedRow>(db, MISSED_SQL, [p.tenant, p.scheduleId, p.limit]);
-}
+export const missedOccurrences = rowsStatement<
+  MissedRow,
+  { tenant: string; scheduleId: string; limit: number }
+>(MISSED_SQL, (p) => [p.tenant, p.scheduleId, p.limit]);

@@ -17,7 +17,14 @@ import {
 } from "./schedules.js";
 import { NOW } from "./deliveries/sql.js";
 import { syncWaitingSql } from "./deliveries/waiting.js";
-import { columnsOf, execute, firstRow, rows } from "./statement.js";
+import {
+  columnsOf,
+  execute,
+  firstRow,
+  firstRowStatement,
+  rows,
+  rowsStatement,
+} from "./statement.js";
 
 /** A schedule as the planner reads it. */
 export type PlanScheduleRow = Pick<
@@ -290,20 +297,16 @@ export interface LockSchedulesToPlanParams {
 }
 
 /** DEL-7: runs {@link LOCK_SCHEDULES_TO_PLAN_SQL} (row locks held until `tx` ends). */
-export function lockSchedulesToPlan(
-  tx: Queryable,
-  p: LockSchedulesToPlanParams,
-): Promise<PlanScheduleRow[]> {
-  return rows<PlanScheduleRow>(tx, LOCK_SCHEDULES_TO_PLAN_SQL, [p.now, p.aheadMs, p.limit]);
-}
+export const lockSchedulesToPlan = rowsStatement<PlanScheduleRow, LockSchedulesToPlanParams>(
+  LOCK_SCHEDULES_TO_PLAN_SQL,
+  (p) => [p.now, p.aheadMs, p.limit],
+);
 
 /** DEL-7 / DEL-9: runs {@link REMINDERS_OF_SQL}: the reminders of `scheduleIds`, by schedule and key. */
-export function remindersOf(
-  db: Queryable,
-  p: { scheduleIds: readonly string[] },
-): Promise<PlanReminderRow[]> {
-  return rows<PlanReminderRow>(db, REMINDERS_OF_SQL, [p.scheduleIds]);
-}
+export const remindersOf = rowsStatement<PlanReminderRow, { scheduleIds: readonly string[] }>(
+  REMINDERS_OF_SQL,
+  (p) => [p.scheduleIds],
+);
 
 /** A watermark to advance, as {@link advanceWatermarks} takes it. */
 export interface WatermarkMark {
@@ -344,12 +347,10 @@ export async function quarantineSchedule(tx: Queryable, p: QuarantineParams): Pr
 }
 
 /** REC-6: runs {@link SELECT_STALE_SQL}: at most `limitPerIndex` rows from each index, whole groups. */
-export function selectStale(
-  db: Queryable,
-  p: { now: Date | null; limitPerIndex: number },
-): Promise<StaleRow[]> {
-  return rows<StaleRow>(db, SELECT_STALE_SQL, [p.now, p.limitPerIndex]);
-}
+export const selectStale = rowsStatement<StaleRow, { now: Date | null; limitPerIndex: number }>(
+  SELECT_STALE_SQL,
+  (p) => [p.now, p.limitPerIndex],
+);
 
 /** Parameters of {@link lockScheduleForEdit}. */
 export interface LockScheduleForEditParams {
@@ -359,20 +360,16 @@ export interface LockScheduleForEditParams {
 }
 
 /** DEL-9: runs {@link LOCK_SCHEDULE_FOR_EDIT_SQL}; `null` when the tenant has no such schedule. */
-export function lockScheduleForEdit(
-  tx: Queryable,
-  p: LockScheduleForEditParams,
-): Promise<ScheduleRowAt | null> {
-  return firstRow<ScheduleRowAt>(tx, LOCK_SCHEDULE_FOR_EDIT_SQL, [p.now, p.tenant, p.id]);
-}
+export const lockScheduleForEdit = firstRowStatement<ScheduleRowAt, LockScheduleForEditParams>(
+  LOCK_SCHEDULE_FOR_EDIT_SQL,
+  (p) => [p.now, p.tenant, p.id],
+);
 
 /** DEL-9 / API-5: runs {@link LOCK_SCHEDULES_FOR_EDIT_SQL} (row locks held until `tx` ends). */
-export function lockSchedulesForEdit(
-  tx: Queryable,
-  p: { now: Date | null; tenant: string; ids: readonly string[] },
-): Promise<ScheduleRowAt[]> {
-  return rows<ScheduleRowAt>(tx, LOCK_SCHEDULES_FOR_EDIT_SQL, [p.now, p.tenant, p.ids]);
-}
+export const lockSchedulesForEdit = rowsStatement<
+  ScheduleRowAt,
+  { now: Date | null; tenant: string; ids: readonly string[] }
+>(LOCK_SCHEDULES_FOR_EDIT_SQL, (p) => [p.now, p.tenant, p.ids]);
 
 /** DEL-9: runs {@link OLDEST_WAITING_MANY_SQL}: by schedule id, the earliest due time of its waiting rows. */
 export async function oldestWaitingMany(

@@ -2,8 +2,7 @@
  * API-11: the time zones of a schedule's recipients, counted — what the dashboard needs to
  * show a schedule's next occurrence per recipient zone without reading every recipient.
  */
-import type { Queryable } from "./database.js";
-import { firstRow, rows } from "./statement.js";
+import { firstRowStatement, rowsStatement } from "./statement.js";
 
 /** Most zones one answer lists (the IANA database has about 600). */
 export const MAX_RECIPIENT_ZONES = 1_000;
@@ -41,17 +40,13 @@ export interface RecipientZoneRow {
 }
 
 /** Runs {@link SCHEDULE_AUDIENCE_SQL}. @returns null for a schedule without recipients. */
-export function scheduleAudience(
-  db: Queryable,
-  p: { scheduleId: string; tenant: string },
-): Promise<ScheduleAudienceRow | null> {
-  return firstRow<ScheduleAudienceRow>(db, SCHEDULE_AUDIENCE_SQL, [p.scheduleId, p.tenant]);
-}
+export const scheduleAudience = firstRowStatement<
+  ScheduleAudienceRow,
+  { scheduleId: string; tenant: string }
+>(SCHEDULE_AUDIENCE_SQL, (p) => [p.scheduleId, p.tenant]);
 
 /** Runs {@link RECIPIENT_ZONES_SQL}. */
-export function recipientZones(
-  db: Queryable,
-  p: { scheduleId: string; tenant: string },
-): Promise<RecipientZoneRow[]> {
-  return rows<RecipientZoneRow>(db, RECIPIENT_ZONES_SQL, [p.scheduleId, p.tenant]);
-}
+export const recipientZones = rowsStatement<
+  RecipientZoneRow,
+  { scheduleId: string; tenant: string }
+>(RECIPIENT_ZONES_SQL, (p) => [p.scheduleId, p.tenant]);

@@ -10,7 +10,7 @@
  */
 import type { Queryable } from "./database.js";
 import { NOW } from "./deliveries/sql.js";
-import { columnsOf, execute, rows } from "./statement.js";
+import { columnsOf, execute, orderedRowsStatement, rows, rowsStatement } from "./statement.js";
 
 /** A row of `punctual_recipients`, every column. */
 export interface RecipientRow {
@@ -137,30 +137,27 @@ export function upsertRecipients(
 }
 
 /** API-10: runs {@link RECIPIENTS_BY_ID_SQL}. */
-export function recipientsById(
-  db: Queryable,
-  p: { tenant: string; ids: readonly string[] },
-): Promise<RecipientRow[]> {
-  return rows<RecipientRow>(db, RECIPIENTS_BY_ID_SQL, [p.tenant, p.ids]);
-}
+export const recipientsById = rowsStatement<
+  RecipientRow,
+  { tenant: string; ids: readonly string[] }
+>(RECIPIENTS_BY_ID_SQL, (p) => [p.tenant, p.ids]);
 
 /** API-10: runs {@link LIST_RECIPIENTS_SQL} or {@link LIST_RECIPIENTS_DESC_SQL}. */
-export function listRecipientRows(
-  db: Queryable,
-  p: {
+export const listRecipientRows = orderedRowsStatement<
+  RecipientRow,
+  {
     tenant: string;
     q: string | null;
     order: "asc" | "desc";
     afterId: string | null;
     limit: number;
-  },
-): Promise<RecipientRow[]> {
-  return rows<RecipientRow>(
-    db,
-    p.order === "asc" ? LIST_RECIPIENTS_SQL : LIST_RECIPIENTS_DESC_SQL,
-    [p.tenant, p.q, p.afterId, p.limit],
-  );
-}
+  }
+>({ asc: LIST_RECIPIENTS_SQL, desc: LIST_RECIPIENTS_DESC_SQL }, (p) => [
+  p.tenant,
+  p.q,
+  p.afterId,
+  p.limit,
+]);
 
 /** API-10: runs {@link DELETE_RECIPIENT_SQL}; true when the recipient existed. */
 export async function deleteRecipient(

@@ -14,8 +14,21 @@ import { dtstartInZone, type CatchUp, type QuietHours } from "../recurrence/inde
 import type { Database, Queryable } from "./database.js";
 import { NOW } from "./deliveries/sql.js";
 import { cancelWaitingSql, reviveCancelledSql, syncWaitingSql } from "./deliveries/waiting.js";
-import { columnsOf, execute, firstRow, rows } from "./statement.js";
-import { idPastSql } from "./keyset.js";
+import {
+  columnsOf,
+  execute,
+  firstRow,
+  firstRowStatement,
+  orderedRowsStatement,
+  rows,
+  rowsStatement,
+} from "./statement.js";
+import {
+  idPastSql,
+  instantCursorSql,
+  instantIdKeysetSql,
+  type WithInstantCursor,
+} from "./keyset.js";
 import {
   reminderView,
   type DefinitionColumns,
@@ -304,10 +317,7 @@ explain (format json) select 1 from punctual_schedules where ${SCHEDULE_COUNT_FI
  * (tenant, created_at, id), forward or backward.
  */
 function listSchedulesSql(dir: "asc" | "desc"): string {
-  const [op, edgeAt, edgeId] =
-    dir === "asc"
-      ? [">", "-infinity", "00000000-0000-0000-0000-000000000000"]
-      : ["<", "infinity", "ffffffff-ffff-ffff-ffff-ffffffffffff"];
+  const keyset = instantIdKeysetSql("created_at", "uuid", ["$3", "$4"], dir);
   return `
 select ${SCHEDULE_ROW_KEYS.filter((c) => c !== "payload" && c !== "rdate" && c !== "exdate").join(", ")},
        case when octet_length(payload::text) <= $8 then payload end as payload,
@@ -316,14 +326,11 @@ select ${SCHEDULE_ROW_KEYS.filter((c) => c !== "payload" && c !== "rdate" && c !
        coalesce(cardinality(rdate) > $9, false) as rdate_truncated,
        case when cardinality(exdate) <= $9 then exdate else '{}'::text[] end as exdate,
        coalesce(cardinality(exdate) > $9, false) as exdate_truncated,
-       -- Full (microsecond) precision for the cursor: a JS Date would round to ms and a
-       -- bulk import gives many rows the same created_at.
-       to_char(created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') as created_at_cursor
+       ${instantCursorSql("created_at")}
 from punctual_schedules
 where ${scheduleFilterSql({ tenant: "$1", state: "$2", source: "$6", q: "$7" })}
-  and (created_at, id) ${op} (coalesce($3::timestamptz, '${edgeAt}'::timestamptz),
-                             coalesce($4::uuid, '${edgeId}'::uuid))
-order by created_at ${dir}, id ${dir}
+  and ${keyset.bound}
+${keyset.orderBy}
 limit $5`;
 }
 
@@ -809,9 +816,7 @@ export const LIST_DELIVERIES_DESC_COLUMNS = LIST_DELIVERIES_COLUMNS;
 /** Result columns of {@link DELIVERY_BY_ID_SQL}. */
 export const DELIVERY_BY_ID_COLUMNS = DELIVERY_ROW_KEYS;
 /** A schedule of a {@link LIST_SCHEDULES_SQL} page, with its keyset cursor. */
-export type ListedScheduleRow = ScheduleRow & {
-  /** `created_at` at full (microsecond) precision, ISO 8601 UTC. */
-  created_at_cursor: string;
+export type ListedScheduleRow = WithInstantCursor<ScheduleRow, "created_at"> & {
   /** The payload was larger than the list keeps: `payload` is NULL (API-3). */
   payload_truncated: boolean;
   /** More RDATEs than the list keeps: `rdate` is empty (API-3). */
@@ -1254,28 +1259,22 @@ export async function insertReminders(
 }
 
 /** API-1: runs {@link SCHEDULE_BY_IDEMPOTENCY_KEY_SQL}; null when the key is unused. */
-export function scheduleByIdempotencyKey(
-  db: Queryable,
-  p: { tenant: string; idempotencyKey: string | null },
-): Promise<ScheduleRow | null> {
-  return firstRow<ScheduleRow>(db, SCHEDULE_BY_IDEMPOTENCY_KEY_SQL, [p.tenant, p.idempotencyKey]);
-}
+export const scheduleByIdempotencyKey = firstRowStatement<
+  ScheduleRow,
+  { tenant: string; idempotencyKey: string | null }
+>(SCHEDULE_BY_IDEMPOTENCY_KEY_SQL, (p) => [p.tenant, p.idempotencyKey]);
 
 /** API-2: runs {@link SCHEDULE_BY_ID_SQL}; null when the tenant has no such schedule. */
-export function scheduleById(
-  db: Queryable,
-  p: { tenant: string; id: string },
-): Promise<ScheduleRow | null> {
-  return firstRow<ScheduleRow>(db, SCHEDULE_BY_ID_SQL, [p.tenant, p.id]);
-}
+export const scheduleById = firstRowStatement<ScheduleRow, { tenant: string; id: string }>(
+  SCHEDULE_BY_ID_SQL,
+  (p) => [p.tenant, p.id],
+);
 
 /** API-1: runs {@link REMINDERS_SQL}: the reminders of `scheduleIds`, by schedule and key. */
-export function remindersOfSchedules(
-  db: Queryable,
-  p: { scheduleIds: readonly string[] },
-): Promise<ReminderRow[]> {
-  return rows<ReminderRow>(db, REMINDERS_SQL, [p.scheduleIds]);
-}
+export const remindersOfSchedules = rowsStatement<ReminderRow, { scheduleIds: readonly string[] }>(
+  REMINDERS_SQL,
+  (p) => [p.scheduleIds],
+);
 
 /** Parameters of {@link listScheduleRows}. */
 export interface ListSchedulesParams {
@@ -1301,45 +1300,35 @@ export interface ListSchedulesParams {
  * API-3: runs {@link LIST_REMINDERS_SQL}: the reminders of a list page, templates and
  * targets over `fieldMaxBytes` left out (marked).
  */
-export function listedRemindersOfSchedules(
-  db: Queryable,
-  p: { scheduleIds: readonly string[]; fieldMaxBytes: number },
-): Promise<ListedReminderRow[]> {
-  return rows<ListedReminderRow>(db, LIST_REMINDERS_SQL, [p.scheduleIds, p.fieldMaxBytes]);
-}
+export const listedRemindersOfSchedules = rowsStatement<
+  ListedReminderRow,
+  { scheduleIds: readonly string[]; fieldMaxBytes: number }
+>(LIST_REMINDERS_SQL, (p) => [p.scheduleIds, p.fieldMaxBytes]);
 
 /** API-1, API-3: runs {@link LIST_SCHEDULES_SQL} (or its newest-first twin): one page. */
-export function listScheduleRows(
-  db: Queryable,
-  p: ListSchedulesParams,
-): Promise<ListedScheduleRow[]> {
-  return rows<ListedScheduleRow>(
-    db,
-    p.order === "desc" ? LIST_SCHEDULES_DESC_SQL : LIST_SCHEDULES_SQL,
-    [
-      p.tenant,
-      p.state,
-      p.afterCreatedAt,
-      p.afterId,
-      p.limit,
-      p.source ?? null,
-      p.q ?? null,
-      p.payloadMaxBytes,
-      p.maxDates,
-    ],
-  );
-}
+export const listScheduleRows = orderedRowsStatement<ListedScheduleRow, ListSchedulesParams>(
+  { asc: LIST_SCHEDULES_SQL, desc: LIST_SCHEDULES_DESC_SQL },
+  (p) => [
+    p.tenant,
+    p.state,
+    p.afterCreatedAt,
+    p.afterId,
+    p.limit,
+    p.source ?? null,
+    p.q ?? null,
+    p.payloadMaxBytes,
+    p.maxDates,
+  ],
+);
 
 /**
  * DEL-10 / API-5: runs {@link CANCEL_SCHEDULES_MANY_SQL}.
  * @returns the schedules cancelled (those of `ids` the tenant still has), in id order.
  */
-export function cancelSchedulesMany(
-  tx: Queryable,
-  p: { now: Date | null; tenant: string; ids: readonly string[]; by: "user" | "import" },
-): Promise<CancelledManyRow[]> {
-  return rows<CancelledManyRow>(tx, CANCEL_SCHEDULES_MANY_SQL, [p.now, p.tenant, p.ids, p.by]);
-}
+export const cancelSchedulesMany = rowsStatement<
+  CancelledManyRow,
+  { now: Date | null; tenant: string; ids: readonly string[]; by: "user" | "import" }
+>(CANCEL_SCHEDULES_MANY_SQL, (p) => [p.now, p.tenant, p.ids, p.by]);
 
 /** A schedule of a tenant, changed at `now` (null: the database clock, OPS-9). */
 export interface ScheduleAt {
@@ -1354,12 +1343,10 @@ export interface CancelScheduleParams extends ScheduleAt {
 }
 
 /** DEL-10: runs {@link CANCEL_SCHEDULE_SQL}; null when the tenant has no such schedule. */
-export function cancelScheduleRow(
-  db: Queryable,
-  p: CancelScheduleParams,
-): Promise<CancelledScheduleRow | null> {
-  return firstRow<CancelledScheduleRow>(db, CANCEL_SCHEDULE_SQL, [p.now, p.tenant, p.id, p.by]);
-}
+export const cancelScheduleRow = firstRowStatement<CancelledScheduleRow, CancelScheduleParams>(
+  CANCEL_SCHEDULE_SQL,
+  (p) => [p.now, p.tenant, p.id, p.by],
+);
 
 /** Parameters of {@link setScheduleState}. */
 export interface SetScheduleStateParams extends ScheduleAt {
@@ -1368,18 +1355,10 @@ export interface SetScheduleStateParams extends ScheduleAt {
 }
 
 /** DEL-10: runs {@link SET_SCHEDULE_STATE_SQL}; null when the schedule was not in state `from`. */
-export function setScheduleState(
-  db: Queryable,
-  p: SetScheduleStateParams,
-): Promise<TransitionedScheduleRow | null> {
-  return firstRow<TransitionedScheduleRow>(db, SET_SCHEDULE_STATE_SQL, [
-    p.now,
-    p.tenant,
-    p.id,
-    p.from,
-    p.to,
-  ]);
-}
+export const setScheduleState = firstRowStatement<TransitionedScheduleRow, SetScheduleStateParams>(
+  SET_SCHEDULE_STATE_SQL,
+  (p) => [p.now, p.tenant, p.id, p.from, p.to],
+);
 
 /** Parameters of {@link listDeliveryRows}. */
 export interface ListDeliveriesParams {
@@ -1423,17 +1402,15 @@ export function listDeliveryRows(
 }
 
 /** DEL-12: runs {@link DELIVERY_BY_ID_SQL}; null when the tenant has no such delivery. */
-export function deliveryById(
-  db: Queryable,
-  p: { tenant: string; id: number },
-): Promise<DeliveryRow | null> {
-  return firstRow<DeliveryRow>(db, DELIVERY_BY_ID_SQL, [p.tenant, p.id]);
-}
+export const deliveryById = firstRowStatement<DeliveryRow, { tenant: string; id: number }>(
+  DELIVERY_BY_ID_SQL,
+  (p) => [p.tenant, p.id],
+);
 
 /** DEL-14: runs {@link ATTEMPTS_SQL}: a delivery's attempts, oldest first. */
-export function attemptsOf(db: Queryable, p: { deliveryId: number }): Promise<AttemptRow[]> {
-  return rows<AttemptRow>(db, ATTEMPTS_SQL, [p.deliveryId]);
-}
+export const attemptsOf = rowsStatement<AttemptRow, { deliveryId: number }>(ATTEMPTS_SQL, (p) => [
+  p.deliveryId,
+]);
 
 /** Parameters of {@link updateScheduleDefinition}. */
 export interface UpdateScheduleParams {
@@ -1444,19 +1421,17 @@ export interface UpdateScheduleParams {
 }
 
 /** DEL-9: runs {@link UPDATE_SCHEDULE_SQL}; null when there is no such schedule. */
-export function updateScheduleDefinition(
-  tx: Queryable,
-  p: UpdateScheduleParams,
-): Promise<ScheduleRowAt | null> {
-  return firstRow<ScheduleRowAt>(tx, UPDATE_SCHEDULE_SQL, [
+export const updateScheduleDefinition = firstRowStatement<ScheduleRowAt, UpdateScheduleParams>(
+  UPDATE_SCHEDULE_SQL,
+  (p) => [
     p.now,
     p.id,
     ...definitionParams(p.definition),
     p.requestHash,
     p.definition.catchUpJson ?? null,
     p.definition.title ?? null,
-  ]);
-}
+  ],
+);
 
 /** A definition to write, as {@link updateSchedulesBulk} takes it. */
 export interface ScheduleToUpdate {
@@ -1498,25 +1473,16 @@ export async function deleteReminders(tx: Queryable, p: { scheduleId: string }):
  * API-5: runs {@link SOURCE_SCHEDULES_PAGE_SQL}: at most `limit` schedules of the source
  * whose external id sorts after `after` ('' for the first page), in that order.
  */
-export function sourceSchedulesPage(
-  db: Queryable,
-  p: { tenant: string; source: string; after: string; limit: number },
-): Promise<SourceScheduleRow[]> {
-  return rows<SourceScheduleRow>(db, SOURCE_SCHEDULES_PAGE_SQL, [
-    p.tenant,
-    p.source,
-    p.after,
-    p.limit,
-  ]);
-}
+export const sourceSchedulesPage = rowsStatement<
+  SourceScheduleRow,
+  { tenant: string; source: string; after: string; limit: number }
+>(SOURCE_SCHEDULES_PAGE_SQL, (p) => [p.tenant, p.source, p.after, p.limit]);
 
 /** API-5: runs {@link SOURCE_SCHEDULES_UNKEYED_SQL}: the source's schedules without an external id. */
-export function sourceSchedulesUnkeyed(
-  db: Queryable,
-  p: { tenant: string; source: string },
-): Promise<SourceScheduleRow[]> {
-  return rows<SourceScheduleRow>(db, SOURCE_SCHEDULES_UNKEYED_SQL, [p.tenant, p.source]);
-}
+export const sourceSchedulesUnkeyed = rowsStatement<
+  SourceScheduleRow,
+  { tenant: string; source: string }
+>(SOURCE_SCHEDULES_UNKEYED_SQL, (p) => [p.tenant, p.source]);
 
 /** A schedule to create in bulk, as {@link insertSchedulesBulk} takes it. */
 export interface ScheduleToInsert {

@@ -6,7 +6,7 @@
 import type { Queryable } from "./database.js";
 import type { ApiKeyScope } from "./api-keys.js";
 import { msAfterNow, NOW } from "./deliveries/sql.js";
-import { columnsOf, execute, firstRow } from "./statement.js";
+import { columnsOf, execute, firstRowStatement } from "./statement.js";
 
 /** A live session: what it was opened with, and for a tenant key that key's tenant and scopes. */
 export interface SessionRow {
@@ -92,12 +92,10 @@ export const RESOLVE_SESSION_COLUMNS = columnsOf<SessionRow>()([
 ]);
 
 /** The live session with this id hash (refreshed), or null. */
-export function resolveSession(
-  db: Queryable,
-  p: { now: Date | null; idHash: string; idleMs: number },
-): Promise<SessionRow | null> {
-  return firstRow<SessionRow>(db, RESOLVE_SESSION_SQL, [p.now, p.idHash, p.idleMs]);
-}
+export const resolveSession = firstRowStatement<
+  SessionRow,
+  { now: Date | null; idHash: string; idleMs: number }
+>(RESOLVE_SESSION_SQL, (p) => [p.now, p.idHash, p.idleMs]);
 
 /** $1 id hash. Ends one session (logout). */
 export const DELETE_SESSION_SQL = `delete from punctual_sessions where id_hash = $1`;

@@ -62,3 +62,34 @@ export async function execute(
 ): Promise<number> {
   return (await db.query(sql, params)).rowCount;
 }
+
+/**
+ * The typed function of a statement that returns rows `T`: `params` lists the fields of
+ * the parameters object `P` in the statement's order (`$1`, `$2`, …). The function takes
+ * the runner (a database or a transaction) and the parameters object.
+ */
+export function rowsStatement<T, P>(
+  sql: string,
+  params: (p: P) => readonly unknown[],
+): (db: Queryable, p: P) => Promise<T[]> {
+  return (db, p) => rows<T>(db, sql, params(p));
+}
+
+/** {@link rowsStatement} of a statement that returns at most one row (`null`: none). */
+export function firstRowStatement<T, P>(
+  sql: string,
+  params: (p: P) => readonly unknown[],
+): (db: Queryable, p: P) => Promise<T | null> {
+  return (db, p) => firstRow<T>(db, sql, params(p));
+}
+
+/**
+ * {@link rowsStatement} of a listing written twice, oldest first (`asc`) and newest first
+ * (`desc`, API-3): the parameters' `order` picks the text (default `asc`).
+ */
+export function orderedRowsStatement<T, P extends { order?: "asc" | "desc" | undefined }>(
+  sql: { asc: string; desc: string },
+  params: (p: P) => readonly unknown[],
+): (db: Queryable, p: P) => Promise<T[]> {
+  return (db, p) => rows<T>(db, sql[p.order ?? "asc"], params(p));
+}

@@ -5,19 +5,13 @@
 // #/deliveries, #/deliveries/<id>, #/dead, #/recipients, #/import, #/limits.
 
 const VIEWER_ZONE = Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC";
-const DELIVERY_STATES = [
-  "pending",
-  "paused",
-  "claimed",
-  "retry",
-  "grouped",
-  "sent",
-  "dead",
-  "in_doubt",
-  "skipped",
-  "cancelled",
-];
-const SCHEDULE_STATES = ["active", "paused", "cancelled", "invalid"];
+// The states the API accepts, for the state filters: the server writes them into the page
+// (<meta name="punctual-states">) from its own lists, so the page keeps no copy.
+const STATES = JSON.parse(
+  document.querySelector('meta[name="punctual-states"]')?.getAttribute("content") || "{}",
+);
+const DELIVERY_STATES = STATES.delivery ?? [];
+const SCHEDULE_STATES = STATES.schedule ?? [];
 const PAGES = [
   ["overview", "Overview"],
   ["schedules", "Schedules"],
