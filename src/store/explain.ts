@@ -338,13 +338,25 @@ select
    ) h) as history`;
 
 /**
- * OPS-16: keeps {@link EXPLAIN_PAGE_SQL} in one process, set in its transaction. A
- * schedule's rows are a few thousand; the planner's estimate for a bitmap read of them
- * is high enough that it planned a parallel sort (two workers, a gather merge), which
- * took 350–460 ms where the same plan in one process took 145–160 ms (10M rows stored,
- * load ≈ 11; docs/benchmarks.md).
+ * OPS-16: the settings of {@link EXPLAIN_PAGE_SQL}'s transaction, set local (they end
+ * with it). One process: a schedule's rows are a few thousand; the planner's estimate for
+ * a bitmap read of them is high enough that it planned a parallel sort (two workers, a
+ * gather merge), which took 350–460 ms where the same plan in one process took 145–160 ms
+ * (10M rows stored, load ≈ 11). No JIT: the statement's estimated cost (a probe per row of
+ * a page of 10,000) passes PostgreSQL's `jit_optimize_above_cost`, and compiling it with
+ * optimization and inlining took 2.4 s of the server's CPU to save a few ms of
+ * interpretation (docs/benchmarks.md). PGlite has no JIT; the setting exists there too.
+ * No parameters; returns the settings as set.
  */
-export const EXPLAIN_SERIAL_SQL = "set local max_parallel_workers_per_gather = 0";
+export const EXPLAIN_SERIAL_SQL = `
+select set_config('max_parallel_workers_per_gather', '0', true) as max_parallel_workers_per_gather,
+       set_config('jit', 'off', true) as jit`;
+
+/** Result columns of {@link EXPLAIN_SERIAL_SQL}. */
+export const EXPLAIN_SERIAL_COLUMNS = columnsOf<{
+  max_parallel_workers_per_gather: string;
+  jit: string;
+}>()(["max_parallel_workers_per_gather", "jit"]);
 
 /**
  * One keyset page of an explanation: the delivery rows in page order, and for each (same
@@ -374,7 +386,7 @@ export async function explainPage(
   },
 ): Promise<ExplainPage> {
   const found = await db.transaction(async (tx) => {
-    await tx.query(EXPLAIN_SERIAL_SQL);
+    await rows(tx, EXPLAIN_SERIAL_SQL, []);
     return rows<ExplainPageRow>(tx, EXPLAIN_PAGE_SQL, [
       p.tenant,
       p.scheduleId,
