@@ -232,7 +232,7 @@ const RARE_SOURCE_COLUMNS = [
 /**
  * The rows of a page (alias `d`, the page's place `d.n`) as one JSON value, an
  * {@link ExplainPageColumns}: `json_agg` per field (its output function is looked up
- * once per page, where `json_build_array` looks up each argument's per row), the rare
+ * once per page, where `json_build_array` looks up each argument's type per row), the rare
  * fields built only for the rows that have any, the triggered rows by one read of the
  * schedule's triggers (`punctual_triggers_schedule`; a trigger's schedule is its
  * delivery's) rather than a probe per row. $2 schedule id.
@@ -335,9 +335,10 @@ select
  * with it). One process: a schedule's rows are a few thousand; the planner's estimate for
  * a bitmap read of them is high enough that it planned a parallel sort (two workers, a
  * gather merge), which took 350–460 ms where the same plan in one process took 145–160 ms
- * (10M rows stored, load ≈ 11). No JIT: the statement's estimated cost (a probe per row of
- * a page of 10,000) passes PostgreSQL's `jit_optimize_above_cost`, and compiling it with
- * optimization and inlining took 2.4 s of the server's CPU to save a few ms of
+ * (10M rows stored, load ≈ 11). No JIT: the estimated cost of a page of 10,000 rows with
+ * their history may pass PostgreSQL's `jit_above_cost` and `jit_optimize_above_cost`;
+ * compiling the statement with optimization and inlining took 2.4 s of the server's CPU
+ * (with a probe per row, as the statement read its history then) to save a few ms of
  * interpretation (docs/benchmarks.md). PGlite has no JIT; the setting exists there too.
  * No parameters; returns the settings as set.
  */
