@@ -6,7 +6,9 @@
  * one hourly schedule (through punctual) with a delivery row for every hour of 2028 (most
  * sent, 2% dead, 8% pending) and one attempt row per tried delivery, and times, through
  * punctual's own `explainSchedule` (what `GET /v1/schedules/{id}/explain` runs): the
- * whole window as one page of 10,000 and walked in pages of 1,000. Prints medians.
+ * whole window as one page of 10,000 and walked in pages of 1,000. Prints medians, and for
+ * the page of 10,000 the CPU time of this process and of the database server's processes
+ * (when the server runs on this machine) per call.
  *
  *   npm run bench:explain                               2M background deliveries
  *   npm run bench:explain -- --deliveries 10000000      the issue's 10M
@@ -39,7 +41,8 @@ const { p, db, close, existed } = await benchDatabase("punctual_bench_explain", 
 /**
  * CPU time (ms) of the database server's processes so far: the children of the postmaster
  * of the bench's own connection, from `/proc/<pid>/schedstat` (time on a CPU, ns). Null
- * when the server is not a local process this one can read (a remote DATABASE_URL).
+ * when the server is not a local process this one can read (a remote DATABASE_URL; one
+ * whose backend's pid happens to be a local process's would be misread: measure locally).
  */
 const postmaster = await (async () => {
   const pid = (await db.query<{ p: number }>("select pg_backend_pid() p")).rows[0]!.p;
