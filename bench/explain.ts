@@ -6,7 +6,9 @@
  * one hourly schedule (through punctual) with a delivery row for every hour of 2028 (most
  * sent, 2% dead, 8% pending) and one attempt row per tried delivery, and times, through
  * punctual's own `explainSchedule` (what `GET /v1/schedules/{id}/explain` runs): the
- * whole window as one page of 10,000 and walked in pages of 1,000. Prints medians.
+ * whole window as one page of 10,000 and walked in pages of 1,000. Prints medians, and for
+ * the page of 10,000 the CPU time of this process and of the database server's processes
+ * (when the server runs on this machine) per call.
  *
  *   npm run bench:explain                               2M background deliveries
  *   npm run bench:explain -- --deliveries 10000000      the issue's 10M
@@ -21,6 +23,7 @@
  * PostgreSQL: DATABASE_URL (a database it may fill: it creates and drops
  * `punctual_bench_explain` there), else a throwaway cluster from scripts/pg-cluster.mjs.
  */
+import { readdirSync, readFileSync } from "node:fs";
 import { cpus, loadavg, totalmem } from "node:os";
 import * as explainStore from "../src/store/explain.js";
 import { benchDatabase, flag, hasFlag, median, ms } from "./lib/harness.js";
@@ -34,6 +37,36 @@ const TO = "2029-01-01T00:00:00Z";
 
 const keep = hasFlag("keep");
 const { p, db, close, existed } = await benchDatabase("punctual_bench_explain", { keep });
+
+/**
+ * CPU time (ms) of the database server's processes so far: the children of the postmaster
+ * of the bench's own connection, from `/proc/<pid>/schedstat` (time on a CPU, ns). Null
+ * when the server is not a local process this one can read (a remote DATABASE_URL; one
+ * whose backend's pid happens to be a local process's would be misread: measure locally).
+ */
+const postmaster = await (async () => {
+  const pid = (await db.query<{ p: number }>("select pg_backend_pid() p")).rows[0]!.p;
+  try {
+    return Number(readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ")[1]);
+  } catch {
+    return null;
+  }
+})();
+function serverCpuMs(): number | null {
+  if (postmaster === null) return null;
+  let ns = 0;
+  for (const name of readdirSync("/proc")) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const stat = readFileSync(`/proc/${name}/stat`, "utf8");
+      if (Number(stat.split(") ")[1]!.split(" ")[1]) !== postmaster) continue;
+      ns += Number(readFileSync(`/proc/${name}/schedstat`, "utf8").split(" ")[0]);
+    } catch {
+      // the process ended meanwhile
+    }
+  }
+  return ns / 1e6;
+}
 
 const p90 = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.ceil(xs.length * 0.9) - 1]!;
 
@@ -134,6 +167,7 @@ const loadAtStart = loadavg()
   .join(" ");
 const whole: number[] = [];
 const wholeCpu: number[] = [];
+const wholeServerCpu: number[] = [];
 const withJson: number[] = [];
 const firstPage: number[] = [];
 const paged: number[] = [];
@@ -141,12 +175,15 @@ let entries = 0;
 let pages = 0;
 let bytes = 0;
 for (let i = 0; i < REPEAT + 1; i++) {
+  const s0 = serverCpuMs();
   const a = process.hrtime.bigint();
   const c0 = process.cpuUsage();
   const one = await p.explainSchedule(scheduleId, { from: FROM, to: TO, limit: 10_000 });
   const took = ms(a);
   const cpu = process.cpuUsage(c0);
+  const s1 = serverCpuMs();
   if (i > 0) wholeCpu.push((cpu.user + cpu.system) / 1000);
+  if (i > 0 && s0 !== null && s1 !== null) wholeServerCpu.push(s1 - s0);
   const body = JSON.stringify(one); // what the route sends
   const tookWithJson = ms(a);
   entries = one.entries.length;
@@ -185,8 +222,9 @@ const statements: Array<{ label: string; sql: string; params: unknown[] }> = [
     params: ["default", scheduleId, FROM, TO, null, null, null, 10_001],
   },
 ];
-// As the store runs the rows statement (EXPLAIN_SERIAL_SQL, there with SET LOCAL).
+// As the store runs the page statement (EXPLAIN_SERIAL_SQL, there local to its transaction).
 await db.query("set max_parallel_workers_per_gather = 0");
+await db.query("set jit = off");
 const sqlMs = statements.map(() => [] as number[]);
 const plans: string[] = [];
 for (const [k, st] of statements.entries()) {
@@ -230,6 +268,7 @@ console.log("| explain | median ms | p90 ms |");
 console.log("|---|---:|---:|");
 row("one page of 10,000", whole);
 row("one page of 10,000: CPU of this process", wholeCpu);
+if (wholeServerCpu.length > 0) row("one page of 10,000: CPU of the server", wholeServerCpu);
 row("one page of 10,000 and its JSON", withJson);
 row("first page of 1,000 (the default)", firstPage);
 row(`${pages} pages of 1,000`, paged);

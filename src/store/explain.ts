@@ -67,12 +67,11 @@ const epochMs = (column: string) =>
   `round(date_part('epoch', date_trunc('milliseconds', ${column})) * 1000)`;
 
 /**
- * The fields of an {@link ExplainDeliveryRow} and their expressions on alias `d`, in the
- * order of an {@link ExplainDeliveryTuple}; `rare` marks the fields only some rows have
- * (a claimed row's lease, a deferral, a limiter, a digest), which a tuple carries as one
- * nested value, null when all of them are. The one place that reads the deliveries
- * table's columns for an explanation. A digest is read only for a row that has one (a
- * `case` keeps the sub-select from running for the others).
+ * The fields of an {@link ExplainDeliveryRow} and their expressions on alias `d`; `rare`
+ * marks the fields only some rows have (a claimed row's lease, a deferral, a limiter, a
+ * digest), which a page carries for those rows only. The one place that reads the
+ * deliveries table's columns for an explanation. A digest is read only for a row that has
+ * one (a `case` keeps the sub-select from running for the others).
  */
 const EXPLAIN_FIELDS: ReadonlyArray<
   readonly [name: keyof ExplainDeliveryRow, expr: string, rare?: "rare"]
@@ -133,110 +132,117 @@ const EXPLAIN_FIELDS: ReadonlyArray<
 ];
 
 /**
- * An {@link ExplainDeliveryRow} as {@link EXPLAIN_PAGE_SQL} returns it: the fields of
- * {@link EXPLAIN_FIELDS} but the schedule id (the page's own) and the rare ones, in that
- * order, then the rare ones as one nested tuple or null; instants as whole epoch
- * milliseconds.
+ * The fields of a page's rows that every row has, column by column: the fields of
+ * {@link EXPLAIN_FIELDS} that are not rare, but the schedule id (the page's own) and
+ * `triggered` (a list of its own, {@link ExplainPageColumns}).
  */
-export type ExplainDeliveryTuple = [
-  id: number,
-  reminder_key: string,
-  recipient_id: string | null,
-  occurrence_ms: number,
-  due_ms: number,
-  run_ms: number,
-  state: string,
-  attempt: number,
-  sent_ms: number | null,
-  sent_by: string | null,
-  send_started_ms: number | null,
-  send_status: number | null,
-  send_message_id: string | null,
-  finished_ms: number | null,
-  reason: string | null,
-  created_ms: number,
-  updated_ms: number,
-  triggered: boolean,
-  rare:
-    | [
-        lease_owner: string | null,
-        lease_expires_ms: number | null,
-        claimed_ms: number | null,
-        deferred_until_ms: number | null,
-        deferred_reason: string | null,
-        limiter: string | null,
-        digest_key: string | null,
-        digest_id: string | null,
-        digest_formed_ms: number | null,
-        digest_items: number | null,
-        digest_deferred_reason: string | null,
-        digest_deferred_until_ms: number | null,
-      ]
-    | null,
+const PAGE_COLUMN_FIELDS = EXPLAIN_FIELDS.filter(
+  ([name, , rare]) => !rare && name !== "schedule_id" && name !== "triggered",
+);
+/** The fields only some rows have, in {@link ExplainRareTuple} order after the row's place. */
+const PAGE_RARE_FIELDS = EXPLAIN_FIELDS.filter(([, , rare]) => rare);
+
+/**
+ * The rare fields of one row of a page that has any of them, after its place in the page
+ * (from 1), in {@link EXPLAIN_FIELDS} order.
+ */
+export type ExplainRareTuple = [
+  n: number,
+  lease_owner: string | null,
+  lease_expires_ms: number | null,
+  claimed_ms: number | null,
+  deferred_until_ms: number | null,
+  deferred_reason: string | null,
+  limiter: string | null,
+  digest_key: string | null,
+  digest_id: string | null,
+  digest_formed_ms: number | null,
+  digest_items: number | null,
+  digest_deferred_reason: string | null,
+  digest_deferred_until_ms: number | null,
 ];
 
-/** The rare fields of a row that has none of them. */
-const NO_RARE = [null, null, null, null, null, null, null, null, null, null, null, null] as const;
+/**
+ * A page's delivery rows as {@link EXPLAIN_PAGE_SQL} returns them: one list per field
+ * that every row has (index k is the row whose place in the page is `n[k]`), then the
+ * places of the triggered rows, then the rare fields of the rows that have any
+ * ({@link ExplainRareTuple}). The lists are null for an empty page, the last two when no
+ * row qualifies. Instants are whole epoch milliseconds.
+ */
+export type ExplainPageColumns = [
+  n: number[] | null,
+  id: number[] | null,
+  reminder_key: string[] | null,
+  recipient_id: (string | null)[] | null,
+  occurrence_ms: number[] | null,
+  due_ms: number[] | null,
+  run_ms: number[] | null,
+  state: string[] | null,
+  attempt: number[] | null,
+  sent_ms: (number | null)[] | null,
+  sent_by: (string | null)[] | null,
+  send_started_ms: (number | null)[] | null,
+  send_status: (number | null)[] | null,
+  send_message_id: (string | null)[] | null,
+  finished_ms: (number | null)[] | null,
+  reason: (string | null)[] | null,
+  created_ms: number[] | null,
+  updated_ms: number[] | null,
+  triggered: number[] | null,
+  rare: ExplainRareTuple[] | null,
+];
 
-/** The {@link ExplainDeliveryRow} of an {@link ExplainDeliveryTuple} of schedule `scheduleId`. */
-export function deliveryRowOf(t: ExplainDeliveryTuple, scheduleId: string): ExplainDeliveryRow {
-  const r = t[18] ?? NO_RARE;
-  return {
-    id: t[0],
-    schedule_id: scheduleId,
-    reminder_key: t[1],
-    recipient_id: t[2],
-    occurrence_ms: t[3],
-    due_ms: t[4],
-    run_ms: t[5],
-    state: t[6],
-    attempt: t[7],
-    lease_owner: r[0],
-    lease_expires_ms: r[1],
-    claimed_ms: r[2],
-    sent_ms: t[8],
-    sent_by: t[9],
-    send_started_ms: t[10],
-    send_status: t[11],
-    send_message_id: t[12],
-    finished_ms: t[13],
-    reason: t[14],
-    deferred_until_ms: r[3],
-    deferred_reason: r[4],
-    limiter: r[5],
-    created_ms: t[15],
-    updated_ms: t[16],
-    triggered: t[17],
-    digest_key: r[6],
-    digest_id: r[7],
-    digest_formed_ms: r[8],
-    digest_items: r[9],
-    digest_deferred_reason: r[10],
-    digest_deferred_until_ms: r[11],
-  };
-}
+/**
+ * The recorded attempts and actions of a page's rows as {@link EXPLAIN_PAGE_SQL} returns
+ * them, one list per field (index k is one event); null lists when there are none. `part`
+ * is 0 for an attempt and 1 for an action, `seq` its id in its table (the order it was
+ * recorded in); the other fields are those of an {@link ExplainHistoryRow}.
+ */
+export type ExplainHistoryColumns = [
+  delivery_id: number[] | null,
+  part: (0 | 1)[] | null,
+  seq: number[] | null,
+  at_ms: number[] | null,
+  ended_ms: (number | null)[] | null,
+  by: string[] | null,
+  attempt: (number | null)[] | null,
+  what: string[] | null,
+  settled: (boolean | null)[] | null,
+  status: (number | null)[] | null,
+  error: (string | null)[] | null,
+  outcome: (string | null)[] | null,
+];
 
 /** The select list of an {@link ExplainDeliveryRow} on alias `d`, one column a field. */
 const EXPLAIN_SELECT = EXPLAIN_FIELDS.map(([name, expr]) => `${expr} as ${name}`).join(
   ",\n       ",
 );
 
+/** A field's expression as JSON: instants as whole numbers (`bigint`: no float formatting). */
+const asJson = ([name, expr]: readonly [string, string, string?]) =>
+  name.endsWith("_ms") ? `(${expr})::bigint` : expr;
+
+/** The columns of `punctual_deliveries` that rare fields read, on alias `d`. */
+const RARE_SOURCE_COLUMNS = [
+  ...new Set(
+    PAGE_RARE_FIELDS.flatMap(([, expr]) => [...expr.matchAll(/\bd\.([a-z_]+)/g)].map((m) => m[0])),
+  ),
+];
+
 /**
- * An {@link ExplainDeliveryTuple} on alias `d`, as JSON: whole numbers for the instants
- * (`bigint`, so no float formatting can write them otherwise).
+ * The rows of a page (alias `d`, the page's place `d.n`) as one JSON value, an
+ * {@link ExplainPageColumns}: `json_agg` per field (its output function is looked up
+ * once per page, where `json_build_array` looks up each argument's type per row), the rare
+ * fields built only for the rows that have any, the triggered rows by one read of the
+ * schedule's triggers (`punctual_triggers_schedule`; a trigger's schedule is its
+ * delivery's) rather than a probe per row. $2 schedule id.
  */
-const EXPLAIN_TUPLE = (() => {
-  const json = ([name, expr]: readonly [string, string, string?]) =>
-    name.endsWith("_ms") ? `(${expr})::bigint` : expr;
-  const main = EXPLAIN_FIELDS.filter(([name, , rare]) => !rare && name !== "schedule_id");
-  const rare = EXPLAIN_FIELDS.filter(([, , r]) => r);
-  const rareColumns = [
-    ...new Set(rare.flatMap(([, expr]) => [...expr.matchAll(/\bd\.([a-z_]+)/g)].map((m) => m[0]))),
-  ];
-  return `json_build_array(${main.map(json).join(", ")},
-    case when ${rareColumns.map((c) => `${c} is null`).join(" and ")} then null
-         else json_build_array(${rare.map(json).join(", ")}) end)`;
-})();
+const EXPLAIN_PAGE_COLUMNS_JSON = `json_build_array(
+    json_agg(d.n), ${PAGE_COLUMN_FIELDS.map((f) => `json_agg(${asJson(f)})`).join(", ")},
+    json_agg(d.n) filter (where d.id in (select t.delivery_id from punctual_triggers t
+                                         where t.schedule_id = $2::uuid)),
+    json_agg(json_build_array(d.n, ${PAGE_RARE_FIELDS.map(asJson).join(", ")}))
+      filter (where not (${RARE_SOURCE_COLUMNS.map((c) => `${c} is null`).join(" and ")})))`;
 
 /** The columns of `punctual_deliveries` that {@link EXPLAIN_FIELDS} reads, on alias `d`. */
 const EXPLAIN_SOURCE_COLUMNS = [
@@ -252,35 +258,19 @@ const EXPLAIN_ORDER = `date_trunc('milliseconds', d.occurrence_at), d.reminder_k
 
 /**
  * One keyset page of an explanation as {@link EXPLAIN_PAGE_SQL} returns it: the delivery
- * rows in page order and the recorded history of each ({@link ExplainHistoryTuple}, by
- * its row's place in `rows`, from 1).
+ * rows ({@link ExplainPageColumns}) and the recorded history of those rows
+ * ({@link ExplainHistoryColumns}).
  */
 export interface ExplainPageRow {
-  rows: ExplainDeliveryTuple[];
-  history: ExplainHistoryTuple[];
+  rows: ExplainPageColumns;
+  history: ExplainHistoryColumns;
 }
 
 /** Result columns of {@link EXPLAIN_PAGE_SQL}. */
 export const EXPLAIN_PAGE_COLUMNS = columnsOf<ExplainPageRow>()(["rows", "history"]);
 
-/**
- * One recorded event of a page's delivery, as {@link EXPLAIN_PAGE_SQL} returns it: the
- * fields of an {@link ExplainHistoryRow} (without `delivery_id`) after the place of its
- * delivery in the page's `rows`, from 1.
- */
-export type ExplainHistoryTuple = [
-  n: number,
-  kind: "attempt" | "action",
-  at_ms: number,
-  ended_ms: number | null,
-  by: string,
-  attempt: number | null,
-  what: string,
-  settled: boolean | null,
-  status: number | null,
-  error: string | null,
-  outcome: string | null,
-];
+/** The page's delivery ids, for `= any(…)`: computed once per statement (an init plan). */
+const PAGE_IDS = "array(select p.id from page p)";
 
 /**
  * OPS-16 / DEL-14 / DEL-12: one keyset page of an explanation, in one statement (one
@@ -289,19 +279,23 @@ export type ExplainHistoryTuple = [
  * code point, id) — the order src/app/explain.ts merges the rule's expected occurrences
  * in — at most `$8` rows; and the recorded attempts (`punctual_attempts`; the sending
  * attempt kept on the row is a field of the row, {@link ExplainDeliveryRow.sent_by}) and
- * operator actions of those rows: by row in page order, attempts in the order recorded,
- * then actions oldest first. `$5` NULL: from the start.
+ * operator actions of those rows. `$5` NULL: from the start.
  *
- * Both come back as one JSON value each, arrays of tuples ({@link ExplainPageRow}): a page
- * of 10,000 rows is then one value to parse rather than 290,000 column values, each a
- * string to decode, and a row object the driver builds (docs/benchmarks.md).
+ * Both come back as one JSON value each, column by column ({@link ExplainPageRow}): a page
+ * of 10,000 rows is then two values to parse, mostly arrays of numbers, rather than
+ * 290,000 column values, each a string to decode, and a row object the driver builds; and
+ * the server formats each field with an output function looked up once per page
+ * (docs/benchmarks.md).
  *
  * The reads do not grow with the tables: the schedule's rows are found by
  * `punctual_deliveries_schedule` (schedule_id, state) and sorted (a schedule holds at most
- * the rows its plan and retention keep); the page is kept (`materialized`) and each of its
- * rows is one probe of each history table's `(delivery_id, …)` index (a lateral join: a
- * plain `delivery_id = any(…)` over a page of 8,784 ids was planned as a scan of every
- * attempt). The fields are computed for the page's rows only (outside the limit).
+ * the rows its plan and retention keep); the page is kept (`materialized`), and its
+ * history is read by each history table's `(delivery_id, …)` index with the page's ids
+ * as one array: one descent per id, in one index scan. The array is a sub-select's, whose
+ * length the planner does not know (it assumes a few elements), so the plan is that index
+ * scan whatever the page's or the table's size; a `$1` array of a page's 8,784 ids, its
+ * length known, was planned as a scan of every attempt. The fields are computed for the
+ * page's rows only (outside the limit).
  * $1 tenant, $2 schedule id, $3 due from, $4 due to, $5 occurrence after, $6 reminder key
  * after, $7 id after, $8 limit.
  */
@@ -319,32 +313,44 @@ with page as materialized (
   limit $8
 )
 select
-  (select coalesce(json_agg(${EXPLAIN_TUPLE} order by d.n), '[]') from page d) as rows,
-  (select coalesce(json_agg(json_build_array(d.n, h.kind, h.at_ms, h.ended_ms, h.by,
-                                             h.attempt, h.what, h.settled, h.status,
-                                             h.error, h.outcome)
-                            order by d.n, h.part, h.seq), '[]')
-   from page d
-   cross join lateral (
-     select 'attempt' as kind, (${epochMs("a.started_at")})::bigint as at_ms,
+  (select ${EXPLAIN_PAGE_COLUMNS_JSON} from page d) as rows,
+  (select json_build_array(json_agg(h.delivery_id), json_agg(h.part), json_agg(h.seq),
+                           json_agg(h.at_ms), json_agg(h.ended_ms), json_agg(h.by),
+                           json_agg(h.attempt), json_agg(h.what), json_agg(h.settled),
+                           json_agg(h.status), json_agg(h.error), json_agg(h.outcome))
+   from (
+     select a.delivery_id, 0 as part, a.id as seq,
+            (${epochMs("a.started_at")})::bigint as at_ms,
             (${epochMs("a.ended_at")})::bigint as ended_ms, a.worker as by, a.attempt,
-            a.outcome as what, a.settled, a.status, a.error, null::text as outcome,
-            0 as part, a.id as seq
-     from punctual_attempts a where a.delivery_id = d.id
+            a.outcome as what, a.settled, a.status, a.error, null::text as outcome
+     from punctual_attempts a where a.delivery_id = any(${PAGE_IDS})
      union all
-     select 'action', (${epochMs("x.at")})::bigint, null, x.actor, null, x.action, null,
-            null, null, x.outcome, 1, x.id
-     from punctual_delivery_actions x where x.delivery_id = d.id
+     select x.delivery_id, 1, x.id, (${epochMs("x.at")})::bigint, null, x.actor, null,
+            x.action, null, null, null, x.outcome
+     from punctual_delivery_actions x where x.delivery_id = any(${PAGE_IDS})
    ) h) as history`;
 
 /**
- * OPS-16: keeps {@link EXPLAIN_PAGE_SQL} in one process, set in its transaction. A
- * schedule's rows are a few thousand; the planner's estimate for a bitmap read of them
- * is high enough that it planned a parallel sort (two workers, a gather merge), which
- * took 350–460 ms where the same plan in one process took 145–160 ms (10M rows stored,
- * load ≈ 11; docs/benchmarks.md).
+ * OPS-16: the settings of {@link EXPLAIN_PAGE_SQL}'s transaction, set local (they end
+ * with it). One process: a schedule's rows are a few thousand; the planner's estimate for
+ * a bitmap read of them is high enough that it planned a parallel sort (two workers, a
+ * gather merge), which took 350–460 ms where the same plan in one process took 145–160 ms
+ * (10M rows stored, load ≈ 11). No JIT: the estimated cost of a page of 10,000 rows with
+ * their history may pass PostgreSQL's `jit_above_cost` and `jit_optimize_above_cost`;
+ * compiling the statement with optimization and inlining took 2.4 s of the server's CPU
+ * (with a probe per row, as the statement read its history then) to save a few ms of
+ * interpretation (docs/benchmarks.md). PGlite has no JIT; the setting exists there too.
+ * No parameters; returns the settings as set.
  */
-export const EXPLAIN_SERIAL_SQL = "set local max_parallel_workers_per_gather = 0";
+export const EXPLAIN_SERIAL_SQL = `
+select set_config('max_parallel_workers_per_gather', '0', true) as max_parallel_workers_per_gather,
+       set_config('jit', 'off', true) as jit`;
+
+/** Result columns of {@link EXPLAIN_SERIAL_SQL}. */
+export const EXPLAIN_SERIAL_COLUMNS = columnsOf<{
+  max_parallel_workers_per_gather: string;
+  jit: string;
+}>()(["max_parallel_workers_per_gather", "jit"]);
 
 /**
  * One keyset page of an explanation: the delivery rows in page order, and for each (same
@@ -374,7 +380,7 @@ export async function explainPage(
   },
 ): Promise<ExplainPage> {
   const found = await db.transaction(async (tx) => {
-    await tx.query(EXPLAIN_SERIAL_SQL);
+    await rows(tx, EXPLAIN_SERIAL_SQL, []);
     return rows<ExplainPageRow>(tx, EXPLAIN_PAGE_SQL, [
       p.tenant,
       p.scheduleId,
@@ -386,33 +392,120 @@ export async function explainPage(
       p.limit,
     ]);
   });
-  const page = found[0] ?? { rows: [], history: [] };
-  const out: ExplainPage = {
-    rows: page.rows.map((t) => deliveryRowOf(t, p.scheduleId)),
-    history: page.rows.map(() => NO_HISTORY),
-  };
-  let current: ExplainHistoryRow[] = [];
-  let currentN = 0;
-  for (const h of page.history) {
-    const n = h[0];
-    if (n !== currentN) {
-      current = [];
-      currentN = n;
-      out.history[n - 1] = current;
+  const page = found[0];
+  return page ? pageOf(page, p.scheduleId) : { rows: [], history: [] };
+}
+
+/**
+ * The {@link ExplainPage} of an {@link ExplainPageRow} of schedule `scheduleId`: the rows
+ * in page order, and each row's history — its attempts in the order recorded, then its
+ * actions oldest first.
+ */
+export function pageOf(page: ExplainPageRow, scheduleId: string): ExplainPage {
+  const [n, id, key, recipient, occurrence, due, run, state, attempt, sent, sentBy] = page.rows;
+  const [, , , , , , , , , , , sendStarted, sendStatus, messageId, finished, reason] = page.rows;
+  const [, , , , , , , , , , , , , , , , created, updated, triggered, rare] = page.rows;
+  const count = n?.length ?? 0;
+  const rows = new Array<ExplainDeliveryRow>(count);
+  for (let k = 0; k < count; k++) {
+    rows[n![k]! - 1] = {
+      id: id![k]!,
+      schedule_id: scheduleId,
+      reminder_key: key![k]!,
+      recipient_id: recipient![k]!,
+      occurrence_ms: occurrence![k]!,
+      due_ms: due![k]!,
+      run_ms: run![k]!,
+      state: state![k]!,
+      attempt: attempt![k]!,
+      lease_owner: null,
+      lease_expires_ms: null,
+      claimed_ms: null,
+      sent_ms: sent![k]!,
+      sent_by: sentBy![k]!,
+      send_started_ms: sendStarted![k]!,
+      send_status: sendStatus![k]!,
+      send_message_id: messageId![k]!,
+      finished_ms: finished![k]!,
+      reason: reason![k]!,
+      deferred_until_ms: null,
+      deferred_reason: null,
+      limiter: null,
+      created_ms: created![k]!,
+      updated_ms: updated![k]!,
+      triggered: false,
+      digest_key: null,
+      digest_id: null,
+      digest_formed_ms: null,
+      digest_items: null,
+      digest_deferred_reason: null,
+      digest_deferred_until_ms: null,
+    };
+  }
+  for (const place of triggered ?? []) rows[place - 1]!.triggered = true;
+  for (const r of rare ?? []) {
+    const row = rows[r[0] - 1]!;
+    row.lease_owner = r[1];
+    row.lease_expires_ms = r[2];
+    row.claimed_ms = r[3];
+    row.deferred_until_ms = r[4];
+    row.deferred_reason = r[5];
+    row.limiter = r[6];
+    row.digest_key = r[7];
+    row.digest_id = r[8];
+    row.digest_formed_ms = r[9];
+    row.digest_items = r[10];
+    row.digest_deferred_reason = r[11];
+    row.digest_deferred_until_ms = r[12];
+  }
+  return { rows, history: historyOf(page.history, rows) };
+}
+
+/**
+ * The history of each of `rows` (same index) from {@link ExplainHistoryColumns}: by
+ * delivery, attempts (part 0) then actions (part 1), each in the order recorded (`seq`).
+ */
+function historyOf(h: ExplainHistoryColumns, rows: readonly ExplainDeliveryRow[]) {
+  const [deliveryId, part, seq, at, ended, by, attempt, what, settled, status, error] = h;
+  const outcome = h[11];
+  const out = rows.map(() => NO_HISTORY);
+  const count = deliveryId?.length ?? 0;
+  if (count === 0) return out;
+  const placeOf = new Map<number, number>();
+  for (let k = 0; k < rows.length; k++) placeOf.set(rows[k]!.id, k);
+  /** Each row's events as indexes into the lists, in the order the lists give them. */
+  const events = new Array<number[] | undefined>(rows.length);
+  for (let k = 0; k < count; k++) {
+    const place = placeOf.get(deliveryId![k]!);
+    if (place === undefined) continue;
+    const list = events[place];
+    if (list === undefined) events[place] = [k];
+    else list.push(k);
+  }
+  const before = (a: number, b: number) => part![a]! - part![b]! || seq![a]! - seq![b]!;
+  for (let place = 0; place < rows.length; place++) {
+    const list = events[place];
+    if (list === undefined) continue;
+    // The index returns a row's attempts by attempt number; recorded order is by id.
+    for (let e = 1; e < list.length; e++) {
+      if (before(list[e - 1]!, list[e]!) > 0) {
+        list.sort(before);
+        break;
+      }
     }
-    current.push({
-      kind: h[1],
-      delivery_id: out.rows[n - 1]!.id,
-      at_ms: h[2],
-      ended_ms: h[3],
-      by: h[4],
-      attempt: h[5],
-      what: h[6],
-      settled: h[7],
-      status: h[8],
-      error: h[9],
-      outcome: h[10],
-    });
+    out[place] = list.map((k) => ({
+      kind: part![k] === 0 ? ("attempt" as const) : ("action" as const),
+      delivery_id: deliveryId![k]!,
+      at_ms: at![k]!,
+      ended_ms: ended![k]!,
+      by: by![k]!,
+      attempt: attempt![k]!,
+      what: what![k]!,
+      settled: settled![k]!,
+      status: status![k]!,
+      error: error![k]!,
+      outcome: outcome![k]!,
+    }));
   }
   return out;
 }

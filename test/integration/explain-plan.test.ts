@@ -13,6 +13,7 @@ import {
   explainDeliveryRow,
   explainHistory,
   explainPage,
+  recordDeliveryActions,
 } from "../../src/store/explain.js";
 import { engineName, useTestDatabase } from "../support/db.js";
 import { explain, nodes, outline, tableScans } from "../support/plans.js";
@@ -125,6 +126,10 @@ describe(`explain's reads on ${engine} (OPS-16)`, () => {
     );
     await db.query("update punctual_deliveries set limiter = 'default/k' where id = $1", [ids[5]]);
     await db.query(
+      `insert into punctual_triggers (delivery_id, schedule_id, trigger_id) values ($1, $2, 't')`,
+      [ids[7], scheduleId],
+    );
+    await db.query(
       `update punctual_deliveries set digest_tenant = 'default', digest_key = 'dk',
          digest_window_ms = 60000, digest_max_items = 50
        where id = $1`,
@@ -146,5 +151,46 @@ describe(`explain's reads on ${engine} (OPS-16)`, () => {
     expect(page.rows[4]!.deferred_reason).toBe("QUIET_HOURS");
     expect(page.rows[5]!.limiter).toBe("default/k");
     expect(page.rows[6]!.digest_key).toBe("dk");
+    expect(page.rows.map((r) => r.triggered)).toEqual([...Array(7).fill(false), true]);
+  });
+
+  it("OPS-16: a page's history is each row's attempts in the order recorded, then its actions oldest first", async () => {
+    const { db } = t();
+    // Recorded out of attempt-number order, an action between them.
+    const id = ids[9]!;
+    await db.query("delete from punctual_attempts where delivery_id = $1", [id]);
+    await db.query(
+      `insert into punctual_attempts (delivery_id, attempt, worker, started_at, ended_at, outcome)
+       values ($1, 3, 'w3', $2, $2, 'transient')`,
+      [id, NOW],
+    );
+    await recordDeliveryActions(db, {
+      now: NOW,
+      deliveryIds: [id],
+      action: "redrive",
+      outcome: null,
+      actor: "operator",
+    });
+    await db.query(
+      `insert into punctual_attempts (delivery_id, attempt, worker, started_at, ended_at, outcome)
+       values ($1, 1, 'w1', $2, $2, 'lease_expired')`,
+      [id, NOW],
+    );
+    const page = await explainPage(db, {
+      tenant: "default",
+      scheduleId,
+      dueFrom: new Date(NOW.getTime() - 2 * PAGE * 60_000),
+      dueTo: NOW,
+      after: null,
+      limit: 11,
+    });
+    const single = await explainHistory(db, { deliveryIds: [id] });
+    expect(page.history[9]!.map((h) => `${h.kind} ${h.by}`)).toEqual([
+      "attempt w3",
+      "attempt w1",
+      "action operator",
+    ]);
+    expect(page.history[9]).toEqual(single);
+    expect(page.history[10]!.map((h) => h.attempt)).toEqual([1, 2]);
   });
 });
