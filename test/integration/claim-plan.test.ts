@@ -21,12 +21,11 @@ import {
   SETTLE_AND_CLAIM_SQL,
   SETTLE_SQL,
   settleParams,
-  type SettleInput,
 } from "../../src/store/deliveries/index.js";
 import { ALL_RATE_LIMITS_SQL } from "../../src/store/rate-limits.js";
 import { SELECT_STALE_SQL } from "../../src/store/planning.js";
 import { engineName, useTestDatabase } from "../support/db.js";
-import { HOUR, instants, insertSchedule, NOW, plan } from "../support/rows.js";
+import { HOUR, instants, insertSchedule, NOW, plan, sentOutcome } from "../support/rows.js";
 import {
   cte,
   explain,
@@ -287,20 +286,7 @@ describe(`the settle's plan on ${engine}: linear in the batch`, () => {
         channels: ["log"],
       });
       expect(claimed).toHaveLength(BATCH);
-      const batch: SettleInput[] = claimed.map((c) => ({
-        id: c.id,
-        attempt: c.attempt,
-        state: "sent",
-        runAt: null,
-        reason: null,
-        error: null,
-        failure: 0,
-        deferral: 0,
-        startedAt: NOW,
-        outcome: "sent",
-        status: 200,
-        messageId: null,
-      }));
+      const batch = claimed.map((c) => sentOutcome(c.id, c.attempt, NOW));
       const analyzed = await explain(
         pinnedOf(db),
         SETTLE_SQL,

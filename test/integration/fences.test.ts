@@ -13,6 +13,7 @@ import {
   type SettleInput,
 } from "../../src/store/deliveries/index.js";
 import { deliveries, testPunctual, type TestPunctual } from "../support/punctual.js";
+import { sentOutcome } from "../support/rows.js";
 
 const T0 = Date.parse("2027-01-04T08:00:00Z");
 const LEASE = 60_000;
@@ -47,22 +48,7 @@ function claim(tp: TestPunctual, owner: string, nowMs = 0, limit = 10) {
   });
 }
 
-function sent(id: number, attempt: number): SettleInput {
-  return {
-    id,
-    attempt,
-    state: "sent",
-    runAt: null,
-    reason: null,
-    error: null,
-    failure: 0,
-    deferral: 0,
-    startedAt: at(0),
-    outcome: "sent",
-    status: 200,
-    messageId: null,
-  };
-}
+const sent = (id: number, attempt: number): SettleInput => sentOutcome(id, attempt, at(0));
 
 async function row(tp: TestPunctual, id: number) {
   return (await deliveries(tp.punctual)).find((r) => r.id === id)!;

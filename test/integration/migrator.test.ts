@@ -31,6 +31,31 @@ describe(`migrator on ${engine}`, () => {
     await Promise.all(opened.splice(0).map((t) => t.close()));
   });
 
+  /**
+   * A database migrated up to the newest migration no older release can read (its
+   * `min_reader_version` its own version), and a way to record a scheduler instance that
+   * ticked `lastTick` (an interval) ago, stopped at `stopped` (null: running).
+   */
+  async function beforeLastContract() {
+    const t = await fresh(false);
+    const contract = loadMigrations().filter(
+      (m) => (m.minReaderVersion ?? m.version) === m.version,
+    );
+    const last = contract[contract.length - 1]!;
+    await migrate(
+      t.db,
+      loadMigrations().filter((m) => m.version < last.version),
+    );
+    const instance = (lastTick: string, stopped: Date | null) =>
+      t.db.query(
+        `insert into punctual_instances (id, host, pid, version, role, started_at, last_tick_at, stopped_at)
+         values ('old#1', 'h1', 41, '0.2.0', 'all', now() - interval '1 hour', now() - $1::interval, $2::timestamptz)
+         on conflict (id) do update set last_tick_at = excluded.last_tick_at, stopped_at = excluded.stopped_at`,
+        [lastTick, stopped],
+      );
+    return { t, last, instance };
+  }
+
   it("OPS-5: migrate applies 0001 and records its version", async () => {
     const { db } = await fresh(false);
     expect(await schemaVersion(db)).toBe(0);
@@ -258,22 +283,7 @@ alter table mig_t2 add column y int;`,
       ? "OPS-10: a migration no running release can read is refused while a scheduler instance ticked within the last minute, applied once it stopped, its heartbeat went stale, or with the check off"
       : "OPS-10: on PGlite (one process holds the data folder) a recent instance row does not hold back a migration",
     async () => {
-      const t = await fresh(false);
-      const contract = loadMigrations().filter(
-        (m) => (m.minReaderVersion ?? m.version) === m.version,
-      );
-      const last = contract[contract.length - 1]!;
-      await migrate(
-        t.db,
-        loadMigrations().filter((m) => m.version < last.version),
-      );
-      const instance = (lastTick: string, stopped: string | null) =>
-        t.db.query(
-          `insert into punctual_instances (id, host, pid, version, role, started_at, last_tick_at, stopped_at)
-           values ('old#1', 'h1', 41, '0.2.0', 'all', now() - interval '1 hour', now() - $1::interval, $2::timestamptz)
-           on conflict (id) do update set last_tick_at = excluded.last_tick_at, stopped_at = excluded.stopped_at`,
-          [lastTick, stopped],
-        );
+      const { t, last, instance } = await beforeLastContract();
       await instance("5 seconds", null);
       if (engine !== "postgres") {
         await migrate(t.db);
@@ -303,22 +313,11 @@ alter table mig_t2 add column y int;`,
       : "OPS-10: stopped instances and --force — skipped on PGlite: the check is not made there (one process holds the data folder)",
     async () => {
       for (const [stopped, options] of [
-        ["now()", {}],
+        [new Date(), {}],
         [null, { liveWithinMs: 0 }],
       ] as const) {
-        const t = await fresh(false);
-        const contract = loadMigrations().filter(
-          (m) => (m.minReaderVersion ?? m.version) === m.version,
-        );
-        const last = contract[contract.length - 1]!;
-        await migrate(
-          t.db,
-          loadMigrations().filter((m) => m.version < last.version),
-        );
-        await t.db.query(
-          `insert into punctual_instances (id, host, pid, version, role, started_at, last_tick_at, stopped_at)
-           values ('old#1', 'h1', 41, '0.2.0', 'all', now(), now(), ${stopped ?? "null"})`,
-        );
+        const { t, last, instance } = await beforeLastContract();
+        await instance("0 seconds", stopped);
         expect(await migrate(t.db, undefined, options)).toContain(last.version);
       }
     },

@@ -10,6 +10,7 @@ import {
   type SettleInput,
 } from "../../src/store/deliveries/index.js";
 import { deliveries, testPunctual, type TestPunctual } from "../support/punctual.js";
+import { sentOutcome } from "../support/rows.js";
 
 const T0 = Date.parse("2027-01-04T08:00:00Z");
 const LEASE = 60_000;
@@ -34,23 +35,8 @@ async function setup(n: number): Promise<TestPunctual> {
 
 const at = (ms: number) => new Date(T0 + ms);
 
-function outcome(id: number, attempt: number, over: Partial<SettleInput> = {}): SettleInput {
-  return {
-    id,
-    attempt,
-    state: "sent",
-    runAt: null,
-    reason: null,
-    error: null,
-    failure: 0,
-    deferral: 0,
-    startedAt: at(0),
-    outcome: "sent",
-    status: 200,
-    messageId: null,
-    ...over,
-  };
-}
+const outcome = (id: number, attempt: number, over: Partial<SettleInput> = {}) =>
+  sentOutcome(id, attempt, at(0), over);
 
 const ride = (tp: TestPunctual, nowMs: number, batch: SettleInput[], limit = 10) =>
   settleAndClaim(tp.punctual.db, at(nowMs), "A", batch, {

@@ -4,7 +4,7 @@
  */
 import { randomUUID } from "node:crypto";
 import type { Queryable } from "../../src/store/database.js";
-import { INSERT_DELIVERIES_SQL } from "../../src/store/deliveries/index.js";
+import { INSERT_DELIVERIES_SQL, type SettleInput } from "../../src/store/deliveries/index.js";
 
 /** The pinned "now" of these tests. */
 export const NOW = new Date("2027-01-04T08:00:00Z");
@@ -59,4 +59,31 @@ export async function plan(db: Queryable, scheduleId: string, dueAt: Date[]): Pr
 /** `n` instants from `from` (ms), `stepMs` apart. */
 export function instants(n: number, from: number, stepMs = 1): Date[] {
   return Array.from({ length: n }, (_, i) => new Date(from + i * stepMs));
+}
+
+/**
+ * One outcome of a settle (`SettleInput`): by default the send succeeded (`sent`, HTTP 200)
+ * and started at `startedAt`; `over` changes any field.
+ */
+export function sentOutcome(
+  id: number,
+  attempt: number,
+  startedAt: Date,
+  over: Partial<SettleInput> = {},
+): SettleInput {
+  return {
+    id,
+    attempt,
+    state: "sent",
+    runAt: null,
+    reason: null,
+    error: null,
+    failure: 0,
+    deferral: 0,
+    startedAt,
+    outcome: "sent",
+    status: 200,
+    messageId: null,
+    ...over,
+  };
 }
