@@ -407,8 +407,9 @@ settled as (
 ),
 ${requeueCtes("settled")},
 orphaned as (
-  delete from punctual_queue q using fenced f
-  where q.id = f.id and not exists (select 1 from settled s where s.id = f.id)
+  delete from punctual_queue q
+  where q.id = any(array(
+    select f.id from fenced f where not exists (select 1 from settled s where s.id = f.id)))
 ),
 unsettled as (
   select u.id from input u where not exists (select 1 from settled s where s.id = u.id)
@@ -524,8 +525,9 @@ recovered as (
 ),
 ${requeueCtes("recovered")},
 orphaned as (
-  delete from punctual_queue q using expired e
-  where q.id = e.id and not exists (select 1 from recovered r where r.id = e.id)
+  delete from punctual_queue q
+  where q.id = any(array(
+    select e.id from expired e where not exists (select 1 from recovered r where r.id = e.id)))
 ),
 recorded as (
   insert into punctual_attempts (delivery_id, attempt, worker, started_at, ended_at, outcome, settled, error)
