@@ -34,7 +34,7 @@
 -- not run on it. Roll: stop every older worker (a graceful stop releases unstarted claims,
 -- OPS-6, and settles the sends in flight), migrate, start the new release. A row still
 -- `claimed` by a crashed worker moves into the queue with its lease and attempt, so
--- recovery judges it when the lease runs out (DEL-6). docs/upgrading.md.
+-- recovery judges it when the lease runs out (DEL-6). docs/production.md (upgrades).
 -- kind: contract
 -- min_reader_version: 50
 

@@ -5,7 +5,7 @@
  *
  * This release's migration 0050 (the delivery queue) is a contract that raises
  * `min_reader_version` to 50: a previous-release worker would claim from the ledger rows
- * the new workers hold in the queue. So the roll is the one docs/upgrading.md gives: stop
+ * the new workers hold in the queue. So the roll is the one docs/production.md (upgrades) gives: stop
  * every process of the previous release (gracefully: unstarted claims are given back, sends
  * in flight settle), migrate, start this release. The test rolls that way with deliveries
  * in flight and checks that nothing is lost or sent twice, and that a previous-release
@@ -163,7 +163,7 @@ describe("OPS-10 previous release beside this one", () => {
       await receiver.waitFor(() => received() >= 30, "30 deliveries by the previous release");
 
       // 3. The roll of a contract migration that raises `min_reader_version` (0050, the
-      //    delivery queue; docs/upgrading.md). This release's migrate refuses while the
+      //    delivery queue; docs/production.md (upgrades)). This release's migrate refuses while the
       //    previous release's processes run (they would go on claiming the old way beside
       //    the queue and send twice), naming them ...
       const early = spawn(
