@@ -12,6 +12,7 @@ import {
   type SettleInput,
 } from "../../src/store/deliveries/index.js";
 import { testPunctual, type TestPunctual } from "../support/punctual.js";
+import { sentOutcome } from "../support/rows.js";
 
 const T0 = Date.parse("2027-01-04T08:00:00Z");
 const at = (ms: number) => new Date(T0 + ms);
@@ -69,20 +70,10 @@ describe("settle and claim values", () => {
       messageId: text,
     }));
     const last = claimed[n - 1]!;
-    const sent: SettleInput = {
-      id: last.id,
-      attempt: last.attempt,
-      state: "sent",
-      runAt: null,
-      reason: null,
-      error: null,
-      failure: 0,
-      deferral: 0,
-      startedAt: at(987),
-      outcome: "sent",
+    const sent = sentOutcome(last.id, last.attempt, at(987), {
       status: 202,
       messageId: 'msg,{1} "x" \\ NULL',
-    };
+    });
     const settled = await settleDeliveries(db, at(2_000), "A", [...failed, sent]);
     expect(settled.size).toBe(n);
 

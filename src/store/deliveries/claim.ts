@@ -292,9 +292,21 @@ const REQUEUE_RETURNING = `d.id, d.state, d.claimable_at, d.channel, d.limiter, 
  * {@link REQUEUE_RETURNING}): a row that waits again (a retry that its schedule still
  * admits: `claimable_at` set after the trigger `punctual_deliveries_rewait` judged it)
  * keeps its queue row, released, at its new `run_at`; any other loses it. The queue rows
- * were locked by the fence, and each is written once (updated or deleted).
+ * were locked by the fence, and each is written once (updated or deleted). With `held`
+ * (the CTE of the queue rows the fence matched, column `id`), a third CTE deletes those
+ * whose ledger row was not written because it no longer waits (`orphaned`: made final or
+ * paused by a release that knows no queue), so it cannot be given back and claimed again;
+ * by primary key over an id array, so no plan scans the queue.
  */
-function requeueCtes(written: string): string {
+function requeueCtes(written: string, held?: string): string {
+  const orphaned = held
+    ? `,
+orphaned as (
+  delete from punctual_queue q
+  where q.id = any(array(
+    select h.id from ${held} h where not exists (select 1 from ${written} w where w.id = h.id)))
+)`
+    : "";
   return `requeued as (
   update punctual_queue q
   set run_at = w.claimable_at, lease_owner = null, lease_expires_at = null, claimed_at = null,
@@ -305,7 +317,7 @@ function requeueCtes(written: string): string {
 dequeued as (
   delete from punctual_queue q using ${written} w
   where q.id = w.id and w.claimable_at is null
-)`;
+)${orphaned}`;
 }
 
 /** A settled outcome whose attempt {@link SETTLE_SQL} keeps on the delivery row (`u` the input). */
@@ -405,12 +417,7 @@ settled as (
     and d.state in ('pending', 'retry')
   returning ${REQUEUE_RETURNING}
 ),
-${requeueCtes("settled")},
-orphaned as (
-  delete from punctual_queue q
-  where q.id = any(array(
-    select f.id from fenced f where not exists (select 1 from settled s where s.id = f.id)))
-),
+${requeueCtes("settled", "fenced")},
 unsettled as (
   select u.id from input u where not exists (select 1 from settled s where s.id = u.id)
 ),
@@ -523,12 +530,7 @@ recovered as (
   where d.id = e.id and d.state in ('pending', 'retry')
   returning ${REQUEUE_RETURNING}
 ),
-${requeueCtes("recovered")},
-orphaned as (
-  delete from punctual_queue q
-  where q.id = any(array(
-    select e.id from expired e where not exists (select 1 from recovered r where r.id = e.id)))
-),
+${requeueCtes("recovered", "expired")},
 recorded as (
   insert into punctual_attempts (delivery_id, attempt, worker, started_at, ended_at, outcome, settled, error)
   select e.id, e.attempt, e.lease_owner, e.claimed_at, ${NOW}, 'lease_expired', true, 'lease expired'
